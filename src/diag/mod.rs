@@ -1,0 +1,14 @@
+//! Diagnostics: findings about plan and policy files, with spans that render
+//! as `file:line:column` and a marked source line.
+//!
+//! Adding a diagnostic: pick a stable kebab-case code (it is part of the
+//! contract: users filter and search by it), build a [`Diagnostic`] with a
+//! primary span, and add a hint that tells the author what to write instead.
+
+mod diagnostic;
+mod render;
+mod span;
+
+pub use diagnostic::{Diagnostic, Severity};
+pub use render::{render, render_all, to_json};
+pub use span::{SourceFile, SourceId, SourceMap, Span};

@@ -1,0 +1,46 @@
+//! planrun: a declarative plan interpreter for a bounded, local-first agent
+//! runtime.
+//!
+//! # Architecture
+//!
+//! Data flows one way:
+//!
+//! ```text
+//! plans/*.toml|yaml ─┐
+//!                    ├─ spec (load + validate) ─▶ model ─▶ router ─▶ runtime ─▶ policy ─▶ tools
+//! policies/*.toml  ──┘                                                 │
+//!                                                                      └──────▶ store (runs/<id>/…)
+//! ```
+//!
+//! - [`diag`]: spans, diagnostics and their rendering (`file:line:column`).
+//! - [`spec`]: reads plan and policy files (TOML or YAML) into a spanned
+//!   tree and validates it into the [`model`], collecting every finding.
+//! - [`model`]: validated plans and policies; invariants hold by construction.
+//! - [`template`]: `{{ … }}` references, parsed at load, rendered per step.
+//! - [`router`]: picks the plan for a goal by keywords, explaining why.
+//! - [`runtime`]: the interpreter loop, retry, budgets, the injected clock
+//!   and id generator, audit events and progress output.
+//! - [`policy`]: decides whether a resolved action may run, naming the rule.
+//! - [`tools`]: the step kinds (`shell`, `write_file`, `read_file`,
+//!   `finish`, `flaky`) and the confined [`tools::Workspace`].
+//! - [`store`]: the run records.
+//! - [`cli`]: the command line; `main.rs` only calls [`cli::main`].
+//!
+//! # Files
+//!
+//! | module | reads | writes |
+//! |---|---|---|
+//! | `spec` | `plans/*.toml`, `plans/*.yaml`, `policies/*.toml` | — |
+//! | `tools` | workspace files (confined) | workspace files (confined) |
+//! | `store` | `<workspace>/runs/<id>/*` | `<workspace>/runs/<id>/{plan.json,state.json,history.jsonl,audit.jsonl}` |
+
+pub mod cli;
+pub mod diag;
+pub mod model;
+pub mod policy;
+pub mod router;
+pub mod runtime;
+pub mod spec;
+pub mod store;
+pub mod template;
+pub mod tools;

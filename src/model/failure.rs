@@ -1,0 +1,63 @@
+//! Failure classes: why a step attempt failed, which decides whether it is retried.
+
+use serde::{Deserialize, Serialize};
+
+/// Why a step attempt failed. The names are the seed prototype's, so runs stay
+/// comparable across implementations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// The policy refused the action (shell allowlist, file confinement).
+    SecurityDenied,
+    /// A `{{ … }}` reference could not be resolved. Never retried.
+    TemplateError,
+    /// A file tool failed for a reason other than policy (missing file, too large).
+    FileError,
+    /// A process exited non-zero, timed out or could not be started.
+    ExecutionError,
+    /// Anything else.
+    UnknownError,
+}
+
+impl FailureClass {
+    /// Every class, in declaration order (used by the policy loader and docs).
+    pub const ALL: [FailureClass; 5] = [
+        FailureClass::SecurityDenied,
+        FailureClass::TemplateError,
+        FailureClass::FileError,
+        FailureClass::ExecutionError,
+        FailureClass::UnknownError,
+    ];
+
+    /// The snake_case name used in files and records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::SecurityDenied => "security_denied",
+            FailureClass::TemplateError => "template_error",
+            FailureClass::FileError => "file_error",
+            FailureClass::ExecutionError => "execution_error",
+            FailureClass::UnknownError => "unknown_error",
+        }
+    }
+
+    /// Parses the snake_case name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|class| class.as_str() == name)
+    }
+
+    /// Whether a failure of this class may ever be retried, whatever the policy
+    /// says. Security denials and template errors are deterministic: a second
+    /// attempt cannot succeed, so the runtime never spends one.
+    pub fn is_retryable(self) -> bool {
+        !matches!(
+            self,
+            FailureClass::SecurityDenied | FailureClass::TemplateError
+        )
+    }
+}
+
+impl std::fmt::Display for FailureClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,19 @@
+//! The validated model: what the loader produces and the runtime consumes.
+//!
+//! Every type here upholds its invariants by construction: the only way to get
+//! a [`Plan`] or a [`Policy`] is through the validator in `crate::spec`, which
+//! has already checked versions, keys, types, references and rule examples.
+//! Later stages never re-validate and never see raw file text.
+
+mod failure;
+mod plan;
+mod policy;
+mod run_status;
+
+pub use failure::FailureClass;
+pub use plan::{Action, Plan, SourceRef, Step};
+pub use policy::{
+    ArgMatcher, ArgPattern, Budget, Decision, FilePolicy, Policy, RetryPolicy, ShellPolicy,
+    ShellRule, SlotKind,
+};
+pub use run_status::RunStatus;

@@ -1,0 +1,112 @@
+//! A validated plan: the steps to run and the keywords that route goals to it.
+
+use serde::Serialize;
+
+use crate::diag::Span;
+use crate::model::RunStatus;
+use crate::template::Template;
+
+/// Where a model came from: the path as the user named it (relative to the
+/// current directory when it is below it) and the SHA-256 of the file's bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SourceRef {
+    pub path: String,
+    pub sha256: String,
+}
+
+/// A plan file after validation.
+///
+/// Invariants: `version` was 1; step ids are unique and non-empty; every
+/// template parsed; a shell step's program is a literal bare name; every file
+/// path is literal or built only from `{{ run.id }}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    pub id: String,
+    pub description: String,
+    /// Routing keywords as written (matching lowercases them).
+    pub keywords: Vec<String>,
+    /// Name of the policy file (`policies/<policy>.toml`).
+    pub policy: String,
+    /// Whether this plan takes the goals that match no keyword.
+    pub default: bool,
+    /// The status a run of this plan is documented to end with. Plans that
+    /// demonstrate a negative scenario (a denied command, a bad template) say
+    /// `failed`; `planrun check` then reports their expected findings as notes.
+    pub expected_status: RunStatus,
+    pub steps: Vec<Step>,
+    #[serde(skip)]
+    pub source: SourceRef,
+    /// Span of each keyword in the source file, parallel to `keywords`.
+    #[serde(skip)]
+    pub keyword_spans: Vec<Span>,
+}
+
+/// One step of a plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    pub id: String,
+    #[serde(flatten)]
+    pub action: Action,
+    /// Per-step timeout; never above the policy's `budget.step_timeout_secs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+    /// Max attempts for this step; never above the policy's `retry.cap`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry: Option<u32>,
+    /// Span of the whole step table in the source file.
+    #[serde(skip)]
+    pub span: Span,
+}
+
+/// What a step does, with its payload. Each kind validates its own keys.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Action {
+    /// Run a program without a shell. `command[0]` is a literal bare program
+    /// name; the other tokens may hold templates (their rendered values are
+    /// checked by the allowlist like any other argument).
+    Shell { command: Vec<Template> },
+    /// Write `content` to a workspace-relative `path`.
+    WriteFile { path: Template, content: Template },
+    /// Read a workspace-relative `path`; its text becomes the step output.
+    ReadFile { path: Template },
+    /// End the run `done`. The optional message becomes the step output.
+    Finish {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<Template>,
+    },
+    /// A deterministic test tool: fails with `execution_error` on its first
+    /// `failures` attempts, then succeeds with `output`.
+    Flaky { failures: u32, output: Template },
+}
+
+impl Action {
+    /// The kind name as written in plan files.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::Shell { .. } => "shell",
+            Action::WriteFile { .. } => "write_file",
+            Action::ReadFile { .. } => "read_file",
+            Action::Finish { .. } => "finish",
+            Action::Flaky { .. } => "flaky",
+        }
+    }
+
+    /// Every template in the payload, in payload order.
+    pub fn templates(&self) -> Vec<&Template> {
+        match self {
+            Action::Shell { command } => command.iter().collect(),
+            Action::WriteFile { path, content } => vec![path, content],
+            Action::ReadFile { path } => vec![path],
+            Action::Finish { message } => message.iter().collect(),
+            Action::Flaky { output, .. } => vec![output],
+        }
+    }
+}
+
+impl Plan {
+    /// The step with this id.
+    pub fn step(&self, id: &str) -> Option<&Step> {
+        self.steps.iter().find(|step| step.id == id)
+    }
+}

@@ -1,0 +1,145 @@
+//! A validated policy: what a plan's steps may do.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use regex::Regex;
+use serde::Serialize;
+
+use crate::model::{FailureClass, SourceRef};
+
+/// A policy file after validation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Policy {
+    /// The file stem (`default` for `policies/default.toml`).
+    pub name: String,
+    pub shell: ShellPolicy,
+    pub files: FilePolicy,
+    pub retry: RetryPolicy,
+    pub budget: Budget,
+    #[serde(skip)]
+    pub source: SourceRef,
+}
+
+/// How the shell tool decides and runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShellPolicy {
+    /// Program names that are always forbidden (checked on the plan's name
+    /// and on the file name of the resolved, canonical path).
+    pub blocked: Vec<String>,
+    /// Rules in file order. Where several match, the strictest decision wins.
+    pub allow: Vec<ShellRule>,
+    /// Absolute folders searched, in order, for a bare program name. Never
+    /// the workspace, never the caller's `PATH`.
+    pub search_path: Vec<PathBuf>,
+    /// The child's whole environment (it starts from nothing).
+    pub env: BTreeMap<String, String>,
+}
+
+/// One `[[shell.allow]]` rule.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShellRule {
+    /// A stable name for records: the rule's `id`, or `shell.allow[<index>]`.
+    pub name: String,
+    pub program: String,
+    /// The argument lists this rule accepts (argv without the program). An
+    /// empty outer list never happens: a rule without `args` accepts exactly
+    /// the program alone (`[[]]`).
+    pub args: Vec<ArgPattern>,
+    /// When true a pattern need only match the leading arguments; refused at
+    /// load for shells, interpreters, wrappers and package managers.
+    pub prefix: bool,
+    pub decision: Decision,
+    /// Why the rule exists, shown with every decision it makes.
+    pub reason: Option<String>,
+}
+
+/// One accepted argument list: a matcher per token, equal length (or a
+/// leading part of argv when the rule is a prefix rule).
+#[derive(Debug, Clone, Serialize)]
+pub struct ArgPattern(pub Vec<ArgMatcher>);
+
+/// How one argv token is matched.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArgMatcher {
+    /// Byte-for-byte equality.
+    Literal(String),
+    /// The whole token matches the regex (anchored at both ends).
+    Regex(#[serde(serialize_with = "serialize_regex")] Regex),
+    /// A typed slot.
+    Slot {
+        kind: SlotKind,
+        /// Whether the token may start with `-`.
+        allow_dash: bool,
+    },
+}
+
+fn serialize_regex<S: serde::Serializer>(regex: &Regex, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(regex.as_str())
+}
+
+/// What a typed slot accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlotKind {
+    /// A workspace-relative path that passes the file tools' confinement.
+    Path,
+}
+
+/// A rule's decision. Ordered so that the strictest is the greatest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Allow,
+    Forbidden,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Forbidden => "forbidden",
+        }
+    }
+}
+
+/// File confinement beyond the always-protected `runs/` and `.git/`.
+#[derive(Debug, Clone, Serialize)]
+pub struct FilePolicy {
+    /// Workspace-relative glob patterns (`*` within a component, `**` across
+    /// components) that file tools may never touch.
+    pub deny: Vec<String>,
+    pub max_read_bytes: u64,
+    pub max_write_bytes: u64,
+}
+
+/// Max attempts per failure class and the hard cap.
+#[derive(Debug, Clone, Serialize)]
+pub struct RetryPolicy {
+    pub max_attempts: BTreeMap<FailureClass, u32>,
+    /// No step gets more attempts than this, whatever it asks.
+    pub cap: u32,
+}
+
+impl RetryPolicy {
+    /// How many attempts a step that failed with `class` gets in all,
+    /// honouring the step's own override and the cap.
+    pub fn attempts_for(&self, class: FailureClass, step_override: Option<u32>) -> u32 {
+        if !class.is_retryable() {
+            return 1;
+        }
+        let by_class = self.max_attempts.get(&class).copied().unwrap_or(1);
+        step_override.unwrap_or(by_class).min(self.cap).max(1)
+    }
+}
+
+/// Limits that end a run `failed` with `stop_reason = "budget_exhausted"`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Budget {
+    pub max_steps: u64,
+    pub max_tool_calls: u64,
+    pub max_consecutive_failures: u64,
+    pub step_timeout_secs: u64,
+    pub max_output_bytes: u64,
+}

@@ -1,0 +1,3 @@
+//! Shell decisions. (Being implemented.)
+pub struct ShellEvaluation;
+pub fn evaluate_shell() {}

@@ -1,0 +1,6 @@
+//! Policy decisions: given a resolved action and a [`crate::model::Policy`],
+//! decide `allow` or `forbidden`, naming the rule that decided.
+
+mod evaluate;
+
+pub use evaluate::{ShellEvaluation, evaluate_shell};

@@ -1,0 +1,1 @@
+//! Goal → plan routing.
