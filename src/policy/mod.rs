@@ -3,4 +3,4 @@
 
 mod evaluate;
 
-pub use evaluate::{ShellEvaluation, evaluate_shell};
+pub use evaluate::{ShellEvaluation, display_argv, evaluate_shell};

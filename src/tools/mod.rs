@@ -13,11 +13,14 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::model::{FailureClass, Policy};
+use crate::model::{Decision, FailureClass, Policy};
+use crate::policy::{display_argv, evaluate_shell};
 
-pub use files::{read_file, write_file};
-pub use shell::{ProgramResolver, run_shell};
-pub use workspace::{PathDenied, Workspace};
+pub use files::{FileError, read_file, write_file};
+pub use shell::{
+    ProgramResolver, ResolveError, ResolvedProgram, ShellRun, is_bare_name, run_shell,
+};
+pub use workspace::{CheckedPath, PathDenied, Workspace};
 
 /// An action with every template rendered: exactly what will run.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -77,7 +80,214 @@ impl<'a> Tools<'a> {
         attempt: u32,
         timeout: Duration,
     ) -> ToolOutcome {
-        let _ = (action, attempt, timeout);
-        unimplemented!("tools are implemented in a later commit")
+        match action {
+            ResolvedAction::Shell { argv } => self.shell(argv, timeout),
+            ResolvedAction::WriteFile { path, content } => self.write(path, content),
+            ResolvedAction::ReadFile { path } => self.read(path),
+            ResolvedAction::Finish { message } => {
+                ToolOutcome::success(message.clone().unwrap_or_default(), None, Map::new())
+            }
+            ResolvedAction::Flaky { failures, output } => {
+                let mut details = Map::new();
+                details.insert("attempt".into(), attempt.into());
+                details.insert("failures".into(), (*failures).into());
+                if attempt <= *failures {
+                    ToolOutcome::failure(
+                        FailureClass::ExecutionError,
+                        format!("flaky: simulated failure on attempt {attempt} of {failures}"),
+                        details,
+                    )
+                } else {
+                    ToolOutcome::success(output.clone(), None, details)
+                }
+            }
+        }
+    }
+
+    fn shell(&mut self, argv: &[String], timeout: Duration) -> ToolOutcome {
+        let shell = &self.policy.shell;
+        let verdict = evaluate_shell(shell, self.workspace, &mut self.resolver, argv);
+        let mut details = Map::new();
+        details.insert("decision".into(), verdict.decision.as_str().into());
+        details.insert("rule".into(), verdict.rule.clone().into());
+        details.insert("reason".into(), verdict.reason.clone().into());
+        let name = argv.first().map(String::as_str).unwrap_or("");
+        if verdict.decision != Decision::Allow {
+            let subject = if argv.is_empty() {
+                "the empty command".to_owned()
+            } else {
+                format!("`{}`", display_argv(argv))
+            };
+            let verb = match verdict.rule.as_str() {
+                "shell.blocked" => "is blocked by security policy",
+                "shell.default-deny" => "is not in allowlist",
+                "shell.bare-name" => "is not a bare program name",
+                "shell.empty" => "is refused",
+                _ => "is forbidden by security policy",
+            };
+            let subject = if verdict.rule == "shell.blocked" {
+                format!("`{name}`")
+            } else {
+                subject
+            };
+            return ToolOutcome::failure(
+                FailureClass::SecurityDenied,
+                format!("{subject} {verb} (rule `{}`)", verdict.rule),
+                details,
+            );
+        }
+        let Some(program) = verdict.program else {
+            return ToolOutcome::failure(
+                FailureClass::ExecutionError,
+                format!("`{name}` was not found in the policy's search path"),
+                details,
+            );
+        };
+        details.insert(
+            "program".into(),
+            program.path.to_string_lossy().into_owned().into(),
+        );
+        if program.canonical != program.path {
+            details.insert(
+                "program_canonical".into(),
+                program.canonical.to_string_lossy().into_owned().into(),
+            );
+        }
+        let run = match run_shell(
+            &program.path,
+            &argv[1..],
+            &shell.env,
+            self.workspace.root(),
+            timeout,
+            self.policy.budget.max_output_bytes,
+        ) {
+            Ok(run) => run,
+            Err(err) => {
+                let err = err.to_string().to_lowercase();
+                return ToolOutcome::failure(
+                    FailureClass::ExecutionError,
+                    format!("`{name}` could not be started: {err}"),
+                    details,
+                );
+            }
+        };
+        if let Some(code) = run.exit_code {
+            details.insert("exit_code".into(), code.into());
+        }
+        if let Some(signal) = run.signal {
+            details.insert("signal".into(), signal.into());
+        }
+        details.insert("stdout_bytes".into(), run.stdout_bytes.into());
+        details.insert("stderr_bytes".into(), run.stderr_bytes.into());
+        details.insert(
+            "truncated".into(),
+            (run.stdout_truncated || run.stderr_truncated).into(),
+        );
+        if run.timed_out {
+            details.insert("timed_out".into(), true.into());
+            return ToolOutcome::failure(
+                FailureClass::ExecutionError,
+                format!(
+                    "`{name}` timed out after {} and was killed",
+                    format_duration(timeout)
+                ),
+                details,
+            );
+        }
+        match (run.exit_code, run.signal) {
+            (Some(0), _) => ToolOutcome::success(run.stdout, None, details),
+            (Some(code), _) => {
+                let first = run.stderr.lines().map(str::trim).find(|l| !l.is_empty());
+                let message = match first {
+                    Some(line) => format!("`{name}` exited with status {code}: {line}"),
+                    None => format!("`{name}` exited with status {code}"),
+                };
+                ToolOutcome::failure(FailureClass::ExecutionError, message, details)
+            }
+            (None, Some(signal)) => ToolOutcome::failure(
+                FailureClass::ExecutionError,
+                format!("`{name}` was killed by signal {signal}"),
+                details,
+            ),
+            (None, None) => ToolOutcome::failure(
+                FailureClass::ExecutionError,
+                format!("`{name}` ended without an exit status"),
+                details,
+            ),
+        }
+    }
+
+    fn write(&self, path: &str, content: &str) -> ToolOutcome {
+        let mut details = Map::new();
+        details.insert("path".into(), path.into());
+        match write_file(
+            self.workspace,
+            path,
+            content,
+            self.policy.files.max_write_bytes,
+        ) {
+            Ok(bytes) => {
+                details.insert("bytes".into(), bytes.into());
+                ToolOutcome::success(format!("wrote {bytes} bytes to {path}"), None, details)
+            }
+            Err(err) => ToolOutcome::file_failure(err, details),
+        }
+    }
+
+    fn read(&self, path: &str) -> ToolOutcome {
+        let mut details = Map::new();
+        details.insert("path".into(), path.into());
+        match read_file(self.workspace, path, self.policy.files.max_read_bytes) {
+            Ok(text) => {
+                details.insert("bytes".into(), (text.len() as u64).into());
+                let json = serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .filter(|value| value.is_object() || value.is_array());
+                ToolOutcome::success(text, json, details)
+            }
+            Err(err) => ToolOutcome::file_failure(err, details),
+        }
+    }
+}
+
+impl ToolOutcome {
+    fn success(
+        output_text: String,
+        output_json: Option<Value>,
+        details: Map<String, Value>,
+    ) -> Self {
+        ToolOutcome {
+            result: Ok(ToolSuccess {
+                output_text,
+                output_json,
+            }),
+            details,
+        }
+    }
+
+    fn failure(class: FailureClass, message: String, details: Map<String, Value>) -> Self {
+        ToolOutcome {
+            result: Err(ToolFailure { class, message }),
+            details,
+        }
+    }
+
+    fn file_failure(err: FileError, mut details: Map<String, Value>) -> Self {
+        if let FileError::Denied(denied) = &err {
+            details.insert("decision".into(), Decision::Forbidden.as_str().into());
+            details.insert("rule".into(), denied.rule.clone().into());
+            let message = format!("{denied} (rule `{}`)", denied.rule);
+            return ToolOutcome::failure(FailureClass::SecurityDenied, message, details);
+        }
+        ToolOutcome::failure(err.class(), err.to_string(), details)
+    }
+}
+
+/// `1s`, `90s`, `1500ms`.
+fn format_duration(duration: Duration) -> String {
+    if duration.subsec_millis() == 0 {
+        format!("{}s", duration.as_secs())
+    } else {
+        format!("{}ms", duration.as_millis())
     }
 }

@@ -1,14 +1,586 @@
-//! `shell`. (Being implemented.)
+//! `shell`: resolving bare program names and running them without a shell.
+//!
+//! A child runs with an empty environment plus exactly the policy's `env`,
+//! stdin null, the workspace root as its working directory, and in its own
+//! process group. Its output is read on two threads, keeping at most
+//! `max_output_bytes` of each stream and draining the rest so it never blocks.
+//! A third thread waits for the leader with `waitid(WNOWAIT)`, which leaves it
+//! a zombie: its pid (and so its process group id) cannot be reused until we
+//! reap it, so killing the group is always aimed at the right processes. On
+//! timeout the whole group is killed; after the leader exits, whatever is left
+//! of its group is killed too, so a background grandchild cannot hold the
+//! pipes open.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::io::{self, Read};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
 
 use crate::model::ShellPolicy;
 
-/// Resolves bare program names from the policy's search path, once per run.
-pub struct ProgramResolver;
+/// How long the readers may take to reach end of file once the whole process
+/// group is gone. Only a process that left the group (setsid) can hold the
+/// pipes longer; its output is then cut off.
+const READER_GRACE: Duration = Duration::from_millis(500);
 
-impl ProgramResolver {
-    pub fn new(_policy: &ShellPolicy) -> Self {
-        ProgramResolver
+/// A program found on the policy's search path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedProgram {
+    /// Where it was found (`<search dir>/<name>`).
+    pub path: PathBuf,
+    /// `fs::canonicalize(path)`: what it really is.
+    pub canonical: PathBuf,
+    /// The file names met while following symlinks from `path` to
+    /// `canonical`, both included (`ok` → `sh` → `dash`). Deny is checked
+    /// on every one of them.
+    pub names: Vec<String>,
+}
+
+/// Why a program name could not be resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResolveError {
+    /// Not a bare ASCII name.
+    InvalidName(String),
+    /// No executable regular file of that name on the search path.
+    NotFound(String),
+}
+
+impl fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResolveError::InvalidName(name) => {
+                write!(f, "`{}` is not a bare program name", name.escape_debug())
+            }
+            ResolveError::NotFound(name) => {
+                write!(f, "`{name}` was not found in the policy's search path")
+            }
+        }
     }
 }
 
-pub fn run_shell() {}
+impl std::error::Error for ResolveError {}
+
+/// Whether `name` is a bare program name: non-empty ASCII, no `/`, no
+/// whitespace or control characters, not `.` or `..`.
+pub fn is_bare_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'/' && b != b'\\')
+}
+
+/// Resolves bare program names from the policy's search path, once per run.
+#[derive(Debug, Clone)]
+pub struct ProgramResolver {
+    search_path: Vec<PathBuf>,
+    cache: HashMap<String, Result<ResolvedProgram, ResolveError>>,
+}
+
+impl ProgramResolver {
+    pub fn new(policy: &ShellPolicy) -> Self {
+        ProgramResolver {
+            search_path: policy.search_path.clone(),
+            cache: HashMap::new(),
+        }
+    }
+
+    /// Resolves `name` (cached: each name is looked up once per run).
+    pub fn resolve(&mut self, name: &str) -> Result<ResolvedProgram, ResolveError> {
+        if let Some(found) = self.cache.get(name) {
+            return found.clone();
+        }
+        let found = self.lookup(name);
+        self.cache.insert(name.to_owned(), found.clone());
+        found
+    }
+
+    fn lookup(&self, name: &str) -> Result<ResolvedProgram, ResolveError> {
+        if !is_bare_name(name) {
+            return Err(ResolveError::InvalidName(name.to_owned()));
+        }
+        for dir in self.search_path.iter().filter(|dir| dir.is_absolute()) {
+            let path = dir.join(name);
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
+            if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+                continue;
+            }
+            let Ok(canonical) = std::fs::canonicalize(&path) else {
+                continue;
+            };
+            let names = symlink_chain_names(&path, &canonical);
+            return Ok(ResolvedProgram {
+                path,
+                canonical,
+                names,
+            });
+        }
+        Err(ResolveError::NotFound(name.to_owned()))
+    }
+}
+
+/// The file names met following the symlink chain from `path` (bounded),
+/// plus the canonical file name.
+fn symlink_chain_names(path: &Path, canonical: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut push = |p: &Path| {
+        if let Some(name) = p.file_name().and_then(|n| n.to_str())
+            && !names.iter().any(|known| known == name)
+        {
+            names.push(name.to_owned());
+        }
+    };
+    let mut current = path.to_path_buf();
+    for _ in 0..40 {
+        push(&current);
+        match std::fs::read_link(&current) {
+            Ok(target) => {
+                current = match current.parent() {
+                    Some(parent) => parent.join(target),
+                    None => target,
+                };
+            }
+            Err(_) => break,
+        }
+    }
+    push(canonical);
+    names
+}
+
+/// What a finished (or killed) child did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ShellRun {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Lossy UTF-8 of at most `max_output_bytes`.
+    pub stdout: String,
+    pub stderr: String,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    /// Total bytes the child wrote to each stream (kept or not).
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    pub timed_out: bool,
+}
+
+#[derive(Debug, Default)]
+struct Capture {
+    kept: Vec<u8>,
+    total: u64,
+}
+
+enum Event {
+    LeaderExited,
+    ReaderDone,
+}
+
+/// Reads `stream` to its end, keeping at most `max` bytes.
+fn spawn_reader(
+    mut stream: impl Read + Send + 'static,
+    max: u64,
+    capture: Arc<Mutex<Capture>>,
+    done: mpsc::Sender<Event>,
+) -> io::Result<()> {
+    thread::Builder::new()
+        .name("planrun-shell-reader".into())
+        .spawn(move || {
+            let mut buf = [0u8; 16 * 1024];
+            loop {
+                match stream.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        let mut capture = match capture.lock() {
+                            Ok(guard) => guard,
+                            Err(poisoned) => poisoned.into_inner(),
+                        };
+                        let room = max.saturating_sub(capture.kept.len() as u64);
+                        let keep = (n as u64).min(room) as usize;
+                        capture.kept.extend_from_slice(&buf[..keep]);
+                        capture.total += n as u64;
+                    }
+                    Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            let _ = done.send(Event::ReaderDone);
+        })
+        .map(|_| ())
+}
+
+fn take_capture(capture: &Arc<Mutex<Capture>>) -> (String, u64, bool) {
+    let capture = match capture.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    let text = String::from_utf8_lossy(&capture.kept).into_owned();
+    let truncated = capture.total > capture.kept.len() as u64;
+    (text, capture.total, truncated)
+}
+
+/// Runs `program` with `args` directly (never through a shell), with exactly
+/// `env`, stdin null, in `cwd`, in its own process group, for at most
+/// `timeout`.
+pub fn run_shell(
+    program: &Path,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+    cwd: &Path,
+    timeout: Duration,
+    max_output_bytes: u64,
+) -> io::Result<ShellRun> {
+    let started = Instant::now();
+    let mut child = Command::new(program)
+        .args(args)
+        .env_clear()
+        .envs(env)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()?;
+    let pid = Pid::from_child(&child);
+    let kill_group = || {
+        // ESRCH (nothing left) is fine.
+        let _ = kill_process_group(pid, Signal::KILL);
+    };
+
+    let (events, inbox) = mpsc::channel();
+    let out = Arc::new(Mutex::new(Capture::default()));
+    let err = Arc::new(Mutex::new(Capture::default()));
+    let setup = (|| {
+        if let Some(stdout) = child.stdout.take() {
+            spawn_reader(stdout, max_output_bytes, out.clone(), events.clone())?;
+        } else {
+            let _ = events.send(Event::ReaderDone);
+        }
+        if let Some(stderr) = child.stderr.take() {
+            spawn_reader(stderr, max_output_bytes, err.clone(), events.clone())?;
+        } else {
+            let _ = events.send(Event::ReaderDone);
+        }
+        let waiter = events.clone();
+        thread::Builder::new()
+            .name("planrun-shell-waiter".into())
+            .spawn(move || {
+                // Wait for the leader's exit without reaping it.
+                let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
+                while let Err(rustix::io::Errno::INTR) = waitid(WaitId::Pid(pid), options) {}
+                let _ = waiter.send(Event::LeaderExited);
+            })
+            .map(|_| ())
+    })();
+    drop(events);
+    if let Err(error) = setup {
+        kill_group();
+        let _ = child.wait();
+        return Err(error);
+    }
+
+    let deadline = started.checked_add(timeout);
+    let mut readers_done = 0;
+    let mut timed_out = false;
+    loop {
+        let event = match deadline {
+            Some(deadline) => {
+                match inbox.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                    Ok(event) => Some(event),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+            None => match inbox.recv() {
+                Ok(event) => Some(event),
+                Err(_) => break,
+            },
+        };
+        match event {
+            Some(Event::LeaderExited) => break,
+            Some(Event::ReaderDone) => readers_done += 1,
+            None => {
+                timed_out = true;
+                kill_group();
+                // SIGKILL cannot be ignored: the leader exits now.
+                loop {
+                    match inbox.recv() {
+                        Ok(Event::LeaderExited) | Err(_) => break,
+                        Ok(Event::ReaderDone) => readers_done += 1,
+                    }
+                }
+                break;
+            }
+        }
+    }
+    // The leader is a zombie (not yet reaped), so its pgid still names its
+    // group: kill what is left of it, then reap the leader.
+    kill_group();
+    let status = child.wait()?;
+
+    let grace_end = Instant::now() + READER_GRACE;
+    while readers_done < 2 {
+        match inbox.recv_timeout(grace_end.saturating_duration_since(Instant::now())) {
+            Ok(Event::ReaderDone) => readers_done += 1,
+            Ok(Event::LeaderExited) => {}
+            Err(_) => break,
+        }
+    }
+    let (stdout, stdout_bytes, stdout_truncated) = take_capture(&out);
+    let (stderr, stderr_bytes, stderr_truncated) = take_capture(&err);
+    Ok(ShellRun {
+        exit_code: status.code(),
+        signal: status.signal(),
+        stdout,
+        stderr,
+        stdout_truncated,
+        stderr_truncated,
+        stdout_bytes,
+        stderr_bytes,
+        timed_out,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn run(program: &str, argv: &[&str], cwd: &Path) -> ShellRun {
+        run_shell(
+            Path::new(program),
+            &args(argv),
+            &env(&[("PATH", "/usr/bin:/bin")]),
+            cwd,
+            Duration::from_secs(10),
+            1 << 20,
+        )
+        .expect("run")
+    }
+
+    fn which(name: &str) -> PathBuf {
+        ["/usr/bin", "/bin"]
+            .iter()
+            .map(|dir| Path::new(dir).join(name))
+            .find(|path| path.exists())
+            .unwrap_or_else(|| panic!("{name} not installed"))
+    }
+
+    #[test]
+    fn env_is_exactly_the_map() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let vars = env(&[("LANG", "C"), ("ONLY", "this")]);
+        let out = run_shell(
+            &which("env"),
+            &[],
+            &vars,
+            tmp.path(),
+            Duration::from_secs(10),
+            1 << 20,
+        )
+        .expect("run");
+        assert_eq!(out.exit_code, Some(0));
+        let mut lines: Vec<_> = out.stdout.lines().collect();
+        lines.sort();
+        assert_eq!(lines, vec!["LANG=C", "ONLY=this"]);
+    }
+
+    #[test]
+    fn stdin_is_null_and_cwd_is_root() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(tmp.path()).expect("canonical");
+        let started = Instant::now();
+        let out = run(which("cat").to_str().expect("utf8"), &[], &root);
+        assert_eq!(out.exit_code, Some(0));
+        assert_eq!(out.stdout, "");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let out = run(which("pwd").to_str().expect("utf8"), &[], &root);
+        assert_eq!(out.stdout.trim_end(), root.to_str().expect("utf8"));
+    }
+
+    #[test]
+    fn non_zero_exit_and_stderr() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let out = run(
+            which("ls").to_str().expect("utf8"),
+            &["definitely-missing"],
+            tmp.path(),
+        );
+        assert_ne!(out.exit_code, Some(0));
+        assert!(out.exit_code.is_some());
+        assert!(out.stderr.contains("definitely-missing"), "{}", out.stderr);
+        assert!(!out.timed_out);
+    }
+
+    #[test]
+    fn output_is_truncated_and_drained() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        // 200 000 bytes, far more than a pipe buffer: the child must not block.
+        let out = run_shell(
+            &which("sh"),
+            &args(&[
+                "-c",
+                "i=0; while [ $i -lt 2000 ]; do printf '%0100d' 0; i=$((i+1)); done; echo err >&2",
+            ]),
+            &env(&[]),
+            tmp.path(),
+            Duration::from_secs(20),
+            10,
+        )
+        .expect("run");
+        assert_eq!(out.exit_code, Some(0));
+        assert_eq!(out.stdout, "0000000000");
+        assert!(out.stdout_truncated);
+        assert_eq!(out.stdout_bytes, 200_000);
+        assert_eq!(out.stderr, "err\n");
+        assert!(!out.stderr_truncated);
+    }
+
+    fn alive(pid: i32) -> bool {
+        // A zombie is not alive: read its state from /proc.
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => !stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+            Err(_) => false,
+        }
+    }
+
+    fn wait_gone(pid: i32) -> bool {
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            if !alive(pid) {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    #[test]
+    fn timeout_kills_the_whole_group() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let started = Instant::now();
+        let out = run_shell(
+            &which("sh"),
+            &args(&["-c", "sleep 30 & echo $! > pid; sleep 30"]),
+            &env(&[("PATH", "/usr/bin:/bin")]),
+            tmp.path(),
+            Duration::from_secs(1),
+            1 << 20,
+        )
+        .expect("run");
+        let elapsed = started.elapsed();
+        assert!(out.timed_out);
+        assert_eq!(out.signal, Some(9));
+        assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+        let pid: i32 = std::fs::read_to_string(tmp.path().join("pid"))
+            .expect("pid file")
+            .trim()
+            .parse()
+            .expect("pid");
+        assert!(wait_gone(pid), "grandchild {pid} survived");
+    }
+
+    #[test]
+    fn background_grandchild_does_not_hang_a_fast_command() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let started = Instant::now();
+        let out = run_shell(
+            &which("sh"),
+            &args(&["-c", "sleep 30 & echo $! > pid; echo done"]),
+            &env(&[("PATH", "/usr/bin:/bin")]),
+            tmp.path(),
+            Duration::from_secs(20),
+            1 << 20,
+        )
+        .expect("run");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(out.exit_code, Some(0));
+        assert_eq!(out.stdout, "done\n");
+        assert!(!out.timed_out);
+        let pid: i32 = std::fs::read_to_string(tmp.path().join("pid"))
+            .expect("pid file")
+            .trim()
+            .parse()
+            .expect("pid");
+        assert!(wait_gone(pid), "grandchild {pid} survived");
+    }
+
+    #[test]
+    fn spawn_failure_is_an_error() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        assert!(
+            run_shell(
+                Path::new("/nonexistent/program"),
+                &[],
+                &env(&[]),
+                tmp.path(),
+                Duration::from_secs(1),
+                10,
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn resolver_finds_executables_in_order_and_caches() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let a = tmp.path().join("a");
+        let b = tmp.path().join("b");
+        std::fs::create_dir_all(&a).expect("mkdir");
+        std::fs::create_dir_all(&b).expect("mkdir");
+        std::fs::write(a.join("tool"), "not executable").expect("write");
+        std::fs::write(b.join("tool"), "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(b.join("tool"), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        std::os::unix::fs::symlink(which("sh"), a.join("alias")).expect("symlink");
+        let policy = ShellPolicy {
+            blocked: vec![],
+            allow: vec![],
+            search_path: vec![a.clone(), b.clone()],
+            env: BTreeMap::new(),
+        };
+        let mut resolver = ProgramResolver::new(&policy);
+        let found = resolver.resolve("tool").expect("found");
+        assert_eq!(found.path, b.join("tool"));
+        let alias = resolver.resolve("alias").expect("found");
+        assert_eq!(alias.path, a.join("alias"));
+        assert_eq!(alias.names.first().map(String::as_str), Some("alias"));
+        assert!(alias.names.contains(&"sh".to_owned()), "{:?}", alias.names);
+        // Cached: removing the file does not change the answer in this run.
+        std::fs::remove_file(b.join("tool")).expect("rm");
+        assert_eq!(resolver.resolve("tool").expect("cached"), found);
+        assert_eq!(
+            resolver.resolve("missing"),
+            Err(ResolveError::NotFound("missing".into()))
+        );
+        for bad in ["", ".", "..", "/bin/sh", "./sh", "sh\u{e9}", "a b"] {
+            assert!(
+                matches!(resolver.resolve(bad), Err(ResolveError::InvalidName(_))),
+                "{bad:?}"
+            );
+        }
+    }
+}
