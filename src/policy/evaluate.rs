@@ -125,7 +125,7 @@ pub fn evaluate_shell(
         );
     };
     let reason = rule.reason.clone().unwrap_or_else(|| match rule.decision {
-        Decision::Allow => format!("rule `{}` allows `{command}`", rule.name),
+        Decision::Allow => format!("rule `{}` allows this command", rule.name),
         Decision::Forbidden => format!("rule `{}` forbids `{command}`", rule.name),
     });
     if rule.decision != Decision::Allow {
@@ -368,7 +368,7 @@ mod tests {
         let json = serde_json::to_value(&got).expect("json");
         assert_eq!(json["decision"], "allow");
         assert_eq!(json["rule"], "pwd");
-        assert_eq!(json["reason"], "rule `pwd` allows `pwd`");
+        assert_eq!(json["reason"], "rule `pwd` allows this command");
         assert_eq!(json["program"], pwd_dir.join("pwd").to_str().expect("utf8"));
         // Allowed but not on the search path: allow without a program.
         let empty = policy_with(vec![tmp.path().join("empty-bin")]);
