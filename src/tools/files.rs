@@ -218,8 +218,14 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// Temp file in the same folder, fsync, rename over the target, fsync the
 /// folder. The temp file is removed on any failure.
 fn atomic_write(dir: &Dir, name: &str, bytes: &[u8]) -> io::Result<()> {
+    // Keep the temp name within NAME_MAX whatever the target's length.
+    let mut short = name.len().min(100);
+    while !name.is_char_boundary(short) {
+        short -= 1;
+    }
     let tmp = format!(
-        ".{name}.planrun-tmp-{}-{}",
+        ".{}.planrun-tmp-{}-{}",
+        &name[..short],
         std::process::id(),
         TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     );
@@ -380,6 +386,8 @@ mod tests {
         );
         assert_eq!(read_file(&fx.ws, "a/b/c.txt", 64).expect("read"), "bye");
         assert_eq!(write_file(&fx.ws, "top.txt", "", 64).expect("write"), 0);
+        let long = "é".repeat(120);
+        assert_eq!(write_file(&fx.ws, &long, "x", 64).expect("long name"), 1);
         let names: Vec<_> = fs::read_dir(fx.root.join("a/b"))
             .expect("read_dir")
             .map(|entry| entry.expect("entry").file_name())
