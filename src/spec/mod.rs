@@ -6,3 +6,17 @@
 //! [`crate::model::Policy`], collecting every finding of a file in one pass;
 //! `catalog.rs` checks what only shows across files (routing, references
 //! from plans to policies, plan settings against the policy).
+//!
+//! Both validators read tables through `table.rs`, which reports wrong
+//! types, missing keys and unknown keys (with a did-you-mean) uniformly.
+
+mod catalog;
+mod loader;
+mod node;
+mod table;
+mod validate_plan;
+mod validate_policy;
+
+pub use catalog::{Catalog, Loader};
+pub use node::{Key, Node, NodeValue};
+pub use validate_policy::{DEFAULT_FILES_DENY, DEFAULT_SEARCH_PATH};

@@ -1,0 +1,413 @@
+//! The [`Loader`]: files → validated plans and policies, plus the checks
+//! that only show across files.
+//!
+//! Cross-file checks: plan ids and keywords are unique (routing must be
+//! unambiguous), exactly one plan is the default, every plan names an
+//! existing policy, and a plan's step settings stay within its policy
+//! (`retry` ≤ `retry.cap`, `timeout_secs` ≤ `budget.step_timeout_secs`).
+//! A new check goes in `cross_check` (or `plan_vs_policy` when it needs the
+//! plan's policy).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use crate::diag::{Diagnostic, SourceMap};
+use crate::model::{Plan, Policy};
+use crate::spec::loader::{self, ReadFile};
+use crate::spec::node::Node;
+use crate::spec::validate_plan::{LoadedPlan, lint_plan, validate_plan};
+use crate::spec::validate_policy::validate_policy;
+
+/// Valid plans and policies, by file.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    /// In the order loaded (file name order within a folder).
+    pub plans: Vec<Plan>,
+    /// By name (the file stem).
+    pub policies: BTreeMap<String, Policy>,
+}
+
+/// Reads plan and policy files, keeping every source and every finding.
+///
+/// Files with errors yield no model; their findings stay in
+/// [`Loader::diagnostics`]. Warnings do not stop a file from loading.
+#[derive(Debug, Default)]
+pub struct Loader {
+    sources: SourceMap,
+    diagnostics: Vec<Diagnostic>,
+}
+
+/// Which checks `cross_check` runs.
+struct Checks {
+    /// Report `no-default-plan` (only when the whole catalog is known).
+    default_required: bool,
+    /// Report `unknown-policy` for policies not in the loaded set.
+    policies_known: bool,
+}
+
+impl Loader {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn sources(&self) -> &SourceMap {
+        &self.sources
+    }
+
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        &self.diagnostics
+    }
+
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+
+    /// Loads and validates one plan file; `None` when it has errors.
+    pub fn load_plan(&mut self, path: &Path) -> Option<Plan> {
+        self.plan_file(path).map(|loaded| loaded.plan)
+    }
+
+    /// Loads and validates one policy file; `None` when it has errors.
+    pub fn load_policy(&mut self, path: &Path) -> Option<Policy> {
+        let (read, root) = self.read(path)?;
+        self.policy_from(path, read, &root)
+    }
+
+    /// Loads every `*.toml`, `*.yaml`, `*.yml` in `plans_dir` (sorted by file
+    /// name) and every policy in `policies_dir`, then runs the cross-file
+    /// checks.
+    pub fn load_catalog(&mut self, plans_dir: &Path, policies_dir: &Path) -> Catalog {
+        let mut plans = Vec::new();
+        for path in self.list(plans_dir) {
+            plans.extend(self.plan_file(&path));
+        }
+        let mut policies = BTreeMap::new();
+        for path in self.list(policies_dir) {
+            if let Some(policy) = self.load_policy(&path) {
+                self.add_policy(&mut policies, policy);
+            }
+        }
+        let checks = Checks {
+            default_required: true,
+            policies_known: true,
+        };
+        self.cross_check(&plans, &policies, &checks);
+        Catalog {
+            plans: plans.into_iter().map(|loaded| loaded.plan).collect(),
+            policies,
+        }
+    }
+
+    /// For `--plan FILE`: the plan and the policy it names
+    /// (`<policies_dir>/<policy>.toml`, or `.yaml`/`.yml`), with the
+    /// plan-vs-policy checks.
+    pub fn load_plan_with_policy(
+        &mut self,
+        plan_path: &Path,
+        policies_dir: &Path,
+    ) -> Option<(Plan, Policy)> {
+        let loaded = self.plan_file(plan_path)?;
+        let name = loaded.plan.policy.clone();
+        let policy_path = ["toml", "yaml", "yml"]
+            .iter()
+            .map(|extension| policies_dir.join(format!("{name}.{extension}")))
+            .find(|candidate| candidate.is_file());
+        let mut policies = BTreeMap::new();
+        if let Some(policy_path) = policy_path {
+            if let Some(policy) = self.load_policy(&policy_path) {
+                policies.insert(policy.name.clone(), policy);
+            } else {
+                // The policy file's own errors are reported; do not add an
+                // `unknown-policy` on top.
+                return None;
+            }
+        }
+        let checks = Checks {
+            default_required: false,
+            policies_known: true,
+        };
+        let loaded = vec![loaded];
+        self.cross_check(&loaded, &policies, &checks);
+        let plan = loaded.into_iter().next()?.plan;
+        let policy = policies.remove(&name)?;
+        (!self.has_errors()).then_some((plan, policy))
+    }
+
+    /// For `planrun check PATH…`: a file is a plan when its top-level table
+    /// has a `steps` or `id` key, else a policy; a folder loads every plan
+    /// and policy file in it by the same rule (not recursive).
+    ///
+    /// Cross-file checks run over what was given; `no-default-plan` is not
+    /// reported (a subset of plans need not hold the default), and
+    /// `unknown-policy` only when at least one policy was given.
+    pub fn load_paths(&mut self, paths: &[PathBuf]) -> Catalog {
+        let mut files = Vec::new();
+        for path in paths {
+            if path.is_dir() {
+                files.extend(self.list(path));
+            } else {
+                files.push(path.clone());
+            }
+        }
+        let mut plans = Vec::new();
+        let mut policies = BTreeMap::new();
+        for path in files {
+            let Some((read, root)) = self.read(&path) else {
+                continue;
+            };
+            let is_plan = root.get("steps").is_some() || root.get("id").is_some();
+            if is_plan {
+                plans.extend(self.plan_from(read, &root));
+            } else if let Some(policy) = self.policy_from(&path, read, &root) {
+                self.add_policy(&mut policies, policy);
+            }
+        }
+        let checks = Checks {
+            default_required: false,
+            policies_known: !policies.is_empty(),
+        };
+        self.cross_check(&plans, &policies, &checks);
+        Catalog {
+            plans: plans.into_iter().map(|loaded| loaded.plan).collect(),
+            policies,
+        }
+    }
+
+    /// Plan and policy files in a folder, sorted by file name. A folder that
+    /// cannot be read is an `io-error`.
+    fn list(&mut self, folder: &Path) -> Vec<PathBuf> {
+        let entries = match std::fs::read_dir(folder) {
+            Ok(entries) => entries,
+            Err(error) => {
+                self.diagnostics.push(Diagnostic::error(
+                    "io-error",
+                    format!(
+                        "cannot read folder `{}`: {error}",
+                        loader::display_name(folder)
+                    ),
+                ));
+                return Vec::new();
+            }
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| path.is_file() && loader::Format::of(path).is_some())
+            .collect();
+        paths.sort_by(|left, right| left.file_name().cmp(&right.file_name()));
+        paths
+    }
+
+    /// Reads and parses a file; `None` when it cannot be read or parsed.
+    fn read(&mut self, path: &Path) -> Option<(ReadFile, Node)> {
+        let read = loader::read(&mut self.sources, &mut self.diagnostics, path)?;
+        let file = self.sources.get(read.id)?;
+        let root = loader::parse(file, read.id, read.format, &mut self.diagnostics)?;
+        Some((read, root))
+    }
+
+    fn plan_file(&mut self, path: &Path) -> Option<LoadedPlan> {
+        let (read, root) = self.read(path)?;
+        self.plan_from(read, &root)
+    }
+
+    fn plan_from(&mut self, read: ReadFile, root: &Node) -> Option<LoadedPlan> {
+        let parse_errors = self.file_has_errors(read.id);
+        let file = self.sources.get(read.id)?;
+        let loaded = validate_plan(root, file, read.source, &mut self.diagnostics)?;
+        lint_plan(&loaded, file, &mut self.diagnostics);
+        (!parse_errors).then_some(loaded)
+    }
+
+    fn policy_from(&mut self, path: &Path, read: ReadFile, root: &Node) -> Option<Policy> {
+        let parse_errors = self.file_has_errors(read.id);
+        let name = path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let policy = validate_policy(root, &name, read.source, &mut self.diagnostics)?;
+        (!parse_errors).then_some(policy)
+    }
+
+    /// Whether the parser already reported an error in this file (a YAML
+    /// anchor, say, which leaves a tree behind to validate).
+    fn file_has_errors(&self, id: usize) -> bool {
+        self.diagnostics.iter().any(|diagnostic| {
+            diagnostic.is_error() && diagnostic.span.is_some_and(|span| span.source == id)
+        })
+    }
+
+    fn add_policy(&mut self, policies: &mut BTreeMap<String, Policy>, policy: Policy) {
+        if let Some(first) = policies.get(&policy.name) {
+            self.diagnostics.push(
+                Diagnostic::error(
+                    "duplicate-policy",
+                    format!(
+                        "policy `{}` is defined twice: `{}` and `{}`",
+                        policy.name, first.source.path, policy.source.path
+                    ),
+                )
+                .with_help("keep one file per policy name"),
+            );
+            return;
+        }
+        policies.insert(policy.name.clone(), policy);
+    }
+
+    fn cross_check(
+        &mut self,
+        plans: &[LoadedPlan],
+        policies: &BTreeMap<String, Policy>,
+        checks: &Checks,
+    ) {
+        let mut ids: HashMap<&str, &LoadedPlan> = HashMap::new();
+        for loaded in plans {
+            let plan = &loaded.plan;
+            if let Some(first) = ids.get(plan.id.as_str()) {
+                self.diagnostics.push(
+                    Diagnostic::error(
+                        "duplicate-plan-id",
+                        format!(
+                            "plan id `{}` is already used by `{}`",
+                            plan.id, first.plan.source.path
+                        ),
+                    )
+                    .with_span(loaded.spans.id)
+                    .with_label("used again here")
+                    .with_help("give every plan its own id"),
+                );
+            } else {
+                ids.insert(&plan.id, loaded);
+            }
+        }
+
+        let mut keywords: HashMap<String, &Plan> = HashMap::new();
+        for loaded in plans {
+            let plan = &loaded.plan;
+            for (keyword, span) in plan.keywords.iter().zip(&plan.keyword_spans) {
+                let folded = keyword.to_lowercase();
+                if let Some(other) = keywords.get(&folded) {
+                    let message = if other.id == plan.id && other.source == plan.source {
+                        format!("keyword `{keyword}` appears twice in plan `{}`", plan.id)
+                    } else {
+                        format!(
+                            "keyword `{keyword}` is also a keyword of plan `{}`",
+                            other.id
+                        )
+                    };
+                    self.diagnostics.push(
+                        Diagnostic::error("duplicate-keyword", message)
+                            .with_span(*span)
+                            .with_label("routing would be ambiguous")
+                            .with_help(
+                                "keywords are compared case-insensitively; keep each in one plan",
+                            ),
+                    );
+                } else {
+                    keywords.insert(folded, plan);
+                }
+            }
+        }
+
+        let defaults: Vec<&LoadedPlan> =
+            plans.iter().filter(|loaded| loaded.plan.default).collect();
+        if defaults.is_empty() && !plans.is_empty() && checks.default_required {
+            self.diagnostics.push(
+                Diagnostic::error("no-default-plan", "no plan has `default = true`")
+                    .with_help("mark exactly one plan `default = true`; it takes the goals that match no keyword"),
+            );
+        }
+        if let Some((first, extra)) = defaults.split_first() {
+            for loaded in extra {
+                let mut diagnostic = Diagnostic::error(
+                    "multiple-default-plans",
+                    format!(
+                        "plan `{}` is a second default plan, after `{}`",
+                        loaded.plan.id, first.plan.id
+                    ),
+                )
+                .with_label("only one plan may set this")
+                .with_help("mark exactly one plan `default = true`");
+                if let Some(span) = loaded.spans.default {
+                    diagnostic = diagnostic.with_span(span);
+                }
+                self.diagnostics.push(diagnostic);
+            }
+        }
+
+        for loaded in plans {
+            match policies.get(&loaded.plan.policy) {
+                Some(policy) => self.plan_vs_policy(loaded, policy),
+                None if checks.policies_known => {
+                    let plan = &loaded.plan;
+                    let known = policies
+                        .keys()
+                        .map(|name| format!("`{name}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let help = if known.is_empty() {
+                        "add the policy file to the policies folder".to_string()
+                    } else {
+                        format!("known policies: {known}")
+                    };
+                    self.diagnostics.push(
+                        Diagnostic::error(
+                            "unknown-policy",
+                            format!(
+                                "plan `{}` names policy `{}`, which does not exist",
+                                plan.id, plan.policy
+                            ),
+                        )
+                        .with_span(loaded.spans.policy.unwrap_or(loaded.spans.id))
+                        .with_help(help),
+                    );
+                }
+                None => {}
+            }
+        }
+    }
+
+    fn plan_vs_policy(&mut self, loaded: &LoadedPlan, policy: &Policy) {
+        for (step, spans) in loaded.plan.steps.iter().zip(&loaded.spans.steps) {
+            if let (Some(retry), Some(span)) = (step.retry, spans.retry)
+                && retry > policy.retry.cap
+            {
+                self.diagnostics.push(
+                    loaded.soften(
+                        Diagnostic::warning(
+                            "retry-above-cap",
+                            format!(
+                                "step `{}` asks for {retry} attempts; policy `{}` caps them at {}",
+                                step.id, policy.name, policy.retry.cap
+                            ),
+                        )
+                        .with_span(span)
+                        .with_label(format!("at most {} attempts will run", policy.retry.cap))
+                        .with_help("lower `retry` or raise `retry.cap` in the policy"),
+                    ),
+                );
+            }
+            if let (Some(timeout), Some(span)) = (step.timeout_secs, spans.timeout)
+                && timeout > policy.budget.step_timeout_secs
+            {
+                self.diagnostics.push(
+                    loaded.soften(
+                        Diagnostic::warning(
+                            "timeout-above-budget",
+                            format!(
+                                "step `{}` asks for {timeout}s; policy `{}` allows {}s per step",
+                                step.id, policy.name, policy.budget.step_timeout_secs
+                            ),
+                        )
+                        .with_span(span)
+                        .with_label(format!(
+                            "the step is stopped after {}s",
+                            policy.budget.step_timeout_secs
+                        ))
+                        .with_help("lower `timeout_secs` or raise `budget.step_timeout_secs`"),
+                    ),
+                );
+            }
+        }
+    }
+}

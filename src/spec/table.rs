@@ -1,0 +1,354 @@
+//! Typed reading of tables with findings: the helper every validator uses.
+//!
+//! A [`TableReader`] wraps one table node and the keys it may hold. Each
+//! getter marks its key as read and reports `wrong-type` (or `missing-key`
+//! for the `required_*` forms) instead of stopping; [`TableReader::finish`]
+//! then reports every key nobody asked for as `unknown-key`, with the allowed
+//! keys and a did-you-mean. Adding a key to a section is one entry in its
+//! allowed list plus one getter call.
+
+use crate::diag::{Diagnostic, Span};
+use crate::spec::node::{Key, Node, NodeValue};
+
+/// Reads one table, collecting findings in the caller's list.
+pub(crate) struct TableReader<'n> {
+    span: Span,
+    entries: &'n [(Key, Node)],
+    used: Vec<bool>,
+    allowed: Vec<&'static str>,
+    /// Where the table is, for messages: `` in step `step-1` `` or empty.
+    context: String,
+}
+
+impl<'n> TableReader<'n> {
+    /// Wraps `node`, or reports `wrong-type` (naming `what`) when it is not
+    /// a table.
+    pub(crate) fn new(
+        node: &'n Node,
+        what: &str,
+        context: impl Into<String>,
+        allowed: &[&'static str],
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Option<Self> {
+        let Some(entries) = node.as_table() else {
+            diagnostics.push(wrong_type(node, what, "a table"));
+            return None;
+        };
+        Some(TableReader {
+            span: node.span,
+            entries,
+            used: vec![false; entries.len()],
+            allowed: allowed.to_vec(),
+            context: context.into(),
+        })
+    }
+
+    /// Adds keys to the allowed list (used once a step's kind is known).
+    pub(crate) fn allow(&mut self, keys: &[&'static str]) {
+        self.allowed.extend_from_slice(keys);
+    }
+
+    /// Whether the table has `key` (without marking it read).
+    pub(crate) fn has(&self, key: &str) -> bool {
+        self.entries.iter().any(|(name, _)| name.name == key)
+    }
+
+    /// The span of `key` itself.
+    pub(crate) fn key_span(&self, key: &str) -> Option<Span> {
+        self.entries
+            .iter()
+            .find(|(name, _)| name.name == key)
+            .map(|(name, _)| name.span)
+    }
+
+    /// The value of `key`, marking it read.
+    pub(crate) fn get(&mut self, key: &str) -> Option<&'n Node> {
+        let index = self.entries.iter().position(|(name, _)| name.name == key)?;
+        self.used[index] = true;
+        Some(&self.entries[index].1)
+    }
+
+    /// The value of `key`, or `missing-key` on the table.
+    pub(crate) fn required(
+        &mut self,
+        key: &str,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Option<&'n Node> {
+        let found = self.get(key);
+        if found.is_none() {
+            diagnostics.push(
+                Diagnostic::error(
+                    "missing-key",
+                    format!("missing key `{key}`{}", self.context),
+                )
+                .with_span(self.span)
+                .with_label(format!("`{key}` is required here")),
+            );
+        }
+        found
+    }
+
+    /// What a key is called in messages: `` `retry` in step `a` ``.
+    pub(crate) fn describe(&self, key: &str) -> String {
+        format!("`{key}`{}", self.context)
+    }
+
+    pub(crate) fn string(
+        &mut self,
+        key: &str,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Option<(&'n str, &'n Node)> {
+        let node = self.get(key)?;
+        self.typed_string(key, node, diagnostics)
+    }
+
+    pub(crate) fn required_string(
+        &mut self,
+        key: &str,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Option<(&'n str, &'n Node)> {
+        let node = self.required(key, diagnostics)?;
+        self.typed_string(key, node, diagnostics)
+    }
+
+    fn typed_string(
+        &self,
+        key: &str,
+        node: &'n Node,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Option<(&'n str, &'n Node)> {
+        match node.as_str() {
+            Some(text) => Some((text, node)),
+            None => {
+                diagnostics.push(wrong_type(node, &self.describe(key), "a string"));
+                None
+            }
+        }
+    }
+
+    /// An integer of at least `min`, or `wrong-type` / `invalid-value`.
+    pub(crate) fn integer(
+        &mut self,
+        key: &str,
+        min: i64,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Option<(i64, &'n Node)> {
+        let node = self.get(key)?;
+        self.typed_integer(key, node, min, diagnostics)
+    }
+
+    pub(crate) fn required_integer(
+        &mut self,
+        key: &str,
+        min: i64,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Option<(i64, &'n Node)> {
+        let node = self.required(key, diagnostics)?;
+        self.typed_integer(key, node, min, diagnostics)
+    }
+
+    fn typed_integer(
+        &self,
+        key: &str,
+        node: &'n Node,
+        min: i64,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Option<(i64, &'n Node)> {
+        let NodeValue::Integer(number) = node.value else {
+            diagnostics.push(wrong_type(node, &self.describe(key), "an integer"));
+            return None;
+        };
+        if number < min {
+            diagnostics.push(
+                Diagnostic::error(
+                    "invalid-value",
+                    format!(
+                        "{} must be at least {min}, found {number}",
+                        self.describe(key)
+                    ),
+                )
+                .with_span(node.span)
+                .with_label(format!("expected {min} or more")),
+            );
+            return None;
+        }
+        Some((number, node))
+    }
+
+    pub(crate) fn bool(&mut self, key: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<bool> {
+        let node = self.get(key)?;
+        match node.value {
+            NodeValue::Bool(flag) => Some(flag),
+            _ => {
+                diagnostics.push(wrong_type(node, &self.describe(key), "a boolean"));
+                None
+            }
+        }
+    }
+
+    pub(crate) fn array(
+        &mut self,
+        key: &str,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Option<&'n [Node]> {
+        let node = self.get(key)?;
+        match node.as_array() {
+            Some(items) => Some(items),
+            None => {
+                diagnostics.push(wrong_type(node, &self.describe(key), "an array"));
+                None
+            }
+        }
+    }
+
+    /// Reports every key that no getter read and that is not allowed.
+    pub(crate) fn finish(self, diagnostics: &mut Vec<Diagnostic>) {
+        let allowed_list = self
+            .allowed
+            .iter()
+            .map(|key| format!("`{key}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        for ((key, _), used) in self.entries.iter().zip(&self.used) {
+            if *used || self.allowed.contains(&key.name.as_str()) {
+                continue;
+            }
+            let mut diagnostic = Diagnostic::error(
+                "unknown-key",
+                format!("unknown key `{}`{}", key.name, self.context),
+            )
+            .with_span(key.span)
+            .with_help(format!("allowed keys: {allowed_list}"));
+            if let Some(suggestion) = did_you_mean(&key.name, self.allowed.iter().copied()) {
+                diagnostic = diagnostic.with_label(format!("did you mean `{suggestion}`?"));
+            }
+            diagnostics.push(diagnostic);
+        }
+    }
+}
+
+/// `wrong-type` on `node`: `what` must be `expected`.
+pub(crate) fn wrong_type(node: &Node, what: &str, expected: &str) -> Diagnostic {
+    Diagnostic::error(
+        "wrong-type",
+        format!("{what} must be {expected}, found {}", node.type_name()),
+    )
+    .with_span(node.span)
+    .with_label(format!("expected {expected}"))
+}
+
+/// The string in `node`, or `wrong-type`.
+pub(crate) fn expect_string<'n>(
+    node: &'n Node,
+    what: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<&'n str> {
+    let text = node.as_str();
+    if text.is_none() {
+        diagnostics.push(wrong_type(node, what, "a string"));
+    }
+    text
+}
+
+/// The items of `node`, or `wrong-type`.
+pub(crate) fn expect_array<'n>(
+    node: &'n Node,
+    what: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<&'n [Node]> {
+    let items = node.as_array();
+    if items.is_none() {
+        diagnostics.push(wrong_type(node, what, "an array"));
+    }
+    items
+}
+
+/// The closest candidate to `word`, when it is close enough to be a typo:
+/// at most a third of the word's length away (and at least one edit).
+pub(crate) fn did_you_mean<'c>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+) -> Option<&'c str> {
+    let limit = (word.chars().count() / 3).max(1);
+    candidates
+        .into_iter()
+        .map(|candidate| (levenshtein(word, candidate), candidate))
+        .filter(|(distance, _)| *distance <= limit)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
+/// Edit distance in characters (insertions, deletions, substitutions).
+pub(crate) fn levenshtein(left: &str, right: &str) -> usize {
+    let right: Vec<char> = right.chars().collect();
+    let mut previous: Vec<usize> = (0..=right.len()).collect();
+    for (row, left_char) in left.chars().enumerate() {
+        let mut current = vec![row + 1; right.len() + 1];
+        for (column, right_char) in right.iter().enumerate() {
+            let substitution = previous[column] + usize::from(left_char != *right_char);
+            current[column + 1] = substitution
+                .min(previous[column + 1] + 1)
+                .min(current[column] + 1);
+        }
+        previous = current;
+    }
+    previous[right.len()]
+}
+
+impl TableReader<'_> {
+    /// Replaces the context used in messages (once a step's id is known).
+    pub(crate) fn set_context(&mut self, context: impl Into<String>) {
+        self.context = context.into();
+    }
+}
+
+/// Reads the required `version` key and checks that it is 1.
+pub(crate) fn check_version(reader: &mut TableReader<'_>, diagnostics: &mut Vec<Diagnostic>) {
+    if let Some((version, node)) = reader.required_integer("version", i64::MIN, diagnostics)
+        && version != 1
+    {
+        diagnostics.push(
+            Diagnostic::error(
+                "unsupported-version",
+                format!("unsupported version {version}"),
+            )
+            .with_span(node.span)
+            .with_label("expected 1")
+            .with_help("this planrun reads `version = 1`"),
+        );
+    }
+}
+
+/// Whether `text` is a name: 1 to `max` ASCII letters, digits, `_` or `-`.
+pub(crate) fn is_name(text: &str, max: usize) -> bool {
+    !text.is_empty()
+        && text.len() <= max
+        && text
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
+}
+
+/// The byte offset in the file where the text of string `node` starts, when
+/// the source holds the value verbatim (no escapes, no folded lines), so
+/// that a byte range of the value maps to a range of the file.
+pub(crate) fn verbatim_start(text: &str, node: &Node) -> Option<usize> {
+    let value = node.as_str()?;
+    let raw = text.get(node.span.start..node.span.end)?;
+    [0, 1, 3].into_iter().find_map(|quote| {
+        (raw.len() == value.len() + 2 * quote && raw.get(quote..quote + value.len()) == Some(value))
+            .then_some(node.span.start + quote)
+    })
+}
+
+/// The span of bytes `start..end` of string `node`'s value, or the whole
+/// node when the value is not verbatim in the source.
+pub(crate) fn value_span(text: &str, node: &Node, start: usize, end: usize) -> Span {
+    match verbatim_start(text, node) {
+        Some(base) => Span {
+            source: node.span.source,
+            start: base + start,
+            end: base + end,
+        },
+        None => node.span,
+    }
+}

@@ -1,0 +1,596 @@
+//! Policy tree → [`Policy`], collecting every finding of the file in one pass.
+//!
+//! Every section is optional and has defaults (the constants below). Shell
+//! rules are compiled here: regex tokens are anchored, prefix rules are
+//! refused for programs that run other programs, and each rule's `match` /
+//! `not_match` examples are checked against the rule itself.
+//!
+//! Adding a key: add it to its section's key list and read it in the
+//! section's function.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use regex::Regex;
+
+use crate::diag::{Diagnostic, Span};
+use crate::model::{
+    ArgMatcher, ArgPattern, Budget, Decision, FailureClass, FilePolicy, Policy, RetryPolicy,
+    ShellPolicy, ShellRule, SlotKind, SourceRef,
+};
+use crate::spec::node::{Node, NodeValue};
+use crate::spec::table::{TableReader, check_version, expect_array, expect_string, wrong_type};
+
+const POLICY_KEYS: &[&str] = &[
+    "version",
+    "description",
+    "shell",
+    "files",
+    "retry",
+    "budget",
+];
+const SHELL_KEYS: &[&str] = &["blocked", "search_path", "env", "allow"];
+const RULE_KEYS: &[&str] = &[
+    "id",
+    "program",
+    "args",
+    "prefix",
+    "decision",
+    "reason",
+    "match",
+    "not_match",
+];
+const TOKEN_KEYS: &[&str] = &["regex", "slot", "allow_dash"];
+const FILES_KEYS: &[&str] = &["deny", "max_read_bytes", "max_write_bytes"];
+const RETRY_CAP: &str = "cap";
+const BUDGET_KEYS: &[&str] = &[
+    "max_steps",
+    "max_tool_calls",
+    "max_consecutive_failures",
+    "step_timeout_secs",
+    "max_output_bytes",
+];
+
+/// Default `shell.search_path`.
+pub const DEFAULT_SEARCH_PATH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin"];
+/// Default `files.deny`.
+pub const DEFAULT_FILES_DENY: &[&str] = &["runs/**"];
+const DEFAULT_MAX_BYTES: u64 = 1_048_576;
+
+/// Programs that run other programs: a prefix rule for one of them would
+/// allow anything, so it is refused at load.
+const NO_PREFIX: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "fish", "ksh", "csh", "tcsh", "python", "python3", "perl", "ruby",
+    "node", "deno", "bun", "php", "lua", "env", "timeout", "xargs", "nice", "nohup", "sudo",
+    "doas", "su", "stdbuf", "time", "watch", "strace", "find", "npm", "npx", "pip", "pip3",
+    "cargo", "apt", "apt-get", "dpkg", "yum", "dnf", "brew", "gem", "uv",
+];
+
+fn default_attempts(class: FailureClass) -> u32 {
+    match class {
+        FailureClass::FileError | FailureClass::ExecutionError => 2,
+        FailureClass::SecurityDenied | FailureClass::TemplateError | FailureClass::UnknownError => {
+            1
+        }
+    }
+}
+
+/// Builds the policy named `name`, or returns `None` when the file has
+/// errors (all of them reported).
+pub(crate) fn validate_policy(
+    root: &Node,
+    name: &str,
+    source: SourceRef,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Policy> {
+    let errors_before = error_count(diagnostics);
+    let mut reader = TableReader::new(root, "a policy file", "", POLICY_KEYS, diagnostics)?;
+    check_version(&mut reader, diagnostics);
+    reader.string("description", diagnostics);
+    let shell = shell(reader.get("shell"), diagnostics);
+    let files = files(reader.get("files"), diagnostics);
+    let retry = retry(reader.get("retry"), diagnostics);
+    let budget = budget(reader.get("budget"), diagnostics);
+    reader.finish(diagnostics);
+    if error_count(diagnostics) > errors_before {
+        return None;
+    }
+    Some(Policy {
+        name: name.to_string(),
+        shell: shell?,
+        files: files?,
+        retry: retry?,
+        budget: budget?,
+        source,
+    })
+}
+
+fn error_count(diagnostics: &[Diagnostic]) -> usize {
+    diagnostics
+        .iter()
+        .filter(|diagnostic| diagnostic.is_error())
+        .count()
+}
+
+/// A section's reader; an absent section reads as an empty table.
+fn section<'n>(
+    node: Option<&'n Node>,
+    name: &str,
+    keys: &[&'static str],
+    empty: &'n Node,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<TableReader<'n>> {
+    TableReader::new(
+        node.unwrap_or(empty),
+        &format!("`[{name}]`"),
+        format!(" in `[{name}]`"),
+        keys,
+        diagnostics,
+    )
+}
+
+fn empty_table() -> Node {
+    Node::new(Span::default(), NodeValue::Table(Vec::new()))
+}
+
+/// An array of strings, each checked by `check`.
+fn strings(
+    items: &[Node],
+    key: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+    mut check: impl FnMut(&str, &Node, &mut Vec<Diagnostic>) -> bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        if let Some(text) = expect_string(item, &format!("`{key}[{index}]`"), diagnostics)
+            && check(text, item, diagnostics)
+        {
+            out.push(text.to_string());
+        }
+    }
+    out
+}
+
+fn bare_name(text: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> bool {
+    let bare = !text.is_empty()
+        && text.is_ascii()
+        && text != "."
+        && text != ".."
+        && !text.contains('/')
+        && !text
+            .chars()
+            .any(|character| character.is_whitespace() || character.is_control());
+    if !bare {
+        diagnostics.push(
+            Diagnostic::error(
+                "invalid-program",
+                format!("`{text}` is not a bare program name"),
+            )
+            .with_span(node.span)
+            .with_label("expected a name such as `git`")
+            .with_help("policies name programs without a path; `search_path` finds them"),
+        );
+    }
+    bare
+}
+
+fn shell(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<ShellPolicy> {
+    let empty = empty_table();
+    let mut reader = section(node, "shell", SHELL_KEYS, &empty, diagnostics)?;
+    let blocked = reader
+        .array("blocked", diagnostics)
+        .map(|items| strings(items, "shell.blocked", diagnostics, bare_name))
+        .unwrap_or_default();
+    let search_path: Vec<PathBuf> = match reader.array("search_path", diagnostics) {
+        Some(items) => strings(items, "shell.search_path", diagnostics, |text, node, diagnostics| {
+            let absolute = text.starts_with('/');
+            if !absolute {
+                diagnostics.push(
+                    Diagnostic::error(
+                        "invalid-value",
+                        format!("search path entry `{text}` is not absolute"),
+                    )
+                    .with_span(node.span)
+                    .with_label("expected an absolute folder")
+                    .with_help("programs are found only in fixed absolute folders, never relative to the workspace"),
+                );
+            }
+            absolute
+        })
+        .into_iter()
+        .map(PathBuf::from)
+        .collect(),
+        None => DEFAULT_SEARCH_PATH.iter().map(PathBuf::from).collect(),
+    };
+    let env = match reader.get("env") {
+        Some(node) => env(node, diagnostics),
+        None => {
+            let path = search_path
+                .iter()
+                .map(|folder| folder.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(":");
+            BTreeMap::from([
+                ("PATH".to_string(), path),
+                ("LANG".to_string(), "C.UTF-8".to_string()),
+            ])
+        }
+    };
+    let mut allow = Vec::new();
+    let mut rules_ok = true;
+    if let Some(items) = reader.array("allow", diagnostics) {
+        for (index, item) in items.iter().enumerate() {
+            match rule(item, index, diagnostics) {
+                Some(rule) => allow.push(rule),
+                None => rules_ok = false,
+            }
+        }
+    }
+    reader.finish(diagnostics);
+    rules_ok.then_some(ShellPolicy {
+        blocked,
+        allow,
+        search_path,
+        env,
+    })
+}
+
+fn env(node: &Node, diagnostics: &mut Vec<Diagnostic>) -> BTreeMap<String, String> {
+    let Some(entries) = node.as_table() else {
+        diagnostics.push(wrong_type(node, "`shell.env`", "a table of strings"));
+        return BTreeMap::new();
+    };
+    let mut env = BTreeMap::new();
+    for (key, value) in entries {
+        let what = format!("`shell.env.{}`", key.name);
+        if let Some(text) = expect_string(value, &what, diagnostics) {
+            env.insert(key.name.clone(), text.to_string());
+        }
+    }
+    env
+}
+
+fn rule(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Option<ShellRule> {
+    let errors_before = error_count(diagnostics);
+    let default_name = format!("shell.allow[{index}]");
+    let mut reader = TableReader::new(
+        node,
+        &format!("`{default_name}`"),
+        format!(" in `{default_name}`"),
+        RULE_KEYS,
+        diagnostics,
+    )?;
+    let name = match reader.string("id", diagnostics) {
+        Some((id, _)) => {
+            reader.set_context(format!(" in rule `{id}`"));
+            id.to_string()
+        }
+        None => default_name,
+    };
+    let program = reader
+        .required_string("program", diagnostics)
+        .and_then(|(program, node)| {
+            bare_name(program, node, diagnostics).then_some((program, node))
+        });
+    let args = match reader.get("args") {
+        Some(node) => arg_patterns(node, diagnostics),
+        None => Some(vec![ArgPattern(Vec::new())]),
+    };
+    let prefix = reader.bool("prefix", diagnostics).unwrap_or(false);
+    if prefix && let Some((program, _)) = program.filter(|(program, _)| NO_PREFIX.contains(program))
+    {
+        let span = reader.key_span("prefix").unwrap_or(node.span);
+        diagnostics.push(
+            Diagnostic::error(
+                "prefix-rule-refused",
+                format!("a prefix rule for `{program}` would allow any command"),
+            )
+            .with_span(span)
+            .with_label(format!("`{program}` runs other programs"))
+            .with_help("list the exact argument lists in `args` instead"),
+        );
+    }
+    let decision = match reader.string("decision", diagnostics) {
+        None => Some(Decision::Allow),
+        Some(("allow", _)) => Some(Decision::Allow),
+        Some(("forbidden", _)) => Some(Decision::Forbidden),
+        Some((other, node)) => {
+            diagnostics.push(
+                Diagnostic::error("invalid-value", format!("unknown decision `{other}`"))
+                    .with_span(node.span)
+                    .with_label("expected `allow` or `forbidden`"),
+            );
+            None
+        }
+    };
+    let reason = reader
+        .string("reason", diagnostics)
+        .map(|(text, _)| text.to_string());
+    let matching = examples(&mut reader, "match", diagnostics);
+    let not_matching = examples(&mut reader, "not_match", diagnostics);
+    reader.finish(diagnostics);
+
+    if let Some(args) = &args {
+        for (example, tokens) in &matching {
+            if !accepts(args, prefix, tokens) {
+                diagnostics.push(mismatch(example, "is not accepted by this rule", "`match`"));
+            }
+        }
+        for (example, tokens) in &not_matching {
+            if accepts(args, prefix, tokens) {
+                diagnostics.push(mismatch(example, "is accepted by this rule", "`not_match`"));
+            }
+        }
+    }
+    if error_count(diagnostics) > errors_before {
+        return None;
+    }
+    Some(ShellRule {
+        name,
+        program: program?.0.to_string(),
+        args: args?,
+        prefix,
+        decision: decision?,
+        reason,
+    })
+}
+
+fn mismatch(example: &Node, what: &str, list: &str) -> Diagnostic {
+    Diagnostic::error("rule-example-mismatch", format!("{list} example {what}"))
+        .with_span(example.span)
+        .with_label(format!("listed in {list}"))
+        .with_help("fix the rule's `args` or the example")
+}
+
+/// The argument lists of `match` or `not_match`.
+fn examples<'n>(
+    reader: &mut TableReader<'n>,
+    key: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<(&'n Node, Vec<String>)> {
+    let Some(items) = reader.array(key, diagnostics) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let what = format!("`{key}[{index}]`");
+        let Some(tokens) = expect_array(item, &what, diagnostics) else {
+            continue;
+        };
+        let strings = strings(
+            tokens,
+            &format!("{key}[{index}]"),
+            diagnostics,
+            |_, _, _| true,
+        );
+        if strings.len() == tokens.len() {
+            out.push((item, strings));
+        }
+    }
+    out
+}
+
+fn arg_patterns(node: &Node, diagnostics: &mut Vec<Diagnostic>) -> Option<Vec<ArgPattern>> {
+    let items = expect_array(node, "`args`", diagnostics)?;
+    if items.is_empty() {
+        diagnostics.push(
+            Diagnostic::error(
+                "invalid-value",
+                "`args` is empty: the rule would match nothing",
+            )
+            .with_span(node.span)
+            .with_help("omit `args` to allow the program alone, or list argument lists"),
+        );
+        return None;
+    }
+    let mut patterns = Vec::new();
+    let mut ok = true;
+    for (index, item) in items.iter().enumerate() {
+        let Some(tokens) = expect_array(item, &format!("`args[{index}]`"), diagnostics) else {
+            ok = false;
+            continue;
+        };
+        let mut matchers = Vec::new();
+        for (position, token) in tokens.iter().enumerate() {
+            match matcher(token, &format!("args[{index}][{position}]"), diagnostics) {
+                Some(matcher) => matchers.push(matcher),
+                None => ok = false,
+            }
+        }
+        patterns.push(ArgPattern(matchers));
+    }
+    ok.then_some(patterns)
+}
+
+fn matcher(node: &Node, where_: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<ArgMatcher> {
+    if let Some(text) = node.as_str() {
+        return Some(ArgMatcher::Literal(text.to_string()));
+    }
+    if node.as_table().is_none() {
+        diagnostics.push(wrong_type(
+            node,
+            &format!("`{where_}`"),
+            "a string or a table such as `{ regex = \"…\" }`",
+        ));
+        return None;
+    }
+    let mut reader = TableReader::new(
+        node,
+        &format!("`{where_}`"),
+        format!(" in `{where_}`"),
+        TOKEN_KEYS,
+        diagnostics,
+    )?;
+    let regex = reader.string("regex", diagnostics);
+    let slot = reader.string("slot", diagnostics);
+    let allow_dash = reader.bool("allow_dash", diagnostics);
+    reader.finish(diagnostics);
+    match (regex, slot) {
+        (Some((pattern, pattern_node)), None) => {
+            if let Some(span) = reader_span_for(allow_dash, node) {
+                diagnostics.push(
+                    Diagnostic::error("invalid-value", "`allow_dash` applies to slots only")
+                        .with_span(span)
+                        .with_help("a regex decides for itself whether a token may start with `-`"),
+                );
+                return None;
+            }
+            match Regex::new(&format!("^(?:{pattern})$")) {
+                Ok(regex) => Some(ArgMatcher::Regex(regex)),
+                Err(error) => {
+                    let detail = error.to_string();
+                    let last = detail.lines().last().unwrap_or("invalid regex").trim();
+                    diagnostics.push(
+                        Diagnostic::error("invalid-regex", format!("invalid regex `{pattern}`"))
+                            .with_span(pattern_node.span)
+                            .with_label(last.trim_start_matches("error: ").to_string()),
+                    );
+                    None
+                }
+            }
+        }
+        (None, Some(("path", _))) => Some(ArgMatcher::Slot {
+            kind: SlotKind::Path,
+            allow_dash: allow_dash.unwrap_or(false),
+        }),
+        (None, Some((other, slot_node))) => {
+            diagnostics.push(
+                Diagnostic::error("invalid-value", format!("unknown slot kind `{other}`"))
+                    .with_span(slot_node.span)
+                    .with_label("expected `path`"),
+            );
+            None
+        }
+        (Some(_), Some(_)) | (None, None) => {
+            diagnostics.push(
+                Diagnostic::error(
+                    "invalid-value",
+                    "a token table needs exactly one of `regex` and `slot`",
+                )
+                .with_span(node.span)
+                .with_help("write `{ regex = \"…\" }` or `{ slot = \"path\" }`"),
+            );
+            None
+        }
+    }
+}
+
+/// The token table's span when it sets `allow_dash` (for a regex token).
+fn reader_span_for(allow_dash: Option<bool>, node: &Node) -> Option<Span> {
+    allow_dash.map(|_| node.get("allow_dash").map_or(node.span, |value| value.span))
+}
+
+/// Whether a rule with these patterns accepts `tokens` (the argv after the
+/// program). Slots are checked statically: relative, no `..`, no leading
+/// `-` unless allowed; the runtime does the full confinement check.
+pub(crate) fn accepts(patterns: &[ArgPattern], prefix: bool, tokens: &[String]) -> bool {
+    patterns.iter().any(|ArgPattern(matchers)| {
+        let length_ok = if prefix {
+            tokens.len() >= matchers.len()
+        } else {
+            tokens.len() == matchers.len()
+        };
+        length_ok
+            && matchers
+                .iter()
+                .zip(tokens)
+                .all(|(matcher, token)| token_matches(matcher, token))
+    })
+}
+
+fn token_matches(matcher: &ArgMatcher, token: &str) -> bool {
+    match matcher {
+        ArgMatcher::Literal(text) => text == token,
+        ArgMatcher::Regex(regex) => regex.is_match(token),
+        ArgMatcher::Slot {
+            kind: SlotKind::Path,
+            allow_dash,
+        } => {
+            !token.is_empty()
+                && !token.starts_with('/')
+                && (*allow_dash || !token.starts_with('-'))
+                && !token.split('/').any(|component| component == "..")
+        }
+    }
+}
+
+fn files(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<FilePolicy> {
+    let empty = empty_table();
+    let mut reader = section(node, "files", FILES_KEYS, &empty, diagnostics)?;
+    let deny = match reader.array("deny", diagnostics) {
+        Some(items) => strings(items, "files.deny", diagnostics, |_, _, _| true),
+        None => DEFAULT_FILES_DENY
+            .iter()
+            .map(|glob| glob.to_string())
+            .collect(),
+    };
+    let max_read_bytes = bytes(&mut reader, "max_read_bytes", diagnostics);
+    let max_write_bytes = bytes(&mut reader, "max_write_bytes", diagnostics);
+    reader.finish(diagnostics);
+    Some(FilePolicy {
+        deny,
+        max_read_bytes,
+        max_write_bytes,
+    })
+}
+
+fn bytes(reader: &mut TableReader<'_>, key: &str, diagnostics: &mut Vec<Diagnostic>) -> u64 {
+    positive(reader, key, DEFAULT_MAX_BYTES, diagnostics)
+}
+
+/// An integer ≥ 1 or the default (also after a reported error).
+fn positive(
+    reader: &mut TableReader<'_>,
+    key: &str,
+    default: u64,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> u64 {
+    reader
+        .integer(key, 1, diagnostics)
+        .map_or(default, |(value, _)| value.unsigned_abs())
+}
+
+fn retry(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<RetryPolicy> {
+    let empty = empty_table();
+    let mut keys: Vec<&'static str> = FailureClass::ALL
+        .iter()
+        .map(|class| class.as_str())
+        .collect();
+    keys.push(RETRY_CAP);
+    let mut reader = section(node, "retry", &keys, &empty, diagnostics)?;
+    let mut max_attempts = BTreeMap::new();
+    for class in FailureClass::ALL {
+        let attempts = positive(
+            &mut reader,
+            class.as_str(),
+            u64::from(default_attempts(class)),
+            diagnostics,
+        );
+        max_attempts.insert(class, u32::try_from(attempts).unwrap_or(u32::MAX));
+    }
+    let cap = positive(&mut reader, RETRY_CAP, 2, diagnostics);
+    reader.finish(diagnostics);
+    Some(RetryPolicy {
+        max_attempts,
+        cap: u32::try_from(cap).unwrap_or(u32::MAX),
+    })
+}
+
+fn budget(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<Budget> {
+    let empty = empty_table();
+    let mut reader = section(node, "budget", BUDGET_KEYS, &empty, diagnostics)?;
+    let budget = Budget {
+        max_steps: positive(&mut reader, "max_steps", 32, diagnostics),
+        max_tool_calls: positive(&mut reader, "max_tool_calls", 32, diagnostics),
+        max_consecutive_failures: positive(&mut reader, "max_consecutive_failures", 3, diagnostics),
+        step_timeout_secs: positive(&mut reader, "step_timeout_secs", 30, diagnostics),
+        max_output_bytes: positive(
+            &mut reader,
+            "max_output_bytes",
+            DEFAULT_MAX_BYTES,
+            diagnostics,
+        ),
+    };
+    reader.finish(diagnostics);
+    Some(budget)
+}
