@@ -173,6 +173,12 @@ impl Loader {
         }
     }
 
+    /// Reads and parses a file for tests: its source id and tree.
+    #[cfg(test)]
+    pub(crate) fn read_for_tests(&mut self, path: &Path) -> Option<(usize, Node)> {
+        self.read(path).map(|(read, root)| (read.id, root))
+    }
+
     /// Plan and policy files in a folder, sorted by file name. A folder that
     /// cannot be read is an `io-error`.
     fn list(&mut self, folder: &Path) -> Vec<PathBuf> {
