@@ -238,6 +238,8 @@ fn yaml_anchors_aliases_and_multiple_documents_are_refused() {
         codes.contains(&"yaml-alias-unsupported@5:5".to_string()),
         "{codes:?}"
     );
+    let (loader, _) = plan_text("p.yaml", "version: !!int 1\n");
+    assert_eq!(found(&loader)[0], "yaml-tag-unsupported@1:10");
     let (loader, _) = plan_text("p.yaml", "version: 1\n---\nversion: 1\n");
     assert_eq!(found(&loader), ["yaml-multiple-documents@2:1"]);
 }
@@ -372,6 +374,9 @@ fn plan_field_errors() {
             "untrusted-control-field@7:9",
         ),
         ("expected_status = \"maybe\"\n", "invalid-value@4:19"),
+        ("description = 1979-05-27\n", "wrong-type@4:15"),
+        ("keywords = [\"\"]\n", "invalid-value@4:13"),
+        ("policy = \"../x\"\n", "invalid-value@4:10"),
     ];
     for (steps, expected) in cases {
         let errors = plan_errors(&with_steps(steps));
