@@ -62,6 +62,13 @@ impl Loader {
         self.diagnostics.iter().any(Diagnostic::is_error)
     }
 
+    fn error_count(&self) -> usize {
+        self.diagnostics
+            .iter()
+            .filter(|diagnostic| diagnostic.is_error())
+            .count()
+    }
+
     /// Loads and validates one plan file; `None` when it has errors.
     pub fn load_plan(&mut self, path: &Path) -> Option<Plan> {
         self.plan_file(path).map(|loaded| loaded.plan)
@@ -106,6 +113,7 @@ impl Loader {
         plan_path: &Path,
         policies_dir: &Path,
     ) -> Option<(Plan, Policy)> {
+        let errors_before = self.error_count();
         let loaded = self.plan_file(plan_path)?;
         let name = loaded.plan.policy.clone();
         let policy_path = ["toml", "yaml", "yml"]
@@ -130,7 +138,7 @@ impl Loader {
         self.cross_check(&loaded, &policies, &checks);
         let plan = loaded.into_iter().next()?.plan;
         let policy = policies.remove(&name)?;
-        (!self.has_errors()).then_some((plan, policy))
+        (self.error_count() == errors_before).then_some((plan, policy))
     }
 
     /// For `planrun check PATH…`: a file is a plan when its top-level table
@@ -171,6 +179,12 @@ impl Loader {
             plans: plans.into_iter().map(|loaded| loaded.plan).collect(),
             policies,
         }
+    }
+
+    /// Reads and parses a file for tests: its source id and tree.
+    #[cfg(test)]
+    pub(crate) fn read_for_tests(&mut self, path: &Path) -> Option<(usize, Node)> {
+        self.read(path).map(|(read, root)| (read.id, root))
     }
 
     /// Plan and policy files in a folder, sorted by file name. A folder that

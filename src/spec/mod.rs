@@ -20,3 +20,6 @@ mod validate_policy;
 pub use catalog::{Catalog, Loader};
 pub use node::{Key, Node, NodeValue};
 pub use validate_policy::{DEFAULT_FILES_DENY, DEFAULT_SEARCH_PATH};
+
+#[cfg(test)]
+mod tests;
