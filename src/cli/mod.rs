@@ -1,8 +1,123 @@
-//! The command line.
+//! The command line: argument parsing and dispatch. Each subcommand lives in
+//! its own file; output helpers in `output.rs`; exit codes in
+//! `exit_code.rs`. No logic of the runtime lives here.
 
+mod check;
+pub mod exit_code;
+mod output;
+mod route;
+mod run;
+mod show;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::runtime::RuntimeEnv;
+
+/// Runs bounded agents from declarative plan files.
+#[derive(Debug, Parser)]
+#[command(name = "planrun", version, args_conflicts_with_subcommands = true)]
+#[command(about = "Runs bounded agents from declarative plan files", long_about = None)]
+pub struct Cli {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub dirs: DirArgs,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Options of a run (`planrun --plan FILE` or `planrun --goal TEXT`).
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Run this plan file.
+    #[arg(long, value_name = "FILE", conflicts_with = "goal")]
+    pub plan: Option<PathBuf>,
+    /// Route this goal to a plan by keywords, then run it.
+    #[arg(long, value_name = "TEXT")]
+    pub goal: Option<String>,
+    /// Name the run (`[A-Za-z0-9._-]{1,64}`); an existing run is never overwritten.
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// Print the final state as JSON to stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Print no progress to stderr (errors are still printed).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Where files live; valid before or after a subcommand.
+#[derive(Debug, Args)]
+pub struct DirArgs {
+    /// The workspace folder: tools act inside it; runs are recorded in its `runs/`.
+    #[arg(long, global = true, value_name = "DIR", default_value = "workspace", env = "PLANRUN_WORKSPACE")]
+    pub workspace: PathBuf,
+    /// The folder of plan files.
+    #[arg(long, global = true, value_name = "DIR", default_value = "plans", env = "PLANRUN_PLANS")]
+    pub plans: PathBuf,
+    /// The folder of policy files.
+    #[arg(long, global = true, value_name = "DIR", default_value = "policies", env = "PLANRUN_POLICIES")]
+    pub policies: PathBuf,
+    /// When to colour output.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate plan and policy files and report every finding.
+    Check(check::CheckArgs),
+    /// Explain which plan a goal routes to, and why.
+    Route(route::RouteArgs),
+    /// Show a run's timeline from its records.
+    Show(show::ShowArgs),
+}
 
 /// Entry point called by `main.rs`.
 pub fn main() -> ExitCode {
-    ExitCode::SUCCESS
+    main_with_args(std::env::args_os())
+}
+
+/// Parses `args` and runs the command, returning the documented exit code.
+pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return if error.use_stderr() { exit_code::INVALID_INPUT } else { exit_code::DONE }.into();
+        }
+    };
+    output::set_color(cli.dirs.color);
+    let env = match runtime_env() {
+        Ok(env) => env,
+        Err(message) => return output::fail(exit_code::INVALID_INPUT, &message),
+    };
+    match &cli.command {
+        Some(Command::Check(args)) => check::check(args, &cli.dirs),
+        Some(Command::Route(args)) => route::route(args, &cli.dirs),
+        Some(Command::Show(args)) => show::show(args, &cli.dirs),
+        None => run::run(&cli.run, &cli.dirs, &env),
+    }
+}
+
+/// The clock and ids: real ones, or the deterministic test ones when the
+/// documented test hook `PLANRUN_TEST_CLOCK=<RFC 3339 instant>` is set.
+fn runtime_env() -> Result<RuntimeEnv, String> {
+    match std::env::var("PLANRUN_TEST_CLOCK") {
+        Ok(start) => start.parse().map(RuntimeEnv::fixed).map_err(|error| {
+            format!("`PLANRUN_TEST_CLOCK` must be an RFC 3339 instant such as `2026-01-01T00:00:00Z`: {error}")
+        }),
+        Err(_) => Ok(RuntimeEnv::system()),
+    }
 }

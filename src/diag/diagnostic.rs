@@ -55,14 +55,7 @@ impl Diagnostic {
     }
 
     fn new(severity: Severity, code: &'static str, message: impl Into<String>) -> Self {
-        Diagnostic {
-            severity,
-            code,
-            message: message.into(),
-            span: None,
-            label: None,
-            help: None,
-        }
+        Diagnostic { severity, code, message: message.into(), span: None, label: None, help: None }
     }
 
     pub fn with_span(mut self, span: Span) -> Self {

@@ -19,16 +19,8 @@ use crate::diag::{Diagnostic, SourceMap};
 /// Renders one diagnostic. Plain text; colour is added by the caller's stream.
 pub fn render(sources: &SourceMap, diagnostic: &Diagnostic) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{}[{}]: {}",
-        diagnostic.severity.as_str(),
-        diagnostic.code,
-        diagnostic.message
-    );
-    let located = diagnostic
-        .span
-        .and_then(|span| sources.get(span.source).map(|file| (span, file)));
+    let _ = writeln!(out, "{}[{}]: {}", diagnostic.severity.as_str(), diagnostic.code, diagnostic.message);
+    let located = diagnostic.span.and_then(|span| sources.get(span.source).map(|file| (span, file)));
     if let Some((span, file)) = located {
         let (line, column) = file.line_col(span.start);
         let number = line.to_string();
@@ -41,22 +33,11 @@ pub fn render(sources: &SourceMap, diagnostic: &Diagnostic) -> String {
         // marked to the end of that line.
         let (end_line, end_column) = file.line_col(span.end);
         let line_chars = text.chars().count();
-        let marks = if end_line == line {
-            end_column.saturating_sub(column)
-        } else {
-            line_chars + 1 - column
-        };
+        let marks = if end_line == line { end_column.saturating_sub(column) } else { line_chars + 1 - column };
         let marks = marks.max(1);
-        let indent: String = text
-            .chars()
-            .take(column - 1)
-            .map(|character| if character == '\t' { '\t' } else { ' ' })
-            .collect();
-        let label = diagnostic
-            .label
-            .as_deref()
-            .map(|label| format!(" {label}"))
-            .unwrap_or_default();
+        let indent: String =
+            text.chars().take(column - 1).map(|character| if character == '\t' { '\t' } else { ' ' }).collect();
+        let label = diagnostic.label.as_deref().map(|label| format!(" {label}")).unwrap_or_default();
         let _ = writeln!(out, "{pad} | {indent}{}{label}", "^".repeat(marks));
         if let Some(help) = &diagnostic.help {
             let _ = writeln!(out, "{pad} |");
@@ -75,11 +56,7 @@ pub fn render(sources: &SourceMap, diagnostic: &Diagnostic) -> String {
 
 /// Renders many diagnostics separated by blank lines.
 pub fn render_all(sources: &SourceMap, diagnostics: &[Diagnostic]) -> String {
-    diagnostics
-        .iter()
-        .map(|diagnostic| render(sources, diagnostic))
-        .collect::<Vec<_>>()
-        .join("\n")
+    diagnostics.iter().map(|diagnostic| render(sources, diagnostic)).collect::<Vec<_>>().join("\n")
 }
 
 /// The machine-readable form used by `--format json`.

@@ -16,11 +16,7 @@ pub struct Span {
 
 impl Span {
     pub fn new(source: SourceId, range: Range<usize>) -> Self {
-        Span {
-            source,
-            start: range.start,
-            end: range.end,
-        }
+        Span { source, start: range.start, end: range.end }
     }
 }
 
@@ -39,11 +35,7 @@ impl SourceFile {
         let text = text.into();
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(index, _)| index + 1));
-        SourceFile {
-            name: name.into(),
-            text,
-            line_starts,
-        }
+        SourceFile { name: name.into(), text, line_starts }
     }
 
     /// 1-based line and column (in characters) of a byte offset.
@@ -54,10 +46,7 @@ impl SourceFile {
             Err(next) => next - 1,
         };
         let start = self.line_starts[line];
-        let column = self
-            .text
-            .get(start..offset)
-            .map_or(0, |prefix| prefix.chars().count());
+        let column = self.text.get(start..offset).map_or(0, |prefix| prefix.chars().count());
         (line + 1, column + 1)
     }
 
@@ -66,14 +55,8 @@ impl SourceFile {
         let Some(&start) = self.line_starts.get(line.saturating_sub(1)) else {
             return "";
         };
-        let end = self
-            .line_starts
-            .get(line)
-            .map_or(self.text.len(), |next| next - 1);
-        self.text
-            .get(start..end)
-            .unwrap_or("")
-            .trim_end_matches('\r')
+        let end = self.line_starts.get(line).map_or(self.text.len(), |next| next - 1);
+        self.text.get(start..end).unwrap_or("").trim_end_matches('\r')
     }
 
     /// Byte offset of the first byte of a 1-based line and 1-based column
@@ -83,9 +66,7 @@ impl SourceFile {
             return self.text.len();
         };
         let rest = &self.text[start..];
-        rest.char_indices()
-            .nth(column.saturating_sub(1))
-            .map_or(self.text.len(), |(index, _)| start + index)
+        rest.char_indices().nth(column.saturating_sub(1)).map_or(self.text.len(), |(index, _)| start + index)
     }
 }
 

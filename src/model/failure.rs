@@ -49,10 +49,7 @@ impl FailureClass {
     /// says. Security denials and template errors are deterministic: a second
     /// attempt cannot succeed, so the runtime never spends one.
     pub fn is_retryable(self) -> bool {
-        !matches!(
-            self,
-            FailureClass::SecurityDenied | FailureClass::TemplateError
-        )
+        !matches!(self, FailureClass::SecurityDenied | FailureClass::TemplateError)
     }
 }
 

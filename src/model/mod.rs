@@ -13,7 +13,6 @@ mod run_status;
 pub use failure::FailureClass;
 pub use plan::{Action, Plan, SourceRef, Step};
 pub use policy::{
-    ArgMatcher, ArgPattern, Budget, Decision, FilePolicy, Policy, RetryPolicy, ShellPolicy,
-    ShellRule, SlotKind,
+    ArgMatcher, ArgPattern, Budget, Decision, FilePolicy, Policy, RetryPolicy, ShellPolicy, ShellRule, SlotKind,
 };
 pub use run_status::RunStatus;

@@ -24,12 +24,7 @@ pub struct ShellEvaluation {
 
 impl ShellEvaluation {
     fn forbidden(rule: &str, reason: String) -> Self {
-        ShellEvaluation {
-            decision: Decision::Forbidden,
-            rule: rule.to_owned(),
-            reason,
-            program: None,
-        }
+        ShellEvaluation { decision: Decision::Forbidden, rule: rule.to_owned(), reason, program: None }
     }
 
     pub fn is_allowed(&self) -> bool {
@@ -45,19 +40,10 @@ impl Serialize for ShellEvaluation {
         out.serialize_field("decision", &self.decision)?;
         out.serialize_field("rule", &self.rule)?;
         out.serialize_field("reason", &self.reason)?;
-        out.serialize_field(
-            "program",
-            &self
-                .program
-                .as_ref()
-                .map(|p| p.path.to_string_lossy().into_owned()),
-        )?;
+        out.serialize_field("program", &self.program.as_ref().map(|p| p.path.to_string_lossy().into_owned()))?;
         out.serialize_field(
             "program_canonical",
-            &self
-                .program
-                .as_ref()
-                .map(|p| p.canonical.to_string_lossy().into_owned()),
+            &self.program.as_ref().map(|p| p.canonical.to_string_lossy().into_owned()),
         )?;
         out.end()
     }
@@ -67,15 +53,9 @@ impl Serialize for ShellEvaluation {
 pub fn display_argv(argv: &[String]) -> String {
     argv.iter()
         .map(|token| {
-            let plain = !token.is_empty()
-                && token
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
-            if plain {
-                token.clone()
-            } else {
-                format!("{token:?}")
-            }
+            let plain =
+                !token.is_empty() && token.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
+            if plain { token.clone() } else { format!("{token:?}") }
         })
         .collect::<Vec<_>>()
         .join(" ")
@@ -94,35 +74,23 @@ pub fn evaluate_shell(
     if !is_bare_name(name) {
         return ShellEvaluation::forbidden(
             "shell.bare-name",
-            format!(
-                "`{}` is not a bare program name (no `/`, ASCII only)",
-                name.escape_debug()
-            ),
+            format!("`{}` is not a bare program name (no `/`, ASCII only)", name.escape_debug()),
         );
     }
     if policy.blocked.iter().any(|blocked| blocked == name) {
-        return ShellEvaluation::forbidden(
-            "shell.blocked",
-            format!("`{name}` is in `shell.blocked`"),
-        );
+        return ShellEvaluation::forbidden("shell.blocked", format!("`{name}` is in `shell.blocked`"));
     }
     let command = display_argv(argv);
     let args = &argv[1..];
     let mut winner: Option<&ShellRule> = None;
     for rule in policy.allow.iter().filter(|rule| rule.program == *name) {
-        let matches = rule
-            .args
-            .iter()
-            .any(|pattern| pattern_matches(pattern, rule.prefix, args, workspace));
+        let matches = rule.args.iter().any(|pattern| pattern_matches(pattern, rule.prefix, args, workspace));
         if matches && winner.is_none_or(|best| rule.decision > best.decision) {
             winner = Some(rule);
         }
     }
     let Some(rule) = winner else {
-        return ShellEvaluation::forbidden(
-            "shell.default-deny",
-            format!("no `shell.allow` rule matches `{command}`"),
-        );
+        return ShellEvaluation::forbidden("shell.default-deny", format!("no `shell.allow` rule matches `{command}`"));
     };
     let reason = rule.reason.clone().unwrap_or_else(|| match rule.decision {
         Decision::Allow => format!("rule `{}` allows this command", rule.name),
@@ -133,35 +101,19 @@ pub fn evaluate_shell(
     }
     match resolver.resolve(name) {
         Ok(program) => {
-            if let Some(hit) = program
-                .names
-                .iter()
-                .find(|found| policy.blocked.iter().any(|blocked| blocked == *found))
+            if let Some(hit) = program.names.iter().find(|found| policy.blocked.iter().any(|blocked| blocked == *found))
             {
                 return ShellEvaluation::forbidden(
                     "shell.blocked",
-                    format!(
-                        "`{name}` resolves to `{}` and `{hit}` is in `shell.blocked`",
-                        program.canonical.display()
-                    ),
+                    format!("`{name}` resolves to `{}` and `{hit}` is in `shell.blocked`", program.canonical.display()),
                 );
             }
-            ShellEvaluation {
-                decision: Decision::Allow,
-                rule: rule.name.clone(),
-                reason,
-                program: Some(program),
-            }
+            ShellEvaluation { decision: Decision::Allow, rule: rule.name.clone(), reason, program: Some(program) }
         }
-        Err(ResolveError::NotFound(_)) => ShellEvaluation {
-            decision: Decision::Allow,
-            rule: rule.name.clone(),
-            reason,
-            program: None,
-        },
-        Err(err @ ResolveError::InvalidName(_)) => {
-            ShellEvaluation::forbidden("shell.bare-name", err.to_string())
+        Err(ResolveError::NotFound(_)) => {
+            ShellEvaluation { decision: Decision::Allow, rule: rule.name.clone(), reason, program: None }
         }
+        Err(err @ ResolveError::InvalidName(_)) => ShellEvaluation::forbidden("shell.bare-name", err.to_string()),
     }
 }
 
@@ -169,28 +121,19 @@ pub fn evaluate_shell(
 /// leading tokens).
 fn pattern_matches(pattern: &ArgPattern, prefix: bool, args: &[String], ws: &Workspace) -> bool {
     let matchers = &pattern.0;
-    let length_ok = if prefix {
-        args.len() >= matchers.len()
-    } else {
-        args.len() == matchers.len()
-    };
-    length_ok
-        && matchers
-            .iter()
-            .zip(args)
-            .all(|(matcher, token)| token_matches(matcher, token, ws))
+    let length_ok = if prefix { args.len() >= matchers.len() } else { args.len() == matchers.len() };
+    length_ok && matchers.iter().zip(args).all(|(matcher, token)| token_matches(matcher, token, ws))
 }
 
 fn token_matches(matcher: &ArgMatcher, token: &str, ws: &Workspace) -> bool {
     match matcher {
         ArgMatcher::Literal(literal) => literal.as_bytes() == token.as_bytes(),
-        ArgMatcher::Regex(regex) => regex
-            .find(token)
-            .is_some_and(|found| found.start() == 0 && found.end() == token.len()),
-        ArgMatcher::Slot {
-            kind: SlotKind::Path,
-            allow_dash,
-        } => (*allow_dash || !token.starts_with('-')) && ws.check_slot_path(token).is_ok(),
+        ArgMatcher::Regex(regex) => {
+            regex.find(token).is_some_and(|found| found.start() == 0 && found.end() == token.len())
+        }
+        ArgMatcher::Slot { kind: SlotKind::Path, allow_dash } => {
+            (*allow_dash || !token.starts_with('-')) && ws.check_slot_path(token).is_ok()
+        }
     }
 }
 
@@ -213,18 +156,10 @@ mod tests {
     }
 
     fn path_slot(allow_dash: bool) -> ArgMatcher {
-        ArgMatcher::Slot {
-            kind: SlotKind::Path,
-            allow_dash,
-        }
+        ArgMatcher::Slot { kind: SlotKind::Path, allow_dash }
     }
 
-    fn rule(
-        name: &str,
-        program: &str,
-        args: Vec<Vec<ArgMatcher>>,
-        decision: Decision,
-    ) -> ShellRule {
+    fn rule(name: &str, program: &str, args: Vec<Vec<ArgMatcher>>, decision: Decision) -> ShellRule {
         ShellRule {
             name: name.to_owned(),
             program: program.to_owned(),
@@ -249,12 +184,7 @@ mod tests {
 
     fn policy(search_path: Vec<PathBuf>) -> ShellPolicy {
         use Decision::{Allow, Forbidden};
-        let mut prefix = rule(
-            "git-log",
-            "git",
-            vec![vec![lit("log"), lit("--oneline")]],
-            Allow,
-        );
+        let mut prefix = rule("git-log", "git", vec![vec![lit("log"), lit("--oneline")]], Allow);
         prefix.prefix = true;
         let mut echo = rule("echo-any", "echo", vec![vec![re("[a-z]+")]], Allow);
         echo.reason = Some("echo is harmless".to_owned());
@@ -286,11 +216,7 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let root = tmp.path().join("ws");
         std::fs::create_dir_all(root.join("src")).expect("mkdir");
-        let files = FilePolicy {
-            deny: vec![],
-            max_read_bytes: 10,
-            max_write_bytes: 10,
-        };
+        let files = FilePolicy { deny: vec![], max_read_bytes: 10, max_write_bytes: 10 };
         let ws = Workspace::open(&root, &files).expect("open");
         let policy = policy(vec![which_dir("ls"), which_dir("pwd")]);
         let mut resolver = ProgramResolver::new(&policy);
@@ -305,11 +231,7 @@ mod tests {
             (vec!["".into()], Forbidden, "shell.bare-name"),
             (argv("curl http://x"), Forbidden, "shell.default-deny"),
             (argv("git status"), Allow, "git-status"),
-            (
-                argv("git status --porcelain"),
-                Forbidden,
-                "shell.default-deny",
-            ),
+            (argv("git status --porcelain"), Forbidden, "shell.default-deny"),
             (argv("git push"), Forbidden, "shell.default-deny"),
             (argv("git"), Forbidden, "shell.default-deny"),
             (argv("git log --oneline"), Allow, "git-log"),
@@ -326,11 +248,7 @@ mod tests {
             (argv("cat ../x"), Forbidden, "shell.default-deny"),
             (argv("cat /etc/passwd"), Forbidden, "shell.default-deny"),
             (argv("cat -rf"), Forbidden, "shell.default-deny"),
-            (
-                argv("cat runs/x/state.json"),
-                Forbidden,
-                "shell.default-deny",
-            ),
+            (argv("cat runs/x/state.json"), Forbidden, "shell.default-deny"),
             (argv("cat a b"), Forbidden, "shell.default-deny"),
             (argv("ls"), Allow, "ls-path"),
             (argv("ls -la"), Allow, "ls-path"),
@@ -339,23 +257,14 @@ mod tests {
         ];
         for (argv, decision, rule) in table {
             let got = evaluate_shell(&policy, &ws, &mut resolver, argv);
-            assert_eq!(
-                (got.decision, got.rule.as_str()),
-                (*decision, *rule),
-                "argv {argv:?}: {}",
-                got.reason
-            );
+            assert_eq!((got.decision, got.rule.as_str()), (*decision, *rule), "argv {argv:?}: {}", got.reason);
         }
     }
 
     #[test]
     fn reasons_and_json() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let files = FilePolicy {
-            deny: vec![],
-            max_read_bytes: 10,
-            max_write_bytes: 10,
-        };
+        let files = FilePolicy { deny: vec![], max_read_bytes: 10, max_write_bytes: 10 };
         let ws = Workspace::open(tmp.path(), &files).expect("open");
         let pwd_dir = which_dir("pwd");
         let policy = policy(vec![pwd_dir.clone()]);
@@ -386,17 +295,9 @@ mod tests {
         std::fs::create_dir_all(&bin).expect("mkdir");
         std::fs::create_dir_all(&ws_root).expect("mkdir");
         let bash = Path::new("/bin/bash");
-        let target = if bash.exists() {
-            bash.to_path_buf()
-        } else {
-            which_dir("sh").join("sh")
-        };
+        let target = if bash.exists() { bash.to_path_buf() } else { which_dir("sh").join("sh") };
         std::os::unix::fs::symlink(&target, bin.join("ok")).expect("symlink");
-        let files = FilePolicy {
-            deny: vec![],
-            max_read_bytes: 10,
-            max_write_bytes: 10,
-        };
+        let files = FilePolicy { deny: vec![], max_read_bytes: 10, max_write_bytes: 10 };
         let ws = Workspace::open(&ws_root, &files).expect("open");
         let policy = policy(vec![bin.clone()]);
         let mut resolver = ProgramResolver::new(&policy);
@@ -413,11 +314,7 @@ mod tests {
         let root = tmp.path().join("ws");
         std::fs::create_dir_all(&root).expect("mkdir");
         std::os::unix::fs::symlink("/etc/passwd", root.join("pw")).expect("symlink");
-        let files = FilePolicy {
-            deny: vec![],
-            max_read_bytes: 10,
-            max_write_bytes: 10,
-        };
+        let files = FilePolicy { deny: vec![], max_read_bytes: 10, max_write_bytes: 10 };
         let ws = Workspace::open(&root, &files).expect("open");
         let policy = policy(vec![]);
         let mut resolver = ProgramResolver::new(&policy);

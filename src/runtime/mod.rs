@@ -1,1 +1,18 @@
-//! The run loop.
+//! The runtime: runs one plan under one policy and records everything.
+//!
+//! [`execute`] prepares a run (run id, workspace, run folder) and hands it
+//! to the [`interpreter`], which executes steps one by one:
+//! select → resolve templates → policy + tool → record → checkpoint.
+//! Time and ids come from an injected [`Clock`] and [`IdGen`] so records are
+//! reproducible in tests.
+
+mod env;
+mod event;
+pub mod interpreter;
+mod progress;
+mod request;
+
+pub use env::{Clock, FixedClock, IdGen, RuntimeEnv, SequentialIds, SystemClock, SystemIds, format_timestamp};
+pub use event::EventType;
+pub use progress::{NoProgress, Progress};
+pub use request::{RunError, RunOutcome, RunRequest, execute};

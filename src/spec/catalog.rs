@@ -58,15 +58,23 @@ impl Loader {
         &self.diagnostics
     }
 
+    /// The diagnostics in reading order: by file, then by position in the
+    /// file; findings without a position come last.
+    pub fn sorted_diagnostics(&self) -> Vec<&Diagnostic> {
+        let mut sorted: Vec<&Diagnostic> = self.diagnostics.iter().collect();
+        sorted.sort_by_key(|diagnostic| match diagnostic.span {
+            Some(span) => (0, span.source, span.start),
+            None => (1, 0, 0),
+        });
+        sorted
+    }
+
     pub fn has_errors(&self) -> bool {
         self.diagnostics.iter().any(Diagnostic::is_error)
     }
 
     fn error_count(&self) -> usize {
-        self.diagnostics
-            .iter()
-            .filter(|diagnostic| diagnostic.is_error())
-            .count()
+        self.diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count()
     }
 
     /// Loads and validates one plan file; `None` when it has errors.
@@ -94,25 +102,15 @@ impl Loader {
                 self.add_policy(&mut policies, policy);
             }
         }
-        let checks = Checks {
-            default_required: true,
-            policies_known: true,
-        };
+        let checks = Checks { default_required: true, policies_known: true };
         self.cross_check(&plans, &policies, &checks);
-        Catalog {
-            plans: plans.into_iter().map(|loaded| loaded.plan).collect(),
-            policies,
-        }
+        Catalog { plans: plans.into_iter().map(|loaded| loaded.plan).collect(), policies }
     }
 
     /// For `--plan FILE`: the plan and the policy it names
     /// (`<policies_dir>/<policy>.toml`, or `.yaml`/`.yml`), with the
     /// plan-vs-policy checks.
-    pub fn load_plan_with_policy(
-        &mut self,
-        plan_path: &Path,
-        policies_dir: &Path,
-    ) -> Option<(Plan, Policy)> {
+    pub fn load_plan_with_policy(&mut self, plan_path: &Path, policies_dir: &Path) -> Option<(Plan, Policy)> {
         let errors_before = self.error_count();
         let loaded = self.plan_file(plan_path)?;
         let name = loaded.plan.policy.clone();
@@ -130,10 +128,7 @@ impl Loader {
                 return None;
             }
         }
-        let checks = Checks {
-            default_required: false,
-            policies_known: true,
-        };
+        let checks = Checks { default_required: false, policies_known: true };
         let loaded = vec![loaded];
         self.cross_check(&loaded, &policies, &checks);
         let plan = loaded.into_iter().next()?.plan;
@@ -170,15 +165,9 @@ impl Loader {
                 self.add_policy(&mut policies, policy);
             }
         }
-        let checks = Checks {
-            default_required: false,
-            policies_known: !policies.is_empty(),
-        };
+        let checks = Checks { default_required: false, policies_known: !policies.is_empty() };
         self.cross_check(&plans, &policies, &checks);
-        Catalog {
-            plans: plans.into_iter().map(|loaded| loaded.plan).collect(),
-            policies,
-        }
+        Catalog { plans: plans.into_iter().map(|loaded| loaded.plan).collect(), policies }
     }
 
     /// Reads and parses a file for tests: its source id and tree.
@@ -195,10 +184,7 @@ impl Loader {
             Err(error) => {
                 self.diagnostics.push(Diagnostic::error(
                     "io-error",
-                    format!(
-                        "cannot read folder `{}`: {error}",
-                        loader::display_name(folder)
-                    ),
+                    format!("cannot read folder `{}`: {error}", loader::display_name(folder)),
                 ));
                 return Vec::new();
             }
@@ -235,10 +221,7 @@ impl Loader {
 
     fn policy_from(&mut self, path: &Path, read: ReadFile, root: &Node) -> Option<Policy> {
         let parse_errors = self.file_has_errors(read.id);
-        let name = path
-            .file_stem()
-            .map(|stem| stem.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
         let policy = validate_policy(root, &name, read.source, &mut self.diagnostics)?;
         (!parse_errors).then_some(policy)
     }
@@ -246,9 +229,9 @@ impl Loader {
     /// Whether the parser already reported an error in this file (a YAML
     /// anchor, say, which leaves a tree behind to validate).
     fn file_has_errors(&self, id: usize) -> bool {
-        self.diagnostics.iter().any(|diagnostic| {
-            diagnostic.is_error() && diagnostic.span.is_some_and(|span| span.source == id)
-        })
+        self.diagnostics
+            .iter()
+            .any(|diagnostic| diagnostic.is_error() && diagnostic.span.is_some_and(|span| span.source == id))
     }
 
     fn add_policy(&mut self, policies: &mut BTreeMap<String, Policy>, policy: Policy) {
@@ -268,12 +251,7 @@ impl Loader {
         policies.insert(policy.name.clone(), policy);
     }
 
-    fn cross_check(
-        &mut self,
-        plans: &[LoadedPlan],
-        policies: &BTreeMap<String, Policy>,
-        checks: &Checks,
-    ) {
+    fn cross_check(&mut self, plans: &[LoadedPlan], policies: &BTreeMap<String, Policy>, checks: &Checks) {
         let mut ids: HashMap<&str, &LoadedPlan> = HashMap::new();
         for loaded in plans {
             let plan = &loaded.plan;
@@ -281,10 +259,7 @@ impl Loader {
                 self.diagnostics.push(
                     Diagnostic::error(
                         "duplicate-plan-id",
-                        format!(
-                            "plan id `{}` is already used by `{}`",
-                            plan.id, first.plan.source.path
-                        ),
+                        format!("plan id `{}` is already used by `{}`", plan.id, first.plan.source.path),
                     )
                     .with_span(loaded.spans.id)
                     .with_label("used again here")
@@ -304,18 +279,13 @@ impl Loader {
                     let message = if other.id == plan.id && other.source == plan.source {
                         format!("keyword `{keyword}` appears twice in plan `{}`", plan.id)
                     } else {
-                        format!(
-                            "keyword `{keyword}` is also a keyword of plan `{}`",
-                            other.id
-                        )
+                        format!("keyword `{keyword}` is also a keyword of plan `{}`", other.id)
                     };
                     self.diagnostics.push(
                         Diagnostic::error("duplicate-keyword", message)
                             .with_span(*span)
                             .with_label("routing would be ambiguous")
-                            .with_help(
-                                "keywords are compared case-insensitively; keep each in one plan",
-                            ),
+                            .with_help("keywords are compared case-insensitively; keep each in one plan"),
                     );
                 } else {
                     keywords.insert(folded, plan);
@@ -323,8 +293,7 @@ impl Loader {
             }
         }
 
-        let defaults: Vec<&LoadedPlan> =
-            plans.iter().filter(|loaded| loaded.plan.default).collect();
+        let defaults: Vec<&LoadedPlan> = plans.iter().filter(|loaded| loaded.plan.default).collect();
         if defaults.is_empty() && !plans.is_empty() && checks.default_required {
             self.diagnostics.push(
                 Diagnostic::error("no-default-plan", "no plan has `default = true`")
@@ -335,10 +304,7 @@ impl Loader {
             for loaded in extra {
                 let mut diagnostic = Diagnostic::error(
                     "multiple-default-plans",
-                    format!(
-                        "plan `{}` is a second default plan, after `{}`",
-                        loaded.plan.id, first.plan.id
-                    ),
+                    format!("plan `{}` is a second default plan, after `{}`", loaded.plan.id, first.plan.id),
                 )
                 .with_label("only one plan may set this")
                 .with_help("mark exactly one plan `default = true`");
@@ -354,11 +320,7 @@ impl Loader {
                 Some(policy) => self.plan_vs_policy(loaded, policy),
                 None if checks.policies_known => {
                     let plan = &loaded.plan;
-                    let known = policies
-                        .keys()
-                        .map(|name| format!("`{name}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ");
+                    let known = policies.keys().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ");
                     let help = if known.is_empty() {
                         "add the policy file to the policies folder".to_string()
                     } else {
@@ -367,10 +329,7 @@ impl Loader {
                     self.diagnostics.push(
                         Diagnostic::error(
                             "unknown-policy",
-                            format!(
-                                "plan `{}` names policy `{}`, which does not exist",
-                                plan.id, plan.policy
-                            ),
+                            format!("plan `{}` names policy `{}`, which does not exist", plan.id, plan.policy),
                         )
                         .with_span(loaded.spans.policy.unwrap_or(loaded.spans.id))
                         .with_help(help),
@@ -414,10 +373,7 @@ impl Loader {
                             ),
                         )
                         .with_span(span)
-                        .with_label(format!(
-                            "the step is stopped after {}s",
-                            policy.budget.step_timeout_secs
-                        ))
+                        .with_label(format!("the step is stopped after {}s", policy.budget.step_timeout_secs))
                         .with_help("lower `timeout_secs` or raise `budget.step_timeout_secs`"),
                     ),
                 );

@@ -69,29 +69,19 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Reads `path` into `sources`. Reports `unsupported-extension` and
 /// `io-error` (both without a span) and returns `None` on either.
-pub(crate) fn read(
-    sources: &mut SourceMap,
-    diagnostics: &mut Vec<Diagnostic>,
-    path: &Path,
-) -> Option<ReadFile> {
+pub(crate) fn read(sources: &mut SourceMap, diagnostics: &mut Vec<Diagnostic>, path: &Path) -> Option<ReadFile> {
     let name = display_name(path);
     let Some(format) = Format::of(path) else {
         diagnostics.push(
-            Diagnostic::error(
-                "unsupported-extension",
-                format!("cannot read `{name}`: unsupported file extension"),
-            )
-            .with_help("plan and policy files end in `.toml`, `.yaml` or `.yml`"),
+            Diagnostic::error("unsupported-extension", format!("cannot read `{name}`: unsupported file extension"))
+                .with_help("plan and policy files end in `.toml`, `.yaml` or `.yml`"),
         );
         return None;
     };
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(error) => {
-            diagnostics.push(Diagnostic::error(
-                "io-error",
-                format!("cannot read `{name}`: {error}"),
-            ));
+            diagnostics.push(Diagnostic::error("io-error", format!("cannot read `{name}`: {error}")));
             return None;
         }
     };
@@ -107,11 +97,7 @@ pub(crate) fn read(
         }
     };
     let id = sources.add(SourceFile::new(name.clone(), text));
-    Some(ReadFile {
-        id,
-        source: SourceRef { path: name, sha256 },
-        format,
-    })
+    Some(ReadFile { id, source: SourceRef { path: name, sha256 }, format })
 }
 
 /// Parses a file already in the source map. Returns `None` when the text is
@@ -162,20 +148,12 @@ fn toml_message(message: &str) -> String {
     }
 }
 
-fn toml_table(
-    table: &DeTable<'_>,
-    span: Span,
-    id: SourceId,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Node {
+fn toml_table(table: &DeTable<'_>, span: Span, id: SourceId, diagnostics: &mut Vec<Diagnostic>) -> Node {
     let mut entries: Vec<(Key, Node)> = table
         .iter()
         .map(|(key, value)| {
             (
-                Key {
-                    name: key.get_ref().to_string(),
-                    span: Span::new(id, key.span()),
-                },
+                Key { name: key.get_ref().to_string(), span: Span::new(id, key.span()) },
                 toml_value(value, id, diagnostics),
             )
         })
@@ -183,12 +161,7 @@ fn toml_table(
     // The map is sorted by key; the spans give the file order back.
     entries.sort_by_key(|(key, _)| key.span.start);
     let span = if span.start == span.end {
-        cover(
-            span,
-            entries
-                .iter()
-                .flat_map(|(key, value)| [key.span, value.span]),
-        )
+        cover(span, entries.iter().flat_map(|(key, value)| [key.span, value.span]))
     } else {
         span
     };
@@ -198,19 +171,11 @@ fn toml_table(
 /// The smallest span covering `spans` (or `fallback` when there are none).
 fn cover(fallback: Span, spans: impl Iterator<Item = Span>) -> Span {
     spans
-        .reduce(|all, next| Span {
-            source: all.source,
-            start: all.start.min(next.start),
-            end: all.end.max(next.end),
-        })
+        .reduce(|all, next| Span { source: all.source, start: all.start.min(next.start), end: all.end.max(next.end) })
         .unwrap_or(fallback)
 }
 
-fn toml_value(
-    value: &Spanned<DeValue<'_>>,
-    id: SourceId,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Node {
+fn toml_value(value: &Spanned<DeValue<'_>>, id: SourceId, diagnostics: &mut Vec<Diagnostic>) -> Node {
     let span = Span::new(id, value.span());
     let node_value = match value.get_ref() {
         DeValue::String(text) => NodeValue::String(text.to_string()),
@@ -228,12 +193,7 @@ fn toml_value(
         DeValue::Float(float) => NodeValue::Float(float.as_str().parse().unwrap_or(f64::NAN)),
         DeValue::Boolean(flag) => NodeValue::Bool(*flag),
         DeValue::Datetime(datetime) => NodeValue::Datetime(datetime.to_string()),
-        DeValue::Array(items) => NodeValue::Array(
-            items
-                .iter()
-                .map(|item| toml_value(item, id, diagnostics))
-                .collect(),
-        ),
+        DeValue::Array(items) => NodeValue::Array(items.iter().map(|item| toml_value(item, id, diagnostics)).collect()),
         DeValue::Table(table) => return toml_table(table, span, id, diagnostics),
     };
     Node::new(span, node_value)
@@ -264,20 +224,11 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
     fn new(file: &'a SourceFile, id: SourceId, diagnostics: &'d mut Vec<Diagnostic>) -> Self {
         let mut byte_of: Vec<usize> = file.text.char_indices().map(|(index, _)| index).collect();
         byte_of.push(file.text.len());
-        YamlBuilder {
-            parser: Parser::new_from_str(&file.text),
-            id,
-            file,
-            byte_of,
-            diagnostics,
-        }
+        YamlBuilder { parser: Parser::new_from_str(&file.text), id, file, byte_of, diagnostics }
     }
 
     fn byte(&self, marker: saphyr_parser::Marker) -> usize {
-        self.byte_of
-            .get(marker.index())
-            .copied()
-            .unwrap_or(self.file.text.len())
+        self.byte_of.get(marker.index()).copied().unwrap_or(self.file.text.len())
     }
 
     fn span(&self, span: saphyr_parser::Span) -> Span {
@@ -289,19 +240,15 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
             Some(Ok(event)) => Ok(event),
             Some(Err(error)) => Err(self.scan_error(&error)),
             None => Err(self.fatal(
-                Diagnostic::error("syntax-error", "unexpected end of YAML stream").with_span(
-                    Span::new(self.id, self.file.text.len()..self.file.text.len()),
-                ),
+                Diagnostic::error("syntax-error", "unexpected end of YAML stream")
+                    .with_span(Span::new(self.id, self.file.text.len()..self.file.text.len())),
             )),
         }
     }
 
     fn scan_error(&mut self, error: &ScanError) -> Fatal {
         let offset = self.byte(*error.marker());
-        let end = self.file.text[offset..]
-            .chars()
-            .next()
-            .map_or(offset, |character| offset + character.len_utf8());
+        let end = self.file.text[offset..].chars().next().map_or(offset, |character| offset + character.len_utf8());
         let message = error.info().trim_end_matches('.').to_string();
         self.fatal(
             Diagnostic::error("syntax-error", message)
@@ -329,13 +276,10 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
                 Event::DocumentStart(_) => {
                     if root.is_some() {
                         return Err(self.fatal(
-                            Diagnostic::error(
-                                "yaml-multiple-documents",
-                                "more than one YAML document in one file",
-                            )
-                            .with_span(self.span(span))
-                            .with_label("a second document starts here")
-                            .with_help("put each plan or policy in its own file"),
+                            Diagnostic::error("yaml-multiple-documents", "more than one YAML document in one file")
+                                .with_span(self.span(span))
+                                .with_label("a second document starts here")
+                                .with_help("put each plan or policy in its own file"),
                         ));
                     }
                     let (event, span) = self.next()?;
@@ -349,8 +293,7 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
                             let (end, _) = self.next()?;
                             if !matches!(end, Event::DocumentEnd) {
                                 return Err(self.fatal(
-                                    Diagnostic::error("syntax-error", "expected end of document")
-                                        .with_span(node.span),
+                                    Diagnostic::error("syntax-error", "expected end of document").with_span(node.span),
                                 ));
                             }
                             node
@@ -359,10 +302,8 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
                     root = Some(node);
                 }
                 _ => {
-                    return Err(self.fatal(
-                        Diagnostic::error("syntax-error", "unexpected YAML event")
-                            .with_span(self.span(span)),
-                    ));
+                    return Err(self
+                        .fatal(Diagnostic::error("syntax-error", "unexpected YAML event").with_span(self.span(span))));
                 }
             }
         }
@@ -380,12 +321,7 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
         }
     }
 
-    fn refuse_tag(
-        &mut self,
-        tag: Option<&saphyr_parser::Tag>,
-        span: Span,
-        allow_str: bool,
-    ) -> bool {
+    fn refuse_tag(&mut self, tag: Option<&saphyr_parser::Tag>, span: Span, allow_str: bool) -> bool {
         let Some(tag) = tag else {
             return false;
         };
@@ -445,8 +381,7 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
                 self.refuse_tag(tag.as_deref(), at, false);
                 self.mapping(at)
             }
-            _ => Err(self
-                .fatal(Diagnostic::error("syntax-error", "unexpected YAML event").with_span(at))),
+            _ => Err(self.fatal(Diagnostic::error("syntax-error", "unexpected YAML event").with_span(at))),
         }
     }
 
@@ -457,9 +392,7 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
             let key_span = self.span(span);
             let key = match event {
                 Event::MappingEnd => {
-                    let last = entries
-                        .last()
-                        .map_or(key_span.end, |(_, value)| value.span.end);
+                    let last = entries.last().map_or(key_span.end, |(_, value)| value.span.end);
                     let span = Span::new(self.id, at.start..last.max(at.end));
                     return Ok(Node::new(span, NodeValue::Table(entries)));
                 }
@@ -500,23 +433,14 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
             if let Some((first, _)) = entries.iter().find(|(existing, _)| existing.name == key) {
                 let (line, _) = self.file.line_col(first.span.start);
                 self.diagnostics.push(
-                    Diagnostic::error(
-                        "duplicate-key",
-                        format!("duplicate key `{key}`, first defined on line {line}"),
-                    )
-                    .with_span(key_span)
-                    .with_label("defined again here")
-                    .with_help("remove one of the two definitions"),
+                    Diagnostic::error("duplicate-key", format!("duplicate key `{key}`, first defined on line {line}"))
+                        .with_span(key_span)
+                        .with_label("defined again here")
+                        .with_help("remove one of the two definitions"),
                 );
                 continue;
             }
-            entries.push((
-                Key {
-                    name: key,
-                    span: key_span,
-                },
-                value,
-            ));
+            entries.push((Key { name: key, span: key_span }, value));
         }
     }
 
@@ -578,8 +502,7 @@ fn is_core_float(text: &str) -> bool {
     let mantissa_ok = match mantissa.split_once('.') {
         Some((whole, fraction)) => {
             (whole.is_empty() && is_digits(fraction, 10))
-                || (is_digits(whole, 10)
-                    && fraction.chars().all(|character| character.is_ascii_digit()))
+                || (is_digits(whole, 10) && fraction.chars().all(|character| character.is_ascii_digit()))
         }
         None => is_digits(mantissa, 10),
     };

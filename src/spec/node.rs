@@ -71,10 +71,7 @@ impl Node {
 
     /// The value of `key` when this node is a table that has it.
     pub fn get(&self, key: &str) -> Option<&Node> {
-        self.as_table()?
-            .iter()
-            .find(|(name, _)| name.name == key)
-            .map(|(_, value)| value)
+        self.as_table()?.iter().find(|(name, _)| name.name == key).map(|(_, value)| value)
     }
 }
 

@@ -55,10 +55,7 @@ impl<'n> TableReader<'n> {
 
     /// The span of `key` itself.
     pub(crate) fn key_span(&self, key: &str) -> Option<Span> {
-        self.entries
-            .iter()
-            .find(|(name, _)| name.name == key)
-            .map(|(name, _)| name.span)
+        self.entries.iter().find(|(name, _)| name.name == key).map(|(name, _)| name.span)
     }
 
     /// The value of `key`, marking it read.
@@ -69,20 +66,13 @@ impl<'n> TableReader<'n> {
     }
 
     /// The value of `key`, or `missing-key` on the table.
-    pub(crate) fn required(
-        &mut self,
-        key: &str,
-        diagnostics: &mut Vec<Diagnostic>,
-    ) -> Option<&'n Node> {
+    pub(crate) fn required(&mut self, key: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<&'n Node> {
         let found = self.get(key);
         if found.is_none() {
             diagnostics.push(
-                Diagnostic::error(
-                    "missing-key",
-                    format!("missing key `{key}`{}", self.context),
-                )
-                .with_span(self.span)
-                .with_label(format!("`{key}` is required here")),
+                Diagnostic::error("missing-key", format!("missing key `{key}`{}", self.context))
+                    .with_span(self.span)
+                    .with_label(format!("`{key}` is required here")),
             );
         }
         found
@@ -93,11 +83,7 @@ impl<'n> TableReader<'n> {
         format!("`{key}`{}", self.context)
     }
 
-    pub(crate) fn string(
-        &mut self,
-        key: &str,
-        diagnostics: &mut Vec<Diagnostic>,
-    ) -> Option<(&'n str, &'n Node)> {
+    pub(crate) fn string(&mut self, key: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<(&'n str, &'n Node)> {
         let node = self.get(key)?;
         self.typed_string(key, node, diagnostics)
     }
@@ -162,10 +148,7 @@ impl<'n> TableReader<'n> {
             diagnostics.push(
                 Diagnostic::error(
                     "invalid-value",
-                    format!(
-                        "{} must be at least {min}, found {number}",
-                        self.describe(key)
-                    ),
+                    format!("{} must be at least {min}, found {number}", self.describe(key)),
                 )
                 .with_span(node.span)
                 .with_label(format!("expected {min} or more")),
@@ -186,11 +169,7 @@ impl<'n> TableReader<'n> {
         }
     }
 
-    pub(crate) fn array(
-        &mut self,
-        key: &str,
-        diagnostics: &mut Vec<Diagnostic>,
-    ) -> Option<&'n [Node]> {
+    pub(crate) fn array(&mut self, key: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<&'n [Node]> {
         let node = self.get(key)?;
         match node.as_array() {
             Some(items) => Some(items),
@@ -203,22 +182,15 @@ impl<'n> TableReader<'n> {
 
     /// Reports every key that no getter read and that is not allowed.
     pub(crate) fn finish(self, diagnostics: &mut Vec<Diagnostic>) {
-        let allowed_list = self
-            .allowed
-            .iter()
-            .map(|key| format!("`{key}`"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let allowed_list = self.allowed.iter().map(|key| format!("`{key}`")).collect::<Vec<_>>().join(", ");
         for ((key, _), used) in self.entries.iter().zip(&self.used) {
             if *used || self.allowed.contains(&key.name.as_str()) {
                 continue;
             }
-            let mut diagnostic = Diagnostic::error(
-                "unknown-key",
-                format!("unknown key `{}`{}", key.name, self.context),
-            )
-            .with_span(key.span)
-            .with_help(format!("allowed keys: {allowed_list}"));
+            let mut diagnostic =
+                Diagnostic::error("unknown-key", format!("unknown key `{}`{}", key.name, self.context))
+                    .with_span(key.span)
+                    .with_help(format!("allowed keys: {allowed_list}"));
             if let Some(suggestion) = did_you_mean(&key.name, self.allowed.iter().copied()) {
                 diagnostic = diagnostic.with_label(format!("did you mean `{suggestion}`?"));
             }
@@ -229,20 +201,13 @@ impl<'n> TableReader<'n> {
 
 /// `wrong-type` on `node`: `what` must be `expected`.
 pub(crate) fn wrong_type(node: &Node, what: &str, expected: &str) -> Diagnostic {
-    Diagnostic::error(
-        "wrong-type",
-        format!("{what} must be {expected}, found {}", node.type_name()),
-    )
-    .with_span(node.span)
-    .with_label(format!("expected {expected}"))
+    Diagnostic::error("wrong-type", format!("{what} must be {expected}, found {}", node.type_name()))
+        .with_span(node.span)
+        .with_label(format!("expected {expected}"))
 }
 
 /// The string in `node`, or `wrong-type`.
-pub(crate) fn expect_string<'n>(
-    node: &'n Node,
-    what: &str,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Option<&'n str> {
+pub(crate) fn expect_string<'n>(node: &'n Node, what: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<&'n str> {
     let text = node.as_str();
     if text.is_none() {
         diagnostics.push(wrong_type(node, what, "a string"));
@@ -251,11 +216,7 @@ pub(crate) fn expect_string<'n>(
 }
 
 /// The items of `node`, or `wrong-type`.
-pub(crate) fn expect_array<'n>(
-    node: &'n Node,
-    what: &str,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Option<&'n [Node]> {
+pub(crate) fn expect_array<'n>(node: &'n Node, what: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<&'n [Node]> {
     let items = node.as_array();
     if items.is_none() {
         diagnostics.push(wrong_type(node, what, "an array"));
@@ -265,10 +226,7 @@ pub(crate) fn expect_array<'n>(
 
 /// The closest candidate to `word`, when it is close enough to be a typo:
 /// at most a third of the word's length away (and at least one edit).
-pub(crate) fn did_you_mean<'c>(
-    word: &str,
-    candidates: impl IntoIterator<Item = &'c str>,
-) -> Option<&'c str> {
+pub(crate) fn did_you_mean<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
     let limit = (word.chars().count() / 3).max(1);
     candidates
         .into_iter()
@@ -286,9 +244,7 @@ pub(crate) fn levenshtein(left: &str, right: &str) -> usize {
         let mut current = vec![row + 1; right.len() + 1];
         for (column, right_char) in right.iter().enumerate() {
             let substitution = previous[column] + usize::from(left_char != *right_char);
-            current[column + 1] = substitution
-                .min(previous[column + 1] + 1)
-                .min(current[column] + 1);
+            current[column + 1] = substitution.min(previous[column + 1] + 1).min(current[column] + 1);
         }
         previous = current;
     }
@@ -308,13 +264,10 @@ pub(crate) fn check_version(reader: &mut TableReader<'_>, diagnostics: &mut Vec<
         && version != 1
     {
         diagnostics.push(
-            Diagnostic::error(
-                "unsupported-version",
-                format!("unsupported version {version}"),
-            )
-            .with_span(node.span)
-            .with_label("expected 1")
-            .with_help("this planrun reads `version = 1`"),
+            Diagnostic::error("unsupported-version", format!("unsupported version {version}"))
+                .with_span(node.span)
+                .with_label("expected 1")
+                .with_help("this planrun reads `version = 1`"),
         );
     }
 }
@@ -323,9 +276,7 @@ pub(crate) fn check_version(reader: &mut TableReader<'_>, diagnostics: &mut Vec<
 pub(crate) fn is_name(text: &str, max: usize) -> bool {
     !text.is_empty()
         && text.len() <= max
-        && text
-            .bytes()
-            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
+        && text.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
 }
 
 /// The byte offset in the file where the text of string `node` starts, when
@@ -344,11 +295,7 @@ pub(crate) fn verbatim_start(text: &str, node: &Node) -> Option<usize> {
 /// node when the value is not verbatim in the source.
 pub(crate) fn value_span(text: &str, node: &Node, start: usize, end: usize) -> Span {
     match verbatim_start(text, node) {
-        Some(base) => Span {
-            source: node.span.source,
-            start: base + start,
-            end: base + end,
-        },
+        Some(base) => Span { source: node.span.source, start: base + start, end: base + end },
         None => node.span,
     }
 }

@@ -14,9 +14,7 @@ struct Files {
 
 impl Files {
     fn new() -> Self {
-        Files {
-            dir: tempfile::tempdir().expect("temp dir"),
-        }
+        Files { dir: tempfile::tempdir().expect("temp dir") }
     }
 
     fn write(&self, name: &str, text: &str) -> PathBuf {
@@ -35,11 +33,7 @@ impl Files {
 
 /// `code@line:col` of each finding (`code` alone when it has no span).
 fn found(loader: &Loader) -> Vec<String> {
-    loader
-        .diagnostics()
-        .iter()
-        .map(|diagnostic| position(loader, diagnostic))
-        .collect()
+    loader.diagnostics().iter().map(|diagnostic| position(loader, diagnostic)).collect()
 }
 
 fn position(loader: &Loader, diagnostic: &Diagnostic) -> String {
@@ -71,21 +65,13 @@ fn policy_text(name: &str, text: &str) -> (Loader, Option<Policy>) {
 
 fn plan_errors(text: &str) -> Vec<String> {
     let (loader, plan) = plan_text("p.toml", text);
-    assert!(
-        plan.is_none() || !loader.has_errors(),
-        "{:?}",
-        found(&loader)
-    );
+    assert!(plan.is_none() || !loader.has_errors(), "{:?}", found(&loader));
     found(&loader)
 }
 
 fn policy_errors(text: &str) -> Vec<String> {
     let (loader, policy) = policy_text("default.toml", text);
-    assert!(
-        policy.is_none() == loader.has_errors(),
-        "{:?}",
-        found(&loader)
-    );
+    assert!(policy.is_none() == loader.has_errors(), "{:?}", found(&loader));
     found(&loader)
 }
 
@@ -168,10 +154,7 @@ fn toml_and_yaml_twins_load_to_the_same_model() {
     assert_eq!(toml_json["steps"][0]["kind"], "shell");
     assert_eq!(toml_plan.keyword_spans.len(), 1);
     assert_eq!(toml_plan.source.sha256.len(), 64);
-    assert!(matches!(
-        toml_plan.steps[3].action,
-        Action::Flaky { failures: 2, .. }
-    ));
+    assert!(matches!(toml_plan.steps[3].action, Action::Flaky { failures: 2, .. }));
 }
 
 #[test]
@@ -212,16 +195,10 @@ fn syntax_errors_have_a_position() {
 
 #[test]
 fn yaml_duplicate_key_points_at_the_second_and_names_the_first_line() {
-    let (loader, plan) = plan_text(
-        "p.yaml",
-        "version: 1\nid: p\nsteps:\n  - id: a\n    kind: finish\n    id: b\n",
-    );
+    let (loader, plan) = plan_text("p.yaml", "version: 1\nid: p\nsteps:\n  - id: a\n    kind: finish\n    id: b\n");
     assert!(plan.is_none());
     assert_eq!(found(&loader), ["duplicate-key@6:5"]);
-    assert_eq!(
-        loader.diagnostics()[0].message,
-        "duplicate key `id`, first defined on line 4"
-    );
+    assert_eq!(loader.diagnostics()[0].message, "duplicate key `id`, first defined on line 4");
 }
 
 #[test]
@@ -230,14 +207,8 @@ fn yaml_anchors_aliases_and_multiple_documents_are_refused() {
     let (loader, plan) = plan_text("p.yaml", text);
     assert!(plan.is_none());
     let codes = found(&loader);
-    assert!(
-        codes.contains(&"yaml-alias-unsupported@4:5".to_string()),
-        "{codes:?}"
-    );
-    assert!(
-        codes.contains(&"yaml-alias-unsupported@5:5".to_string()),
-        "{codes:?}"
-    );
+    assert!(codes.contains(&"yaml-alias-unsupported@4:5".to_string()), "{codes:?}");
+    assert!(codes.contains(&"yaml-alias-unsupported@5:5".to_string()), "{codes:?}");
     let (loader, _) = plan_text("p.yaml", "version: !!int 1\n");
     assert_eq!(found(&loader)[0], "yaml-tag-unsupported@1:10");
     let (loader, _) = plan_text("p.yaml", "version: 1\n---\nversion: 1\n");
@@ -271,19 +242,10 @@ fn yaml_scalars_follow_the_core_schema() {
 #[test]
 fn version_gate() {
     let errors = plan_errors(&with_steps("version = 2\n").replacen("version = 1\n", "", 1));
-    assert!(
-        errors.contains(&"unsupported-version@3:11".to_string()),
-        "{errors:?}"
-    );
-    let (loader, _) = plan_text(
-        "p.toml",
-        "version = 2\nid = \"p\"\n[[steps]]\nid = \"a\"\nkind = \"finish\"\n",
-    );
+    assert!(errors.contains(&"unsupported-version@3:11".to_string()), "{errors:?}");
+    let (loader, _) = plan_text("p.toml", "version = 2\nid = \"p\"\n[[steps]]\nid = \"a\"\nkind = \"finish\"\n");
     assert_eq!(found(&loader), ["unsupported-version@1:11"]);
-    assert_eq!(
-        loader.diagnostics()[0].help.as_deref(),
-        Some("this planrun reads `version = 1`")
-    );
+    assert_eq!(loader.diagnostics()[0].help.as_deref(), Some("this planrun reads `version = 1`"));
     let (loader, _) = policy_text("default.toml", "[budget]\n");
     assert_eq!(found(&loader), ["missing-key@1:1"]);
 }
@@ -293,82 +255,40 @@ fn every_finding_of_a_file_comes_out_in_one_pass() {
     let text = with_steps(
         "description = 3\n[[steps]]\nid = \"a\"\nkind = \"shel\"\n[[steps]]\nid = \"b\"\nkind = \"finish\"\nmesage = \"x\"\n",
     );
-    assert_eq!(
-        plan_errors(&text),
-        [
-            "wrong-type@4:15",
-            "unknown-step-kind@7:8",
-            "unknown-key@11:1"
-        ]
-    );
+    assert_eq!(plan_errors(&text), ["wrong-type@4:15", "unknown-step-kind@7:8", "unknown-key@11:1"]);
 }
 
 #[test]
 fn unknown_keys_list_the_allowed_keys_with_a_suggestion() {
-    let (loader, _) = plan_text(
-        "p.toml",
-        &with_steps("[[steps]]\nid = \"a\"\nkind = \"shell\"\ncomand = [\"pwd\"]\n"),
-    );
+    let (loader, _) = plan_text("p.toml", &with_steps("[[steps]]\nid = \"a\"\nkind = \"shell\"\ncomand = [\"pwd\"]\n"));
     assert_eq!(found(&loader), ["missing-key@4:1", "unknown-key@7:1"]);
     let unknown = &loader.diagnostics()[1];
     assert_eq!(unknown.message, "unknown key `comand` in step `a`");
     assert_eq!(unknown.label.as_deref(), Some("did you mean `command`?"));
-    assert_eq!(
-        unknown.help.as_deref(),
-        Some("allowed keys: `id`, `kind`, `command`, `timeout_secs`, `retry`")
-    );
+    assert_eq!(unknown.help.as_deref(), Some("allowed keys: `id`, `kind`, `command`, `timeout_secs`, `retry`"));
     // A payload key of another kind is unknown too.
-    let errors = plan_errors(&with_steps(
-        "[[steps]]\nid = \"a\"\nkind = \"finish\"\ncommand = [\"pwd\"]\n",
-    ));
+    let errors = plan_errors(&with_steps("[[steps]]\nid = \"a\"\nkind = \"finish\"\ncommand = [\"pwd\"]\n"));
     assert_eq!(errors, ["unknown-key@7:1"]);
-    let (loader, _) = plan_text(
-        "p.toml",
-        &with_steps("[[steps]]\nid = \"a\"\nkind = \"finsh\"\n"),
-    );
-    assert_eq!(
-        loader.diagnostics()[0].label.as_deref(),
-        Some("did you mean `finish`?")
-    );
+    let (loader, _) = plan_text("p.toml", &with_steps("[[steps]]\nid = \"a\"\nkind = \"finsh\"\n"));
+    assert_eq!(loader.diagnostics()[0].label.as_deref(), Some("did you mean `finish`?"));
 }
 
 #[test]
 fn plan_field_errors() {
     let cases: &[(&str, &str)] = &[
-        (
-            "[[steps]]\nid = \"a b\"\nkind = \"finish\"\n",
-            "invalid-value@5:6",
-        ),
+        ("[[steps]]\nid = \"a b\"\nkind = \"finish\"\n", "invalid-value@5:6"),
         ("steps = []\n", "invalid-value@4:9"),
         ("steps = 3\n", "wrong-type@4:9"),
-        (
-            "[[steps]]\nid = \"a\"\nkind = \"finish\"\ntimeout_secs = 0\n",
-            "invalid-value@7:16",
-        ),
+        ("[[steps]]\nid = \"a\"\nkind = \"finish\"\ntimeout_secs = 0\n", "invalid-value@7:16"),
         (
             "[[steps]]\nid = \"a\"\nkind = \"finish\"\n[[steps]]\nid = \"a\"\nkind = \"finish\"\n",
             "duplicate-step-id@8:6",
         ),
-        (
-            "[[steps]]\nid = \"a\"\nkind = \"shell\"\ncommand = [\"ls\", \"{{ nope }}\"]\n",
-            "template-syntax@7:19",
-        ),
-        (
-            "[[steps]]\nid = \"a\"\nkind = \"shell\"\ncommand = [\"/bin/rm\"]\n",
-            "invalid-program@7:12",
-        ),
-        (
-            "[[steps]]\nid = \"a\"\nkind = \"shell\"\ncommand = [\"{{ run.id }}\"]\n",
-            "invalid-program@7:12",
-        ),
-        (
-            "[[steps]]\nid = \"a\"\nkind = \"shell\"\ncommand = \"ls -la | wc\"\n",
-            "shell-metacharacter@7:19",
-        ),
-        (
-            "[[steps]]\nid = \"a\"\nkind = \"shell\"\ncommand = \"ls 'x\"\n",
-            "invalid-value@7:11",
-        ),
+        ("[[steps]]\nid = \"a\"\nkind = \"shell\"\ncommand = [\"ls\", \"{{ nope }}\"]\n", "template-syntax@7:19"),
+        ("[[steps]]\nid = \"a\"\nkind = \"shell\"\ncommand = [\"/bin/rm\"]\n", "invalid-program@7:12"),
+        ("[[steps]]\nid = \"a\"\nkind = \"shell\"\ncommand = [\"{{ run.id }}\"]\n", "invalid-program@7:12"),
+        ("[[steps]]\nid = \"a\"\nkind = \"shell\"\ncommand = \"ls -la | wc\"\n", "shell-metacharacter@7:19"),
+        ("[[steps]]\nid = \"a\"\nkind = \"shell\"\ncommand = \"ls 'x\"\n", "invalid-value@7:11"),
         (
             "[[steps]]\nid = \"a\"\nkind = \"read_file\"\npath = \"{{ last.output_text }}\"\n",
             "untrusted-control-field@7:9",
@@ -380,26 +300,15 @@ fn plan_field_errors() {
     ];
     for (steps, expected) in cases {
         let errors = plan_errors(&with_steps(steps));
-        assert!(
-            errors.contains(&expected.to_string()),
-            "{steps}: {errors:?}"
-        );
+        assert!(errors.contains(&expected.to_string()), "{steps}: {errors:?}");
     }
     let (loader, _) = plan_text(
         "p.toml",
-        &with_steps(
-            "[[steps]]\nid = \"a\"\nkind = \"finish\"\n[[steps]]\nid = \"a\"\nkind = \"finish\"\n",
-        ),
+        &with_steps("[[steps]]\nid = \"a\"\nkind = \"finish\"\n[[steps]]\nid = \"a\"\nkind = \"finish\"\n"),
     );
-    let duplicate = loader
-        .diagnostics()
-        .iter()
-        .find(|diagnostic| diagnostic.code == "duplicate-step-id")
-        .expect("duplicate");
-    assert_eq!(
-        duplicate.message,
-        "duplicate step id `a`, first used on line 5"
-    );
+    let duplicate =
+        loader.diagnostics().iter().find(|diagnostic| diagnostic.code == "duplicate-step-id").expect("duplicate");
+    assert_eq!(duplicate.message, "duplicate step id `a`, first used on line 5");
 }
 
 #[test]
@@ -434,34 +343,18 @@ fn plan_warnings_and_notes() {
             "path-outside-workspace@7:8",
         ]
     );
-    assert!(
-        loader
-            .diagnostics()
-            .iter()
-            .all(|d| d.severity == Severity::Warning)
-    );
-    let failing = with_steps(steps).replace(
-        "default = true\n",
-        "default = true\nexpected_status = \"failed\"\n",
-    );
+    assert!(loader.diagnostics().iter().all(|d| d.severity == Severity::Warning));
+    let failing = with_steps(steps).replace("default = true\n", "default = true\nexpected_status = \"failed\"\n");
     let (loader, plan) = plan_text("p.toml", &failing);
     assert!(plan.is_some());
-    assert!(
-        loader
-            .diagnostics()
-            .iter()
-            .all(|d| d.severity == Severity::Note)
-    );
+    assert!(loader.diagnostics().iter().all(|d| d.severity == Severity::Note));
     assert!(
         loader.diagnostics()[0]
             .help
             .as_deref()
             .is_some_and(|help| help.ends_with("expected: this plan documents a failing scenario"))
     );
-    let (loader, _) = plan_text(
-        "p.toml",
-        &with_steps("[[steps]]\nid = \"a\"\nkind = \"flaky\"\n"),
-    );
+    let (loader, _) = plan_text("p.toml", &with_steps("[[steps]]\nid = \"a\"\nkind = \"flaky\"\n"));
     assert_eq!(found(&loader), ["no-finish@4:3"]);
 }
 
@@ -497,48 +390,28 @@ fn rule_examples_are_checked_at_load() {
         .replace("[\"log\", \"-n5\"]]", "[\"log\", \"-n5\"], [\"push\"]]")
         .replace("[[\"notes.txt\"]]", "[[\"notes.txt\"]]\n")
         .replace("[\"-n\"]]", "[\"-n\"], [\"ok.txt\"]]");
-    assert_eq!(
-        policy_errors(&broken),
-        ["rule-example-mismatch@8:38", "rule-example-mismatch@17:49"]
-    );
+    assert_eq!(policy_errors(&broken), ["rule-example-mismatch@8:38", "rule-example-mismatch@17:49"]);
 }
 
 #[test]
 fn policy_field_errors() {
     let cases: &[(&str, &str)] = &[
-        (
-            "[[shell.allow]]\nprogram = \"git\"\nargs = [[{ regex = \"(\" }]]\n",
-            "invalid-regex@4:20",
-        ),
-        (
-            "[[shell.allow]]\nprogram = \"bash\"\nprefix = true\n",
-            "prefix-rule-refused@4:1",
-        ),
-        (
-            "[[shell.allow]]\nprogram = \"./x\"\n",
-            "invalid-program@3:11",
-        ),
+        ("[[shell.allow]]\nprogram = \"git\"\nargs = [[{ regex = \"(\" }]]\n", "invalid-regex@4:20"),
+        ("[[shell.allow]]\nprogram = \"bash\"\nprefix = true\n", "prefix-rule-refused@4:1"),
+        ("[[shell.allow]]\nprogram = \"./x\"\n", "invalid-program@3:11"),
         ("[shell]\nsearch_path = [\"bin\"]\n", "invalid-value@3:16"),
         ("[retry]\ncap = 0\n", "invalid-value@3:7"),
         ("[budget]\nmax_step = 3\n", "unknown-key@3:1"),
         ("[files]\ndeny = \"runs/**\"\n", "wrong-type@3:8"),
-        (
-            "[[shell.allow]]\nprogram = \"git\"\ndecision = \"prompt\"\n",
-            "invalid-value@4:12",
-        ),
-        (
-            "[[shell.allow]]\nprogram = \"git\"\nargs = [[{ slot = \"file\" }]]\n",
-            "invalid-value@4:19",
-        ),
+        ("[[shell.allow]]\nprogram = \"git\"\ndecision = \"prompt\"\n", "invalid-value@4:12"),
+        ("[[shell.allow]]\nprogram = \"git\"\nargs = [[{ slot = \"file\" }]]\n", "invalid-value@4:19"),
     ];
     for (body, expected) in cases {
         let errors = policy_errors(&format!("version = 1\n{body}"));
         assert!(errors.contains(&expected.to_string()), "{body}: {errors:?}");
     }
-    let (loader, _) = policy_text(
-        "default.toml",
-        "version = 1\n[[shell.allow]]\nprogram = \"python\"\nprefix = true\n",
-    );
+    let (loader, _) =
+        policy_text("default.toml", "version = 1\n[[shell.allow]]\nprogram = \"python\"\nprefix = true\n");
     assert!(loader.diagnostics()[0].message.contains("`python`"));
 }
 
@@ -549,21 +422,10 @@ fn a_minimal_policy_has_the_documented_defaults() {
     let policy = policy.expect("policy");
     assert_eq!(policy.name, "strict");
     assert!(policy.shell.allow.is_empty() && policy.shell.blocked.is_empty());
-    let search: Vec<String> = policy
-        .shell
-        .search_path
-        .iter()
-        .map(|path| path.display().to_string())
-        .collect();
+    let search: Vec<String> = policy.shell.search_path.iter().map(|path| path.display().to_string()).collect();
     assert_eq!(search, ["/usr/local/bin", "/usr/bin", "/bin"]);
-    assert_eq!(
-        policy.shell.env.get("PATH").map(String::as_str),
-        Some("/usr/local/bin:/usr/bin:/bin")
-    );
-    assert_eq!(
-        policy.shell.env.get("LANG").map(String::as_str),
-        Some("C.UTF-8")
-    );
+    assert_eq!(policy.shell.env.get("PATH").map(String::as_str), Some("/usr/local/bin:/usr/bin:/bin"));
+    assert_eq!(policy.shell.env.get("LANG").map(String::as_str), Some("C.UTF-8"));
     assert_eq!(policy.files.deny, ["runs/**"]);
     assert_eq!(policy.files.max_read_bytes, 1_048_576);
     assert_eq!(policy.files.max_write_bytes, 1_048_576);
@@ -590,10 +452,7 @@ fn catalog_of(files: &Files) -> (Loader, Catalog) {
 #[test]
 fn catalog_cross_file_checks() {
     let files = Files::new();
-    files.write(
-        "policies/default.toml",
-        "version = 1\n[retry]\ncap = 2\n[budget]\nstep_timeout_secs = 5\n",
-    );
+    files.write("policies/default.toml", "version = 1\n[retry]\ncap = 2\n[budget]\nstep_timeout_secs = 5\n");
     files.write(
         "plans/a.toml",
         "version = 1\nid = \"a\"\nkeywords = [\"Hello\", \"x\"]\ndefault = true\n[[steps]]\nid = \"s\"\nkind = \"finish\"\nretry = 3\ntimeout_secs = 9\n",
@@ -621,10 +480,7 @@ fn catalog_cross_file_checks() {
 
     let files = Files::new();
     files.write("policies/default.toml", "version = 1\n");
-    files.write(
-        "plans/a.toml",
-        "version = 1\nid = \"a\"\n[[steps]]\nid = \"s\"\nkind = \"finish\"\n",
-    );
+    files.write("plans/a.toml", "version = 1\nid = \"a\"\n[[steps]]\nid = \"s\"\nkind = \"finish\"\n");
     let (loader, _) = catalog_of(&files);
     assert_eq!(found(&loader), ["no-default-plan"]);
 }
@@ -635,13 +491,8 @@ fn plan_with_policy_and_paths() {
     let policy_path = files.write("policies/default.toml", "version = 1\n");
     let plan_path = files.write("plans/a.toml", FLOW_TOML);
     let mut loader = Loader::new();
-    let (plan, policy) = loader
-        .load_plan_with_policy(&plan_path, &files.path("policies"))
-        .expect("loads");
-    assert_eq!(
-        (plan.id.as_str(), policy.name.as_str()),
-        ("flow_pwd", "default")
-    );
+    let (plan, policy) = loader.load_plan_with_policy(&plan_path, &files.path("policies")).expect("loads");
+    assert_eq!((plan.id.as_str(), policy.name.as_str()), ("flow_pwd", "default"));
 
     let mut loader = Loader::new();
     let missing = loader.load_plan_with_policy(&plan_path, &files.path("nowhere"));
@@ -668,17 +519,11 @@ fn the_shipped_examples_load_cleanly() {
 #[test]
 fn a_rendered_diagnostic_marks_the_offending_key() {
     let files = Files::new();
-    let path = files.write(
-        "x.toml",
-        &with_steps("[[steps]]\nid = \"step-1\"\nkind = \"shell\"\n  comand = [\"pwd\"]\n"),
-    );
+    let path =
+        files.write("x.toml", &with_steps("[[steps]]\nid = \"step-1\"\nkind = \"shell\"\n  comand = [\"pwd\"]\n"));
     let mut loader = Loader::new();
     loader.load_plan(&path);
-    let unknown = loader
-        .diagnostics()
-        .iter()
-        .find(|diagnostic| diagnostic.code == "unknown-key")
-        .expect("unknown key");
+    let unknown = loader.diagnostics().iter().find(|diagnostic| diagnostic.code == "unknown-key").expect("unknown key");
     let text = render(loader.sources(), unknown);
     let name = loader.sources().get(0).expect("file").name.clone();
     let expected = format!(

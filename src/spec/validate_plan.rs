@@ -14,21 +14,11 @@ use std::collections::HashMap;
 use crate::diag::{Diagnostic, Severity, SourceFile, Span};
 use crate::model::{Action, Plan, RunStatus, SourceRef, Step};
 use crate::spec::node::Node;
-use crate::spec::table::{
-    TableReader, check_version, did_you_mean, expect_string, is_name, value_span, wrong_type,
-};
+use crate::spec::table::{TableReader, check_version, did_you_mean, expect_string, is_name, value_span, wrong_type};
 use crate::template::{RefTarget, Template};
 
-const PLAN_KEYS: &[&str] = &[
-    "version",
-    "id",
-    "description",
-    "keywords",
-    "policy",
-    "default",
-    "expected_status",
-    "steps",
-];
+const PLAN_KEYS: &[&str] =
+    &["version", "id", "description", "keywords", "policy", "default", "expected_status", "steps"];
 
 /// Step kinds and their payload keys.
 const KINDS: &[(&str, &[&str])] = &[
@@ -41,10 +31,8 @@ const KINDS: &[(&str, &[&str])] = &[
 
 /// Characters the string form of `command` may not hold: a shell would give
 /// them meaning, and planrun never runs a shell.
-const SHELL_METACHARACTERS: &[char] = &[
-    ';', '|', '&', '$', '`', '(', ')', '<', '>', '*', '?', '[', ']', '{', '}', '#', '~', '!', '\n',
-    '\r', '\\',
-];
+const SHELL_METACHARACTERS: &[char] =
+    &[';', '|', '&', '$', '`', '(', ')', '<', '>', '*', '?', '[', ']', '{', '}', '#', '~', '!', '\n', '\r', '\\'];
 
 const ARRAY_HELP: &str = "write `command` as an array, e.g. `command = [\"ls\", \"-la\"]`";
 
@@ -115,22 +103,17 @@ pub(crate) fn validate_plan(
     let mut reader = TableReader::new(root, "a plan file", "", PLAN_KEYS, diagnostics)?;
     check_version(&mut reader, diagnostics);
 
-    let id = reader
-        .required_string("id", diagnostics)
-        .and_then(|(id, node)| {
-            spans.id = node.span;
-            name_or_error(id, node, "plan id", 64, diagnostics)
-        });
-    let description = reader
-        .string("description", diagnostics)
-        .map_or_else(String::new, |(text, _)| text.to_string());
+    let id = reader.required_string("id", diagnostics).and_then(|(id, node)| {
+        spans.id = node.span;
+        name_or_error(id, node, "plan id", 64, diagnostics)
+    });
+    let description = reader.string("description", diagnostics).map_or_else(String::new, |(text, _)| text.to_string());
 
     let mut keywords = Vec::new();
     let mut keyword_spans = Vec::new();
     if let Some(items) = reader.array("keywords", diagnostics) {
         for (index, item) in items.iter().enumerate() {
-            let Some(keyword) = expect_string(item, &format!("`keywords[{index}]`"), diagnostics)
-            else {
+            let Some(keyword) = expect_string(item, &format!("`keywords[{index}]`"), diagnostics) else {
                 continue;
             };
             if keyword.trim().is_empty() {
@@ -161,12 +144,9 @@ pub(crate) fn validate_plan(
         Some(("failed", _)) => Some(RunStatus::Failed),
         Some((other, node)) => {
             diagnostics.push(
-                Diagnostic::error(
-                    "invalid-value",
-                    format!("unknown `expected_status` `{other}`"),
-                )
-                .with_span(node.span)
-                .with_label("expected `done` or `failed`"),
+                Diagnostic::error("invalid-value", format!("unknown `expected_status` `{other}`"))
+                    .with_span(node.span)
+                    .with_label("expected `done` or `failed`"),
             );
             None
         }
@@ -195,10 +175,7 @@ pub(crate) fn validate_plan(
                         diagnostics.push(
                             Diagnostic::error(
                                 "duplicate-step-id",
-                                format!(
-                                    "duplicate step id `{}`, first used on line {line}",
-                                    step.id
-                                ),
+                                format!("duplicate step id `{}`, first used on line {line}", step.id),
                             )
                             .with_span(step_spans.id)
                             .with_label("used again here")
@@ -222,43 +199,20 @@ pub(crate) fn validate_plan(
         return None;
     };
     Some(LoadedPlan {
-        plan: Plan {
-            id,
-            description,
-            keywords,
-            policy,
-            default,
-            expected_status,
-            steps,
-            source,
-            keyword_spans,
-        },
+        plan: Plan { id, description, keywords, policy, default, expected_status, steps, source, keyword_spans },
         spans,
     })
 }
 
 fn error_count(diagnostics: &[Diagnostic]) -> usize {
-    diagnostics
-        .iter()
-        .filter(|diagnostic| diagnostic.is_error())
-        .count()
+    diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count()
 }
 
-fn name_or_error(
-    name: &str,
-    node: &Node,
-    what: &str,
-    max: usize,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Option<String> {
+fn name_or_error(name: &str, node: &Node, what: &str, max: usize, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
     if is_name(name, max) {
         return Some(name.to_string());
     }
-    let limit = if max == usize::MAX {
-        String::new()
-    } else {
-        format!(" (at most {max})")
-    };
+    let limit = if max == usize::MAX { String::new() } else { format!(" (at most {max})") };
     diagnostics.push(
         Diagnostic::error("invalid-value", format!("invalid {what} `{name}`"))
             .with_span(node.span)
@@ -283,57 +237,40 @@ fn step(
         &["id", "kind"],
         diagnostics,
     )?;
-    let mut spans = StepSpans {
-        id: node.span,
-        ..StepSpans::default()
-    };
-    let id = reader
-        .required_string("id", diagnostics)
-        .and_then(|(id, id_node)| {
-            spans.id = id_node.span;
-            let valid = name_or_error(id, id_node, "step id", 64, diagnostics);
-            if let Some(id) = &valid {
-                reader.set_context(format!(" in step `{id}`"));
+    let mut spans = StepSpans { id: node.span, ..StepSpans::default() };
+    let id = reader.required_string("id", diagnostics).and_then(|(id, id_node)| {
+        spans.id = id_node.span;
+        let valid = name_or_error(id, id_node, "step id", 64, diagnostics);
+        if let Some(id) = &valid {
+            reader.set_context(format!(" in step `{id}`"));
+        }
+        valid
+    });
+    let kind = reader.required_string("kind", diagnostics).and_then(|(kind, kind_node)| {
+        let found = KINDS.iter().find(|(name, _)| *name == kind);
+        if found.is_none() {
+            let names = KINDS.iter().map(|(name, _)| *name);
+            let mut diagnostic = Diagnostic::error("unknown-step-kind", format!("unknown step kind `{kind}`"))
+                .with_span(kind_node.span)
+                .with_help(format!(
+                    "allowed kinds: {}",
+                    names.clone().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ")
+                ));
+            if let Some(suggestion) = did_you_mean(kind, names) {
+                diagnostic = diagnostic.with_label(format!("did you mean `{suggestion}`?"));
             }
-            valid
-        });
-    let kind = reader
-        .required_string("kind", diagnostics)
-        .and_then(|(kind, kind_node)| {
-            let found = KINDS.iter().find(|(name, _)| *name == kind);
-            if found.is_none() {
-                let names = KINDS.iter().map(|(name, _)| *name);
-                let mut diagnostic =
-                    Diagnostic::error("unknown-step-kind", format!("unknown step kind `{kind}`"))
-                        .with_span(kind_node.span)
-                        .with_help(format!(
-                            "allowed kinds: {}",
-                            names
-                                .clone()
-                                .map(|name| format!("`{name}`"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ));
-                if let Some(suggestion) = did_you_mean(kind, names) {
-                    diagnostic = diagnostic.with_label(format!("did you mean `{suggestion}`?"));
-                }
-                diagnostics.push(diagnostic);
-            }
-            found
-        });
-    let timeout_secs =
-        reader
-            .integer("timeout_secs", 1, diagnostics)
-            .map(|(seconds, seconds_node)| {
-                spans.timeout = Some(seconds_node.span);
-                seconds.unsigned_abs()
-            });
-    let retry = reader
-        .integer("retry", 1, diagnostics)
-        .and_then(|(attempts, attempts_node)| {
-            spans.retry = Some(attempts_node.span);
-            small(attempts, attempts_node, "`retry`", diagnostics)
-        });
+            diagnostics.push(diagnostic);
+        }
+        found
+    });
+    let timeout_secs = reader.integer("timeout_secs", 1, diagnostics).map(|(seconds, seconds_node)| {
+        spans.timeout = Some(seconds_node.span);
+        seconds.unsigned_abs()
+    });
+    let retry = reader.integer("retry", 1, diagnostics).and_then(|(attempts, attempts_node)| {
+        spans.retry = Some(attempts_node.span);
+        small(attempts, attempts_node, "`retry`", diagnostics)
+    });
 
     let step_index = plan_spans.steps.len();
     let action = kind.and_then(|(kind, payload)| {
@@ -356,16 +293,7 @@ fn step(
     if error_count(diagnostics) > errors_before {
         return None;
     }
-    Some((
-        Step {
-            id: id?,
-            action: action?,
-            timeout_secs,
-            retry,
-            span: node.span,
-        },
-        spans,
-    ))
+    Some((Step { id: id?, action: action?, timeout_secs, retry, span: node.span }, spans))
 }
 
 /// A `u32` from a checked non-negative integer, or `invalid-value`.
@@ -403,10 +331,7 @@ impl ActionBuilder<'_, '_, '_> {
             "write_file" => {
                 let path = self.path();
                 let content = self.required_template("content");
-                Some(Action::WriteFile {
-                    path: path?,
-                    content: content?,
-                })
+                Some(Action::WriteFile { path: path?, content: content? })
             }
             "read_file" => Some(Action::ReadFile { path: self.path()? }),
             "finish" => {
@@ -427,10 +352,7 @@ impl ActionBuilder<'_, '_, '_> {
                     None if self.reader.has("output") => None,
                     None => Some(Template::literal("ok")),
                 };
-                Some(Action::Flaky {
-                    failures: failures?,
-                    output: output?,
-                })
+                Some(Action::Flaky { failures: failures?, output: output? })
             }
             _ => None,
         }
@@ -447,21 +369,14 @@ impl ActionBuilder<'_, '_, '_> {
         let text = node.as_str()?;
         match Template::parse(text) {
             Ok(template) => {
-                self.sites.push(TemplateSite {
-                    step: self.step,
-                    template: template.clone(),
-                    node: node.clone(),
-                });
+                self.sites.push(TemplateSite { step: self.step, template: template.clone(), node: node.clone() });
                 Some(template)
             }
             Err(error) => {
                 self.diagnostics.push(
-                    Diagnostic::error(
-                        "template-syntax",
-                        format!("invalid template in {what}: {}", error.message),
-                    )
-                    .with_span(value_span(&self.file.text, node, error.start, error.end))
-                    .with_label("invalid reference"),
+                    Diagnostic::error("template-syntax", format!("invalid template in {what}: {}", error.message))
+                        .with_span(value_span(&self.file.text, node, error.start, error.end))
+                        .with_label("invalid reference"),
                 );
                 None
             }
@@ -473,23 +388,12 @@ impl ActionBuilder<'_, '_, '_> {
         let (_, node) = self.reader.required_string("path", self.diagnostics)?;
         *self.path_span = Some(node.span);
         let template = self.template(node, "`path`")?;
-        if let Some(reference) = template
-            .references()
-            .find(|reference| reference.target != RefTarget::RunId)
-        {
+        if let Some(reference) = template.references().find(|reference| reference.target != RefTarget::RunId) {
             self.diagnostics.push(
-                Diagnostic::error(
-                    "untrusted-control-field",
-                    "step output may not flow into a file path",
-                )
-                .with_span(value_span(
-                    &self.file.text,
-                    node,
-                    reference.start,
-                    reference.end,
-                ))
-                .with_label("only `{{ run.id }}` may appear in a path")
-                .with_help("write the path literally; put step output in `content` instead"),
+                Diagnostic::error("untrusted-control-field", "step output may not flow into a file path")
+                    .with_span(value_span(&self.file.text, node, reference.start, reference.end))
+                    .with_label("only `{{ run.id }}` may appear in a path")
+                    .with_help("write the path literally; put step output in `content` instead"),
             );
             return None;
         }
@@ -501,11 +405,7 @@ impl ActionBuilder<'_, '_, '_> {
             return self.command_string(text, node);
         }
         let Some(items) = node.as_array() else {
-            self.diagnostics.push(wrong_type(
-                node,
-                "`command`",
-                "an array of strings or a string",
-            ));
+            self.diagnostics.push(wrong_type(node, "`command`", "an array of strings or a string"));
             return None;
         };
         if items.is_empty() {
@@ -526,8 +426,7 @@ impl ActionBuilder<'_, '_, '_> {
                 continue;
             };
             let token = if index == 0 {
-                self.program(text, item.span)
-                    .map(|()| Template::literal(text))
+                self.program(text, item.span).map(|()| Template::literal(text))
             } else {
                 self.template(item, &what)
             };
@@ -542,34 +441,22 @@ impl ActionBuilder<'_, '_, '_> {
     fn command_string(&mut self, text: &str, node: &Node) -> Option<Vec<Template>> {
         if let Some(at) = text.find("{{") {
             self.diagnostics.push(
-                Diagnostic::error(
-                    "shell-metacharacter",
-                    "templates are not allowed in the string form of `command`",
-                )
-                .with_span(value_span(&self.file.text, node, at, at + 2))
-                .with_label("template here")
-                .with_help(ARRAY_HELP),
+                Diagnostic::error("shell-metacharacter", "templates are not allowed in the string form of `command`")
+                    .with_span(value_span(&self.file.text, node, at, at + 2))
+                    .with_label("template here")
+                    .with_help(ARRAY_HELP),
             );
             return None;
         }
-        if let Some((at, character)) = text
-            .char_indices()
-            .find(|(_, character)| SHELL_METACHARACTERS.contains(character))
+        if let Some((at, character)) =
+            text.char_indices().find(|(_, character)| SHELL_METACHARACTERS.contains(character))
         {
             let shown = character.escape_default().to_string();
             self.diagnostics.push(
-                Diagnostic::error(
-                    "shell-metacharacter",
-                    format!("shell metacharacter `{shown}` in `command`"),
-                )
-                .with_span(value_span(
-                    &self.file.text,
-                    node,
-                    at,
-                    at + character.len_utf8(),
-                ))
-                .with_label("planrun runs no shell, so this would be passed literally")
-                .with_help(ARRAY_HELP),
+                Diagnostic::error("shell-metacharacter", format!("shell metacharacter `{shown}` in `command`"))
+                    .with_span(value_span(&self.file.text, node, at, at + character.len_utf8()))
+                    .with_label("planrun runs no shell, so this would be passed literally")
+                    .with_help(ARRAY_HELP),
             );
             return None;
         }
@@ -604,10 +491,7 @@ impl ActionBuilder<'_, '_, '_> {
             Some("a path is not a program name")
         } else if !program.is_ascii() {
             Some("the program name must be ASCII")
-        } else if program
-            .chars()
-            .any(|character| character.is_whitespace() || character.is_control())
-        {
+        } else if program.chars().any(|character| character.is_whitespace() || character.is_control()) {
             Some("the program name may not contain whitespace")
         } else if program == "." || program == ".." {
             Some("`.` and `..` are not programs")
@@ -618,13 +502,10 @@ impl ActionBuilder<'_, '_, '_> {
             return Some(());
         };
         self.diagnostics.push(
-            Diagnostic::error(
-                "invalid-program",
-                format!("`{program}` is not a bare program name"),
-            )
-            .with_span(span)
-            .with_label(problem)
-            .with_help("name the program alone, e.g. `ls`; the policy's `search_path` finds it"),
+            Diagnostic::error("invalid-program", format!("`{program}` is not a bare program name"))
+                .with_span(span)
+                .with_label(problem)
+                .with_help("name the program alone, e.g. `ls`; the policy's `search_path` finds it"),
         );
         None
     }
@@ -636,17 +517,10 @@ pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mu
     let spans = &loaded.spans;
     let mut found = Vec::new();
 
-    match plan
-        .steps
-        .iter()
-        .position(|step| matches!(step.action, Action::Finish { .. }))
-    {
+    match plan.steps.iter().position(|step| matches!(step.action, Action::Finish { .. })) {
         None => {
-            let mut diagnostic = Diagnostic::warning(
-                "no-finish",
-                format!("plan `{}` has no `finish` step", plan.id),
-            )
-            .with_help("end the plan with a step of kind `finish`");
+            let mut diagnostic = Diagnostic::warning("no-finish", format!("plan `{}` has no `finish` step", plan.id))
+                .with_help("end the plan with a step of kind `finish`");
             if let Some(span) = spans.steps_key.or(Some(spans.id)) {
                 diagnostic = diagnostic.with_span(span);
             }
@@ -678,55 +552,43 @@ pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mu
                 RefTarget::Last(_) if site.step == 0 => found.push(
                     Diagnostic::warning(
                         "template-last-in-first-step",
-                        format!(
-                            "`{{{{ {} }}}}` in the first step: no step has run yet",
-                            reference.expr
-                        ),
+                        format!("`{{{{ {} }}}}` in the first step: no step has run yet", reference.expr),
                     )
                     .with_span(span)
                     .with_label("always fails with `template_error`")
                     .with_help("refer to a step that runs earlier, or remove the reference"),
                 ),
-                RefTarget::Step { id, .. } => {
-                    match plan.steps.iter().position(|step| &step.id == id) {
-                        None => {
-                            let mut diagnostic = Diagnostic::warning(
-                                "template-unknown-step",
-                                format!(
-                                    "`{{{{ {} }}}}` names no step of plan `{}`",
-                                    reference.expr, plan.id
-                                ),
-                            )
-                            .with_span(span);
-                            let ids = plan.steps.iter().map(|step| step.id.as_str());
-                            if let Some(suggestion) = did_you_mean(id, ids) {
-                                diagnostic =
-                                    diagnostic.with_label(format!("did you mean `{suggestion}`?"));
-                            }
-                            found.push(diagnostic);
+                RefTarget::Step { id, .. } => match plan.steps.iter().position(|step| &step.id == id) {
+                    None => {
+                        let mut diagnostic = Diagnostic::warning(
+                            "template-unknown-step",
+                            format!("`{{{{ {} }}}}` names no step of plan `{}`", reference.expr, plan.id),
+                        )
+                        .with_span(span);
+                        let ids = plan.steps.iter().map(|step| step.id.as_str());
+                        if let Some(suggestion) = did_you_mean(id, ids) {
+                            diagnostic = diagnostic.with_label(format!("did you mean `{suggestion}`?"));
                         }
-                        Some(target) if target >= site.step => {
-                            let when = if target == site.step {
-                                "the step itself".to_string()
-                            } else {
-                                format!("step `{id}`, which runs later")
-                            };
-                            found.push(
-                                Diagnostic::warning(
-                                    "template-forward-reference",
-                                    format!(
-                                        "`{{{{ {} }}}}` in step `{this}` refers to {when}",
-                                        reference.expr
-                                    ),
-                                )
-                                .with_span(span)
-                                .with_label("has no output yet when this step runs")
-                                .with_help("refer only to steps that run before this one"),
-                            );
-                        }
-                        Some(_) => {}
+                        found.push(diagnostic);
                     }
-                }
+                    Some(target) if target >= site.step => {
+                        let when = if target == site.step {
+                            "the step itself".to_string()
+                        } else {
+                            format!("step `{id}`, which runs later")
+                        };
+                        found.push(
+                            Diagnostic::warning(
+                                "template-forward-reference",
+                                format!("`{{{{ {} }}}}` in step `{this}` refers to {when}", reference.expr),
+                            )
+                            .with_span(span)
+                            .with_label("has no output yet when this step runs")
+                            .with_help("refer only to steps that run before this one"),
+                        );
+                    }
+                    Some(_) => {}
+                },
                 _ => {}
             }
         }
@@ -740,17 +602,11 @@ pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mu
         let absolute = path.starts_with('/') || path.starts_with('\\');
         let parent = path.split(['/', '\\']).any(|component| component == "..");
         if absolute || parent {
-            let why = if absolute {
-                "is absolute"
-            } else {
-                "has a `..` component"
-            };
-            let mut diagnostic = Diagnostic::warning(
-                "path-outside-workspace",
-                format!("path `{path}` in step `{}` {why}", step.id),
-            )
-            .with_label("the runtime denies paths outside the workspace")
-            .with_help("use a path relative to the workspace");
+            let why = if absolute { "is absolute" } else { "has a `..` component" };
+            let mut diagnostic =
+                Diagnostic::warning("path-outside-workspace", format!("path `{path}` in step `{}` {why}", step.id))
+                    .with_label("the runtime denies paths outside the workspace")
+                    .with_help("use a path relative to the workspace");
             if let Some(span) = step_spans.path {
                 diagnostic = diagnostic.with_span(span);
             }
@@ -758,9 +614,5 @@ pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mu
         }
     }
 
-    diagnostics.extend(
-        found
-            .into_iter()
-            .map(|diagnostic| loaded.soften(diagnostic)),
-    );
+    diagnostics.extend(found.into_iter().map(|diagnostic| loaded.soften(diagnostic)));
 }

@@ -15,41 +15,20 @@ use regex::Regex;
 
 use crate::diag::{Diagnostic, Span};
 use crate::model::{
-    ArgMatcher, ArgPattern, Budget, Decision, FailureClass, FilePolicy, Policy, RetryPolicy,
-    ShellPolicy, ShellRule, SlotKind, SourceRef,
+    ArgMatcher, ArgPattern, Budget, Decision, FailureClass, FilePolicy, Policy, RetryPolicy, ShellPolicy, ShellRule,
+    SlotKind, SourceRef,
 };
 use crate::spec::node::{Node, NodeValue};
 use crate::spec::table::{TableReader, check_version, expect_array, expect_string, wrong_type};
 
-const POLICY_KEYS: &[&str] = &[
-    "version",
-    "description",
-    "shell",
-    "files",
-    "retry",
-    "budget",
-];
+const POLICY_KEYS: &[&str] = &["version", "description", "shell", "files", "retry", "budget"];
 const SHELL_KEYS: &[&str] = &["blocked", "search_path", "env", "allow"];
-const RULE_KEYS: &[&str] = &[
-    "id",
-    "program",
-    "args",
-    "prefix",
-    "decision",
-    "reason",
-    "match",
-    "not_match",
-];
+const RULE_KEYS: &[&str] = &["id", "program", "args", "prefix", "decision", "reason", "match", "not_match"];
 const TOKEN_KEYS: &[&str] = &["regex", "slot", "allow_dash"];
 const FILES_KEYS: &[&str] = &["deny", "max_read_bytes", "max_write_bytes"];
 const RETRY_CAP: &str = "cap";
-const BUDGET_KEYS: &[&str] = &[
-    "max_steps",
-    "max_tool_calls",
-    "max_consecutive_failures",
-    "step_timeout_secs",
-    "max_output_bytes",
-];
+const BUDGET_KEYS: &[&str] =
+    &["max_steps", "max_tool_calls", "max_consecutive_failures", "step_timeout_secs", "max_output_bytes"];
 
 /// Default `shell.search_path`.
 pub const DEFAULT_SEARCH_PATH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin"];
@@ -60,18 +39,16 @@ const DEFAULT_MAX_BYTES: u64 = 1_048_576;
 /// Programs that run other programs: a prefix rule for one of them would
 /// allow anything, so it is refused at load.
 const NO_PREFIX: &[&str] = &[
-    "sh", "bash", "dash", "zsh", "fish", "ksh", "csh", "tcsh", "python", "python3", "perl", "ruby",
-    "node", "deno", "bun", "php", "lua", "env", "timeout", "xargs", "nice", "nohup", "sudo",
-    "doas", "su", "stdbuf", "time", "watch", "strace", "find", "npm", "npx", "pip", "pip3",
-    "cargo", "apt", "apt-get", "dpkg", "yum", "dnf", "brew", "gem", "uv",
+    "sh", "bash", "dash", "zsh", "fish", "ksh", "csh", "tcsh", "python", "python3", "perl", "ruby", "node", "deno",
+    "bun", "php", "lua", "env", "timeout", "xargs", "nice", "nohup", "sudo", "doas", "su", "stdbuf", "time", "watch",
+    "strace", "find", "npm", "npx", "pip", "pip3", "cargo", "apt", "apt-get", "dpkg", "yum", "dnf", "brew", "gem",
+    "uv",
 ];
 
 fn default_attempts(class: FailureClass) -> u32 {
     match class {
         FailureClass::FileError | FailureClass::ExecutionError => 2,
-        FailureClass::SecurityDenied | FailureClass::TemplateError | FailureClass::UnknownError => {
-            1
-        }
+        FailureClass::SecurityDenied | FailureClass::TemplateError | FailureClass::UnknownError => 1,
     }
 }
 
@@ -95,21 +72,11 @@ pub(crate) fn validate_policy(
     if error_count(diagnostics) > errors_before {
         return None;
     }
-    Some(Policy {
-        name: name.to_string(),
-        shell: shell?,
-        files: files?,
-        retry: retry?,
-        budget: budget?,
-        source,
-    })
+    Some(Policy { name: name.to_string(), shell: shell?, files: files?, retry: retry?, budget: budget?, source })
 }
 
 fn error_count(diagnostics: &[Diagnostic]) -> usize {
-    diagnostics
-        .iter()
-        .filter(|diagnostic| diagnostic.is_error())
-        .count()
+    diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count()
 }
 
 /// A section's reader; an absent section reads as an empty table.
@@ -120,13 +87,7 @@ fn section<'n>(
     empty: &'n Node,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<TableReader<'n>> {
-    TableReader::new(
-        node.unwrap_or(empty),
-        &format!("`[{name}]`"),
-        format!(" in `[{name}]`"),
-        keys,
-        diagnostics,
-    )
+    TableReader::new(node.unwrap_or(empty), &format!("`[{name}]`"), format!(" in `[{name}]`"), keys, diagnostics)
 }
 
 fn empty_table() -> Node {
@@ -157,18 +118,13 @@ fn bare_name(text: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> bool
         && text != "."
         && text != ".."
         && !text.contains('/')
-        && !text
-            .chars()
-            .any(|character| character.is_whitespace() || character.is_control());
+        && !text.chars().any(|character| character.is_whitespace() || character.is_control());
     if !bare {
         diagnostics.push(
-            Diagnostic::error(
-                "invalid-program",
-                format!("`{text}` is not a bare program name"),
-            )
-            .with_span(node.span)
-            .with_label("expected a name such as `git`")
-            .with_help("policies name programs without a path; `search_path` finds them"),
+            Diagnostic::error("invalid-program", format!("`{text}` is not a bare program name"))
+                .with_span(node.span)
+                .with_label("expected a name such as `git`")
+                .with_help("policies name programs without a path; `search_path` finds them"),
         );
     }
     bare
@@ -186,13 +142,12 @@ fn shell(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<Shell
             let absolute = text.starts_with('/');
             if !absolute {
                 diagnostics.push(
-                    Diagnostic::error(
-                        "invalid-value",
-                        format!("search path entry `{text}` is not absolute"),
-                    )
-                    .with_span(node.span)
-                    .with_label("expected an absolute folder")
-                    .with_help("programs are found only in fixed absolute folders, never relative to the workspace"),
+                    Diagnostic::error("invalid-value", format!("search path entry `{text}` is not absolute"))
+                        .with_span(node.span)
+                        .with_label("expected an absolute folder")
+                        .with_help(
+                            "programs are found only in fixed absolute folders, never relative to the workspace",
+                        ),
                 );
             }
             absolute
@@ -205,15 +160,9 @@ fn shell(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<Shell
     let env = match reader.get("env") {
         Some(node) => env(node, diagnostics),
         None => {
-            let path = search_path
-                .iter()
-                .map(|folder| folder.to_string_lossy().into_owned())
-                .collect::<Vec<_>>()
-                .join(":");
-            BTreeMap::from([
-                ("PATH".to_string(), path),
-                ("LANG".to_string(), "C.UTF-8".to_string()),
-            ])
+            let path =
+                search_path.iter().map(|folder| folder.to_string_lossy().into_owned()).collect::<Vec<_>>().join(":");
+            BTreeMap::from([("PATH".to_string(), path), ("LANG".to_string(), "C.UTF-8".to_string())])
         }
     };
     let mut allow = Vec::new();
@@ -227,12 +176,7 @@ fn shell(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<Shell
         }
     }
     reader.finish(diagnostics);
-    rules_ok.then_some(ShellPolicy {
-        blocked,
-        allow,
-        search_path,
-        env,
-    })
+    rules_ok.then_some(ShellPolicy { blocked, allow, search_path, env })
 }
 
 fn env(node: &Node, diagnostics: &mut Vec<Diagnostic>) -> BTreeMap<String, String> {
@@ -253,13 +197,8 @@ fn env(node: &Node, diagnostics: &mut Vec<Diagnostic>) -> BTreeMap<String, Strin
 fn rule(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Option<ShellRule> {
     let errors_before = error_count(diagnostics);
     let default_name = format!("shell.allow[{index}]");
-    let mut reader = TableReader::new(
-        node,
-        &format!("`{default_name}`"),
-        format!(" in `{default_name}`"),
-        RULE_KEYS,
-        diagnostics,
-    )?;
+    let mut reader =
+        TableReader::new(node, &format!("`{default_name}`"), format!(" in `{default_name}`"), RULE_KEYS, diagnostics)?;
     let name = match reader.string("id", diagnostics) {
         Some((id, _)) => {
             reader.set_context(format!(" in rule `{id}`"));
@@ -269,25 +208,19 @@ fn rule(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Option<
     };
     let program = reader
         .required_string("program", diagnostics)
-        .and_then(|(program, node)| {
-            bare_name(program, node, diagnostics).then_some((program, node))
-        });
+        .and_then(|(program, node)| bare_name(program, node, diagnostics).then_some((program, node)));
     let args = match reader.get("args") {
         Some(node) => arg_patterns(node, diagnostics),
         None => Some(vec![ArgPattern(Vec::new())]),
     };
     let prefix = reader.bool("prefix", diagnostics).unwrap_or(false);
-    if prefix && let Some((program, _)) = program.filter(|(program, _)| NO_PREFIX.contains(program))
-    {
+    if prefix && let Some((program, _)) = program.filter(|(program, _)| NO_PREFIX.contains(program)) {
         let span = reader.key_span("prefix").unwrap_or(node.span);
         diagnostics.push(
-            Diagnostic::error(
-                "prefix-rule-refused",
-                format!("a prefix rule for `{program}` would allow any command"),
-            )
-            .with_span(span)
-            .with_label(format!("`{program}` runs other programs"))
-            .with_help("list the exact argument lists in `args` instead"),
+            Diagnostic::error("prefix-rule-refused", format!("a prefix rule for `{program}` would allow any command"))
+                .with_span(span)
+                .with_label(format!("`{program}` runs other programs"))
+                .with_help("list the exact argument lists in `args` instead"),
         );
     }
     let decision = match reader.string("decision", diagnostics) {
@@ -303,9 +236,7 @@ fn rule(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Option<
             None
         }
     };
-    let reason = reader
-        .string("reason", diagnostics)
-        .map(|(text, _)| text.to_string());
+    let reason = reader.string("reason", diagnostics).map(|(text, _)| text.to_string());
     let matching = examples(&mut reader, "match", diagnostics);
     let not_matching = examples(&mut reader, "not_match", diagnostics);
     reader.finish(diagnostics);
@@ -325,14 +256,7 @@ fn rule(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Option<
     if error_count(diagnostics) > errors_before {
         return None;
     }
-    Some(ShellRule {
-        name,
-        program: program?.0.to_string(),
-        args: args?,
-        prefix,
-        decision: decision?,
-        reason,
-    })
+    Some(ShellRule { name, program: program?.0.to_string(), args: args?, prefix, decision: decision?, reason })
 }
 
 fn mismatch(example: &Node, what: &str, list: &str) -> Diagnostic {
@@ -357,12 +281,7 @@ fn examples<'n>(
         let Some(tokens) = expect_array(item, &what, diagnostics) else {
             continue;
         };
-        let strings = strings(
-            tokens,
-            &format!("{key}[{index}]"),
-            diagnostics,
-            |_, _, _| true,
-        );
+        let strings = strings(tokens, &format!("{key}[{index}]"), diagnostics, |_, _, _| true);
         if strings.len() == tokens.len() {
             out.push((item, strings));
         }
@@ -374,12 +293,9 @@ fn arg_patterns(node: &Node, diagnostics: &mut Vec<Diagnostic>) -> Option<Vec<Ar
     let items = expect_array(node, "`args`", diagnostics)?;
     if items.is_empty() {
         diagnostics.push(
-            Diagnostic::error(
-                "invalid-value",
-                "`args` is empty: the rule would match nothing",
-            )
-            .with_span(node.span)
-            .with_help("omit `args` to allow the program alone, or list argument lists"),
+            Diagnostic::error("invalid-value", "`args` is empty: the rule would match nothing")
+                .with_span(node.span)
+                .with_help("omit `args` to allow the program alone, or list argument lists"),
         );
         return None;
     }
@@ -407,20 +323,11 @@ fn matcher(node: &Node, where_: &str, diagnostics: &mut Vec<Diagnostic>) -> Opti
         return Some(ArgMatcher::Literal(text.to_string()));
     }
     if node.as_table().is_none() {
-        diagnostics.push(wrong_type(
-            node,
-            &format!("`{where_}`"),
-            "a string or a table such as `{ regex = \"…\" }`",
-        ));
+        diagnostics.push(wrong_type(node, &format!("`{where_}`"), "a string or a table such as `{ regex = \"…\" }`"));
         return None;
     }
-    let mut reader = TableReader::new(
-        node,
-        &format!("`{where_}`"),
-        format!(" in `{where_}`"),
-        TOKEN_KEYS,
-        diagnostics,
-    )?;
+    let mut reader =
+        TableReader::new(node, &format!("`{where_}`"), format!(" in `{where_}`"), TOKEN_KEYS, diagnostics)?;
     let regex = reader.string("regex", diagnostics);
     let slot = reader.string("slot", diagnostics);
     let allow_dash = reader.bool("allow_dash", diagnostics);
@@ -449,10 +356,9 @@ fn matcher(node: &Node, where_: &str, diagnostics: &mut Vec<Diagnostic>) -> Opti
                 }
             }
         }
-        (None, Some(("path", _))) => Some(ArgMatcher::Slot {
-            kind: SlotKind::Path,
-            allow_dash: allow_dash.unwrap_or(false),
-        }),
+        (None, Some(("path", _))) => {
+            Some(ArgMatcher::Slot { kind: SlotKind::Path, allow_dash: allow_dash.unwrap_or(false) })
+        }
         (None, Some((other, slot_node))) => {
             diagnostics.push(
                 Diagnostic::error("invalid-value", format!("unknown slot kind `{other}`"))
@@ -463,12 +369,9 @@ fn matcher(node: &Node, where_: &str, diagnostics: &mut Vec<Diagnostic>) -> Opti
         }
         (Some(_), Some(_)) | (None, None) => {
             diagnostics.push(
-                Diagnostic::error(
-                    "invalid-value",
-                    "a token table needs exactly one of `regex` and `slot`",
-                )
-                .with_span(node.span)
-                .with_help("write `{ regex = \"…\" }` or `{ slot = \"path\" }`"),
+                Diagnostic::error("invalid-value", "a token table needs exactly one of `regex` and `slot`")
+                    .with_span(node.span)
+                    .with_help("write `{ regex = \"…\" }` or `{ slot = \"path\" }`"),
             );
             None
         }
@@ -485,16 +388,8 @@ fn reader_span_for(allow_dash: Option<bool>, node: &Node) -> Option<Span> {
 /// `-` unless allowed; the runtime does the full confinement check.
 pub(crate) fn accepts(patterns: &[ArgPattern], prefix: bool, tokens: &[String]) -> bool {
     patterns.iter().any(|ArgPattern(matchers)| {
-        let length_ok = if prefix {
-            tokens.len() >= matchers.len()
-        } else {
-            tokens.len() == matchers.len()
-        };
-        length_ok
-            && matchers
-                .iter()
-                .zip(tokens)
-                .all(|(matcher, token)| token_matches(matcher, token))
+        let length_ok = if prefix { tokens.len() >= matchers.len() } else { tokens.len() == matchers.len() };
+        length_ok && matchers.iter().zip(tokens).all(|(matcher, token)| token_matches(matcher, token))
     })
 }
 
@@ -502,10 +397,7 @@ fn token_matches(matcher: &ArgMatcher, token: &str) -> bool {
     match matcher {
         ArgMatcher::Literal(text) => text == token,
         ArgMatcher::Regex(regex) => regex.is_match(token),
-        ArgMatcher::Slot {
-            kind: SlotKind::Path,
-            allow_dash,
-        } => {
+        ArgMatcher::Slot { kind: SlotKind::Path, allow_dash } => {
             !token.is_empty()
                 && !token.starts_with('/')
                 && (*allow_dash || !token.starts_with('-'))
@@ -519,19 +411,12 @@ fn files(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<FileP
     let mut reader = section(node, "files", FILES_KEYS, &empty, diagnostics)?;
     let deny = match reader.array("deny", diagnostics) {
         Some(items) => strings(items, "files.deny", diagnostics, |_, _, _| true),
-        None => DEFAULT_FILES_DENY
-            .iter()
-            .map(|glob| glob.to_string())
-            .collect(),
+        None => DEFAULT_FILES_DENY.iter().map(|glob| glob.to_string()).collect(),
     };
     let max_read_bytes = bytes(&mut reader, "max_read_bytes", diagnostics);
     let max_write_bytes = bytes(&mut reader, "max_write_bytes", diagnostics);
     reader.finish(diagnostics);
-    Some(FilePolicy {
-        deny,
-        max_read_bytes,
-        max_write_bytes,
-    })
+    Some(FilePolicy { deny, max_read_bytes, max_write_bytes })
 }
 
 fn bytes(reader: &mut TableReader<'_>, key: &str, diagnostics: &mut Vec<Diagnostic>) -> u64 {
@@ -539,41 +424,23 @@ fn bytes(reader: &mut TableReader<'_>, key: &str, diagnostics: &mut Vec<Diagnost
 }
 
 /// An integer ≥ 1 or the default (also after a reported error).
-fn positive(
-    reader: &mut TableReader<'_>,
-    key: &str,
-    default: u64,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> u64 {
-    reader
-        .integer(key, 1, diagnostics)
-        .map_or(default, |(value, _)| value.unsigned_abs())
+fn positive(reader: &mut TableReader<'_>, key: &str, default: u64, diagnostics: &mut Vec<Diagnostic>) -> u64 {
+    reader.integer(key, 1, diagnostics).map_or(default, |(value, _)| value.unsigned_abs())
 }
 
 fn retry(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<RetryPolicy> {
     let empty = empty_table();
-    let mut keys: Vec<&'static str> = FailureClass::ALL
-        .iter()
-        .map(|class| class.as_str())
-        .collect();
+    let mut keys: Vec<&'static str> = FailureClass::ALL.iter().map(|class| class.as_str()).collect();
     keys.push(RETRY_CAP);
     let mut reader = section(node, "retry", &keys, &empty, diagnostics)?;
     let mut max_attempts = BTreeMap::new();
     for class in FailureClass::ALL {
-        let attempts = positive(
-            &mut reader,
-            class.as_str(),
-            u64::from(default_attempts(class)),
-            diagnostics,
-        );
+        let attempts = positive(&mut reader, class.as_str(), u64::from(default_attempts(class)), diagnostics);
         max_attempts.insert(class, u32::try_from(attempts).unwrap_or(u32::MAX));
     }
     let cap = positive(&mut reader, RETRY_CAP, 2, diagnostics);
     reader.finish(diagnostics);
-    Some(RetryPolicy {
-        max_attempts,
-        cap: u32::try_from(cap).unwrap_or(u32::MAX),
-    })
+    Some(RetryPolicy { max_attempts, cap: u32::try_from(cap).unwrap_or(u32::MAX) })
 }
 
 fn budget(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<Budget> {
@@ -584,12 +451,7 @@ fn budget(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<Budg
         max_tool_calls: positive(&mut reader, "max_tool_calls", 32, diagnostics),
         max_consecutive_failures: positive(&mut reader, "max_consecutive_failures", 3, diagnostics),
         step_timeout_secs: positive(&mut reader, "step_timeout_secs", 30, diagnostics),
-        max_output_bytes: positive(
-            &mut reader,
-            "max_output_bytes",
-            DEFAULT_MAX_BYTES,
-            diagnostics,
-        ),
+        max_output_bytes: positive(&mut reader, "max_output_bytes", DEFAULT_MAX_BYTES, diagnostics),
     };
     reader.finish(diagnostics);
     Some(budget)

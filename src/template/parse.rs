@@ -74,39 +74,21 @@ impl Template {
             };
             let close = open + 2 + close_rel;
             let expr = text[open + 2..close].trim();
-            let target = parse_expr(expr).map_err(|message| TemplateSyntaxError {
-                start: open,
-                end: close + 2,
-                message,
-            })?;
-            segments.push(Segment::Ref(Reference {
-                expr: expr.to_string(),
-                start: open,
-                end: close + 2,
-                target,
-            }));
+            let target =
+                parse_expr(expr).map_err(|message| TemplateSyntaxError { start: open, end: close + 2, message })?;
+            segments.push(Segment::Ref(Reference { expr: expr.to_string(), start: open, end: close + 2, target }));
             rest_start = close + 2;
         }
         if rest_start < text.len() {
             segments.push(Segment::Literal(text[rest_start..].to_string()));
         }
-        Ok(Template {
-            source: text.to_string(),
-            segments,
-        })
+        Ok(Template { source: text.to_string(), segments })
     }
 
     /// A template that is only literal text.
     pub fn literal(text: &str) -> Template {
-        let segments = if text.is_empty() {
-            Vec::new()
-        } else {
-            vec![Segment::Literal(text.to_string())]
-        };
-        Template {
-            source: text.to_string(),
-            segments,
-        }
+        let segments = if text.is_empty() { Vec::new() } else { vec![Segment::Literal(text.to_string())] };
+        Template { source: text.to_string(), segments }
     }
 
     /// The text as written in the plan.
@@ -126,8 +108,7 @@ impl Template {
     /// Whether every reference is `{{ run.id }}` (the only reference allowed
     /// in control fields such as paths).
     pub fn only_run_id(&self) -> bool {
-        self.references()
-            .all(|reference| reference.target == RefTarget::RunId)
+        self.references().all(|reference| reference.target == RefTarget::RunId)
     }
 
     pub fn references(&self) -> impl Iterator<Item = &Reference> {
@@ -147,19 +128,15 @@ impl Serialize for Template {
 fn parse_expr(expr: &str) -> Result<RefTarget, String> {
     let parts: Vec<&str> = expr.split('.').collect();
     let hint = "expected `last.output_text`, `steps.<id>.output_text`, `steps.<id>.output_json.<field>` or `run.id`";
-    if parts
-        .iter()
-        .any(|part| part.is_empty() || part.chars().any(char::is_whitespace))
-    {
+    if parts.iter().any(|part| part.is_empty() || part.chars().any(char::is_whitespace)) {
         return Err(format!("malformed reference `{{{{ {expr} }}}}`: {hint}"));
     }
     match parts.as_slice() {
         ["run", "id"] => Ok(RefTarget::RunId),
         ["last", field @ ..] => Ok(RefTarget::Last(parse_field(expr, field, hint)?)),
-        ["steps", id, field @ ..] => Ok(RefTarget::Step {
-            id: (*id).to_string(),
-            field: parse_field(expr, field, hint)?,
-        }),
+        ["steps", id, field @ ..] => {
+            Ok(RefTarget::Step { id: (*id).to_string(), field: parse_field(expr, field, hint)? })
+        }
         _ => Err(format!("unknown reference `{{{{ {expr} }}}}`: {hint}")),
     }
 }
@@ -167,12 +144,10 @@ fn parse_expr(expr: &str) -> Result<RefTarget, String> {
 fn parse_field(expr: &str, field: &[&str], hint: &str) -> Result<Field, String> {
     match field {
         ["output_text"] => Ok(Field::OutputText),
-        ["output_json", path @ ..] if !path.is_empty() => Ok(Field::OutputJson(
-            path.iter().map(|part| (*part).to_string()).collect(),
-        )),
-        ["output_json"] => Err(format!(
-            "`{{{{ {expr} }}}}` names no field: write `output_json.<field>`"
-        )),
+        ["output_json", path @ ..] if !path.is_empty() => {
+            Ok(Field::OutputJson(path.iter().map(|part| (*part).to_string()).collect()))
+        }
+        ["output_json"] => Err(format!("`{{{{ {expr} }}}}` names no field: write `output_json.<field>`")),
         _ => Err(format!("unknown field in `{{{{ {expr} }}}}`: {hint}")),
     }
 }
@@ -183,14 +158,9 @@ mod tests {
 
     #[test]
     fn parses_literals_and_references_with_optional_whitespace() {
-        let template = Template::parse(
-            "a {{last.output_text}} b {{ steps.step-1.output_json.x.y }}{{ run.id }}",
-        )
-        .expect("valid template");
-        let targets: Vec<_> = template
-            .references()
-            .map(|reference| reference.target.clone())
-            .collect();
+        let template = Template::parse("a {{last.output_text}} b {{ steps.step-1.output_json.x.y }}{{ run.id }}")
+            .expect("valid template");
+        let targets: Vec<_> = template.references().map(|reference| reference.target.clone()).collect();
         assert_eq!(
             targets,
             vec![
@@ -207,12 +177,9 @@ mod tests {
 
     #[test]
     fn rejects_malformed_references_with_their_range() {
-        for (text, start) in [
-            ("x {{ last.output_text", 2),
-            ("{{ foo }}", 0),
-            ("{{ last }}", 0),
-            ("{{ steps.a.output_json }}", 0),
-        ] {
+        for (text, start) in
+            [("x {{ last.output_text", 2), ("{{ foo }}", 0), ("{{ last }}", 0), ("{{ steps.a.output_json }}", 0)]
+        {
             let error = Template::parse(text).expect_err(text);
             assert_eq!(error.start, start, "{text}");
         }
@@ -222,15 +189,7 @@ mod tests {
     fn a_template_without_braces_is_literal() {
         let template = Template::parse("hello } {").expect("literal");
         assert!(template.is_literal());
-        assert!(
-            Template::parse("runs/{{ run.id }}.txt")
-                .expect("valid")
-                .only_run_id()
-        );
-        assert!(
-            !Template::parse("{{ last.output_text }}")
-                .expect("valid")
-                .only_run_id()
-        );
+        assert!(Template::parse("runs/{{ run.id }}.txt").expect("valid").only_run_id());
+        assert!(!Template::parse("{{ last.output_text }}").expect("valid").only_run_id());
     }
 }

@@ -52,42 +52,22 @@ fn resolve(reference: &Reference, context: &dyn RenderContext) -> Result<String,
     let expr = || reference.expr.clone();
     let (output, field) = match &reference.target {
         RefTarget::RunId => return Ok(context.run_id().to_string()),
-        RefTarget::Last(field) => (
-            context
-                .last()
-                .ok_or_else(|| TemplateError::NoLastStep { expr: expr() })?,
-            field,
-        ),
-        RefTarget::Step { id, field } => (
-            context
-                .step(id)
-                .ok_or_else(|| TemplateError::StepNotCompleted {
-                    expr: expr(),
-                    id: id.clone(),
-                })?,
-            field,
-        ),
+        RefTarget::Last(field) => (context.last().ok_or_else(|| TemplateError::NoLastStep { expr: expr() })?, field),
+        RefTarget::Step { id, field } => {
+            (context.step(id).ok_or_else(|| TemplateError::StepNotCompleted { expr: expr(), id: id.clone() })?, field)
+        }
     };
     match field {
         Field::OutputText => Ok(output.output_text.clone()),
         Field::OutputJson(path) => {
-            let mut value = output
-                .output_json
-                .as_ref()
-                .ok_or_else(|| TemplateError::NoJsonOutput { expr: expr() })?;
+            let mut value = output.output_json.as_ref().ok_or_else(|| TemplateError::NoJsonOutput { expr: expr() })?;
             for part in path {
                 let next = match value {
                     Value::Object(map) => map.get(part),
-                    Value::Array(items) => part
-                        .parse::<usize>()
-                        .ok()
-                        .and_then(|index| items.get(index)),
+                    Value::Array(items) => part.parse::<usize>().ok().and_then(|index| items.get(index)),
                     _ => None,
                 };
-                value = next.ok_or_else(|| TemplateError::MissingJsonField {
-                    expr: expr(),
-                    field: part.clone(),
-                })?;
+                value = next.ok_or_else(|| TemplateError::MissingJsonField { expr: expr(), field: part.clone() })?;
             }
             Ok(match value {
                 Value::String(text) => text.clone(),
@@ -125,10 +105,7 @@ mod tests {
             output_text: "{}".to_string(),
             output_json: Some(serde_json::json!({"ticket": {"status": "open", "n": 3}})),
         };
-        let text = StepOutput {
-            output_text: "{{ run.id }}".to_string(),
-            output_json: None,
-        };
+        let text = StepOutput { output_text: "{{ run.id }}".to_string(), output_json: None };
         Context {
             outputs: BTreeMap::from([("a".to_string(), json), ("b".to_string(), text.clone())]),
             last: Some(text),
@@ -138,46 +115,29 @@ mod tests {
     #[test]
     fn substituted_text_is_never_re_expanded() {
         let template = Template::parse("[{{ last.output_text }}] {{ run.id }}").expect("valid");
-        assert_eq!(
-            template.render(&context()).expect("renders"),
-            "[{{ run.id }}] run-1"
-        );
+        assert_eq!(template.render(&context()).expect("renders"), "[{{ run.id }}] run-1");
     }
 
     #[test]
     fn json_fields_render_strings_bare_and_other_values_as_json() {
-        let template = Template::parse(
-            "{{ steps.a.output_json.ticket.status }}/{{ steps.a.output_json.ticket.n }}",
-        )
-        .expect("valid");
+        let template = Template::parse("{{ steps.a.output_json.ticket.status }}/{{ steps.a.output_json.ticket.n }}")
+            .expect("valid");
         assert_eq!(template.render(&context()).expect("renders"), "open/3");
     }
 
     #[test]
     fn unresolvable_references_fail() {
         let cases = [
-            (
-                "{{ steps.zzz.output_text }}",
-                "step `zzz` has not completed",
-            ),
+            ("{{ steps.zzz.output_text }}", "step `zzz` has not completed"),
             ("{{ steps.b.output_json.x }}", "no structured output"),
             ("{{ steps.a.output_json.nope }}", "no field `nope`"),
         ];
         for (text, expected) in cases {
-            let error = Template::parse(text)
-                .expect("valid")
-                .render(&context())
-                .expect_err(text);
+            let error = Template::parse(text).expect("valid").render(&context()).expect_err(text);
             assert!(error.to_string().contains(expected), "{error}");
         }
-        let empty = Context {
-            outputs: BTreeMap::new(),
-            last: None,
-        };
-        let error = Template::parse("{{ last.output_text }}")
-            .expect("valid")
-            .render(&empty)
-            .expect_err("no last");
+        let empty = Context { outputs: BTreeMap::new(), last: None };
+        let error = Template::parse("{{ last.output_text }}").expect("valid").render(&empty).expect_err("no last");
         assert!(matches!(error, TemplateError::NoLastStep { .. }));
     }
 }

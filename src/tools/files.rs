@@ -32,11 +32,7 @@ pub enum FileError {
     /// The file is not valid UTF-8.
     NotUtf8 { path: String },
     /// Any other I/O failure.
-    Io {
-        path: String,
-        op: &'static str,
-        source: io::Error,
-    },
+    Io { path: String, op: &'static str, source: io::Error },
 }
 
 impl FileError {
@@ -55,10 +51,9 @@ impl fmt::Display for FileError {
             FileError::Denied(denied) => denied.fmt(f),
             FileError::NotFound { path } => write!(f, "`{path}` was not found"),
             FileError::NotRegular { path } => write!(f, "`{path}` is not a regular file"),
-            FileError::TooLarge { path, size, limit } => write!(
-                f,
-                "`{path}` is too large: {size} bytes, the limit is {limit} bytes"
-            ),
+            FileError::TooLarge { path, size, limit } => {
+                write!(f, "`{path}` is too large: {size} bytes, the limit is {limit} bytes")
+            }
             FileError::NotUtf8 { path } => write!(f, "`{path}` is not valid UTF-8 text"),
             FileError::Io { path, op, source } => {
                 let source = source.to_string().to_lowercase();
@@ -83,29 +78,15 @@ const ELOOP: i32 = 40;
 /// cap-std reports an escape as `PermissionDenied` without an OS code.
 fn classify(rel: &str, op: &'static str, err: io::Error) -> FileError {
     if err.raw_os_error() == Some(ELOOP) {
-        return FileError::Denied(PathDenied::symlink(
-            rel,
-            "the final component is a symlink and is never followed",
-        ));
+        return FileError::Denied(PathDenied::symlink(rel, "the final component is a symlink and is never followed"));
     }
     if err.kind() == io::ErrorKind::PermissionDenied && err.raw_os_error().is_none() {
-        return FileError::Denied(PathDenied::symlink(
-            rel,
-            "a symlink or `..` leads outside the workspace",
-        ));
+        return FileError::Denied(PathDenied::symlink(rel, "a symlink or `..` leads outside the workspace"));
     }
     match err.kind() {
-        io::ErrorKind::NotFound => FileError::NotFound {
-            path: rel.to_owned(),
-        },
-        io::ErrorKind::IsADirectory => FileError::NotRegular {
-            path: rel.to_owned(),
-        },
-        _ => FileError::Io {
-            path: rel.to_owned(),
-            op,
-            source: err,
-        },
+        io::ErrorKind::NotFound => FileError::NotFound { path: rel.to_owned() },
+        io::ErrorKind::IsADirectory => FileError::NotRegular { path: rel.to_owned() },
+        _ => FileError::Io { path: rel.to_owned(), op, source: err },
     }
 }
 
@@ -119,66 +100,36 @@ pub fn read_file(ws: &Workspace, rel: &str, max_bytes: u64) -> Result<String, Fi
         .follow(FollowSymlinks::No)
         // A FIFO must not block the open; regular files ignore this.
         .nonblock(true);
-    let mut file = ws
-        .dir()
-        .open_with(&path, &options)
-        .map_err(|err| classify(rel, "open", err))?;
+    let mut file = ws.dir().open_with(&path, &options).map_err(|err| classify(rel, "open", err))?;
     let meta = file.metadata().map_err(|err| classify(rel, "stat", err))?;
     if !meta.is_file() {
-        return Err(FileError::NotRegular {
-            path: rel.to_owned(),
-        });
+        return Err(FileError::NotRegular { path: rel.to_owned() });
     }
     if meta.len() > max_bytes {
-        return Err(FileError::TooLarge {
-            path: rel.to_owned(),
-            size: meta.len(),
-            limit: max_bytes,
-        });
+        return Err(FileError::TooLarge { path: rel.to_owned(), size: meta.len(), limit: max_bytes });
     }
     let mut bytes = Vec::new();
-    (&mut file)
-        .take(max_bytes.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|err| classify(rel, "read", err))?;
+    (&mut file).take(max_bytes.saturating_add(1)).read_to_end(&mut bytes).map_err(|err| classify(rel, "read", err))?;
     let size = bytes.len() as u64;
     if size > max_bytes {
-        return Err(FileError::TooLarge {
-            path: rel.to_owned(),
-            size,
-            limit: max_bytes,
-        });
+        return Err(FileError::TooLarge { path: rel.to_owned(), size, limit: max_bytes });
     }
-    String::from_utf8(bytes).map_err(|_| FileError::NotUtf8 {
-        path: rel.to_owned(),
-    })
+    String::from_utf8(bytes).map_err(|_| FileError::NotUtf8 { path: rel.to_owned() })
 }
 
 /// Writes `content` to a workspace file atomically, creating missing parent
 /// folders inside the workspace. Returns the number of bytes written.
-pub fn write_file(
-    ws: &Workspace,
-    rel: &str,
-    content: &str,
-    max_bytes: u64,
-) -> Result<u64, FileError> {
+pub fn write_file(ws: &Workspace, rel: &str, content: &str, max_bytes: u64) -> Result<u64, FileError> {
     let size = content.len() as u64;
     if size > max_bytes {
-        return Err(FileError::TooLarge {
-            path: rel.to_owned(),
-            size,
-            limit: max_bytes,
-        });
+        return Err(FileError::TooLarge { path: rel.to_owned(), size, limit: max_bytes });
     }
     let checked = ws.check_path(rel)?;
     let (parent, name) = checked.split_last();
     let parent_dir = if parent.as_os_str().is_empty() {
-        ws.dir()
-            .try_clone()
-            .map_err(|err| classify(rel, "open the folder of", err))?
+        ws.dir().try_clone().map_err(|err| classify(rel, "open the folder of", err))?
     } else {
-        open_or_create_dir(ws.dir(), &parent)
-            .map_err(|err| classify(rel, "create the folder of", err))?
+        open_or_create_dir(ws.dir(), &parent).map_err(|err| classify(rel, "create the folder of", err))?
     };
     match parent_dir.symlink_metadata(name) {
         Ok(meta) if meta.file_type().is_symlink() => {
@@ -188,16 +139,13 @@ pub fn write_file(
             )));
         }
         Ok(meta) if !meta.is_file() => {
-            return Err(FileError::NotRegular {
-                path: rel.to_owned(),
-            });
+            return Err(FileError::NotRegular { path: rel.to_owned() });
         }
         Ok(_) => {}
         Err(err) if err.kind() == io::ErrorKind::NotFound => {}
         Err(err) => return Err(classify(rel, "stat", err)),
     }
-    atomic_write(&parent_dir, name, content.as_bytes())
-        .map_err(|err| classify(rel, "write", err))?;
+    atomic_write(&parent_dir, name, content.as_bytes()).map_err(|err| classify(rel, "write", err))?;
     Ok(size)
 }
 
@@ -230,10 +178,7 @@ fn atomic_write(dir: &Dir, name: &str, bytes: &[u8]) -> io::Result<()> {
         TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     );
     let mut options = OpenOptions::new();
-    options
-        .write(true)
-        .create_new(true)
-        .follow(FollowSymlinks::No);
+    options.write(true).create_new(true).follow(FollowSymlinks::No);
     let result = (|| {
         let mut file = dir.open_with(&tmp, &options)?;
         file.write_all(bytes)?;
@@ -278,18 +223,10 @@ mod tests {
         fs::create_dir_all(outside.join("workspace_evil")).expect("mkdir");
         fs::write(outside.join("canary.txt"), "canary").expect("canary");
         fs::write(outside.join("workspace_evil/x"), "evil").expect("evil");
-        let policy = FilePolicy {
-            deny: deny.iter().map(|s| s.to_string()).collect(),
-            max_read_bytes: 64,
-            max_write_bytes: 64,
-        };
+        let policy =
+            FilePolicy { deny: deny.iter().map(|s| s.to_string()).collect(), max_read_bytes: 64, max_write_bytes: 64 };
         let ws = Workspace::open(&root, &policy).expect("open");
-        Fixture {
-            _tmp: tmp,
-            outside,
-            root,
-            ws,
-        }
+        Fixture { _tmp: tmp, outside, root, ws }
     }
 
     /// Every file below `dir` with its content, sorted.
@@ -347,22 +284,11 @@ mod tests {
         ];
         let before = snapshot(&fx.outside);
         for (rel, rule) in cases {
-            assert_eq!(
-                denied_rule(write_file(&fx.ws, rel, "pwned", 64)),
-                rule,
-                "write {rel}"
-            );
-            assert_eq!(
-                snapshot(&fx.outside),
-                before,
-                "write {rel} changed something"
-            );
+            assert_eq!(denied_rule(write_file(&fx.ws, rel, "pwned", 64)), rule, "write {rel}");
+            assert_eq!(snapshot(&fx.outside), before, "write {rel} changed something");
             assert_eq!(denied_rule(read_file(&fx.ws, rel, 64)), rule, "read {rel}");
         }
-        assert_eq!(
-            fs::read_to_string(fx.outside.join("canary.txt")).expect("canary"),
-            "canary"
-        );
+        assert_eq!(fs::read_to_string(fx.outside.join("canary.txt")).expect("canary"), "canary");
         assert!(!fx.outside.join("escape.txt").exists());
         assert!(!fx.root.join("runs").exists());
         assert!(!fx.root.join(".git").exists());
@@ -372,18 +298,9 @@ mod tests {
     #[test]
     fn write_is_atomic_and_creates_parents() {
         let fx = fixture(&[]);
-        assert_eq!(
-            write_file(&fx.ws, "a/b/c.txt", "hello", 64).expect("write"),
-            5
-        );
-        assert_eq!(
-            fs::read_to_string(fx.root.join("a/b/c.txt")).expect("read"),
-            "hello"
-        );
-        assert_eq!(
-            write_file(&fx.ws, "a/b/c.txt", "bye", 64).expect("write"),
-            3
-        );
+        assert_eq!(write_file(&fx.ws, "a/b/c.txt", "hello", 64).expect("write"), 5);
+        assert_eq!(fs::read_to_string(fx.root.join("a/b/c.txt")).expect("read"), "hello");
+        assert_eq!(write_file(&fx.ws, "a/b/c.txt", "bye", 64).expect("write"), 3);
         assert_eq!(read_file(&fx.ws, "a/b/c.txt", 64).expect("read"), "bye");
         assert_eq!(write_file(&fx.ws, "top.txt", "", 64).expect("write"), 0);
         let long = "é".repeat(120);
@@ -395,13 +312,7 @@ mod tests {
         assert_eq!(names, vec!["c.txt"], "a temp file was left behind");
         let names: Vec<_> = fs::read_dir(&fx.root)
             .expect("read_dir")
-            .map(|entry| {
-                entry
-                    .expect("entry")
-                    .file_name()
-                    .into_string()
-                    .expect("utf8")
-            })
+            .map(|entry| entry.expect("entry").file_name().into_string().expect("utf8"))
             .filter(|name| name.contains("planrun-tmp"))
             .collect();
         assert!(names.is_empty(), "{names:?}");
@@ -413,25 +324,15 @@ mod tests {
         let big = "x".repeat(65);
         assert!(matches!(
             write_file(&fx.ws, "big.txt", &big, 64),
-            Err(FileError::TooLarge {
-                size: 65,
-                limit: 64,
-                ..
-            })
+            Err(FileError::TooLarge { size: 65, limit: 64, .. })
         ));
         assert!(!fx.root.join("big.txt").exists());
-        assert_eq!(
-            write_file(&fx.ws, "ok.txt", &big[..64], 64).expect("write"),
-            64
-        );
+        assert_eq!(write_file(&fx.ws, "ok.txt", &big[..64], 64).expect("write"), 64);
         fs::write(fx.root.join("big.txt"), &big).expect("write");
         let err = read_file(&fx.ws, "big.txt", 64).expect_err("too large");
         assert!(matches!(err, FileError::TooLarge { size: 65, .. }));
         assert_eq!(err.class(), FailureClass::FileError);
-        assert_eq!(
-            err.to_string(),
-            "`big.txt` is too large: 65 bytes, the limit is 64 bytes"
-        );
+        assert_eq!(err.to_string(), "`big.txt` is too large: 65 bytes, the limit is 64 bytes");
         assert_eq!(read_file(&fx.ws, "ok.txt", 64).expect("read").len(), 64);
     }
 
@@ -439,27 +340,13 @@ mod tests {
     fn non_regular_files_are_refused() {
         let fx = fixture(&[]);
         fs::create_dir_all(fx.root.join("dir")).expect("mkdir");
-        assert!(matches!(
-            read_file(&fx.ws, "dir", 64),
-            Err(FileError::NotRegular { .. })
-        ));
-        assert!(matches!(
-            write_file(&fx.ws, "dir", "x", 64),
-            Err(FileError::NotRegular { .. })
-        ));
+        assert!(matches!(read_file(&fx.ws, "dir", 64), Err(FileError::NotRegular { .. })));
+        assert!(matches!(write_file(&fx.ws, "dir", "x", 64), Err(FileError::NotRegular { .. })));
         assert!(fx.root.join("dir").is_dir());
-        let fifo = std::process::Command::new("mkfifo")
-            .arg(fx.root.join("fifo"))
-            .status();
+        let fifo = std::process::Command::new("mkfifo").arg(fx.root.join("fifo")).status();
         if fifo.map(|status| status.success()).unwrap_or(false) {
-            assert!(matches!(
-                read_file(&fx.ws, "fifo", 64),
-                Err(FileError::NotRegular { .. })
-            ));
-            assert!(matches!(
-                write_file(&fx.ws, "fifo", "x", 64),
-                Err(FileError::NotRegular { .. })
-            ));
+            assert!(matches!(read_file(&fx.ws, "fifo", 64), Err(FileError::NotRegular { .. })));
+            assert!(matches!(write_file(&fx.ws, "fifo", "x", 64), Err(FileError::NotRegular { .. })));
         }
     }
 
@@ -470,10 +357,7 @@ mod tests {
         assert_eq!(err.class(), FailureClass::FileError);
         assert_eq!(err.to_string(), "`missing.txt` was not found");
         fs::write(fx.root.join("bin"), [0xff, 0xfe]).expect("write");
-        assert!(matches!(
-            read_file(&fx.ws, "bin", 64),
-            Err(FileError::NotUtf8 { .. })
-        ));
+        assert!(matches!(read_file(&fx.ws, "bin", 64), Err(FileError::NotUtf8 { .. })));
         let err = write_file(&fx.ws, "../x", "x", 64).expect_err("denied");
         assert_eq!(err.class(), FailureClass::SecurityDenied);
     }
@@ -483,18 +367,9 @@ mod tests {
         let fx = fixture(&[]);
         fs::create_dir_all(fx.root.join("real")).expect("mkdir");
         symlink("real", fx.root.join("alias")).expect("symlink");
-        assert_eq!(
-            write_file(&fx.ws, "alias/f.txt", "hi", 64).expect("write"),
-            2
-        );
-        assert_eq!(
-            fs::read_to_string(fx.root.join("real/f.txt")).expect("read"),
-            "hi"
-        );
-        assert_eq!(
-            denied_rule(write_file(&fx.ws, "alias", "x", 64)),
-            "files.symlink"
-        );
+        assert_eq!(write_file(&fx.ws, "alias/f.txt", "hi", 64).expect("write"), 2);
+        assert_eq!(fs::read_to_string(fx.root.join("real/f.txt")).expect("read"), "hi");
+        assert_eq!(denied_rule(write_file(&fx.ws, "alias", "x", 64)), "files.symlink");
         assert!(fx.root.join("alias").is_symlink());
     }
 }

@@ -17,9 +17,7 @@ use crate::model::{Decision, FailureClass, Policy};
 use crate::policy::{display_argv, evaluate_shell};
 
 pub use files::{FileError, read_file, write_file};
-pub use shell::{
-    ProgramResolver, ResolveError, ResolvedProgram, ShellRun, is_bare_name, run_shell,
-};
+pub use shell::{ProgramResolver, ResolveError, ResolvedProgram, ShellRun, is_bare_name, run_shell};
 pub use workspace::{CheckedPath, PathDenied, Workspace};
 
 /// An action with every template rendered: exactly what will run.
@@ -66,20 +64,11 @@ pub struct Tools<'a> {
 
 impl<'a> Tools<'a> {
     pub fn new(workspace: &'a Workspace, policy: &'a Policy) -> Self {
-        Tools {
-            workspace,
-            policy,
-            resolver: ProgramResolver::new(&policy.shell),
-        }
+        Tools { workspace, policy, resolver: ProgramResolver::new(&policy.shell) }
     }
 
     /// Runs one attempt of an action. `attempt` is 1-based.
-    pub fn execute(
-        &mut self,
-        action: &ResolvedAction,
-        attempt: u32,
-        timeout: Duration,
-    ) -> ToolOutcome {
+    pub fn execute(&mut self, action: &ResolvedAction, attempt: u32, timeout: Duration) -> ToolOutcome {
         match action {
             ResolvedAction::Shell { argv } => self.shell(argv, timeout),
             ResolvedAction::WriteFile { path, content } => self.write(path, content),
@@ -94,7 +83,7 @@ impl<'a> Tools<'a> {
                 if attempt <= *failures {
                     ToolOutcome::failure(
                         FailureClass::ExecutionError,
-                        format!("flaky: simulated failure on attempt {attempt} of {failures}"),
+                        format!("flaky: simulated failure on attempt {attempt} (this step fails its first {failures})"),
                         details,
                     )
                 } else {
@@ -113,11 +102,8 @@ impl<'a> Tools<'a> {
         details.insert("reason".into(), verdict.reason.clone().into());
         let name = argv.first().map(String::as_str).unwrap_or("");
         if verdict.decision != Decision::Allow {
-            let subject = if argv.is_empty() {
-                "the empty command".to_owned()
-            } else {
-                format!("`{}`", display_argv(argv))
-            };
+            let subject =
+                if argv.is_empty() { "the empty command".to_owned() } else { format!("`{}`", display_argv(argv)) };
             let verb = match verdict.rule.as_str() {
                 "shell.blocked" => "is blocked by security policy",
                 "shell.default-deny" => "is not in allowlist",
@@ -125,11 +111,7 @@ impl<'a> Tools<'a> {
                 "shell.empty" => "is refused",
                 _ => "is forbidden by security policy",
             };
-            let subject = if verdict.rule == "shell.blocked" {
-                format!("`{name}`")
-            } else {
-                subject
-            };
+            let subject = if verdict.rule == "shell.blocked" { format!("`{name}`") } else { subject };
             return ToolOutcome::failure(
                 FailureClass::SecurityDenied,
                 format!("{subject} {verb} (rule `{}`)", verdict.rule),
@@ -143,15 +125,9 @@ impl<'a> Tools<'a> {
                 details,
             );
         };
-        details.insert(
-            "program".into(),
-            program.path.to_string_lossy().into_owned().into(),
-        );
+        details.insert("program".into(), program.path.to_string_lossy().into_owned().into());
         if program.canonical != program.path {
-            details.insert(
-                "program_canonical".into(),
-                program.canonical.to_string_lossy().into_owned().into(),
-            );
+            details.insert("program_canonical".into(), program.canonical.to_string_lossy().into_owned().into());
         }
         let run = match run_shell(
             &program.path,
@@ -179,18 +155,12 @@ impl<'a> Tools<'a> {
         }
         details.insert("stdout_bytes".into(), run.stdout_bytes.into());
         details.insert("stderr_bytes".into(), run.stderr_bytes.into());
-        details.insert(
-            "truncated".into(),
-            (run.stdout_truncated || run.stderr_truncated).into(),
-        );
+        details.insert("truncated".into(), (run.stdout_truncated || run.stderr_truncated).into());
         if run.timed_out {
             details.insert("timed_out".into(), true.into());
             return ToolOutcome::failure(
                 FailureClass::ExecutionError,
-                format!(
-                    "`{name}` timed out after {} and was killed",
-                    format_duration(timeout)
-                ),
+                format!("`{name}` timed out after {} and was killed", format_duration(timeout)),
                 details,
             );
         }
@@ -220,12 +190,7 @@ impl<'a> Tools<'a> {
     fn write(&self, path: &str, content: &str) -> ToolOutcome {
         let mut details = Map::new();
         details.insert("path".into(), path.into());
-        match write_file(
-            self.workspace,
-            path,
-            content,
-            self.policy.files.max_write_bytes,
-        ) {
+        match write_file(self.workspace, path, content, self.policy.files.max_write_bytes) {
             Ok(bytes) => {
                 details.insert("bytes".into(), bytes.into());
                 ToolOutcome::success(format!("wrote {bytes} bytes to {path}"), None, details)
@@ -240,9 +205,8 @@ impl<'a> Tools<'a> {
         match read_file(self.workspace, path, self.policy.files.max_read_bytes) {
             Ok(text) => {
                 details.insert("bytes".into(), (text.len() as u64).into());
-                let json = serde_json::from_str::<Value>(&text)
-                    .ok()
-                    .filter(|value| value.is_object() || value.is_array());
+                let json =
+                    serde_json::from_str::<Value>(&text).ok().filter(|value| value.is_object() || value.is_array());
                 ToolOutcome::success(text, json, details)
             }
             Err(err) => ToolOutcome::file_failure(err, details),
@@ -251,25 +215,12 @@ impl<'a> Tools<'a> {
 }
 
 impl ToolOutcome {
-    fn success(
-        output_text: String,
-        output_json: Option<Value>,
-        details: Map<String, Value>,
-    ) -> Self {
-        ToolOutcome {
-            result: Ok(ToolSuccess {
-                output_text,
-                output_json,
-            }),
-            details,
-        }
+    fn success(output_text: String, output_json: Option<Value>, details: Map<String, Value>) -> Self {
+        ToolOutcome { result: Ok(ToolSuccess { output_text, output_json }), details }
     }
 
     fn failure(class: FailureClass, message: String, details: Map<String, Value>) -> Self {
-        ToolOutcome {
-            result: Err(ToolFailure { class, message }),
-            details,
-        }
+        ToolOutcome { result: Err(ToolFailure { class, message }), details }
     }
 
     fn file_failure(err: FileError, mut details: Map<String, Value>) -> Self {
@@ -299,8 +250,7 @@ mod tests {
 
     use super::*;
     use crate::model::{
-        ArgMatcher, ArgPattern, Budget, FilePolicy, RetryPolicy, ShellPolicy, ShellRule, SlotKind,
-        SourceRef,
+        ArgMatcher, ArgPattern, Budget, FilePolicy, RetryPolicy, ShellPolicy, ShellRule, SlotKind, SourceRef,
     };
 
     fn rule(program: &str, args: Vec<Vec<ArgMatcher>>) -> ShellRule {
@@ -320,10 +270,7 @@ mod tests {
 
     fn test_policy() -> Policy {
         let any = ArgMatcher::Regex(regex::Regex::new("^(?:.*)$").expect("regex"));
-        let path = ArgMatcher::Slot {
-            kind: SlotKind::Path,
-            allow_dash: false,
-        };
+        let path = ArgMatcher::Slot { kind: SlotKind::Path, allow_dash: false };
         Policy {
             name: "test".into(),
             shell: ShellPolicy {
@@ -339,15 +286,8 @@ mod tests {
                 search_path: vec![PathBuf::from("/usr/bin"), PathBuf::from("/bin")],
                 env: BTreeMap::from([("LANG".to_owned(), "C".to_owned())]),
             },
-            files: FilePolicy {
-                deny: vec!["secret/**".into()],
-                max_read_bytes: 1000,
-                max_write_bytes: 1000,
-            },
-            retry: RetryPolicy {
-                max_attempts: BTreeMap::new(),
-                cap: 3,
-            },
+            files: FilePolicy { deny: vec!["secret/**".into()], max_read_bytes: 1000, max_write_bytes: 1000 },
+            retry: RetryPolicy { max_attempts: BTreeMap::new(), cap: 3 },
             budget: Budget {
                 max_steps: 100,
                 max_tool_calls: 100,
@@ -355,17 +295,12 @@ mod tests {
                 step_timeout_secs: 10,
                 max_output_bytes: 100,
             },
-            source: SourceRef {
-                path: "policies/test.toml".into(),
-                sha256: String::new(),
-            },
+            source: SourceRef { path: "policies/test.toml".into(), sha256: String::new() },
         }
     }
 
     fn shell(argv: &[&str]) -> ResolvedAction {
-        ResolvedAction::Shell {
-            argv: argv.iter().map(|s| s.to_string()).collect(),
-        }
+        ResolvedAction::Shell { argv: argv.iter().map(|s| s.to_string()).collect() }
     }
 
     fn failure(outcome: &ToolOutcome) -> (FailureClass, &str) {
@@ -395,12 +330,7 @@ mod tests {
         assert_eq!(outcome.details["exit_code"], 0);
         assert_eq!(outcome.details["stdout_bytes"], 13);
         assert_eq!(outcome.details["truncated"], false);
-        assert!(
-            outcome.details["program"]
-                .as_str()
-                .expect("program")
-                .ends_with("/echo")
-        );
+        assert!(outcome.details["program"].as_str().expect("program").ends_with("/echo"));
     }
 
     #[test]
@@ -418,19 +348,13 @@ mod tests {
         let outcome = run(tmp.path(), shell(&["bash"]), 1);
         assert_eq!(
             failure(&outcome),
-            (
-                FailureClass::SecurityDenied,
-                "`bash` is blocked by security policy (rule `shell.blocked`)"
-            )
+            (FailureClass::SecurityDenied, "`bash` is blocked by security policy (rule `shell.blocked`)")
         );
         assert_eq!(outcome.details["decision"], "forbidden");
         let outcome = run(tmp.path(), shell(&["touch", "created"]), 1);
         assert_eq!(
             failure(&outcome),
-            (
-                FailureClass::SecurityDenied,
-                "`touch created` is not in allowlist (rule `shell.default-deny`)"
-            )
+            (FailureClass::SecurityDenied, "`touch created` is not in allowlist (rule `shell.default-deny`)")
         );
         assert!(!tmp.path().join("created").exists());
         let outcome = run(tmp.path(), shell(&["/bin/echo", "x"]), 1);
@@ -446,18 +370,12 @@ mod tests {
         let outcome = run(tmp.path(), shell(&["ls", "missing-file"]), 1);
         let (class, message) = failure(&outcome);
         assert_eq!(class, FailureClass::ExecutionError);
-        assert!(
-            message.starts_with("`ls` exited with status 2: ") && message.contains("missing-file"),
-            "{message}"
-        );
+        assert!(message.starts_with("`ls` exited with status 2: ") && message.contains("missing-file"), "{message}");
         assert_eq!(outcome.details["exit_code"], 2);
         let outcome = run(tmp.path(), shell(&["planrun-missing-tool"]), 1);
         assert_eq!(
             failure(&outcome),
-            (
-                FailureClass::ExecutionError,
-                "`planrun-missing-tool` was not found in the policy's search path"
-            )
+            (FailureClass::ExecutionError, "`planrun-missing-tool` was not found in the policy's search path")
         );
     }
 
@@ -470,29 +388,18 @@ mod tests {
         let started = std::time::Instant::now();
         let outcome = tools.execute(&shell(&["sleep", "5"]), 1, Duration::from_secs(1));
         assert!(started.elapsed() < Duration::from_secs(4));
-        assert_eq!(
-            failure(&outcome),
-            (
-                FailureClass::ExecutionError,
-                "`sleep` timed out after 1s and was killed"
-            )
-        );
+        assert_eq!(failure(&outcome), (FailureClass::ExecutionError, "`sleep` timed out after 1s and was killed"));
         assert_eq!(outcome.details["timed_out"], true);
     }
 
     #[test]
     fn files() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let write = |path: &str, content: &str| ResolvedAction::WriteFile {
-            path: path.into(),
-            content: content.into(),
-        };
+        let write =
+            |path: &str, content: &str| ResolvedAction::WriteFile { path: path.into(), content: content.into() };
         let read = |path: &str| ResolvedAction::ReadFile { path: path.into() };
         let outcome = run(tmp.path(), write("out/data.json", "{\"a\": 1}"), 1);
-        assert_eq!(
-            outcome.result.as_ref().expect("ok").output_text,
-            "wrote 8 bytes to out/data.json"
-        );
+        assert_eq!(outcome.result.as_ref().expect("ok").output_text, "wrote 8 bytes to out/data.json");
         assert_eq!(outcome.details["bytes"], 8);
         assert_eq!(outcome.details["path"], "out/data.json");
         let outcome = run(tmp.path(), read("out/data.json"), 1);
@@ -508,21 +415,12 @@ mod tests {
         assert_eq!(class, FailureClass::SecurityDenied);
         assert!(message.contains("(rule `files.parent`)"), "{message}");
         assert_eq!(outcome.details["rule"], "files.parent");
-        assert!(
-            !tmp.path()
-                .parent()
-                .expect("parent")
-                .join("escape.txt")
-                .exists()
-        );
+        assert!(!tmp.path().parent().expect("parent").join("escape.txt").exists());
         let outcome = run(tmp.path(), write("secret/k", "x"), 1);
         assert_eq!(outcome.details["rule"], "files.deny[0]");
         assert!(!tmp.path().join("secret").exists());
         let outcome = run(tmp.path(), read("missing.txt"), 1);
-        assert_eq!(
-            failure(&outcome),
-            (FailureClass::FileError, "`missing.txt` was not found")
-        );
+        assert_eq!(failure(&outcome), (FailureClass::FileError, "`missing.txt` was not found"));
     }
 
     #[test]
@@ -530,25 +428,16 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let outcome = run(tmp.path(), ResolvedAction::Finish { message: None }, 1);
         assert_eq!(outcome.result.expect("ok").output_text, "");
-        let outcome = run(
-            tmp.path(),
-            ResolvedAction::Finish {
-                message: Some("bye".into()),
-            },
-            1,
-        );
+        let outcome = run(tmp.path(), ResolvedAction::Finish { message: Some("bye".into()) }, 1);
         assert_eq!(outcome.result.expect("ok").output_text, "bye");
-        let flaky = ResolvedAction::Flaky {
-            failures: 2,
-            output: "fine".into(),
-        };
+        let flaky = ResolvedAction::Flaky { failures: 2, output: "fine".into() };
         for attempt in 1..=2 {
             let outcome = run(tmp.path(), flaky.clone(), attempt);
             assert_eq!(
                 failure(&outcome),
                 (
                     FailureClass::ExecutionError,
-                    format!("flaky: simulated failure on attempt {attempt} of 2").as_str()
+                    format!("flaky: simulated failure on attempt {attempt} (this step fails its first 2)").as_str()
                 )
             );
         }

@@ -75,9 +75,7 @@ pub fn is_bare_name(name: &str) -> bool {
     !name.is_empty()
         && name != "."
         && name != ".."
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && b != b'/' && b != b'\\')
+        && name.bytes().all(|b| b.is_ascii_graphic() && b != b'/' && b != b'\\')
 }
 
 /// Resolves bare program names from the policy's search path, once per run.
@@ -89,10 +87,7 @@ pub struct ProgramResolver {
 
 impl ProgramResolver {
     pub fn new(policy: &ShellPolicy) -> Self {
-        ProgramResolver {
-            search_path: policy.search_path.clone(),
-            cache: HashMap::new(),
-        }
+        ProgramResolver { search_path: policy.search_path.clone(), cache: HashMap::new() }
     }
 
     /// Resolves `name` (cached: each name is looked up once per run).
@@ -121,11 +116,7 @@ impl ProgramResolver {
                 continue;
             };
             let names = symlink_chain_names(&path, &canonical);
-            return Ok(ResolvedProgram {
-                path,
-                canonical,
-                names,
-            });
+            return Ok(ResolvedProgram { path, canonical, names });
         }
         Err(ResolveError::NotFound(name.to_owned()))
     }
@@ -294,13 +285,11 @@ pub fn run_shell(
     let mut timed_out = false;
     loop {
         let event = match deadline {
-            Some(deadline) => {
-                match inbox.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                    Ok(event) => Some(event),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => break,
-                }
-            }
+            Some(deadline) => match inbox.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(event) => Some(event),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
+            },
             None => match inbox.recv() {
                 Ok(event) => Some(event),
                 Err(_) => break,
@@ -356,10 +345,7 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     fn args(list: &[&str]) -> Vec<String> {
@@ -390,15 +376,7 @@ mod tests {
     fn env_is_exactly_the_map() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let vars = env(&[("LANG", "C"), ("ONLY", "this")]);
-        let out = run_shell(
-            &which("env"),
-            &[],
-            &vars,
-            tmp.path(),
-            Duration::from_secs(10),
-            1 << 20,
-        )
-        .expect("run");
+        let out = run_shell(&which("env"), &[], &vars, tmp.path(), Duration::from_secs(10), 1 << 20).expect("run");
         assert_eq!(out.exit_code, Some(0));
         let mut lines: Vec<_> = out.stdout.lines().collect();
         lines.sort();
@@ -421,11 +399,7 @@ mod tests {
     #[test]
     fn non_zero_exit_and_stderr() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let out = run(
-            which("ls").to_str().expect("utf8"),
-            &["definitely-missing"],
-            tmp.path(),
-        );
+        let out = run(which("ls").to_str().expect("utf8"), &["definitely-missing"], tmp.path());
         assert_ne!(out.exit_code, Some(0));
         assert!(out.exit_code.is_some());
         assert!(out.stderr.contains("definitely-missing"), "{}", out.stderr);
@@ -438,10 +412,7 @@ mod tests {
         // 200 000 bytes, far more than a pipe buffer: the child must not block.
         let out = run_shell(
             &which("sh"),
-            &args(&[
-                "-c",
-                "i=0; while [ $i -lt 2000 ]; do printf '%0100d' 0; i=$((i+1)); done; echo err >&2",
-            ]),
+            &args(&["-c", "i=0; while [ $i -lt 2000 ]; do printf '%0100d' 0; i=$((i+1)); done; echo err >&2"]),
             &env(&[]),
             tmp.path(),
             Duration::from_secs(20),
@@ -459,10 +430,7 @@ mod tests {
     fn alive(pid: i32) -> bool {
         // A zombie is not alive: read its state from /proc.
         match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Ok(stat) => !stat
-                .rsplit(')')
-                .next()
-                .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+            Ok(stat) => !stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')),
             Err(_) => false,
         }
     }
@@ -495,11 +463,7 @@ mod tests {
         assert!(out.timed_out);
         assert_eq!(out.signal, Some(9));
         assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
-        let pid: i32 = std::fs::read_to_string(tmp.path().join("pid"))
-            .expect("pid file")
-            .trim()
-            .parse()
-            .expect("pid");
+        let pid: i32 = std::fs::read_to_string(tmp.path().join("pid")).expect("pid file").trim().parse().expect("pid");
         assert!(wait_gone(pid), "grandchild {pid} survived");
     }
 
@@ -520,11 +484,7 @@ mod tests {
         assert_eq!(out.exit_code, Some(0));
         assert_eq!(out.stdout, "done\n");
         assert!(!out.timed_out);
-        let pid: i32 = std::fs::read_to_string(tmp.path().join("pid"))
-            .expect("pid file")
-            .trim()
-            .parse()
-            .expect("pid");
+        let pid: i32 = std::fs::read_to_string(tmp.path().join("pid")).expect("pid file").trim().parse().expect("pid");
         assert!(wait_gone(pid), "grandchild {pid} survived");
     }
 
@@ -532,15 +492,8 @@ mod tests {
     fn spawn_failure_is_an_error() {
         let tmp = tempfile::tempdir().expect("tempdir");
         assert!(
-            run_shell(
-                Path::new("/nonexistent/program"),
-                &[],
-                &env(&[]),
-                tmp.path(),
-                Duration::from_secs(1),
-                10,
-            )
-            .is_err()
+            run_shell(Path::new("/nonexistent/program"), &[], &env(&[]), tmp.path(), Duration::from_secs(1), 10,)
+                .is_err()
         );
     }
 
@@ -553,8 +506,7 @@ mod tests {
         std::fs::create_dir_all(&b).expect("mkdir");
         std::fs::write(a.join("tool"), "not executable").expect("write");
         std::fs::write(b.join("tool"), "#!/bin/sh\n").expect("write");
-        std::fs::set_permissions(b.join("tool"), std::fs::Permissions::from_mode(0o755))
-            .expect("chmod");
+        std::fs::set_permissions(b.join("tool"), std::fs::Permissions::from_mode(0o755)).expect("chmod");
         std::os::unix::fs::symlink(which("sh"), a.join("alias")).expect("symlink");
         let policy = ShellPolicy {
             blocked: vec![],
@@ -572,15 +524,9 @@ mod tests {
         // Cached: removing the file does not change the answer in this run.
         std::fs::remove_file(b.join("tool")).expect("rm");
         assert_eq!(resolver.resolve("tool").expect("cached"), found);
-        assert_eq!(
-            resolver.resolve("missing"),
-            Err(ResolveError::NotFound("missing".into()))
-        );
+        assert_eq!(resolver.resolve("missing"), Err(ResolveError::NotFound("missing".into())));
         for bad in ["", ".", "..", "/bin/sh", "./sh", "sh\u{e9}", "a b"] {
-            assert!(
-                matches!(resolver.resolve(bad), Err(ResolveError::InvalidName(_))),
-                "{bad:?}"
-            );
+            assert!(matches!(resolver.resolve(bad), Err(ResolveError::InvalidName(_))), "{bad:?}");
         }
     }
 }

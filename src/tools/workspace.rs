@@ -76,11 +76,7 @@ pub struct PathDenied {
 
 impl PathDenied {
     fn new(path: &str, rule: impl Into<String>, reason: impl Into<String>) -> Self {
-        PathDenied {
-            path: path.to_owned(),
-            rule: rule.into(),
-            reason: reason.into(),
-        }
+        PathDenied { path: path.to_owned(), rule: rule.into(), reason: reason.into() }
     }
 
     pub(crate) fn symlink(path: &str, reason: impl Into<String>) -> Self {
@@ -97,12 +93,7 @@ impl fmt::Display for PathDenied {
             "files.symlink" => "is refused",
             _ => "is not a valid workspace path",
         };
-        write!(
-            f,
-            "`{}` {verdict}: {}",
-            self.path.escape_debug(),
-            self.reason
-        )
+        write!(f, "`{}` {verdict}: {}", self.path.escape_debug(), self.reason)
     }
 }
 
@@ -119,15 +110,7 @@ impl Workspace {
             ));
         }
         let dir = Dir::open_ambient_dir(&root, ambient_authority())?;
-        Ok(Workspace {
-            dir,
-            root,
-            deny: files
-                .deny
-                .iter()
-                .map(|pattern| Glob::new(pattern))
-                .collect(),
-        })
+        Ok(Workspace { dir, root, deny: files.deny.iter().map(|pattern| Glob::new(pattern)).collect() })
     }
 
     /// The canonical absolute root.
@@ -150,11 +133,7 @@ impl Workspace {
         }
         let path = Path::new(rel);
         if path.is_absolute() || rel.starts_with('/') {
-            return Err(PathDenied::new(
-                rel,
-                "files.absolute",
-                "absolute paths are refused",
-            ));
+            return Err(PathDenied::new(rel, "files.absolute", "absolute paths are refused"));
         }
         let mut components = Vec::new();
         for component in path.components() {
@@ -167,37 +146,18 @@ impl Workspace {
                 },
                 Component::CurDir => {}
                 Component::ParentDir => {
-                    return Err(PathDenied::new(
-                        rel,
-                        "files.parent",
-                        "`..` components are refused",
-                    ));
+                    return Err(PathDenied::new(rel, "files.parent", "`..` components are refused"));
                 }
                 Component::RootDir | Component::Prefix(_) => {
-                    return Err(PathDenied::new(
-                        rel,
-                        "files.absolute",
-                        "absolute paths are refused",
-                    ));
+                    return Err(PathDenied::new(rel, "files.absolute", "absolute paths are refused"));
                 }
             }
         }
         let Some(first) = components.first() else {
-            return Err(PathDenied::new(
-                rel,
-                "files.empty",
-                "the path names the workspace itself",
-            ));
+            return Err(PathDenied::new(rel, "files.empty", "the path names the workspace itself"));
         };
-        if let Some(protected) = PROTECTED
-            .iter()
-            .find(|protected| first.eq_ignore_ascii_case(protected))
-        {
-            return Err(PathDenied::new(
-                rel,
-                "files.protected",
-                format!("`{protected}/` is always protected"),
-            ));
+        if let Some(protected) = PROTECTED.iter().find(|protected| first.eq_ignore_ascii_case(protected)) {
+            return Err(PathDenied::new(rel, "files.protected", format!("`{protected}/` is always protected")));
         }
         for (index, glob) in self.deny.iter().enumerate() {
             if glob.matches_path_or_ancestor(&components) {
@@ -223,20 +183,14 @@ impl Workspace {
                 Ok(meta) if meta.file_type().is_symlink() => {
                     return Err(PathDenied::symlink(
                         rel,
-                        format!(
-                            "`{}` is a symlink and shell arguments never pass through symlinks",
-                            prefix.display()
-                        ),
+                        format!("`{}` is a symlink and shell arguments never pass through symlinks", prefix.display()),
                     ));
                 }
                 Ok(meta) if meta.is_dir() => {}
                 Ok(_) => break,
                 Err(err) if err.kind() == io::ErrorKind::NotFound => break,
                 Err(err) => {
-                    return Err(PathDenied::symlink(
-                        rel,
-                        format!("`{}` cannot be checked: {err}", prefix.display()),
-                    ));
+                    return Err(PathDenied::symlink(rel, format!("`{}` cannot be checked: {err}", prefix.display())));
                 }
             }
         }
@@ -254,15 +208,8 @@ struct Glob {
 
 impl Glob {
     fn new(pattern: &str) -> Glob {
-        let parts = pattern
-            .split('/')
-            .filter(|part| !part.is_empty() && *part != ".")
-            .map(str::to_owned)
-            .collect();
-        Glob {
-            pattern: pattern.to_owned(),
-            parts,
-        }
+        let parts = pattern.split('/').filter(|part| !part.is_empty() && *part != ".").map(str::to_owned).collect();
+        Glob { pattern: pattern.to_owned(), parts }
     }
 
     /// Whether the pattern matches the path or one of its ancestors (a
@@ -279,9 +226,7 @@ impl Glob {
 fn match_parts(parts: &[String], components: &[String]) -> bool {
     match parts.split_first() {
         None => components.is_empty(),
-        Some((part, rest)) if part == "**" => {
-            (0..=components.len()).any(|skip| match_parts(rest, &components[skip..]))
-        }
+        Some((part, rest)) if part == "**" => (0..=components.len()).any(|skip| match_parts(rest, &components[skip..])),
         Some((part, rest)) => match components.split_first() {
             Some((component, tail)) => {
                 match_component(part.as_bytes(), component.as_bytes()) && match_parts(rest, tail)
@@ -325,8 +270,7 @@ mod tests {
     #[test]
     fn lexical_checks_by_components() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let ws = Workspace::open(tmp.path(), &policy(&["secrets/**", "*.pem", "**/id_rsa"]))
-            .expect("open");
+        let ws = Workspace::open(tmp.path(), &policy(&["secrets/**", "*.pem", "**/id_rsa"])).expect("open");
         let table = [
             ("notes.txt", "ok"),
             ("a/b/c.txt", "ok"),
@@ -377,15 +321,9 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let ws = Workspace::open(tmp.path(), &policy(&[])).expect("open");
         let denied = ws.check_path("../x").expect_err("denied");
-        assert_eq!(
-            denied.to_string(),
-            "`../x` is outside the workspace: `..` components are refused"
-        );
+        assert_eq!(denied.to_string(), "`../x` is outside the workspace: `..` components are refused");
         let denied = ws.check_path("runs/x").expect_err("denied");
-        assert_eq!(
-            denied.to_string(),
-            "`runs/x` is protected: `runs/` is always protected"
-        );
+        assert_eq!(denied.to_string(), "`runs/x` is protected: `runs/` is always protected");
     }
 
     #[test]
@@ -406,13 +344,7 @@ mod tests {
         let ws = Workspace::open(&root, &policy(&[])).expect("open");
         assert!(ws.check_slot_path("d").is_ok());
         assert!(ws.check_slot_path("d/new.txt").is_ok());
-        assert_eq!(
-            ws.check_slot_path("etc/passwd").expect_err("denied").rule,
-            "files.symlink"
-        );
-        assert_eq!(
-            ws.check_slot_path("d/pw").expect_err("denied").rule,
-            "files.symlink"
-        );
+        assert_eq!(ws.check_slot_path("etc/passwd").expect_err("denied").rule, "files.symlink");
+        assert_eq!(ws.check_slot_path("d/pw").expect_err("denied").rule, "files.symlink");
     }
 }

@@ -1,0 +1,137 @@
+//! Output helpers: colour, paths relative to the current directory, error
+//! lines, diagnostics and the per-step progress printer.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anstyle::{AnsiColor, Style};
+
+use crate::cli::ColorChoice;
+use crate::cli::exit_code;
+use crate::diag::{Diagnostic, Severity, SourceMap, render};
+use crate::model::{Plan, Policy, RunStatus, Step};
+use crate::runtime::Progress;
+use crate::store::{RunState, StepRecord, StepRecordStatus};
+
+pub const GREEN: Style = AnsiColor::Green.on_default();
+pub const RED: Style = AnsiColor::Red.on_default().bold();
+pub const YELLOW: Style = AnsiColor::Yellow.on_default();
+pub const CYAN: Style = AnsiColor::Cyan.on_default();
+pub const BOLD: Style = Style::new().bold();
+pub const DIM: Style = Style::new().dimmed();
+
+/// Applies `--color` (`auto` honours `NO_COLOR`, `CLICOLOR_FORCE` and
+/// whether the stream is a terminal).
+pub fn set_color(choice: ColorChoice) {
+    let choice = match choice {
+        ColorChoice::Auto => anstream::ColorChoice::Auto,
+        ColorChoice::Always => anstream::ColorChoice::Always,
+        ColorChoice::Never => anstream::ColorChoice::Never,
+    };
+    choice.write_global();
+}
+
+/// `text` in `style` (stripped later when colour is off).
+pub fn paint(style: Style, text: impl std::fmt::Display) -> String {
+    format!("{style}{text}{style:#}")
+}
+
+/// Prints `error: <message>` to stderr and returns `code`.
+pub fn fail(code: u8, message: &str) -> ExitCode {
+    anstream::eprintln!("{}: {message}", paint(RED, "error"));
+    exit_code::code(code)
+}
+
+/// A path as the user would write it: relative to the current directory
+/// when it is below it.
+pub fn display_path(path: &Path) -> String {
+    let cwd = std::env::current_dir().ok();
+    let canonical = path.canonicalize().ok();
+    let cwd_canonical = cwd.as_ref().and_then(|cwd| cwd.canonicalize().ok());
+    if let (Some(path), Some(cwd)) = (&canonical, &cwd_canonical)
+        && let Ok(relative) = path.strip_prefix(cwd)
+    {
+        return relative.display().to_string();
+    }
+    path.display().to_string()
+}
+
+/// Renders diagnostics to stderr (used when invalid files stop a command).
+pub fn print_diagnostics<'d>(
+    sources: &SourceMap,
+    diagnostics: impl IntoIterator<Item = &'d Diagnostic>,
+    min: Severity,
+) {
+    for diagnostic in diagnostics.into_iter().filter(|diagnostic| diagnostic.severity >= min) {
+        anstream::eprintln!("{}", colour_diagnostic(&render(sources, diagnostic), diagnostic.severity));
+    }
+}
+
+/// Colours the header word of a rendered diagnostic.
+pub fn colour_diagnostic(rendered: &str, severity: Severity) -> String {
+    let style = match severity {
+        Severity::Error => RED,
+        Severity::Warning => YELLOW,
+        Severity::Note => CYAN,
+    };
+    let word = severity.as_str();
+    match rendered.strip_prefix(word) {
+        Some(rest) => format!("{}{rest}", paint(style, word)),
+        None => rendered.to_string(),
+    }
+}
+
+/// Prints one line per step attempt to stderr as it finishes.
+pub struct StderrProgress;
+
+impl Progress for StderrProgress {
+    fn run_started(&mut self, run_id: &str, plan: &Plan, policy: &Policy, _run_dir: &Path) {
+        anstream::eprintln!(
+            "{} run {} · plan {} ({}) · policy {}",
+            paint(BOLD, "planrun:"),
+            paint(BOLD, run_id),
+            plan.id,
+            plan.source.path,
+            policy.name
+        );
+    }
+
+    fn step_finished(&mut self, index: usize, total: usize, step: &Step, record: &StepRecord) {
+        let status = match record.status {
+            StepRecordStatus::Done => paint(GREEN, "done  "),
+            StepRecordStatus::Failed => paint(RED, "failed"),
+        };
+        let mut line = format!(
+            "  [{}/{total}] {:<12} {:<10} {status} attempt {}  {} ms",
+            index + 1,
+            step.id,
+            step.action.kind(),
+            record.attempt,
+            record.duration_ms
+        );
+        if let (Some(class), Some(error)) = (record.failure_class, &record.error) {
+            line.push_str(&format!("  {}", paint(RED, format!("{class}: {error}"))));
+        }
+        anstream::eprintln!("{line}");
+    }
+
+    fn run_finished(&mut self, state: &RunState, run_dir: &Path) {
+        let status = match state.status {
+            RunStatus::Done => paint(GREEN, state.status),
+            RunStatus::Failed => paint(RED, state.status),
+            RunStatus::Running => paint(YELLOW, state.status),
+        };
+        anstream::eprintln!(
+            "{} run {} {status} ({}) · {} steps · {} tool calls · records in {}",
+            paint(BOLD, "planrun:"),
+            paint(BOLD, &state.run_id),
+            state.stop_reason.as_deref().unwrap_or("-"),
+            state.counters.steps,
+            state.counters.tool_calls,
+            display_path(run_dir)
+        );
+        if let Some(error) = &state.error {
+            anstream::eprintln!("  {}", paint(RED, error));
+        }
+    }
+}

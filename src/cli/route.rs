@@ -1,0 +1,64 @@
+//! `planrun route "<goal>"`.
+
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::cli::DirArgs;
+use crate::cli::exit_code;
+use crate::cli::output::{BOLD, GREEN, RED, fail, paint, print_diagnostics};
+use crate::diag::Severity;
+use crate::router::{RouteOutcome, Router};
+use crate::spec::Loader;
+
+#[derive(Debug, Args)]
+pub struct RouteArgs {
+    /// The goal text to route.
+    pub goal: String,
+    /// Print the decision as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Exit code: 0 when a plan was chosen, 2 when the goal is ambiguous, routes
+/// nowhere, or the plan files are invalid.
+pub fn route(args: &RouteArgs, dirs: &DirArgs) -> ExitCode {
+    let mut loader = Loader::new();
+    let catalog = loader.load_catalog(&dirs.plans, &dirs.policies);
+    if loader.has_errors() {
+        print_diagnostics(loader.sources(), loader.sorted_diagnostics(), Severity::Error);
+        return fail(exit_code::INVALID_INPUT, "plan or policy files are invalid; run `planrun check`");
+    }
+    let decision = Router::new(&catalog.plans).route(&args.goal);
+    if args.json {
+        anstream::println!("{}", serde_json::to_string_pretty(&decision).unwrap_or_default());
+    } else {
+        anstream::println!("goal: {:?}", decision.goal);
+        if decision.candidates.is_empty() {
+            anstream::println!("candidates: none");
+        } else {
+            anstream::println!("candidates:");
+            for candidate in &decision.candidates {
+                let path = catalog
+                    .plans
+                    .iter()
+                    .find(|plan| plan.id == candidate.plan_id)
+                    .map(|plan| plan.source.path.as_str())
+                    .unwrap_or_default();
+                anstream::println!(
+                    "  {:<24} keyword {:?} ({} characters)  {path}",
+                    candidate.plan_id,
+                    candidate.keyword,
+                    candidate.length
+                );
+            }
+        }
+        let winner = match &decision.outcome {
+            RouteOutcome::Matched { plan_id, .. } | RouteOutcome::Default { plan_id, .. } => paint(GREEN, plan_id),
+            RouteOutcome::Ambiguous { .. } | RouteOutcome::NoRoute => paint(RED, "none"),
+        };
+        anstream::println!("{} {winner}", paint(BOLD, "winner:"));
+        anstream::println!("why: {}", decision.explanation());
+    }
+    exit_code::code(if decision.plan().is_some() { exit_code::DONE } else { exit_code::INVALID_INPUT })
+}

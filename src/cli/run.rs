@@ -1,0 +1,83 @@
+//! `planrun --plan FILE` and `planrun --goal TEXT`.
+
+use std::process::ExitCode;
+
+use crate::cli::exit_code::{self, INVALID_INPUT};
+use crate::cli::output::{StderrProgress, fail, print_diagnostics};
+use crate::cli::{DirArgs, RunArgs};
+use crate::diag::Severity;
+use crate::model::{Plan, Policy, RunStatus};
+use crate::router::Router;
+use crate::runtime::{NoProgress, Progress, RunRequest, RuntimeEnv, execute};
+use crate::spec::Loader;
+use crate::store::{full_state, read_run};
+
+pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
+    let mut loader = Loader::new();
+    let (plan, policy, goal): (Plan, Policy, Option<String>) = if let Some(path) = &args.plan {
+        let loaded = loader.load_plan_with_policy(path, &dirs.policies);
+        match loaded {
+            Some((plan, policy)) if !loader.has_errors() => (plan, policy, None),
+            _ => return invalid_files(&loader),
+        }
+    } else if let Some(goal) = &args.goal {
+        let mut catalog = loader.load_catalog(&dirs.plans, &dirs.policies);
+        if loader.has_errors() {
+            return invalid_files(&loader);
+        }
+        let decision = Router::new(&catalog.plans).route(goal);
+        let Some(index) = decision.plan() else {
+            return fail(INVALID_INPUT, &decision.explanation());
+        };
+        let plan = catalog.plans.swap_remove(index);
+        let Some(policy) = catalog.policies.remove(&plan.policy) else {
+            return fail(
+                INVALID_INPUT,
+                &format!("plan `{}` names policy `{}`, which was not loaded", plan.id, plan.policy),
+            );
+        };
+        (plan, policy, Some(goal.clone()))
+    } else {
+        return fail(
+            INVALID_INPUT,
+            "nothing to run: give `--plan FILE` or `--goal TEXT`, or a command (see `planrun --help`)",
+        );
+    };
+
+    let request = RunRequest {
+        plan: &plan,
+        policy: &policy,
+        goal,
+        run_id: args.run_id.clone(),
+        workspace: dirs.workspace.clone(),
+    };
+    let mut quiet = NoProgress;
+    let mut printer = StderrProgress;
+    let progress: &mut dyn Progress = if args.quiet { &mut quiet } else { &mut printer };
+    let outcome = match execute(request, env, progress) {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            let code = if error.nothing_ran() { INVALID_INPUT } else { exit_code::RUN_FAILED };
+            return fail(code, &error.to_string());
+        }
+    };
+    if args.json {
+        match read_run(&dirs.workspace, &outcome.state.run_id) {
+            Ok(records) => {
+                let text = serde_json::to_string_pretty(&full_state(&records)).unwrap_or_default();
+                anstream::println!("{text}");
+            }
+            Err(error) => return fail(exit_code::RUN_FAILED, &error.to_string()),
+        }
+    }
+    exit_code::code(match outcome.state.status {
+        RunStatus::Done => exit_code::DONE,
+        RunStatus::Failed | RunStatus::Running => exit_code::RUN_FAILED,
+    })
+}
+
+fn invalid_files(loader: &Loader) -> ExitCode {
+    print_diagnostics(loader.sources(), loader.sorted_diagnostics(), Severity::Error);
+    let errors = loader.diagnostics().iter().filter(|diagnostic| diagnostic.is_error()).count();
+    fail(INVALID_INPUT, &format!("{errors} error(s) in plan or policy files; nothing ran"))
+}

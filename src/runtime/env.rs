@@ -1,0 +1,118 @@
+//! The injected clock and id generator.
+//!
+//! Production uses [`SystemClock`] and [`SystemIds`]. Tests (and the
+//! `PLANRUN_TEST_CLOCK` hook of the binary) use [`FixedClock`], which starts
+//! at a given instant and advances one second per reading, and
+//! [`SequentialIds`] (`run-0001`, `run-0002`, …), so that every byte of a
+//! run's records is the same run after run.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use jiff::{Timestamp, Unit};
+
+/// A source of the current time.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> Timestamp;
+}
+
+/// The real clock, rounded to milliseconds.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        let now = Timestamp::now();
+        now.round(Unit::Millisecond).unwrap_or(now)
+    }
+}
+
+/// A clock for tests: `start`, then one `tick_ms` later at every reading.
+pub struct FixedClock {
+    next_ms: AtomicI64,
+    tick_ms: i64,
+}
+
+impl FixedClock {
+    pub fn new(start: Timestamp, tick_ms: i64) -> Self {
+        FixedClock { next_ms: AtomicI64::new(start.as_millisecond()), tick_ms }
+    }
+}
+
+impl Clock for FixedClock {
+    fn now(&self) -> Timestamp {
+        let ms = self.next_ms.fetch_add(self.tick_ms, Ordering::SeqCst);
+        Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+}
+
+/// A source of run ids for runs that do not name one.
+pub trait IdGen: Send + Sync {
+    fn next_run_id(&self, clock: &dyn Clock) -> String;
+}
+
+/// `20261130T044336Z-3f9a2c`: sortable by start time, random suffix.
+pub struct SystemIds;
+
+impl IdGen for SystemIds {
+    fn next_run_id(&self, clock: &dyn Clock) -> String {
+        let stamp = clock.now().strftime("%Y%m%dT%H%M%SZ").to_string();
+        let random = uuid::Uuid::now_v7().simple().to_string();
+        format!("{stamp}-{}", &random[random.len() - 6..])
+    }
+}
+
+/// `run-0001`, `run-0002`, …
+#[derive(Default)]
+pub struct SequentialIds {
+    next: AtomicU64,
+}
+
+impl IdGen for SequentialIds {
+    fn next_run_id(&self, _clock: &dyn Clock) -> String {
+        format!("run-{:04}", self.next.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+}
+
+/// The clock and id generator a command runs with.
+pub struct RuntimeEnv {
+    pub clock: Box<dyn Clock>,
+    pub ids: Box<dyn IdGen>,
+}
+
+impl RuntimeEnv {
+    pub fn system() -> Self {
+        RuntimeEnv { clock: Box::new(SystemClock), ids: Box::new(SystemIds) }
+    }
+
+    /// The deterministic environment of tests: a [`FixedClock`] from `start`
+    /// ticking one second, and [`SequentialIds`].
+    pub fn fixed(start: Timestamp) -> Self {
+        RuntimeEnv { clock: Box::new(FixedClock::new(start, 1000)), ids: Box::new(SequentialIds::default()) }
+    }
+}
+
+/// RFC 3339 in UTC, as written in records.
+pub fn format_timestamp(timestamp: Timestamp) -> String {
+    timestamp.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_clock_ticks_and_sequential_ids_count() {
+        let start: Timestamp = "2026-01-01T00:00:00Z".parse().expect("valid timestamp");
+        let clock = FixedClock::new(start, 1000);
+        assert_eq!(format_timestamp(clock.now()), "2026-01-01T00:00:00Z");
+        assert_eq!(format_timestamp(clock.now()), "2026-01-01T00:00:01Z");
+        let ids = SequentialIds::default();
+        assert_eq!(ids.next_run_id(&clock), "run-0001");
+        assert_eq!(ids.next_run_id(&clock), "run-0002");
+    }
+
+    #[test]
+    fn system_ids_are_valid_run_ids() {
+        let id = SystemIds.next_run_id(&SystemClock);
+        assert!(crate::store::validate_run_id(&id).is_ok(), "{id}");
+    }
+}

@@ -1,0 +1,19 @@
+//! Progress reporting: the interpreter tells a [`Progress`] what happens as
+//! it happens; the CLI prints it, tests and `--quiet` ignore it.
+
+use std::path::Path;
+
+use crate::model::{Plan, Policy, Step};
+use crate::store::{RunState, StepRecord};
+
+/// Receives run progress. Every method has an empty default.
+pub trait Progress {
+    fn run_started(&mut self, _run_id: &str, _plan: &Plan, _policy: &Policy, _run_dir: &Path) {}
+    fn step_finished(&mut self, _index: usize, _total: usize, _step: &Step, _record: &StepRecord) {}
+    fn run_finished(&mut self, _state: &RunState, _run_dir: &Path) {}
+}
+
+/// Reports nothing.
+pub struct NoProgress;
+
+impl Progress for NoProgress {}

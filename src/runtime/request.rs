@@ -1,0 +1,95 @@
+//! Preparing a run: run id, workspace and run folder, then the interpreter.
+
+use std::fs;
+use std::io;
+use std::path::PathBuf;
+
+use crate::model::{Plan, Policy};
+use crate::runtime::interpreter::Interpreter;
+use crate::runtime::{Progress, RuntimeEnv};
+use crate::store::{RunDir, RunIdError, RunState, StoreError, validate_run_id};
+use crate::tools::Workspace;
+
+/// What to run.
+pub struct RunRequest<'a> {
+    pub plan: &'a Plan,
+    pub policy: &'a Policy,
+    /// The goal that routed to the plan (`None` for `--plan`).
+    pub goal: Option<String>,
+    /// An explicit run id; `None` takes one from the [`RuntimeEnv`].
+    pub run_id: Option<String>,
+    /// The workspace folder; created when missing.
+    pub workspace: PathBuf,
+}
+
+/// How a run ended (any status: a failed step is an outcome, not an error).
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub state: RunState,
+    pub run_dir: PathBuf,
+}
+
+/// Why a run could not start, or could not keep its records.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Bad `--run-id`; nothing ran.
+    #[error(transparent)]
+    InvalidRunId(#[from] RunIdError),
+    /// The workspace cannot be created or opened; nothing ran.
+    #[error("cannot open workspace `{}`: {source}", path.display())]
+    Workspace {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// The run folder could not be created (for example, the run exists);
+    /// nothing ran.
+    #[error(transparent)]
+    Start(StoreError),
+    /// Records could not be written during the run. The run stops at once:
+    /// a step is never executed without its records.
+    #[error("run records failed: {0}")]
+    Records(#[from] StoreError),
+}
+
+impl RunError {
+    /// Whether nothing ran (bad input), as opposed to a failure mid-run.
+    pub fn nothing_ran(&self) -> bool {
+        !matches!(self, RunError::Records(_))
+    }
+}
+
+/// Creates the run and runs it to its end.
+pub fn execute(request: RunRequest<'_>, env: &RuntimeEnv, progress: &mut dyn Progress) -> Result<RunOutcome, RunError> {
+    if let Some(run_id) = &request.run_id {
+        validate_run_id(run_id)?;
+    }
+    let workspace_error = |source| RunError::Workspace { path: request.workspace.clone(), source };
+    fs::create_dir_all(&request.workspace).map_err(workspace_error)?;
+    let workspace = Workspace::open(&request.workspace, &request.policy.files).map_err(workspace_error)?;
+    let (run_id, run_dir) = match &request.run_id {
+        Some(run_id) => (run_id.clone(), RunDir::create(workspace.root(), run_id).map_err(RunError::Start)?),
+        None => create_with_generated_id(&workspace, env)?,
+    };
+    let path = run_dir.path.clone();
+    let interpreter = Interpreter::new(request.plan, request.policy, &workspace, run_dir, run_id, request.goal, env);
+    let state = interpreter.run(progress)?;
+    Ok(RunOutcome { state, run_dir: path })
+}
+
+fn create_with_generated_id(workspace: &Workspace, env: &RuntimeEnv) -> Result<(String, RunDir), RunError> {
+    let mut last_error = None;
+    for _ in 0..1000 {
+        let run_id = env.ids.next_run_id(env.clock.as_ref());
+        match RunDir::create(workspace.root(), &run_id) {
+            Ok(run_dir) => return Ok((run_id, run_dir)),
+            Err(error @ StoreError::RunExists { .. }) => last_error = Some(error),
+            Err(error) => return Err(RunError::Start(error)),
+        }
+    }
+    Err(RunError::Start(last_error.unwrap_or_else(|| StoreError::Io {
+        action: "create",
+        path: workspace.root().join("runs"),
+        source: io::Error::other("no free run id"),
+    })))
+}
