@@ -1,0 +1,45 @@
+//! Usage errors and exit codes of the command line.
+
+use crate::common::{Sandbox, snapshot_settings};
+
+#[test]
+fn usage_errors_exit_2() {
+    let sandbox = Sandbox::new();
+    let settings = snapshot_settings("cli");
+    for (name, args) in [
+        ("no_plan_or_goal", vec![]),
+        ("plan_and_goal", vec!["--plan", "plans/flow_pwd.toml", "--goal", "x"]),
+        ("unknown_flag", vec!["--frobnicate"]),
+        ("missing_plan_file", vec!["--plan", "plans/does_not_exist.toml"]),
+    ] {
+        let output = sandbox.planrun(&args);
+        assert_eq!(output.code, 2, "{name}: {}", output.snapshot());
+        settings.bind(|| insta::assert_snapshot!(format!("usage_{name}"), output.snapshot()));
+        assert!(!sandbox.workspace().exists(), "{name}: nothing may be created");
+    }
+}
+
+#[test]
+fn help_exits_0() {
+    let output = Sandbox::new().planrun(&["--help"]);
+    assert_eq!(output.code, 0);
+    assert!(output.stdout.contains("--goal"));
+}
+
+#[test]
+fn check_on_the_repository_is_clean() {
+    let output = Sandbox::new().planrun(&["check"]);
+    assert_eq!(output.code, 0, "{}", output.snapshot());
+    snapshot_settings("cli").bind(|| insta::assert_snapshot!("check_repository", output.snapshot()));
+}
+
+#[test]
+fn a_bad_test_clock_is_invalid_input() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_planrun"))
+        .args(["route", "x"])
+        .current_dir(crate::common::ROOT)
+        .env("PLANRUN_TEST_CLOCK", "yesterday")
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+}

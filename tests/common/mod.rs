@@ -1,0 +1,204 @@
+//! The test harness: runs the real `planrun` binary in a throwaway workspace
+//! with the deterministic clock, and snapshots what it printed and wrote.
+//!
+//! Every test runs with the repository root as the current directory (so plan
+//! paths read `plans/flow_pwd.toml`) and its own temporary workspace. Machine
+//! paths are filtered to `[WORKSPACE]` and `[TMP]`.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+pub const TEST_CLOCK: &str = "2026-01-01T00:00:00Z";
+
+/// A temporary folder holding a workspace (and, when a test needs them,
+/// its own plans and policies).
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+/// What one invocation of the binary did.
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        // Always under `/tmp` (not `$TMPDIR`): the workspace path, whose length shows in
+        // byte counts of `pwd` output, is then the same on every machine.
+        Sandbox { dir: tempfile::Builder::new().prefix("planrun").tempdir_in("/tmp").expect("temp dir") }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn workspace(&self) -> PathBuf {
+        self.dir.path().join("workspace")
+    }
+
+    /// Runs `planrun` with `args`, from the repository root, with
+    /// `--workspace` pointing into the sandbox.
+    pub fn planrun(&self, args: &[&str]) -> Output {
+        self.planrun_in(Path::new(ROOT), args)
+    }
+
+    pub fn planrun_in(&self, cwd: &Path, args: &[&str]) -> Output {
+        let output = Command::new(env!("CARGO_BIN_EXE_planrun"))
+            .current_dir(cwd)
+            .args(args)
+            .arg("--workspace")
+            .arg(self.workspace())
+            .env("PLANRUN_TEST_CLOCK", TEST_CLOCK)
+            .env("NO_COLOR", "1")
+            .env_remove("PLANRUN_WORKSPACE")
+            .env_remove("PLANRUN_PLANS")
+            .env_remove("PLANRUN_POLICIES")
+            .output()
+            .expect("run planrun");
+        Output {
+            code: output.status.code().unwrap_or(-1),
+            stdout: self.filter(&String::from_utf8_lossy(&output.stdout)),
+            stderr: self.filter(&String::from_utf8_lossy(&output.stderr)),
+        }
+    }
+
+    /// Replaces machine paths with stable placeholders.
+    pub fn filter(&self, text: &str) -> String {
+        let mut text = text.to_string();
+        let workspace = self.workspace();
+        let canonical = self.path().canonicalize().unwrap_or_else(|_| self.path().to_path_buf());
+        for (from, to) in [
+            (canonical.join("workspace").display().to_string(), "[WORKSPACE]"),
+            (workspace.display().to_string(), "[WORKSPACE]"),
+            (canonical.display().to_string(), "[TMP]"),
+            (self.path().display().to_string(), "[TMP]"),
+        ] {
+            text = text.replace(&from, to);
+        }
+        text
+    }
+
+    /// A file of the run's record folder, filtered.
+    pub fn record(&self, run_id: &str, name: &str) -> String {
+        let path = self.workspace().join("runs").join(run_id).join(name);
+        self.filter(&fs::read_to_string(&path).unwrap_or_else(|error| panic!("read {}: {error}", path.display())))
+    }
+
+    /// Writes a file into the sandbox (creating folders).
+    pub fn write(&self, relative: &str, text: &str) -> PathBuf {
+        let path = self.path().join(relative);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).expect("create dir");
+        }
+        fs::write(&path, text).expect("write file");
+        path
+    }
+
+    /// Every file below the sandbox, as sorted relative paths.
+    pub fn tree(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        walk(self.path(), self.path(), &mut out);
+        out.sort();
+        out
+    }
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        out.push(path.strip_prefix(root).unwrap_or(&path).display().to_string());
+        if path.is_dir() && !path.is_symlink() {
+            walk(root, &path, out);
+        }
+    }
+}
+
+impl Output {
+    /// uv-style: exit code, stdout and stderr in one text.
+    pub fn snapshot(&self) -> String {
+        format!("exit_code: {}\n----- stdout -----\n{}----- stderr -----\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+/// insta settings that put snapshots in the top-level `snapshots/<area>`.
+pub fn snapshot_settings(area: &str) -> insta::Settings {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(Path::new(ROOT).join("snapshots").join(area));
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_omit_expression(true);
+    settings
+}
+
+/// A policy for tests that need programs the default policy does not allow.
+pub const TEST_POLICY: &str = r#"version = 1
+[shell]
+blocked = ["bash", "rm", "curl"]
+search_path = ["/usr/bin", "/bin"]
+[shell.env]
+PATH = "/usr/bin:/bin"
+LANG = "C.UTF-8"
+[[shell.allow]]
+program = "pwd"
+[[shell.allow]]
+program = "echo"
+prefix = true
+[[shell.allow]]
+program = "env"
+[[shell.allow]]
+program = "cat"
+args = [[{ slot = "path" }]]
+[[shell.allow]]
+program = "git"
+args = [["status"]]
+[[shell.allow]]
+program = "sleep"
+args = [["30"]]
+[[shell.allow]]
+id = "sh-grandchild"
+program = "sh"
+args = [["-c", "sleep 30 & echo $! > child.pid; wait"]]
+[[shell.allow]]
+program = "false"
+[retry]
+execution_error = 2
+[budget]
+step_timeout_secs = 1
+max_output_bytes = 64
+"#;
+
+impl Sandbox {
+    /// Writes `plans/test.<ext>` and `policies/default.toml` into the
+    /// sandbox and runs the plan from the sandbox as run `t`.
+    pub fn run_plan(&self, plan: &str, policy: &str) -> Output {
+        self.write("plans/test.toml", plan);
+        self.write("policies/default.toml", policy);
+        self.planrun_in(self.path(), &["--plan", "plans/test.toml", "--policies", "policies", "--run-id", "t"])
+    }
+
+    /// The parsed lines of a run's `history.jsonl`.
+    pub fn history(&self, run_id: &str) -> Vec<serde_json::Value> {
+        self.record(run_id, "history.jsonl")
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("history line is JSON"))
+            .collect()
+    }
+
+    /// The parsed `state.json`.
+    pub fn state(&self, run_id: &str) -> serde_json::Value {
+        serde_json::from_str(&self.record(run_id, "state.json")).expect("state is JSON")
+    }
+}
+
+/// A plan of one step (given as TOML lines) followed by `finish`.
+pub fn one_step_plan(step: &str) -> String {
+    format!(
+        "version = 1\nid = \"test\"\n\n[[steps]]\nid = \"step-1\"\n{step}\n\n[[steps]]\nid = \"step-2\"\nkind = \"finish\"\n"
+    )
+}

@@ -1,0 +1,19 @@
+//! Integration tests: one binary, one module per area.
+//!
+//! | module | what it covers |
+//! |---|---|
+//! | `scenarios` | every documented goal: exit code and golden snapshots of all run files |
+//! | `security` | every security boundary: denied, and nothing executed or created |
+//! | `records` | run ids, never overwriting, atomic checkpoints, `show` |
+//! | `routing` | `route` explanations, ambiguity, Unicode |
+//! | `cli` | usage errors and exit codes |
+//! | `diagnostics` | `check` output for broken files in `tests/fixtures/` |
+
+mod common;
+
+mod cli;
+mod diagnostics;
+mod records;
+mod routing;
+mod scenarios;
+mod security;

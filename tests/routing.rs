@@ -1,0 +1,50 @@
+//! `planrun route`: every candidate, the winner and why; ambiguity refused.
+
+use crate::common::{Sandbox, snapshot_settings};
+
+#[test]
+fn route_explains_each_documented_goal() {
+    let sandbox = Sandbox::new();
+    let settings = snapshot_settings("cli");
+    for (name, goal) in [
+        ("route_inspect_project", "inspect project"),
+        ("route_russian_uppercase", "ПРОВЕРЬ ЧТО ТУТ ЕСТЬ"),
+        ("route_default", "anything else"),
+        ("route_two_candidates", "test deny bash or test deny rm"),
+    ] {
+        let output = sandbox.planrun(&["route", goal]);
+        assert_eq!(output.code, 0, "{goal}: {}", output.snapshot());
+        settings.bind(|| insta::assert_snapshot!(name, output.snapshot()));
+    }
+}
+
+#[test]
+fn equal_length_matches_are_refused_naming_both_plans() {
+    let sandbox = Sandbox::new();
+    let plan = |id: &str, keyword: &str, default: bool| {
+        format!(
+            "version = 1\nid = \"{id}\"\nkeywords = [\"{keyword}\"]\ndefault = {default}\n\n[[steps]]\nid = \"s\"\nkind = \"finish\"\n"
+        )
+    };
+    sandbox.write("plans/a.toml", &plan("alpha", "deploy", false));
+    sandbox.write("plans/b.toml", &plan("beta", "report", true));
+    sandbox.write("policies/default.toml", "version = 1\n");
+    let output = sandbox.planrun_in(sandbox.path(), &["route", "deploy report"]);
+    assert_eq!(output.code, 2, "{}", output.snapshot());
+    assert!(output.stdout.contains("`alpha` and `beta`"), "{}", output.stdout);
+    let run = sandbox.planrun_in(sandbox.path(), &["--goal", "deploy report"]);
+    assert_eq!(run.code, 2, "{}", run.snapshot());
+    assert!(run.stderr.contains("ambiguous"), "{}", run.stderr);
+    assert!(!sandbox.workspace().exists(), "an ambiguous goal runs nothing");
+}
+
+#[test]
+fn route_json_lists_candidates() {
+    let sandbox = Sandbox::new();
+    let output = sandbox.planrun(&["route", "test flow ls to file", "--json"]);
+    assert_eq!(output.code, 0, "{}", output.snapshot());
+    let value: serde_json::Value = serde_json::from_str(&output.stdout).expect("JSON");
+    assert_eq!(value["outcome"], "matched");
+    assert_eq!(value["plan_id"], "flow_ls");
+    assert_eq!(value["candidates"][0]["keyword"], "test flow ls to file");
+}

@@ -1,0 +1,202 @@
+//! Every security boundary has a negative test that proves nothing ran and
+//! nothing was created: canary files must stay absent (or unchanged).
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::common::{ROOT, Sandbox, TEST_POLICY, one_step_plan};
+
+fn failure_of(sandbox: &Sandbox) -> (String, String) {
+    let history = sandbox.history("t");
+    let first = &history[0];
+    (
+        first["failure_class"].as_str().unwrap_or_default().to_string(),
+        first["details"]["rule"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+#[test]
+fn blocked_programs_never_run() {
+    for (goal, canary) in [
+        ("test deny bash", "pwned.txt"),
+        ("test forbidden command", "forbidden.txt"),
+        ("test deny curl", "downloaded.html"),
+    ] {
+        let sandbox = Sandbox::new();
+        let output = sandbox.planrun(&["--goal", goal, "--run-id", "t"]);
+        assert_eq!(output.code, 1, "{}", output.snapshot());
+        assert!(!sandbox.workspace().join(canary).exists(), "{goal}: {canary} was created");
+        assert_eq!(failure_of(&sandbox), ("security_denied".to_string(), "shell.blocked".to_string()), "{goal}");
+        // Only the run's own records exist in the workspace.
+        let entries: Vec<_> =
+            fs::read_dir(sandbox.workspace()).expect("workspace").flatten().map(|e| e.file_name()).collect();
+        assert_eq!(entries, vec![std::ffi::OsString::from("runs")], "{goal}");
+    }
+}
+
+#[test]
+fn blocked_rm_leaves_the_canary_untouched() {
+    let sandbox = Sandbox::new();
+    sandbox.write("workspace/canary.txt", "still here");
+    let output = sandbox.planrun(&["--goal", "test deny rm", "--run-id", "t"]);
+    assert_eq!(output.code, 1, "{}", output.snapshot());
+    assert_eq!(fs::read_to_string(sandbox.workspace().join("canary.txt")).expect("canary"), "still here");
+}
+
+#[test]
+fn traversal_and_absolute_paths_create_nothing() {
+    let sandbox = Sandbox::new();
+    let output = sandbox.planrun(&["--goal", "test traversal", "--run-id", "t"]);
+    assert_eq!(output.code, 1, "{}", output.snapshot());
+    assert!(!sandbox.path().join("escape.txt").exists());
+    assert_eq!(failure_of(&sandbox).0, "security_denied");
+
+    let canary = Path::new("/tmp/planrun-absolute-path-canary.txt");
+    let _ = fs::remove_file(canary);
+    let output = sandbox.planrun(&["--goal", "test absolute path", "--run-id", "t2"]);
+    assert_eq!(output.code, 1, "{}", output.snapshot());
+    assert!(!canary.exists(), "the absolute path was written");
+}
+
+#[test]
+fn file_tools_refuse_paths_that_leave_the_workspace() {
+    let cases = [
+        ("write_file", "../workspace_evil/x.txt", "workspace_evil/x.txt"),
+        ("write_file", "link/x.txt", "outside/x.txt"),
+        ("write_file", "a/../../escape.txt", "escape.txt"),
+        ("write_file", "runs/hack.txt", "workspace/runs/hack.txt"),
+        ("write_file", ".git/config", "workspace/.git/config"),
+        ("read_file", "link/secret.txt", ""),
+        ("read_file", "secret-link", ""),
+        ("read_file", "/etc/hostname", ""),
+    ];
+    for (kind, path, canary) in cases {
+        let sandbox = Sandbox::new();
+        fs::create_dir_all(sandbox.path().join("workspace_evil")).expect("evil dir");
+        fs::create_dir_all(sandbox.path().join("outside")).expect("outside dir");
+        sandbox.write("outside/secret.txt", "secret");
+        fs::create_dir_all(sandbox.workspace()).expect("workspace");
+        symlink(sandbox.path().join("outside"), sandbox.workspace().join("link")).expect("symlink");
+        symlink(sandbox.path().join("outside/secret.txt"), sandbox.workspace().join("secret-link")).expect("symlink");
+        let content = if kind == "write_file" { "\ncontent = \"x\"" } else { "" };
+        let plan = one_step_plan(&format!("kind = \"{kind}\"\npath = \"{path}\"{content}"));
+        let output = sandbox.run_plan(&plan, TEST_POLICY);
+        assert_eq!(output.code, 1, "{kind} {path}: {}", output.snapshot());
+        let history = sandbox.history("t");
+        assert_eq!(history.len(), 1, "{kind} {path}: a denied step is not retried");
+        assert_eq!(history[0]["failure_class"], "security_denied", "{kind} {path}");
+        assert!(!history[0]["output_text"].as_str().unwrap_or_default().contains("secret"), "{kind} {path}: leaked");
+        if !canary.is_empty() {
+            assert!(!sandbox.path().join(canary).exists(), "{kind} {path}: {canary} was created");
+        }
+    }
+}
+
+#[test]
+fn programs_must_be_bare_names_and_literal() {
+    for command in [r#"["/bin/rm", "x"]"#, r#"["./rm", "x"]"#, r#"["{{ last.output_text }}"]"#, r#""ls; rm -rf x""#] {
+        let sandbox = Sandbox::new();
+        let output = sandbox.run_plan(&one_step_plan(&format!("kind = \"shell\"\ncommand = {command}")), TEST_POLICY);
+        assert_eq!(output.code, 2, "{command}: {}", output.snapshot());
+        assert!(output.stderr.contains("plans/test.toml:"), "{command}: no position in {}", output.stderr);
+        assert!(!sandbox.workspace().exists(), "{command}: nothing may be created for an invalid plan");
+    }
+}
+
+#[test]
+fn step_output_never_becomes_a_path() {
+    let sandbox = Sandbox::new();
+    let plan = one_step_plan("kind = \"write_file\"\npath = \"{{ last.output_text }}\"\ncontent = \"x\"");
+    let output = sandbox.run_plan(&plan, TEST_POLICY);
+    assert_eq!(output.code, 2, "{}", output.snapshot());
+    assert!(output.stderr.contains("untrusted-control-field"), "{}", output.stderr);
+    assert!(!sandbox.workspace().exists());
+}
+
+#[test]
+fn arguments_outside_the_allowlist_are_denied_by_rule() {
+    for (command, rule) in [
+        (r#"["git", "push"]"#, "shell.default-deny"),
+        (r#"["git", "status", "--porcelain"]"#, "shell.default-deny"),
+        (r#"["cat", "/etc/passwd"]"#, "shell.default-deny"),
+        (r#"["cat", "../outside.txt"]"#, "shell.default-deny"),
+        (r#"["bash", "-c", "true"]"#, "shell.blocked"),
+        (r#"["python3", "-c", "open('x','w')"]"#, "shell.default-deny"),
+    ] {
+        let sandbox = Sandbox::new();
+        let output = sandbox.run_plan(&one_step_plan(&format!("kind = \"shell\"\ncommand = {command}")), TEST_POLICY);
+        assert_eq!(output.code, 1, "{command}: {}", output.snapshot());
+        assert_eq!(failure_of(&sandbox), ("security_denied".to_string(), rule.to_string()), "{command}");
+        assert!(!sandbox.workspace().join("x").exists());
+    }
+}
+
+#[test]
+fn the_child_environment_is_built_from_nothing() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plans/test.toml", &one_step_plan("kind = \"shell\"\ncommand = [\"env\"]"));
+    sandbox.write("policies/default.toml", TEST_POLICY);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_planrun"))
+        .current_dir(sandbox.path())
+        .env("PLANRUN_SECRET_CANARY", "leak")
+        .env("PLANRUN_TEST_CLOCK", crate::common::TEST_CLOCK)
+        .args(["--plan", "plans/test.toml", "--policies", "policies", "--run-id", "env", "--workspace", "workspace"])
+        .output()
+        .expect("run planrun");
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let history = sandbox.history("env");
+    assert_eq!(history[0]["output_text"], "LANG=C.UTF-8\nPATH=/usr/bin:/bin\n");
+}
+
+#[test]
+fn a_step_past_its_timeout_is_killed_with_its_whole_process_group() {
+    let sandbox = Sandbox::new();
+    let plan = one_step_plan("kind = \"shell\"\ncommand = [\"sh\", \"-c\", \"sleep 30 & echo $! > child.pid; wait\"]");
+    let started = Instant::now();
+    let output = sandbox.run_plan(&plan, TEST_POLICY);
+    assert_eq!(output.code, 1, "{}", output.snapshot());
+    assert!(started.elapsed() < Duration::from_secs(20), "the timeout did not stop the step");
+    let history = sandbox.history("t");
+    assert_eq!(history.len(), 2, "execution_error is retried once by the policy");
+    assert_eq!(history[1]["failure_class"], "execution_error");
+    assert!(history[1]["error"].as_str().unwrap_or_default().contains("timed out"), "{}", history[1]);
+    let pid = fs::read_to_string(sandbox.workspace().join("child.pid")).expect("child pid written");
+    let status = fs::read_to_string(format!("/proc/{}/status", pid.trim())).unwrap_or_default();
+    let state = status.lines().find(|line| line.starts_with("State:")).unwrap_or("State: gone");
+    assert!(state.contains("gone") || state.contains('Z'), "grandchild still alive: {state}");
+}
+
+#[test]
+fn output_is_capped_and_marked_truncated() {
+    let sandbox = Sandbox::new();
+    let long = "a".repeat(200);
+    let output =
+        sandbox.run_plan(&one_step_plan(&format!("kind = \"shell\"\ncommand = [\"echo\", \"{long}\"]")), TEST_POLICY);
+    assert_eq!(output.code, 0, "{}", output.snapshot());
+    let history = sandbox.history("t");
+    assert_eq!(history[0]["output_text"].as_str().map(str::len), Some(64));
+    assert_eq!(history[0]["details"]["truncated"], true);
+}
+
+#[test]
+fn step_output_is_never_re_expanded() {
+    let sandbox = Sandbox::new();
+    sandbox.write("workspace/input.txt", "{{ run.id }} {{ steps.x.output_text }}");
+    let plan = "version = 1\nid = \"test\"\n\n[[steps]]\nid = \"read\"\nkind = \"read_file\"\npath = \"input.txt\"\n\n[[steps]]\nid = \"copy\"\nkind = \"write_file\"\npath = \"copy.txt\"\ncontent = \"{{ last.output_text }}\"\n";
+    let output = sandbox.run_plan(plan, TEST_POLICY);
+    assert_eq!(output.code, 0, "{}", output.snapshot());
+    assert_eq!(
+        fs::read_to_string(sandbox.workspace().join("copy.txt")).expect("copy"),
+        "{{ run.id }} {{ steps.x.output_text }}"
+    );
+}
+
+#[test]
+fn the_repository_policy_expresses_the_seed_allowlist() {
+    let text = fs::read_to_string(Path::new(ROOT).join("policies/default.toml")).expect("default policy");
+    for program in ["pwd", "ls", "echo", "cat", "python", "git"] {
+        assert!(text.contains(&format!("program = \"{program}\"")), "{program}");
+    }
+}
