@@ -151,6 +151,8 @@ mod tests {
             default,
             expected_status: RunStatus::Done,
             steps: Vec::new(),
+            budget: Default::default(),
+            verify: Vec::new(),
             source: SourceRef { path: format!("plans/{id}.toml"), sha256: String::new() },
             keyword_spans: Vec::new(),
         }

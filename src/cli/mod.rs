@@ -2,9 +2,12 @@
 //! its own file; output helpers in `output.rs`; exit codes in
 //! `exit_code.rs`. No logic of the runtime lives here.
 
+mod approve;
 mod check;
 pub mod exit_code;
 mod output;
+mod reject;
+mod resume;
 mod route;
 mod run;
 mod show;
@@ -15,7 +18,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::runtime::RuntimeEnv;
+use crate::runtime::{CrashAt, RuntimeEnv};
+use crate::store::Sealer;
 
 /// Runs bounded agents from declarative plan files.
 #[derive(Debug, Parser)]
@@ -82,6 +86,12 @@ pub enum Command {
     Route(route::RouteArgs),
     /// Show a run's timeline from its records.
     Show(show::ShowArgs),
+    /// Approve the action a run is waiting on (bound to its fingerprint).
+    Approve(approve::ApproveArgs),
+    /// Reject the action a run is waiting on; the run ends `rejected`.
+    Reject(reject::RejectArgs),
+    /// Continue a run that waits for approval or was interrupted.
+    Resume(resume::ResumeArgs),
 }
 
 /// Entry point called by `main.rs`.
@@ -106,18 +116,28 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     match &cli.command {
         Some(Command::Check(args)) => check::check(args, &cli.dirs),
         Some(Command::Route(args)) => route::route(args, &cli.dirs),
-        Some(Command::Show(args)) => show::show(args, &cli.dirs),
+        Some(Command::Show(args)) => show::show(args, &cli.dirs, &env),
+        Some(Command::Approve(args)) => approve::approve(args, &cli.dirs, &env),
+        Some(Command::Reject(args)) => reject::reject(args, &cli.dirs, &env),
+        Some(Command::Resume(args)) => resume::resume(args, &cli.dirs, &env),
         None => run::run(&cli.run, &cli.dirs, &env),
     }
 }
 
-/// The clock and ids: real ones, or the deterministic test ones when the
-/// documented test hook `PLANRUN_TEST_CLOCK=<RFC 3339 instant>` is set.
+/// The runtime environment from the process environment: the real clock
+/// and ids, or the deterministic test ones when the documented test hook
+/// `PLANRUN_TEST_CLOCK=<RFC 3339 instant>` is set; HMAC checkpoints when
+/// `PLANRUN_HMAC_KEY` is set; the crash hook `PLANRUN_CRASH_AT`.
 fn runtime_env() -> Result<RuntimeEnv, String> {
-    match std::env::var("PLANRUN_TEST_CLOCK") {
+    let mut env = match std::env::var("PLANRUN_TEST_CLOCK") {
         Ok(start) => start.parse().map(RuntimeEnv::fixed).map_err(|error| {
             format!("`PLANRUN_TEST_CLOCK` must be an RFC 3339 instant such as `2026-01-01T00:00:00Z`: {error}")
-        }),
-        Err(_) => Ok(RuntimeEnv::system()),
+        })?,
+        Err(_) => RuntimeEnv::system(),
+    };
+    env.sealer = Sealer::from_env();
+    if let Ok(text) = std::env::var("PLANRUN_CRASH_AT") {
+        env.crash_at = Some(CrashAt::parse(&text).map_err(|error| format!("`PLANRUN_CRASH_AT`: {error}"))?);
     }
+    Ok(env)
 }

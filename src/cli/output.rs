@@ -81,6 +81,43 @@ pub fn colour_diagnostic(rendered: &str, severity: Severity) -> String {
     }
 }
 
+/// A run status, coloured.
+pub fn run_status(status: RunStatus) -> String {
+    match status {
+        RunStatus::Done => paint(GREEN, status),
+        RunStatus::Failed | RunStatus::Rejected => paint(RED, status),
+        RunStatus::Running | RunStatus::WaitingApproval => paint(YELLOW, status),
+    }
+}
+
+/// A step record's status, coloured and padded to one width.
+pub fn record_status(status: StepRecordStatus) -> String {
+    match status {
+        StepRecordStatus::Done => paint(GREEN, "done   "),
+        StepRecordStatus::Failed => paint(RED, "failed "),
+        StepRecordStatus::Skipped => paint(YELLOW, "skipped"),
+    }
+}
+
+/// The exit code of a run that ended (or paused) with `status`.
+pub fn run_exit_code(status: RunStatus) -> ExitCode {
+    exit_code::code(match status {
+        RunStatus::Done => exit_code::DONE,
+        RunStatus::WaitingApproval => exit_code::WAITING_APPROVAL,
+        RunStatus::Failed | RunStatus::Rejected | RunStatus::Running => exit_code::RUN_FAILED,
+    })
+}
+
+/// Prints a control command's error and returns its exit code: 2 for bad
+/// input (run id, records, files), 1 for a refusal.
+pub fn control_error(error: &crate::runtime::ControlError) -> ExitCode {
+    if let crate::runtime::ControlError::Files { sources, diagnostics } = error {
+        print_diagnostics(sources, diagnostics, Severity::Error);
+    }
+    let code = if error.is_bad_input() { exit_code::INVALID_INPUT } else { exit_code::RUN_FAILED };
+    fail(code, &error.to_string())
+}
+
 /// Prints one line per step attempt to stderr as it finishes.
 pub struct StderrProgress;
 
@@ -97,10 +134,7 @@ impl Progress for StderrProgress {
     }
 
     fn step_finished(&mut self, index: usize, total: usize, step: &Step, record: &StepRecord) {
-        let status = match record.status {
-            StepRecordStatus::Done => paint(GREEN, "done  "),
-            StepRecordStatus::Failed => paint(RED, "failed"),
-        };
+        let status = record_status(record.status);
         let mut line = format!(
             "  [{}/{total}] {:<12} {:<10} {status} attempt {}  {} ms",
             index + 1,
@@ -116,11 +150,7 @@ impl Progress for StderrProgress {
     }
 
     fn run_finished(&mut self, state: &RunState, run_dir: &Path) {
-        let status = match state.status {
-            RunStatus::Done => paint(GREEN, state.status),
-            RunStatus::Failed => paint(RED, state.status),
-            RunStatus::Running => paint(YELLOW, state.status),
-        };
+        let status = run_status(state.status);
         anstream::eprintln!(
             "{} run {} {status} ({}) · {} steps · {} tool calls · records in {}",
             paint(BOLD, "planrun:"),
@@ -133,5 +163,28 @@ impl Progress for StderrProgress {
         if let Some(error) = &state.error {
             anstream::eprintln!("  {}", paint(RED, error));
         }
+    }
+
+    fn run_paused(&mut self, state: &RunState, run_dir: &Path) {
+        let Some(pending) = &state.pending_action else { return };
+        anstream::eprintln!(
+            "{} run {} {} at step {} ({} {}, required by {}) · records in {}",
+            paint(BOLD, "planrun:"),
+            paint(BOLD, &state.run_id),
+            run_status(state.status),
+            pending.step_id,
+            pending.kind,
+            pending.scope,
+            pending.required_by,
+            display_path(run_dir)
+        );
+        anstream::eprintln!("  fingerprint {}", pending.fingerprint);
+        anstream::eprintln!(
+            "  review with `planrun approve {} --fingerprint {}` (or `planrun reject {}`), then `planrun resume {}`",
+            state.run_id,
+            pending.fingerprint,
+            state.run_id,
+            state.run_id
+        );
     }
 }

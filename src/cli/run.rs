@@ -3,14 +3,14 @@
 use std::process::ExitCode;
 
 use crate::cli::exit_code::{self, INVALID_INPUT};
-use crate::cli::output::{StderrProgress, fail, print_diagnostics};
+use crate::cli::output::{StderrProgress, fail, print_diagnostics, run_exit_code};
 use crate::cli::{DirArgs, RunArgs};
 use crate::diag::Severity;
-use crate::model::{Plan, Policy, RunStatus};
+use crate::model::{Plan, Policy};
 use crate::router::Router;
 use crate::runtime::{NoProgress, Progress, RunRequest, RuntimeEnv, execute};
 use crate::spec::Loader;
-use crate::store::{full_state, read_run};
+use crate::store::{full_state, load_run};
 
 pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     let mut loader = Loader::new();
@@ -62,7 +62,7 @@ pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         }
     };
     if args.json {
-        match read_run(&dirs.workspace, &outcome.state.run_id) {
+        match load_run(&dirs.workspace, &outcome.state.run_id, &env.sealer) {
             Ok(records) => {
                 let text = serde_json::to_string_pretty(&full_state(&records)).unwrap_or_default();
                 anstream::println!("{text}");
@@ -70,10 +70,7 @@ pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
             Err(error) => return fail(exit_code::RUN_FAILED, &error.to_string()),
         }
     }
-    exit_code::code(match outcome.state.status {
-        RunStatus::Done => exit_code::DONE,
-        RunStatus::Failed | RunStatus::Running => exit_code::RUN_FAILED,
-    })
+    run_exit_code(outcome.state.status)
 }
 
 fn invalid_files(loader: &Loader) -> ExitCode {

@@ -17,11 +17,34 @@ pub enum FailureClass {
     ExecutionError,
     /// Anything else.
     UnknownError,
+    /// A read tool returned a result of the wrong shape or for the wrong
+    /// target; nothing may be built on it.
+    InvalidToolResult,
+    /// An idempotency key was reused with a different intent.
+    IdempotencyConflict,
+    /// A write whose outcome cannot be known; a reconciliation record says
+    /// what to check. Never retried blindly.
+    ToolResultUncertain,
+    /// An `expect` post-condition or a plan's `[[verify]]` check failed.
+    VerificationFailed,
 }
 
 impl FailureClass {
     /// Every class, in declaration order (used by the policy loader and docs).
-    pub const ALL: [FailureClass; 5] = [
+    pub const ALL: [FailureClass; 9] = [
+        FailureClass::SecurityDenied,
+        FailureClass::TemplateError,
+        FailureClass::FileError,
+        FailureClass::ExecutionError,
+        FailureClass::UnknownError,
+        FailureClass::InvalidToolResult,
+        FailureClass::IdempotencyConflict,
+        FailureClass::ToolResultUncertain,
+        FailureClass::VerificationFailed,
+    ];
+
+    /// The classes whose max attempts a policy's `[retry]` table sets.
+    pub const CONFIGURABLE: [FailureClass; 5] = [
         FailureClass::SecurityDenied,
         FailureClass::TemplateError,
         FailureClass::FileError,
@@ -37,6 +60,10 @@ impl FailureClass {
             FailureClass::FileError => "file_error",
             FailureClass::ExecutionError => "execution_error",
             FailureClass::UnknownError => "unknown_error",
+            FailureClass::InvalidToolResult => "invalid_tool_result",
+            FailureClass::IdempotencyConflict => "idempotency_conflict",
+            FailureClass::ToolResultUncertain => "tool_result_uncertain",
+            FailureClass::VerificationFailed => "verification_failed",
         }
     }
 
@@ -47,9 +74,10 @@ impl FailureClass {
 
     /// Whether a failure of this class may ever be retried, whatever the policy
     /// says. Security denials and template errors are deterministic: a second
-    /// attempt cannot succeed, so the runtime never spends one.
+    /// attempt cannot succeed. Conflicts, uncertain writes, invalid results
+    /// and failed verification need a person, not another attempt.
     pub fn is_retryable(self) -> bool {
-        !matches!(self, FailureClass::SecurityDenied | FailureClass::TemplateError)
+        matches!(self, FailureClass::FileError | FailureClass::ExecutionError | FailureClass::UnknownError)
     }
 }
 

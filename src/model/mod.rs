@@ -5,11 +5,13 @@
 //! has already checked versions, keys, types, references and rule examples.
 //! Later stages never re-validate and never see raw file text.
 
+mod condition;
 mod failure;
 mod plan;
 mod policy;
 mod run_status;
 
+pub use condition::{BudgetOverride, Condition, ConditionTest, Expect, Risk, VerifyCheck, WhenFalse};
 pub use failure::FailureClass;
 pub use plan::{Action, Plan, SourceRef, Step};
 pub use policy::{

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::diag::Span;
-use crate::model::RunStatus;
+use crate::model::{BudgetOverride, Condition, Expect, Risk, RunStatus, VerifyCheck};
 use crate::template::Template;
 
 /// Where a model came from: the path as the user named it (relative to the
@@ -19,7 +19,7 @@ pub struct SourceRef {
 /// Invariants: `version` was 1; step ids are unique and non-empty; every
 /// template parsed; a shell step's program is a literal bare name; every file
 /// path is literal or built only from `{{ run.id }}`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Plan {
     pub id: String,
     pub description: String,
@@ -34,6 +34,12 @@ pub struct Plan {
     /// `failed`; `planrun check` then reports their expected findings as notes.
     pub expected_status: RunStatus,
     pub steps: Vec<Step>,
+    /// Limits that lower the policy's budget for this plan.
+    #[serde(skip_serializing_if = "BudgetOverride::is_empty")]
+    pub budget: BudgetOverride,
+    /// Completion checks: a run may end `done` only when all hold.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub verify: Vec<VerifyCheck>,
     #[serde(skip)]
     pub source: SourceRef,
     /// Span of each keyword in the source file, parallel to `keywords`.
@@ -42,7 +48,7 @@ pub struct Plan {
 }
 
 /// One step of a plan.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Step {
     pub id: String,
     #[serde(flatten)]
@@ -53,6 +59,20 @@ pub struct Step {
     /// Max attempts for this step; never above the policy's `retry.cap`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry: Option<u32>,
+    /// `approval = "required"`: the run pauses before this step until a
+    /// person approves the frozen action.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub approval: bool,
+    /// Declared risk; `None` takes the kind's default (see [`Step::risk`]).
+    #[serde(rename = "risk", skip_serializing_if = "Option::is_none")]
+    pub declared_risk: Option<Risk>,
+    /// Receipt key for writes: literal or built only from `{{ run.id }}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<Template>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub when: Option<Condition>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Expect>,
     /// Span of the whole step table in the source file.
     #[serde(skip)]
     pub span: Span,
@@ -78,6 +98,11 @@ pub enum Action {
     /// A deterministic test tool: fails with `execution_error` on its first
     /// `failures` attempts, then succeeds with `output`.
     Flaky { failures: u32, output: Template },
+    /// Reads a ticket of the demo ticket system (`tickets.json`); structured
+    /// output with the ticket's fields, `customer_note` marked untrusted.
+    TicketLookup { ticket_id: String },
+    /// Closes a ticket of the demo ticket system, once per idempotency key.
+    TicketClose { ticket_id: String },
 }
 
 impl Action {
@@ -89,6 +114,8 @@ impl Action {
             Action::ReadFile { .. } => "read_file",
             Action::Finish { .. } => "finish",
             Action::Flaky { .. } => "flaky",
+            Action::TicketLookup { .. } => "ticket_lookup",
+            Action::TicketClose { .. } => "ticket_close",
         }
     }
 
@@ -100,7 +127,31 @@ impl Action {
             Action::ReadFile { path } => vec![path],
             Action::Finish { message } => message.iter().collect(),
             Action::Flaky { output, .. } => vec![output],
+            Action::TicketLookup { .. } | Action::TicketClose { .. } => Vec::new(),
         }
+    }
+
+    /// The risk of this kind when a step declares none.
+    pub fn default_risk(&self) -> Risk {
+        match self {
+            Action::WriteFile { .. } | Action::TicketClose { .. } => Risk::Write,
+            _ => Risk::Read,
+        }
+    }
+}
+
+impl Step {
+    /// The step's risk: declared, or the kind's default.
+    pub fn risk(&self) -> Risk {
+        self.declared_risk.unwrap_or_else(|| self.action.default_risk())
+    }
+
+    /// Every template of the step: payload, idempotency key and condition.
+    pub fn templates(&self) -> Vec<&Template> {
+        let mut templates = self.action.templates();
+        templates.extend(self.idempotency_key.as_ref());
+        templates.extend(self.when.as_ref().map(|condition| &condition.value));
+        templates
     }
 }
 

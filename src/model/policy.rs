@@ -87,11 +87,13 @@ pub enum SlotKind {
     Path,
 }
 
-/// A rule's decision. Ordered so that the strictest is the greatest.
+/// A rule's decision. Ordered so that the strictest is the greatest:
+/// `allow` < `prompt` (the step then needs a person's approval) < `forbidden`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     Allow,
+    Prompt,
     Forbidden,
 }
 
@@ -99,6 +101,7 @@ impl Decision {
     pub fn as_str(self) -> &'static str {
         match self {
             Decision::Allow => "allow",
+            Decision::Prompt => "prompt",
             Decision::Forbidden => "forbidden",
         }
     }
@@ -142,4 +145,25 @@ pub struct Budget {
     pub max_consecutive_failures: u64,
     pub step_timeout_secs: u64,
     pub max_output_bytes: u64,
+    /// Whole-run deadline in seconds (wall clock from the run's start,
+    /// across pauses); `None` for no deadline.
+    pub max_run_secs: Option<u64>,
+}
+
+impl Budget {
+    /// This budget lowered by a plan's overrides (never raised).
+    pub fn lowered_by(&self, plan: &crate::model::BudgetOverride) -> Budget {
+        let lower = |policy: u64, plan: Option<u64>| plan.map_or(policy, |plan| plan.min(policy));
+        Budget {
+            max_steps: lower(self.max_steps, plan.max_steps),
+            max_tool_calls: lower(self.max_tool_calls, plan.max_tool_calls),
+            max_consecutive_failures: lower(self.max_consecutive_failures, plan.max_consecutive_failures),
+            step_timeout_secs: lower(self.step_timeout_secs, plan.step_timeout_secs),
+            max_output_bytes: self.max_output_bytes,
+            max_run_secs: match (self.max_run_secs, plan.max_run_secs) {
+                (Some(policy), Some(plan)) => Some(policy.min(plan)),
+                (policy, plan) => policy.or(plan),
+            },
+        }
+    }
 }

@@ -2,27 +2,33 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Where a run stands. `running` is the only non-terminal status in this
-/// version; later versions add `waiting_approval`, `rejected` and `cancelled`.
+/// Where a run stands. `running` and `waiting_approval` are not terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Running,
+    /// Paused before a step that needs a person's approval; `pending_action`
+    /// holds the frozen action.
+    WaitingApproval,
     Done,
     Failed,
+    /// A person rejected the pending action; nothing was executed for it.
+    Rejected,
 }
 
 impl RunStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Running => "running",
+            RunStatus::WaitingApproval => "waiting_approval",
             RunStatus::Done => "done",
             RunStatus::Failed => "failed",
+            RunStatus::Rejected => "rejected",
         }
     }
 
     pub fn is_terminal(self) -> bool {
-        !matches!(self, RunStatus::Running)
+        !matches!(self, RunStatus::Running | RunStatus::WaitingApproval)
     }
 }
 

@@ -94,11 +94,13 @@ pub fn evaluate_shell(
     };
     let reason = rule.reason.clone().unwrap_or_else(|| match rule.decision {
         Decision::Allow => format!("rule `{}` allows this command", rule.name),
+        Decision::Prompt => format!("rule `{}` allows this command after a person approves it", rule.name),
         Decision::Forbidden => format!("rule `{}` forbids `{command}`", rule.name),
     });
-    if rule.decision != Decision::Allow {
+    if rule.decision == Decision::Forbidden {
         return ShellEvaluation::forbidden(&rule.name, reason);
     }
+    let decision = rule.decision;
     match resolver.resolve(name) {
         Ok(program) => {
             if let Some(hit) = program.names.iter().find(|found| policy.blocked.iter().any(|blocked| blocked == *found))
@@ -108,11 +110,9 @@ pub fn evaluate_shell(
                     format!("`{name}` resolves to `{}` and `{hit}` is in `shell.blocked`", program.canonical.display()),
                 );
             }
-            ShellEvaluation { decision: Decision::Allow, rule: rule.name.clone(), reason, program: Some(program) }
+            ShellEvaluation { decision, rule: rule.name.clone(), reason, program: Some(program) }
         }
-        Err(ResolveError::NotFound(_)) => {
-            ShellEvaluation { decision: Decision::Allow, rule: rule.name.clone(), reason, program: None }
-        }
+        Err(ResolveError::NotFound(_)) => ShellEvaluation { decision, rule: rule.name.clone(), reason, program: None },
         Err(err @ ResolveError::InvalidName(_)) => ShellEvaluation::forbidden("shell.bare-name", err.to_string()),
     }
 }

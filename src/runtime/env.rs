@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use jiff::{Timestamp, Unit};
 
+use crate::store::Sealer;
+
 /// A source of the current time.
 pub trait Clock: Send + Sync {
     fn now(&self) -> Timestamp;
@@ -72,21 +74,64 @@ impl IdGen for SequentialIds {
     }
 }
 
-/// The clock and id generator a command runs with.
+/// Where the documented crash hook stops the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// After the step's effect and its receipt, before the checkpoint.
+    AfterEffect,
+    /// After the effect, before its receipt is completed (the outcome is
+    /// then unknowable: `tool_result_uncertain` on resume).
+    BeforeReceipt,
+}
+
+/// The test hook `PLANRUN_CRASH_AT=<step_id>:after_effect|before_receipt`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrashAt {
+    pub step_id: String,
+    pub point: CrashPoint,
+}
+
+impl CrashAt {
+    /// Parses `<step_id>:after_effect` or `<step_id>:before_receipt`.
+    pub fn parse(text: &str) -> Result<CrashAt, String> {
+        let (step_id, point) = text
+            .rsplit_once(':')
+            .ok_or_else(|| format!("`{text}` is not `<step_id>:after_effect` or `<step_id>:before_receipt`"))?;
+        let point = match point {
+            "after_effect" => CrashPoint::AfterEffect,
+            "before_receipt" => CrashPoint::BeforeReceipt,
+            other => return Err(format!("unknown crash point `{other}`: use `after_effect` or `before_receipt`")),
+        };
+        if step_id.is_empty() {
+            return Err(format!("`{text}` names no step"));
+        }
+        Ok(CrashAt { step_id: step_id.to_string(), point })
+    }
+}
+
+/// The clock, id generator, checkpoint sealer and test hooks a command
+/// runs with.
 pub struct RuntimeEnv {
     pub clock: Box<dyn Clock>,
     pub ids: Box<dyn IdGen>,
+    pub sealer: Sealer,
+    pub crash_at: Option<CrashAt>,
 }
 
 impl RuntimeEnv {
     pub fn system() -> Self {
-        RuntimeEnv { clock: Box::new(SystemClock), ids: Box::new(SystemIds) }
+        RuntimeEnv { clock: Box::new(SystemClock), ids: Box::new(SystemIds), sealer: Sealer::plain(), crash_at: None }
     }
 
     /// The deterministic environment of tests: a [`FixedClock`] from `start`
     /// ticking one second, and [`SequentialIds`].
     pub fn fixed(start: Timestamp) -> Self {
-        RuntimeEnv { clock: Box::new(FixedClock::new(start, 1000)), ids: Box::new(SequentialIds::default()) }
+        RuntimeEnv {
+            clock: Box::new(FixedClock::new(start, 1000)),
+            ids: Box::new(SequentialIds::default()),
+            sealer: Sealer::plain(),
+            crash_at: None,
+        }
     }
 }
 

@@ -16,6 +16,18 @@ pub enum EventType {
     RetryAttemptFinished,
     BudgetExhausted,
     RunFinished,
+    RunResumed,
+    ConditionEvaluated,
+    StepSkipped,
+    ApprovalRequested,
+    ApprovalGranted,
+    ApprovalRejected,
+    ApprovalVerified,
+    ReceiptLookup,
+    ReceiptRecorded,
+    ReceiptReused,
+    ReconciliationRecorded,
+    CompletionVerified,
 }
 
 impl EventType {
@@ -33,6 +45,18 @@ impl EventType {
             EventType::RetryAttemptFinished => "retry_attempt_finished",
             EventType::BudgetExhausted => "budget_exhausted",
             EventType::RunFinished => "run_finished",
+            EventType::RunResumed => "run_resumed",
+            EventType::ConditionEvaluated => "condition_evaluated",
+            EventType::StepSkipped => "step_skipped",
+            EventType::ApprovalRequested => "approval_requested",
+            EventType::ApprovalGranted => "approval_granted",
+            EventType::ApprovalRejected => "approval_rejected",
+            EventType::ApprovalVerified => "approval_verified",
+            EventType::ReceiptLookup => "receipt_lookup",
+            EventType::ReceiptRecorded => "receipt_recorded",
+            EventType::ReceiptReused => "receipt_reused",
+            EventType::ReconciliationRecorded => "reconciliation_recorded",
+            EventType::CompletionVerified => "completion_verified",
         }
     }
 }

@@ -6,13 +6,19 @@
 //! Time and ids come from an injected [`Clock`] and [`IdGen`] so records are
 //! reproducible in tests.
 
+pub mod approval;
+mod control;
 mod env;
 mod event;
 pub mod interpreter;
 mod progress;
+mod records;
 mod request;
 
-pub use env::{Clock, FixedClock, IdGen, RuntimeEnv, SequentialIds, SystemClock, SystemIds, format_timestamp};
+pub use control::{ApproveOutcome, ControlError, ResumeRequest, approve, reject, resume};
+pub use env::{
+    Clock, CrashAt, CrashPoint, FixedClock, IdGen, RuntimeEnv, SequentialIds, SystemClock, SystemIds, format_timestamp,
+};
 pub use event::EventType;
 pub use progress::{NoProgress, Progress};
 pub use request::{RunError, RunOutcome, RunRequest, execute};

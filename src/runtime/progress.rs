@@ -11,6 +11,8 @@ pub trait Progress {
     fn run_started(&mut self, _run_id: &str, _plan: &Plan, _policy: &Policy, _run_dir: &Path) {}
     fn step_finished(&mut self, _index: usize, _total: usize, _step: &Step, _record: &StepRecord) {}
     fn run_finished(&mut self, _state: &RunState, _run_dir: &Path) {}
+    /// The run stopped at an approval gate (`waiting_approval`).
+    fn run_paused(&mut self, _state: &RunState, _run_dir: &Path) {}
 }
 
 /// Reports nothing.

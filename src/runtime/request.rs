@@ -68,7 +68,9 @@ pub fn execute(request: RunRequest<'_>, env: &RuntimeEnv, progress: &mut dyn Pro
     fs::create_dir_all(&request.workspace).map_err(workspace_error)?;
     let workspace = Workspace::open(&request.workspace, &request.policy.files).map_err(workspace_error)?;
     let (run_id, run_dir) = match &request.run_id {
-        Some(run_id) => (run_id.clone(), RunDir::create(workspace.root(), run_id).map_err(RunError::Start)?),
+        Some(run_id) => {
+            (run_id.clone(), RunDir::create(workspace.root(), run_id, env.sealer.clone()).map_err(RunError::Start)?)
+        }
         None => create_with_generated_id(&workspace, env)?,
     };
     let path = run_dir.path.clone();
@@ -81,7 +83,7 @@ fn create_with_generated_id(workspace: &Workspace, env: &RuntimeEnv) -> Result<(
     let mut last_error = None;
     for _ in 0..1000 {
         let run_id = env.ids.next_run_id(env.clock.as_ref());
-        match RunDir::create(workspace.root(), &run_id) {
+        match RunDir::create(workspace.root(), &run_id, env.sealer.clone()) {
             Ok(run_dir) => return Ok((run_id, run_dir)),
             Err(error @ StoreError::RunExists { .. }) => last_error = Some(error),
             Err(error) => return Err(RunError::Start(error)),

@@ -199,7 +199,19 @@ pub(crate) fn validate_plan(
         return None;
     };
     Some(LoadedPlan {
-        plan: Plan { id, description, keywords, policy, default, expected_status, steps, source, keyword_spans },
+        plan: Plan {
+            id,
+            description,
+            keywords,
+            policy,
+            default,
+            expected_status,
+            steps,
+            budget: Default::default(),
+            verify: Vec::new(),
+            source,
+            keyword_spans,
+        },
         spans,
     })
 }
@@ -293,7 +305,19 @@ fn step(
     if error_count(diagnostics) > errors_before {
         return None;
     }
-    Some((Step { id: id?, action: action?, timeout_secs, retry, span: node.span }, spans))
+    let step = Step {
+        id: id?,
+        action: action?,
+        timeout_secs,
+        retry,
+        approval: false,
+        declared_risk: None,
+        idempotency_key: None,
+        when: None,
+        expect: None,
+        span: node.span,
+    };
+    Some((step, spans))
 }
 
 /// A `u32` from a checked non-negative integer, or `invalid-value`.

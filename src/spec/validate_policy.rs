@@ -48,7 +48,7 @@ const NO_PREFIX: &[&str] = &[
 fn default_attempts(class: FailureClass) -> u32 {
     match class {
         FailureClass::FileError | FailureClass::ExecutionError => 2,
-        FailureClass::SecurityDenied | FailureClass::TemplateError | FailureClass::UnknownError => 1,
+        _ => 1,
     }
 }
 
@@ -430,11 +430,11 @@ fn positive(reader: &mut TableReader<'_>, key: &str, default: u64, diagnostics: 
 
 fn retry(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<RetryPolicy> {
     let empty = empty_table();
-    let mut keys: Vec<&'static str> = FailureClass::ALL.iter().map(|class| class.as_str()).collect();
+    let mut keys: Vec<&'static str> = FailureClass::CONFIGURABLE.iter().map(|class| class.as_str()).collect();
     keys.push(RETRY_CAP);
     let mut reader = section(node, "retry", &keys, &empty, diagnostics)?;
     let mut max_attempts = BTreeMap::new();
-    for class in FailureClass::ALL {
+    for class in FailureClass::CONFIGURABLE {
         let attempts = positive(&mut reader, class.as_str(), u64::from(default_attempts(class)), diagnostics);
         max_attempts.insert(class, u32::try_from(attempts).unwrap_or(u32::MAX));
     }
@@ -452,6 +452,7 @@ fn budget(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<Budg
         max_consecutive_failures: positive(&mut reader, "max_consecutive_failures", 3, diagnostics),
         step_timeout_secs: positive(&mut reader, "step_timeout_secs", 30, diagnostics),
         max_output_bytes: positive(&mut reader, "max_output_bytes", DEFAULT_MAX_BYTES, diagnostics),
+        max_run_secs: None,
     };
     reader.finish(diagnostics);
     Some(budget)

@@ -14,6 +14,8 @@ use crate::model::FailureClass;
 pub enum StepRecordStatus {
     Done,
     Failed,
+    /// A `when` condition was false.
+    Skipped,
 }
 
 /// The seed's `StepResult`: one attempt of one step.

@@ -16,14 +16,19 @@
 
 mod atomic;
 mod audit;
+pub mod canonical;
+mod envelope;
 mod history;
+mod receipts;
 mod run_dir;
 mod run_id;
 mod state;
 
 pub use atomic::write_atomic;
-pub use audit::{AuditEvent, AuditLog};
+pub use audit::{AuditError, AuditEvent, AuditLog, AuditTail, verify_audit};
+pub use envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
 pub use history::{HistoryLog, StepRecord, StepRecordStatus};
-pub use run_dir::{RunDir, RunRecords, StoreError, full_state, read_run};
+pub use receipts::{Receipt, ReceiptError, ReceiptState, ReceiptStore};
+pub use run_dir::{LoadedRun, RunDir, StoreError, full_state, load_run};
 pub use run_id::{RunIdError, validate_run_id};
-pub use state::{Counters, Cursor, PlanRef, RunState};
+pub use state::{Approval, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState};

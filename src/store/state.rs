@@ -1,6 +1,7 @@
-//! `state.json`: the compact checkpoint.
+//! `state.json`: the compact checkpoint, inside an integrity envelope.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::model::RunStatus;
 
@@ -16,7 +17,8 @@ pub struct RunState {
     pub plan: PlanRef,
     pub status: RunStatus,
     /// Why the run stopped: `finish_step`, `end_of_plan`, `step_failed`,
-    /// `budget_exhausted`; `null` while running.
+    /// `budget_exhausted`, `already_satisfied`, `verification_failed`,
+    /// `tool_result_uncertain`, `rejected`; `null` while running or waiting.
     pub stop_reason: Option<String>,
     /// The step being executed (or last executed while the run goes on);
     /// `null` once the run has ended.
@@ -25,10 +27,21 @@ pub struct RunState {
     pub counters: Counters,
     /// The message of the failure that ended the run, if any.
     pub error: Option<String>,
+    /// The frozen action a person must approve; set exactly while the
+    /// status is `waiting_approval`.
+    pub pending_action: Option<PendingAction>,
+    /// The approval granted for `pending_action`, until it is used.
+    pub approval: Option<Approval>,
+    /// Completion evidence: receipts, recoveries, verifier checks.
+    pub evidence: Vec<Evidence>,
+    /// Set when a write's outcome could not be known: what to check by hand.
+    pub reconciliation: Option<Reconciliation>,
     /// One more per checkpoint.
     pub state_version: u64,
-    /// `seq` of the last audit event written before this checkpoint.
+    /// `seq` of the last audit line written before this checkpoint …
     pub audit_seq: u64,
+    /// … and the SHA-256 of that line, so state and log vouch for each other.
+    pub audit_hash: Option<String>,
     pub started_at: String,
     pub updated_at: String,
     pub finished_at: Option<String>,
@@ -63,10 +76,118 @@ pub struct Cursor {
 pub struct Counters {
     /// Distinct steps started (retries not counted).
     pub steps: u64,
-    /// Tool invocations (every attempt of a step other than `finish`).
+    /// Tool invocations: every attempt of a step other than `finish`, every
+    /// receipt look-up during recovery, every verifier look-up.
     pub tool_calls: u64,
     /// Failed attempts since the last success.
     pub consecutive_failures: u64,
-    /// Lines in `history.jsonl`.
+    /// Lines in `history.jsonl` covered by this checkpoint.
     pub history_records: u64,
+}
+
+/// An action frozen for approval: exactly what will run once approved. On
+/// resume it is executed from here, never re-derived from the plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PendingAction {
+    pub step_id: String,
+    pub kind: String,
+    /// The resolved action (templates rendered).
+    pub action: Value,
+    pub risk: String,
+    pub idempotency_key: Option<String>,
+    /// What the action targets (`ticket:ticket-7`, `file:report.txt`, `program:git`).
+    pub scope: String,
+    /// SHA-256 of the canonical JSON of `{action, idempotency_key, kind, risk, scope}`.
+    pub fingerprint: String,
+    /// The `state_version` of the checkpoint that froze the action.
+    pub state_version: u64,
+    /// Why approval is needed: `step` (`approval = "required"`) or the policy rule.
+    pub required_by: String,
+    pub requested_at: String,
+}
+
+/// A person's approval, bound to one frozen action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Approval {
+    pub fingerprint: String,
+    pub state_version: u64,
+    pub scope: String,
+    pub approved_by: Option<String>,
+    pub approved_at: String,
+    pub expires_at: String,
+}
+
+/// A piece of completion evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Evidence {
+    /// `receipt`, `recovered_from_receipt`, `reused_receipt`, `verify`, `already_satisfied`.
+    pub kind: String,
+    pub step_id: Option<String>,
+    pub passed: bool,
+    pub detail: Value,
+}
+
+/// What to check by hand after an uncertain write.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reconciliation {
+    pub step_id: String,
+    pub idempotency_key: Option<String>,
+    pub intent_digest: String,
+    pub action: Value,
+    pub reason: String,
+    pub instructions: String,
+    pub recorded_at: String,
+}
+
+impl RunState {
+    /// Checks the combinations a valid checkpoint can have. A checkpoint
+    /// that breaks one was edited or corrupted.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let waiting = self.status == RunStatus::WaitingApproval;
+        if waiting != self.pending_action.is_some() {
+            return Err(if waiting {
+                "status `waiting_approval` without `pending_action`".to_string()
+            } else {
+                format!("`pending_action` while the status is `{}`", self.status)
+            });
+        }
+        if self.approval.is_some() && !waiting {
+            return Err(format!("an `approval` while the status is `{}`", self.status));
+        }
+        if let (Some(pending), Some(approval)) = (&self.pending_action, &self.approval)
+            && pending.state_version > self.state_version
+        {
+            return Err(format!(
+                "the pending action claims state version {} but the checkpoint is version {} (approval for {})",
+                pending.state_version, self.state_version, approval.state_version
+            ));
+        }
+        if self.status.is_terminal() {
+            if self.current_step_id.is_some() {
+                return Err("an ended run with a `current_step_id`".to_string());
+            }
+            if self.stop_reason.is_none() || self.finished_at.is_none() {
+                return Err("an ended run without `stop_reason` or `finished_at`".to_string());
+            }
+            if self.status == RunStatus::Done && self.error.is_some() {
+                return Err("a `done` run with an `error`".to_string());
+            }
+            if self.status == RunStatus::Done && self.evidence.iter().any(|evidence| !evidence.passed) {
+                return Err("a `done` run with failed completion evidence".to_string());
+            }
+        } else if self.stop_reason.is_some() || self.finished_at.is_some() {
+            return Err(format!("a `{}` run with `stop_reason` or `finished_at`", self.status));
+        }
+        if self.cursor.next_step > self.plan.step_count {
+            return Err(format!("cursor at step {} of a {}-step plan", self.cursor.next_step, self.plan.step_count));
+        }
+        if self.reconciliation.is_some() && self.status != RunStatus::Failed {
+            return Err("a reconciliation record on a run that did not fail".to_string());
+        }
+        Ok(())
+    }
 }

@@ -7,6 +7,7 @@
 
 mod files;
 mod shell;
+pub mod tickets;
 mod workspace;
 
 use std::time::Duration;
@@ -21,14 +22,31 @@ pub use shell::{ProgramResolver, ResolveError, ResolvedProgram, ShellRun, is_bar
 pub use workspace::{CheckedPath, PathDenied, Workspace};
 
 /// An action with every template rendered: exactly what will run.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ResolvedAction {
     Shell { argv: Vec<String> },
     WriteFile { path: String, content: String },
     ReadFile { path: String },
     Finish { message: Option<String> },
     Flaky { failures: u32, output: String },
+    TicketLookup { ticket_id: String },
+    TicketClose { ticket_id: String },
+}
+
+impl ResolvedAction {
+    /// What the action targets, for approval scopes: `program:git`,
+    /// `file:report.txt`, `ticket:ticket-7`.
+    pub fn scope(&self) -> String {
+        match self {
+            ResolvedAction::Shell { argv } => format!("program:{}", argv.first().map(String::as_str).unwrap_or("")),
+            ResolvedAction::WriteFile { path, .. } | ResolvedAction::ReadFile { path } => format!("file:{path}"),
+            ResolvedAction::TicketLookup { ticket_id } | ResolvedAction::TicketClose { ticket_id } => {
+                format!("ticket:{ticket_id}")
+            }
+            ResolvedAction::Finish { .. } | ResolvedAction::Flaky { .. } => "run".to_string(),
+        }
+    }
 }
 
 /// What a successful tool call produced.
@@ -44,6 +62,9 @@ pub struct ToolFailure {
     pub class: FailureClass,
     /// Lowercase, no final period; names the path or program involved.
     pub message: String,
+    /// What the tool printed before failing (a shell step's stdout), so an
+    /// `expect.exit_code` can accept a non-zero exit; usually empty.
+    pub output_text: String,
 }
 
 /// A tool call's result plus facts for the records (resolved program,
@@ -67,10 +88,32 @@ impl<'a> Tools<'a> {
         Tools { workspace, policy, resolver: ProgramResolver::new(&policy.shell) }
     }
 
-    /// Runs one attempt of an action. `attempt` is 1-based.
-    pub fn execute(&mut self, action: &ResolvedAction, attempt: u32, timeout: Duration) -> ToolOutcome {
+    /// The policy's decision for an action before it runs: `prompt` means
+    /// the runtime must get a person's approval first. Only shell commands
+    /// have rules with decisions; file paths are checked when they run.
+    pub fn decide(&mut self, action: &ResolvedAction) -> Decision {
         match action {
-            ResolvedAction::Shell { argv } => self.shell(argv, timeout),
+            ResolvedAction::Shell { argv } => {
+                evaluate_shell(&self.policy.shell, self.workspace, &mut self.resolver, argv).decision
+            }
+            _ => Decision::Allow,
+        }
+    }
+
+    /// Runs one attempt of an action. `attempt` is 1-based. `approved` says
+    /// whether a person approved this exact action; a command whose rule
+    /// says `prompt` is refused without it (the runtime asks first; this is
+    /// the last line of defence).
+    pub fn execute(&mut self, action: &ResolvedAction, attempt: u32, timeout: Duration, approved: bool) -> ToolOutcome {
+        let max_bytes = self.policy.files.max_read_bytes.max(self.policy.files.max_write_bytes);
+        match action {
+            ResolvedAction::Shell { argv } => self.shell(argv, timeout, approved),
+            ResolvedAction::TicketLookup { ticket_id } => {
+                ToolOutcome::from_result(tickets::lookup(self.workspace, ticket_id, max_bytes))
+            }
+            ResolvedAction::TicketClose { ticket_id } => {
+                ToolOutcome::from_result(tickets::close(self.workspace, ticket_id, max_bytes))
+            }
             ResolvedAction::WriteFile { path, content } => self.write(path, content),
             ResolvedAction::ReadFile { path } => self.read(path),
             ResolvedAction::Finish { message } => {
@@ -93,7 +136,7 @@ impl<'a> Tools<'a> {
         }
     }
 
-    fn shell(&mut self, argv: &[String], timeout: Duration) -> ToolOutcome {
+    fn shell(&mut self, argv: &[String], timeout: Duration, approved: bool) -> ToolOutcome {
         let shell = &self.policy.shell;
         let verdict = evaluate_shell(shell, self.workspace, &mut self.resolver, argv);
         let mut details = Map::new();
@@ -101,7 +144,14 @@ impl<'a> Tools<'a> {
         details.insert("rule".into(), verdict.rule.clone().into());
         details.insert("reason".into(), verdict.reason.clone().into());
         let name = argv.first().map(String::as_str).unwrap_or("");
-        if verdict.decision != Decision::Allow {
+        if verdict.decision == Decision::Prompt && !approved {
+            return ToolOutcome::failure(
+                FailureClass::SecurityDenied,
+                format!("`{name}` needs a person's approval (rule `{}`)", verdict.rule),
+                details,
+            );
+        }
+        if verdict.decision == Decision::Forbidden {
             let subject =
                 if argv.is_empty() { "the empty command".to_owned() } else { format!("`{}`", display_argv(argv)) };
             let verb = match verdict.rule.as_str() {
@@ -172,7 +222,11 @@ impl<'a> Tools<'a> {
                     Some(line) => format!("`{name}` exited with status {code}: {line}"),
                     None => format!("`{name}` exited with status {code}"),
                 };
-                ToolOutcome::failure(FailureClass::ExecutionError, message, details)
+                let mut outcome = ToolOutcome::failure(FailureClass::ExecutionError, message, details);
+                if let Err(failure) = &mut outcome.result {
+                    failure.output_text = run.stdout;
+                }
+                outcome
             }
             (None, Some(signal)) => ToolOutcome::failure(
                 FailureClass::ExecutionError,
@@ -220,7 +274,11 @@ impl ToolOutcome {
     }
 
     fn failure(class: FailureClass, message: String, details: Map<String, Value>) -> Self {
-        ToolOutcome { result: Err(ToolFailure { class, message }), details }
+        ToolOutcome { result: Err(ToolFailure { class, message, output_text: String::new() }), details }
+    }
+
+    fn from_result(result: Result<ToolSuccess, ToolFailure>) -> Self {
+        ToolOutcome { result, details: Map::new() }
     }
 
     fn file_failure(err: FileError, mut details: Map<String, Value>) -> Self {
@@ -294,6 +352,7 @@ mod tests {
                 max_consecutive_failures: 3,
                 step_timeout_secs: 10,
                 max_output_bytes: 100,
+                max_run_secs: None,
             },
             source: SourceRef { path: "policies/test.toml".into(), sha256: String::new() },
         }
@@ -314,7 +373,7 @@ mod tests {
         let policy = test_policy();
         let ws = Workspace::open(root, &policy.files).expect("open");
         let mut tools = Tools::new(&ws, &policy);
-        tools.execute(&action, attempt, Duration::from_secs(10))
+        tools.execute(&action, attempt, Duration::from_secs(10), false)
     }
 
     #[test]
@@ -386,7 +445,7 @@ mod tests {
         let ws = Workspace::open(tmp.path(), &policy.files).expect("open");
         let mut tools = Tools::new(&ws, &policy);
         let started = std::time::Instant::now();
-        let outcome = tools.execute(&shell(&["sleep", "5"]), 1, Duration::from_secs(1));
+        let outcome = tools.execute(&shell(&["sleep", "5"]), 1, Duration::from_secs(1), false);
         assert!(started.elapsed() < Duration::from_secs(4));
         assert_eq!(failure(&outcome), (FailureClass::ExecutionError, "`sleep` timed out after 1s and was killed"));
         assert_eq!(outcome.details["timed_out"], true);

@@ -19,7 +19,7 @@ use cap_std::fs::Dir;
 use crate::model::FilePolicy;
 
 /// First components that no tool may ever touch, whatever the policy says.
-const PROTECTED: [&str; 3] = [".git", "runs", "bridge"];
+const PROTECTED: [&str; 4] = [".git", "runs", "bridge", ".planrun"];
 
 /// The confined workspace: a directory handle plus its canonical path.
 #[derive(Debug)]

@@ -190,9 +190,11 @@ impl Sandbox {
             .collect()
     }
 
-    /// The parsed `state.json`.
+    /// The payload of `state.json` (inside its integrity envelope).
     pub fn state(&self, run_id: &str) -> serde_json::Value {
-        serde_json::from_str(&self.record(run_id, "state.json")).expect("state is JSON")
+        let envelope: serde_json::Value =
+            serde_json::from_str(&self.record(run_id, "state.json")).expect("state is JSON");
+        envelope["payload"].clone()
     }
 }
 

@@ -1,0 +1,31 @@
+//! `planrun reject <run_id>`: ends a waiting run `rejected`; the frozen
+//! action never runs.
+
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::cli::DirArgs;
+use crate::cli::exit_code;
+use crate::cli::output::{BOLD, control_error, paint, run_status};
+use crate::runtime::{RuntimeEnv, reject as reject_run};
+
+#[derive(Debug, Args)]
+pub struct RejectArgs {
+    /// The run waiting for approval.
+    pub run_id: String,
+    /// Why (recorded in the audit log and the state's `error`).
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+/// Exit code: 0 rejected, 1 refused (the run is not waiting), 2 bad input.
+pub fn reject(args: &RejectArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
+    match reject_run(&dirs.workspace, &args.run_id, args.reason.clone(), env) {
+        Ok(state) => {
+            anstream::println!("{} run {} is {}", paint(BOLD, "rejected:"), state.run_id, run_status(state.status));
+            exit_code::code(exit_code::DONE)
+        }
+        Err(error) => control_error(&error),
+    }
+}

@@ -1,0 +1,52 @@
+//! `planrun resume <run_id>`: continues a run that waits for approval (with
+//! a valid approval) or was interrupted.
+
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::cli::output::{StderrProgress, control_error, fail, run_exit_code};
+use crate::cli::{DirArgs, exit_code};
+use crate::runtime::{NoProgress, Progress, ResumeRequest, RuntimeEnv, resume as resume_run};
+use crate::store::{full_state, load_run};
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The run to continue.
+    pub run_id: String,
+    /// Continue even if the plan or policy file changed since the run started.
+    #[arg(long)]
+    pub allow_changed_files: bool,
+    /// Print the final state as JSON to stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Print no progress to stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Exit code: as a run (0 done, 1 failed or rejected, 3 waiting for another
+/// approval); 1 when the resume was refused (an approval that does not
+/// match, an ended run, changed files); 2 for bad input (run id, records
+/// that fail verification, invalid files).
+pub fn resume(args: &ResumeArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
+    let request = ResumeRequest {
+        workspace: dirs.workspace.clone(),
+        run_id: args.run_id.clone(),
+        allow_changed_files: args.allow_changed_files,
+    };
+    let mut quiet = NoProgress;
+    let mut printer = StderrProgress;
+    let progress: &mut dyn Progress = if args.quiet { &mut quiet } else { &mut printer };
+    let outcome = match resume_run(request, env, progress) {
+        Ok(outcome) => outcome,
+        Err(error) => return control_error(&error),
+    };
+    if args.json {
+        match load_run(&dirs.workspace, &outcome.state.run_id, &env.sealer) {
+            Ok(run) => anstream::println!("{}", serde_json::to_string_pretty(&full_state(&run)).unwrap_or_default()),
+            Err(error) => return fail(exit_code::RUN_FAILED, &error.to_string()),
+        }
+    }
+    run_exit_code(outcome.state.status)
+}

@@ -1,0 +1,143 @@
+//! Conditions a plan states about its run: `when` (run or skip a step),
+//! `expect` (post-conditions on a step's result), `[[verify]]` (completion
+//! checks against fresh evidence), plus a step's `risk` and a plan's
+//! downward budget overrides.
+
+use regex::Regex;
+use serde::{Serialize, Serializer};
+
+use crate::template::Template;
+
+fn regex_text<S: Serializer>(regex: &Regex, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(regex.as_str())
+}
+
+/// What an action may change. Defaults by kind: `write_file` and
+/// `ticket_close` write, everything else reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Risk {
+    Read,
+    Write,
+}
+
+impl Risk {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::Read => "read",
+            Risk::Write => "write",
+        }
+    }
+}
+
+/// A step's `when`: the step runs only when `value` (rendered) passes `test`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Condition {
+    pub value: Template,
+    #[serde(flatten)]
+    pub test: ConditionTest,
+    /// What a false condition means.
+    pub otherwise: WhenFalse,
+}
+
+/// The comparison of a condition.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConditionTest {
+    Equals(String),
+    NotEquals(String),
+    Contains(String),
+    #[serde(serialize_with = "regex_text")]
+    Matches(Regex),
+}
+
+impl ConditionTest {
+    pub fn holds(&self, value: &str) -> bool {
+        match self {
+            ConditionTest::Equals(expected) => value == expected,
+            ConditionTest::NotEquals(expected) => value != expected,
+            ConditionTest::Contains(needle) => value.contains(needle.as_str()),
+            ConditionTest::Matches(regex) => regex.is_match(value),
+        }
+    }
+
+    /// `equals "closed"`, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            ConditionTest::Equals(expected) => format!("equals {expected:?}"),
+            ConditionTest::NotEquals(expected) => format!("does not equal {expected:?}"),
+            ConditionTest::Contains(needle) => format!("contains {needle:?}"),
+            ConditionTest::Matches(regex) => format!("matches /{}/", regex.as_str()),
+        }
+    }
+}
+
+/// What happens when a `when` condition is false.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WhenFalse {
+    /// The step is skipped (status `skipped`) and the run goes on.
+    Skip,
+    /// The goal already holds: the run ends `done` with
+    /// `stop_reason = "already_satisfied"` and no further step runs.
+    AlreadySatisfied,
+}
+
+/// A step's `expect`: post-conditions on its result. A failed expectation
+/// fails the attempt with `verification_failed`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Expect {
+    /// For `shell`: the exit code that counts as success (default 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_contains: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "optional_regex")]
+    pub output_matches: Option<Regex>,
+}
+
+fn optional_regex<S: Serializer>(regex: &Option<Regex>, serializer: S) -> Result<S::Ok, S::Error> {
+    match regex {
+        Some(regex) => serializer.serialize_str(regex.as_str()),
+        None => serializer.serialize_none(),
+    }
+}
+
+/// One `[[verify]]` check: completion evidence gathered fresh after the last
+/// step, never taken from a step's own claim.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum VerifyCheck {
+    /// A workspace file exists and (optionally) contains a text.
+    File {
+        path: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        contains: Option<String>,
+    },
+    /// A fresh `ticket_lookup` shows the ticket with this status.
+    TicketStatus { ticket_id: String, equals: String },
+    /// The idempotency receipt of `step` exists and matches the intent the
+    /// step recorded.
+    Receipt { step: String },
+}
+
+/// A plan's `[budget]`: limits that may only lower the policy's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BudgetOverride {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tool_calls: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_consecutive_failures: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_timeout_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_run_secs: Option<u64>,
+}
+
+impl BudgetOverride {
+    pub fn is_empty(&self) -> bool {
+        *self == BudgetOverride::default()
+    }
+}

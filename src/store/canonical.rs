@@ -1,0 +1,173 @@
+//! Canonical JSON and strict JSON parsing for checkpoints.
+//!
+//! Canonical form (what digests are taken over): object keys sorted by their
+//! UTF-8 bytes, no insignificant whitespace, strings escaped as serde_json
+//! escapes them, integers only. Strict parsing refuses what serde_json would
+//! silently accept: duplicate object keys (it keeps the last) and floats
+//! (checkpoints hold none, so a float is a sign of tampering or corruption).
+
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// Why a value has no canonical form or a text is not strict JSON.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CanonicalError(pub String);
+
+/// Writes the canonical form of `value`.
+pub fn canonical_json(value: &Value) -> Result<String, CanonicalError> {
+    let mut out = String::new();
+    write_canonical(value, &mut out)?;
+    Ok(out)
+}
+
+fn write_canonical(value: &Value, out: &mut String) -> Result<(), CanonicalError> {
+    match value {
+        Value::Null | Value::Bool(_) | Value::String(_) => out.push_str(&value.to_string()),
+        Value::Number(number) => {
+            if number.is_f64() {
+                return Err(CanonicalError(format!("float `{number}` has no canonical form")));
+            }
+            out.push_str(&number.to_string());
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out)?;
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (index, key) in keys.into_iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[key], out)?;
+            }
+            out.push('}');
+        }
+    }
+    Ok(())
+}
+
+/// Lowercase hex SHA-256 of bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(DIGITS[usize::from(byte >> 4)] as char);
+        out.push(DIGITS[usize::from(byte & 15)] as char);
+    }
+    out
+}
+
+/// Parses JSON refusing duplicate keys and floats (NaN and Infinity are not
+/// JSON at all and fail in the parser).
+pub fn parse_strict(text: &str) -> Result<Value, CanonicalError> {
+    let strict: StrictValue =
+        serde_json::from_str(text).map_err(|error| CanonicalError(format!("line {}: {error}", error.line())))?;
+    Ok(strict.0)
+}
+
+struct StrictValue(Value);
+
+impl<'de> Deserialize<'de> for StrictValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(StrictVisitor).map(StrictValue)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("JSON without duplicate keys or floats")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {
+        Err(E::custom(format!("float `{value}` is not allowed in a checkpoint")))
+    }
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_string()))
+    }
+    fn visit_string<E: de::Error>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(StrictValue(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        let mut map = Map::new();
+        while let Some(key) = access.next_key::<String>()? {
+            let StrictValue(value) = access.next_value()?;
+            if map.contains_key(&key) {
+                return Err(de::Error::custom(format!("duplicate key `{key}`")));
+            }
+            map.insert(key, value);
+        }
+        Ok(Value::Object(map))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_form_sorts_keys_and_drops_whitespace() {
+        let value = parse_strict(r#"{ "b": [1, {"d": null, "c": "x"}], "a": true }"#).expect("strict JSON");
+        assert_eq!(canonical_json(&value).expect("canonical"), r#"{"a":true,"b":[1,{"c":"x","d":null}]}"#);
+    }
+
+    #[test]
+    fn strict_parsing_refuses_duplicates_floats_and_non_json_numbers() {
+        for (text, expected) in [
+            (r#"{"a": 1, "a": 2}"#, "duplicate key `a`"),
+            (r#"{"a": 1.5}"#, "float"),
+            (r#"{"a": NaN}"#, "line 1"),
+            (r#"{"a": Infinity}"#, "line 1"),
+        ] {
+            let error = parse_strict(text).expect_err(text);
+            assert!(error.0.contains(expected), "{text}: {error}");
+        }
+        assert!(canonical_json(&serde_json::json!({"x": 0.5})).is_err());
+    }
+
+    #[test]
+    fn sha256_hex_is_lowercase_hex() {
+        assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
+}

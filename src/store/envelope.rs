@@ -1,0 +1,181 @@
+//! The checkpoint envelope of `state.json`:
+//! `{"schema_version": 1, "payload": {…}, "sha256": "<hex>"}`, or
+//! `"hmac_sha256"` instead of `"sha256"` when `PLANRUN_HMAC_KEY` is set.
+//! The digest is taken over the canonical JSON of `payload`.
+//!
+//! A plain SHA-256 detects corruption and careless edits; anyone who can
+//! write the file can also recompute it. The HMAC (keyed) form also detects
+//! deliberate edits by someone without the key.
+
+use hmac::{Hmac, KeyInit, Mac};
+use serde_json::{Map, Value, json};
+use sha2::Sha256;
+
+use crate::store::canonical::{CanonicalError, canonical_json, hex, parse_strict, sha256_hex};
+
+/// The only envelope version this planrun reads and writes.
+pub const SCHEMA_VERSION: u64 = 1;
+
+/// Why a checkpoint was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvelopeError {
+    #[error("not strict JSON: {0}")]
+    Json(#[from] CanonicalError),
+    #[error("the envelope must be an object with `schema_version`, `payload` and `sha256` or `hmac_sha256`")]
+    Shape,
+    #[error("unknown envelope field `{0}`")]
+    UnknownField(String),
+    #[error("unsupported schema version {found}; this planrun reads version {SCHEMA_VERSION}")]
+    SchemaVersion { found: String },
+    #[error("digest mismatch: the payload was changed after it was written")]
+    DigestMismatch,
+    #[error("the checkpoint is signed with `hmac_sha256` but `PLANRUN_HMAC_KEY` is not set")]
+    KeyMissing,
+    #[error(
+        "`PLANRUN_HMAC_KEY` is set but the checkpoint carries only a plain `sha256`; refusing an unauthenticated checkpoint"
+    )]
+    Unauthenticated,
+}
+
+/// How checkpoints are sealed: plain SHA-256, or HMAC-SHA256 with a key.
+#[derive(Clone, Default)]
+pub struct Sealer {
+    key: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Sealer {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(if self.key.is_some() { "Sealer(hmac_sha256)" } else { "Sealer(sha256)" })
+    }
+}
+
+impl Sealer {
+    /// Plain SHA-256.
+    pub fn plain() -> Self {
+        Sealer { key: None }
+    }
+
+    /// HMAC-SHA256 with `key`.
+    pub fn keyed(key: impl Into<Vec<u8>>) -> Self {
+        Sealer { key: Some(key.into()) }
+    }
+
+    /// Keyed when `PLANRUN_HMAC_KEY` is set and not empty.
+    pub fn from_env() -> Self {
+        match std::env::var("PLANRUN_HMAC_KEY") {
+            Ok(key) if !key.is_empty() => Sealer::keyed(key.into_bytes()),
+            _ => Sealer::plain(),
+        }
+    }
+
+    fn mac(&self, key: &[u8], canonical: &str) -> Hmac<Sha256> {
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).unwrap_or_else(|_| {
+            // HMAC accepts keys of any length; this branch cannot be taken.
+            <Hmac<Sha256> as KeyInit>::new_from_slice(b"planrun").expect("a fixed key is valid")
+        });
+        mac.update(canonical.as_bytes());
+        mac
+    }
+
+    /// Wraps a payload in an envelope.
+    pub fn seal(&self, payload: Value) -> Result<Value, CanonicalError> {
+        let canonical = canonical_json(&payload)?;
+        let mut envelope = Map::new();
+        envelope.insert("schema_version".into(), json!(SCHEMA_VERSION));
+        envelope.insert("payload".into(), payload);
+        match &self.key {
+            Some(key) => {
+                let digest = hex(&self.mac(key, &canonical).finalize().into_bytes());
+                envelope.insert("hmac_sha256".into(), json!(digest));
+            }
+            None => {
+                envelope.insert("sha256".into(), json!(sha256_hex(canonical.as_bytes())));
+            }
+        }
+        Ok(Value::Object(envelope))
+    }
+
+    /// Verifies an envelope's text and returns its payload.
+    pub fn open(&self, text: &str) -> Result<Value, EnvelopeError> {
+        let Value::Object(mut envelope) = parse_strict(text)? else {
+            return Err(EnvelopeError::Shape);
+        };
+        if let Some(unknown) =
+            envelope.keys().find(|key| !["schema_version", "payload", "sha256", "hmac_sha256"].contains(&key.as_str()))
+        {
+            return Err(EnvelopeError::UnknownField(unknown.clone()));
+        }
+        match envelope.get("schema_version") {
+            Some(Value::Number(number)) if number.as_u64() == Some(SCHEMA_VERSION) => {}
+            Some(other) => return Err(EnvelopeError::SchemaVersion { found: other.to_string() }),
+            None => return Err(EnvelopeError::Shape),
+        }
+        let payload = envelope.remove("payload").ok_or(EnvelopeError::Shape)?;
+        let canonical = canonical_json(&payload)?;
+        let plain = envelope.get("sha256").and_then(Value::as_str);
+        let keyed = envelope.get("hmac_sha256").and_then(Value::as_str);
+        match (&self.key, plain, keyed) {
+            (_, Some(_), Some(_)) => Err(EnvelopeError::Shape),
+            (None, Some(digest), None) => {
+                if constant_time_eq(digest.as_bytes(), sha256_hex(canonical.as_bytes()).as_bytes()) {
+                    Ok(payload)
+                } else {
+                    Err(EnvelopeError::DigestMismatch)
+                }
+            }
+            (Some(_), Some(_), None) => Err(EnvelopeError::Unauthenticated),
+            (None, None, Some(_)) => Err(EnvelopeError::KeyMissing),
+            (Some(key), None, Some(digest)) => {
+                let expected = hex(&self.mac(key, &canonical).finalize().into_bytes());
+                if constant_time_eq(digest.as_bytes(), expected.as_bytes()) {
+                    Ok(payload)
+                } else {
+                    Err(EnvelopeError::DigestMismatch)
+                }
+            }
+            (_, None, None) => Err(EnvelopeError::Shape),
+        }
+    }
+}
+
+/// Compares without an early exit, so timing does not reveal how many
+/// leading characters matched.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload() -> Value {
+        json!({"run_id": "r", "state_version": 3, "nested": {"b": 1, "a": [true, null]}})
+    }
+
+    #[test]
+    fn sealed_payloads_open_and_edits_are_detected() {
+        for sealer in [Sealer::plain(), Sealer::keyed(b"secret".to_vec())] {
+            let envelope = sealer.seal(payload()).expect("seal");
+            let text = serde_json::to_string_pretty(&envelope).expect("text");
+            assert_eq!(sealer.open(&text).expect("open"), payload());
+            let tampered = text.replace("\"state_version\": 3", "\"state_version\": 4");
+            assert_ne!(tampered, text);
+            assert_eq!(sealer.open(&tampered), Err(EnvelopeError::DigestMismatch), "{sealer:?}");
+        }
+    }
+
+    #[test]
+    fn keys_and_versions_are_enforced() {
+        let plain = serde_json::to_string(&Sealer::plain().seal(payload()).expect("seal")).expect("text");
+        let keyed = serde_json::to_string(&Sealer::keyed(b"k".to_vec()).seal(payload()).expect("seal")).expect("text");
+        assert_eq!(Sealer::keyed(b"k".to_vec()).open(&plain), Err(EnvelopeError::Unauthenticated));
+        assert_eq!(Sealer::plain().open(&keyed), Err(EnvelopeError::KeyMissing));
+        assert_eq!(Sealer::keyed(b"other".to_vec()).open(&keyed), Err(EnvelopeError::DigestMismatch));
+        let v2 = plain.replace("\"schema_version\":1", "\"schema_version\":2");
+        assert!(matches!(Sealer::plain().open(&v2), Err(EnvelopeError::SchemaVersion { .. })));
+        let extra = plain.replacen('{', "{\"note\":1,", 1);
+        assert_eq!(Sealer::plain().open(&extra), Err(EnvelopeError::UnknownField("note".to_string())));
+        let duplicate = plain.replacen('{', "{\"schema_version\":1,", 1);
+        assert!(matches!(Sealer::plain().open(&duplicate), Err(EnvelopeError::Json(_))));
+    }
+}
