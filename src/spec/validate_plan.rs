@@ -15,7 +15,7 @@ use crate::diag::{Diagnostic, Severity, SourceFile, Span};
 use crate::model::{Action, Plan, RunStatus, SourceRef, Step};
 use crate::spec::node::Node;
 use crate::spec::table::{TableReader, check_version, did_you_mean, expect_string, is_name, value_span, wrong_type};
-use crate::template::{RefTarget, Template};
+use crate::template::{Field, RefTarget, Reference, Template};
 
 const PLAN_KEYS: &[&str] =
     &["version", "id", "description", "keywords", "policy", "default", "expected_status", "steps"];
@@ -61,6 +61,7 @@ pub(crate) struct StepSpans {
     pub timeout: Option<Span>,
     pub retry: Option<Span>,
     pub path: Option<Span>,
+    pub command: Option<Span>,
 }
 
 /// A template of a step and where its text starts in the file.
@@ -282,6 +283,7 @@ fn step(
             step: step_index,
             sites: &mut plan_spans.templates,
             path_span: &mut spans.path,
+            command_span: &mut spans.command,
             diagnostics,
         };
         builder.action(kind)
@@ -317,6 +319,7 @@ struct ActionBuilder<'r, 'n, 'd> {
     step: usize,
     sites: &'r mut Vec<TemplateSite>,
     path_span: &'r mut Option<Span>,
+    command_span: &'r mut Option<Span>,
     diagnostics: &'d mut Vec<Diagnostic>,
 }
 
@@ -325,6 +328,7 @@ impl ActionBuilder<'_, '_, '_> {
         match kind {
             "shell" => {
                 let node = self.reader.required("command", self.diagnostics)?;
+                *self.command_span = Some(node.span);
                 let command = self.command(node)?;
                 Some(Action::Shell { command })
             }
@@ -511,6 +515,40 @@ impl ActionBuilder<'_, '_, '_> {
     }
 }
 
+/// `template-field-never-produced`: an `output_json` reference to a step
+/// (or, for `last`, the step before) whose kind never produces structured
+/// output. Unknown and forward references are reported on their own.
+fn field_never_produced(plan: &Plan, site: usize, reference: &Reference, span: Span) -> Option<Diagnostic> {
+    let (target, field) = match &reference.target {
+        RefTarget::Last(field) => (site.checked_sub(1)?, field),
+        RefTarget::Step { id, field } => {
+            (plan.steps.iter().position(|step| &step.id == id).filter(|at| *at < site)?, field)
+        }
+        RefTarget::RunId => return None,
+    };
+    if !matches!(field, Field::OutputJson(_)) {
+        return None;
+    }
+    let step = &plan.steps[target];
+    if step.action.may_produce_json() {
+        return None;
+    }
+    Some(
+        Diagnostic::warning(
+            "template-field-never-produced",
+            format!(
+                "`{{{{ {} }}}}` reads structured output, but step `{}` is a `{}` step, which never produces `output_json`",
+                reference.expr,
+                step.id,
+                step.action.kind()
+            ),
+        )
+        .with_span(span)
+        .with_label("always fails with `template_error`")
+        .with_help("use `output_text`, or refer to a `read_file` step (the only kind with `output_json`)"),
+    )
+}
+
 /// Warnings about one valid plan.
 pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mut Vec<Diagnostic>) {
     let plan = &loaded.plan;
@@ -548,6 +586,9 @@ pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mu
         for reference in site.template.references() {
             let span = value_span(&file.text, &site.node, reference.start, reference.end);
             let this = &plan.steps[site.step].id;
+            if let Some(diagnostic) = field_never_produced(plan, site.step, reference, span) {
+                found.push(diagnostic);
+            }
             match &reference.target {
                 RefTarget::Last(_) if site.step == 0 => found.push(
                     Diagnostic::warning(
