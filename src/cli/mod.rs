@@ -4,7 +4,10 @@
 
 mod check;
 pub mod exit_code;
+mod list;
 mod output;
+mod plan;
+mod policy;
 mod route;
 mod run;
 mod show;
@@ -78,8 +81,14 @@ pub enum ColorChoice {
 pub enum Command {
     /// Validate plan and policy files and report every finding.
     Check(check::CheckArgs),
+    /// Preview what a run would do, executing nothing.
+    Plan(plan::PlanArgs),
+    /// List the plans: id, description, keywords, policy.
+    List(list::ListArgs),
     /// Explain which plan a goal routes to, and why.
     Route(route::RouteArgs),
+    /// Ask a policy about a command line.
+    Policy(policy::PolicyArgs),
     /// Show a run's timeline from its records.
     Show(show::ShowArgs),
 }
@@ -105,7 +114,10 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     };
     match &cli.command {
         Some(Command::Check(args)) => check::check(args, &cli.dirs),
+        Some(Command::Plan(args)) => plan::plan(args, &cli.dirs),
+        Some(Command::List(args)) => list::list(args, &cli.dirs),
         Some(Command::Route(args)) => route::route(args, &cli.dirs),
+        Some(Command::Policy(args)) => policy::policy(args, &cli.dirs),
         Some(Command::Show(args)) => show::show(args, &cli.dirs),
         None => run::run(&cli.run, &cli.dirs, &env),
     }
