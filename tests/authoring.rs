@@ -73,3 +73,69 @@ fn policy_check_bad_input_is_exit_2() {
         assert!(!output.stderr.is_empty());
     }
 }
+
+#[test]
+fn the_committed_schemas_are_what_planrun_schema_prints() {
+    let sandbox = Sandbox::new();
+    for name in ["plan", "policy"] {
+        let output = sandbox.planrun(&["schema", name]);
+        assert_eq!(output.code, 0, "{}", output.snapshot());
+        let path = std::path::Path::new(crate::common::ROOT).join(format!("schemas/{name}.schema.json"));
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == output.stdout,
+            "`schemas/{name}.schema.json` is stale: regenerate it with `planrun schema --out-dir schemas`"
+        );
+        let value: serde_json::Value = serde_json::from_str(&output.stdout).expect("JSON");
+        assert_eq!(value["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    }
+    let both = sandbox.planrun(&["schema"]);
+    let value: serde_json::Value = serde_json::from_str(&both.stdout).expect("JSON");
+    assert_eq!(value["plan"]["title"], "planrun plan");
+    assert_eq!(value["policy"]["title"], "planrun policy");
+    assert_eq!(sandbox.planrun(&["schema", "manifest"]).code, 2);
+}
+
+/// Every key the repository's plans and policy use is a property of the
+/// schema at its place: the schema accepts the shipped examples.
+#[test]
+fn the_schemas_know_every_key_of_the_shipped_files() {
+    fn walk(value: &toml::Value, schema: &serde_json::Value, at: &str) {
+        let toml::Value::Table(table) = value else { return };
+        for (key, child) in table {
+            let mut found = schema["properties"].get(key);
+            if found.is_none() {
+                for case in schema["allOf"].as_array().into_iter().flatten() {
+                    found = found.or_else(|| case["then"]["properties"].get(key));
+                }
+            }
+            // A map (`shell.env`) takes any key with values of one schema.
+            let found = found
+                .or_else(|| schema.get("additionalProperties").filter(|value| value.is_object()))
+                .unwrap_or_else(|| panic!("`{at}{key}` is not in the schema"));
+            match child {
+                toml::Value::Table(_) => walk(child, found, &format!("{at}{key}.")),
+                toml::Value::Array(items) => {
+                    for item in items {
+                        walk(item, &found["items"], &format!("{at}{key}[]."));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let root = std::path::Path::new(crate::common::ROOT);
+    for (folder, name) in [("plans", "plan"), ("policies", "policy")] {
+        let schema: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(root.join(format!("schemas/{name}.schema.json"))).expect("schema"),
+        )
+        .expect("JSON");
+        for entry in std::fs::read_dir(root.join(folder)).expect("folder").flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|extension| extension == "toml") {
+                let value: toml::Value = toml::from_str(&std::fs::read_to_string(&path).expect("read")).expect("toml");
+                walk(&value, &schema, "");
+            }
+        }
+    }
+}

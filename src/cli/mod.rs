@@ -10,6 +10,7 @@ mod plan;
 mod policy;
 mod route;
 mod run;
+mod schema;
 mod show;
 
 use std::ffi::OsString;
@@ -89,6 +90,8 @@ pub enum Command {
     Route(route::RouteArgs),
     /// Ask a policy about a command line.
     Policy(policy::PolicyArgs),
+    /// Print the JSON Schema of plan or policy files (editor support).
+    Schema(schema::SchemaArgs),
     /// Show a run's timeline from its records.
     Show(show::ShowArgs),
 }
@@ -118,6 +121,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::List(args)) => list::list(args, &cli.dirs),
         Some(Command::Route(args)) => route::route(args, &cli.dirs),
         Some(Command::Policy(args)) => policy::policy(args, &cli.dirs),
+        Some(Command::Schema(args)) => schema::schema_command(args),
         Some(Command::Show(args)) => show::show(args, &cli.dirs),
         None => run::run(&cli.run, &cli.dirs, &env),
     }

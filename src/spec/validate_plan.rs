@@ -6,28 +6,17 @@
 //! as notes when the plan documents a failing scenario. Checks that need the
 //! policy or other plans live in `catalog.rs`.
 //!
-//! Adding a step kind: add it to `KINDS` with its payload keys and build its
-//! [`Action`] in `action`.
+//! Adding a step kind: add it to `keys::STEP`'s variants with its payload
+//! keys and build its [`Action`] in `action`.
 
 use std::collections::HashMap;
 
 use crate::diag::{Diagnostic, Severity, SourceFile, Span};
 use crate::model::{Action, Plan, RunStatus, SourceRef, Step};
+use crate::spec::keys::{PLAN, STEP};
 use crate::spec::node::Node;
 use crate::spec::table::{TableReader, check_version, did_you_mean, expect_string, is_name, value_span, wrong_type};
 use crate::template::{Field, RefTarget, Reference, Template};
-
-const PLAN_KEYS: &[&str] =
-    &["version", "id", "description", "keywords", "policy", "default", "expected_status", "steps"];
-
-/// Step kinds and their payload keys.
-const KINDS: &[(&str, &[&str])] = &[
-    ("shell", &["command"]),
-    ("write_file", &["path", "content"]),
-    ("read_file", &["path"]),
-    ("finish", &["message"]),
-    ("flaky", &["failures", "output"]),
-];
 
 /// Characters the string form of `command` may not hold: a shell would give
 /// them meaning, and planrun never runs a shell.
@@ -101,7 +90,7 @@ pub(crate) fn validate_plan(
 ) -> Option<LoadedPlan> {
     let errors_before = error_count(diagnostics);
     let mut spans = PlanSpans::default();
-    let mut reader = TableReader::new(root, "a plan file", "", PLAN_KEYS, diagnostics)?;
+    let mut reader = TableReader::new(root, "a plan file", "", PLAN.keys, diagnostics)?;
     check_version(&mut reader, diagnostics);
 
     let id = reader.required_string("id", diagnostics).and_then(|(id, node)| {
@@ -231,13 +220,8 @@ fn step(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<(Step, StepSpans)> {
     let errors_before = error_count(diagnostics);
-    let mut reader = TableReader::new(
-        node,
-        &format!("`steps[{index}]`"),
-        format!(" in `steps[{index}]`"),
-        &["id", "kind"],
-        diagnostics,
-    )?;
+    let mut reader =
+        TableReader::new(node, &format!("`steps[{index}]`"), format!(" in `steps[{index}]`"), STEP.keys, diagnostics)?;
     let mut spans = StepSpans { id: node.span, ..StepSpans::default() };
     let id = reader.required_string("id", diagnostics).and_then(|(id, id_node)| {
         spans.id = id_node.span;
@@ -248,9 +232,9 @@ fn step(
         valid
     });
     let kind = reader.required_string("kind", diagnostics).and_then(|(kind, kind_node)| {
-        let found = KINDS.iter().find(|(name, _)| *name == kind);
+        let found = STEP.variant(kind);
         if found.is_none() {
-            let names = KINDS.iter().map(|(name, _)| *name);
+            let names = STEP.variants.iter().map(|variant| variant.name);
             let mut diagnostic = Diagnostic::error("unknown-step-kind", format!("unknown step kind `{kind}`"))
                 .with_span(kind_node.span)
                 .with_help(format!(
@@ -274,9 +258,8 @@ fn step(
     });
 
     let step_index = plan_spans.steps.len();
-    let action = kind.and_then(|(kind, payload)| {
-        reader.allow(payload);
-        reader.allow(&["timeout_secs", "retry"]);
+    let action = kind.and_then(|variant| {
+        reader.allow(variant.keys);
         let mut builder = ActionBuilder {
             reader: &mut reader,
             file,
@@ -286,7 +269,7 @@ fn step(
             command_span: &mut spans.command,
             diagnostics,
         };
-        builder.action(kind)
+        builder.action(variant.name)
     });
     // With an unknown kind the payload keys cannot be judged; say nothing.
     if kind.is_some() {
