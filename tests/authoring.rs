@@ -139,3 +139,26 @@ fn the_schemas_know_every_key_of_the_shipped_files() {
         }
     }
 }
+
+#[test]
+fn show_tells_the_story_of_documented_runs() {
+    let sandbox = Sandbox::new();
+    let settings = snapshot_settings("cli");
+    for (plan, code) in [("flow_pwd", 0), ("deny_bash", 1), ("flow_bad_template", 1)] {
+        let run = sandbox.planrun(&["--plan", &format!("plans/{plan}.toml"), "--run-id", plan]);
+        assert_eq!(run.code, code, "{}", run.snapshot());
+        let shown = sandbox.planrun(&["show", plan]);
+        assert_eq!(shown.code, 0, "{}", shown.snapshot());
+        settings.bind(|| insta::assert_snapshot!(format!("show_{plan}"), shown.snapshot()));
+    }
+}
+
+#[test]
+fn show_is_coloured_only_when_asked_or_on_a_terminal() {
+    let sandbox = Sandbox::new();
+    sandbox.planrun(&["--plan", "plans/deny_bash.toml", "--run-id", "r", "--quiet"]);
+    let plain = sandbox.planrun(&["show", "r"]);
+    assert!(!plain.stdout.contains('\u{1b}'), "no escape codes when piped");
+    let coloured = sandbox.planrun(&["show", "r", "--color", "always"]);
+    assert!(coloured.stdout.contains("\u{1b}["), "{}", coloured.stdout);
+}
