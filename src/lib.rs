@@ -17,6 +17,8 @@
 //!   tree and validates it into the [`model`], collecting every finding.
 //! - [`model`]: validated plans and policies; invariants hold by construction.
 //! - [`template`]: `{{ … }}` references, parsed at load, rendered per step.
+//! - [`preview`]: what a run would do (`planrun plan`), computed from the
+//!   plan and policy alone, executing and creating nothing.
 //! - [`router`]: picks the plan for a goal by keywords, explaining why.
 //! - [`runtime`]: the interpreter loop, retry, budgets, the injected clock
 //!   and id generator, audit events and progress output.
@@ -38,6 +40,7 @@ pub mod cli;
 pub mod diag;
 pub mod model;
 pub mod policy;
+pub mod preview;
 pub mod router;
 pub mod runtime;
 pub mod spec;

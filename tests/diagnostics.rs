@@ -1,5 +1,6 @@
 //! `planrun check` on broken files: each fixture in `tests/fixtures/broken/`
-//! has a golden snapshot of the exact output in `snapshots/diagnostics/`.
+//! (a file, or a folder for findings across plans) has a golden snapshot of
+//! the exact output in `snapshots/diagnostics/`.
 
 use std::fs;
 use std::path::Path;
@@ -25,7 +26,9 @@ fn every_broken_fixture_has_its_exact_check_output() {
         let output = sandbox.planrun(&["check", &relative]);
         assert_ne!(output.code, 0, "{name} must not pass `check`: {}", output.snapshot());
         assert!(
-            output.stdout.contains(&format!("--> {relative}:")) || output.stdout.contains("error[io-error]"),
+            output.stdout.contains(&format!("--> {relative}:"))
+                || output.stdout.contains(&format!("--> {relative}/"))
+                || output.stdout.contains("error[io-error]"),
             "{name}: no position\n{}",
             output.stdout
         );

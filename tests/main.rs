@@ -8,11 +8,15 @@
 //! | `routing` | `route` explanations, ambiguity, Unicode |
 //! | `cli` | usage errors and exit codes |
 //! | `diagnostics` | `check` output for broken files in `tests/fixtures/` |
+//! | `preview` | `plan` previews; a preview executes and creates nothing |
+//! | `authoring` | `list`, `policy check`, `schema` |
 
 mod common;
 
+mod authoring;
 mod cli;
 mod diagnostics;
+mod preview;
 mod records;
 mod routing;
 mod scenarios;

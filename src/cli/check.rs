@@ -36,7 +36,7 @@ pub fn check(args: &CheckArgs, dirs: &DirArgs) -> ExitCode {
     let catalog = if args.paths.is_empty() {
         loader.load_catalog(&dirs.plans, &dirs.policies)
     } else {
-        loader.load_paths(&args.paths)
+        loader.load_paths_with_policies(&args.paths, Some(&dirs.policies))
     };
     let diagnostics = loader.sorted_diagnostics();
     let count = |severity| diagnostics.iter().filter(|diagnostic| diagnostic.severity == severity).count();

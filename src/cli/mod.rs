@@ -5,11 +5,15 @@
 mod approve;
 mod check;
 pub mod exit_code;
+mod list;
 mod output;
+mod plan;
+mod policy;
 mod reject;
 mod resume;
 mod route;
 mod run;
+mod schema;
 mod show;
 
 use std::ffi::OsString;
@@ -82,8 +86,16 @@ pub enum ColorChoice {
 pub enum Command {
     /// Validate plan and policy files and report every finding.
     Check(check::CheckArgs),
+    /// Preview what a run would do, executing nothing.
+    Plan(plan::PlanArgs),
+    /// List the plans: id, description, keywords, policy.
+    List(list::ListArgs),
     /// Explain which plan a goal routes to, and why.
     Route(route::RouteArgs),
+    /// Ask a policy about a command line.
+    Policy(policy::PolicyArgs),
+    /// Print the JSON Schema of plan or policy files (editor support).
+    Schema(schema::SchemaArgs),
     /// Show a run's timeline from its records.
     Show(show::ShowArgs),
     /// Approve the action a run is waiting on (bound to its fingerprint).
@@ -115,7 +127,11 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     };
     match &cli.command {
         Some(Command::Check(args)) => check::check(args, &cli.dirs),
+        Some(Command::Plan(args)) => plan::plan(args, &cli.dirs),
+        Some(Command::List(args)) => list::list(args, &cli.dirs),
         Some(Command::Route(args)) => route::route(args, &cli.dirs),
+        Some(Command::Policy(args)) => policy::policy(args, &cli.dirs),
+        Some(Command::Schema(args)) => schema::schema_command(args),
         Some(Command::Show(args)) => show::show(args, &cli.dirs, &env),
         Some(Command::Approve(args)) => approve::approve(args, &cli.dirs, &env),
         Some(Command::Reject(args)) => reject::reject(args, &cli.dirs, &env),

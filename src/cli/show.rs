@@ -1,14 +1,23 @@
 //! `planrun show <run_id>`: a run's timeline from its verified records.
+//!
+//! One line per attempt (time, step, kind, status, attempt, duration), then
+//! what ran (argv, path or ticket), the rule that decided, receipts, the
+//! failure class and error, and the first line of the output; then approval
+//! events, a pending action, completion evidence, and a footer that sums up
+//! steps, attempts and failures by class. Colour on a terminal, plain
+//! otherwise (`NO_COLOR`, `--color never`, or output to a file or pipe).
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use clap::Args;
 
 use crate::cli::DirArgs;
 use crate::cli::exit_code;
-use crate::cli::output::{BOLD, DIM, RED, YELLOW, fail, paint, record_status, run_status};
+use crate::cli::output::{BOLD, DIM, GREEN, RED, YELLOW, fail, paint, record_status, run_status};
+use crate::model::FailureClass;
 use crate::runtime::RuntimeEnv;
-use crate::store::{full_state, load_run, validate_run_id};
+use crate::store::{StepRecord, StepRecordStatus, full_state, load_run, validate_run_id};
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
@@ -74,12 +83,15 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
             anstream::println!("      {}", paint(DIM, format!("receipt: {receipt}")));
         }
         if let Some(reason) = record.details.get("reason").and_then(|reason| reason.as_str())
-            && record.status == crate::store::StepRecordStatus::Skipped
+            && record.status == StepRecordStatus::Skipped
         {
             anstream::println!("      {}", paint(YELLOW, format!("skipped: {reason}")));
         }
         if let (Some(class), Some(error)) = (record.failure_class, &record.error) {
             anstream::println!("      {}", paint(RED, format!("{class}: {error}")));
+        }
+        if let Some(line) = first_line(&record.output_text) {
+            anstream::println!("      {}", paint(DIM, format!("output: {line}")));
         }
     }
     for event in &run.audit {
@@ -118,11 +130,54 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
             anstream::println!("  {mark:<6} {} {}", evidence.kind, evidence.detail);
         }
     }
+    anstream::println!();
+    anstream::println!("{}", summary(&run.history));
     if let Some(error) = &state.error {
-        anstream::println!();
         anstream::println!("{}", paint(RED, error));
     }
     exit_code::code(exit_code::DONE)
+}
+
+/// `2 step(s) done, 0 failed · 3 attempt(s), 6000 ms in steps · failures: execution_error ×1`.
+fn summary(history: &[StepRecord]) -> String {
+    let mut last_status: Vec<(&str, StepRecordStatus)> = Vec::new();
+    let mut failures: BTreeMap<FailureClass, usize> = BTreeMap::new();
+    for record in history {
+        match last_status.iter_mut().find(|(step, _)| *step == record.step_id) {
+            Some(entry) => entry.1 = record.status,
+            None => last_status.push((&record.step_id, record.status)),
+        }
+        if let Some(class) = record.failure_class {
+            *failures.entry(class).or_default() += 1;
+        }
+    }
+    let count = |wanted: StepRecordStatus| last_status.iter().filter(|(_, status)| *status == wanted).count();
+    let (done, failed, skipped) =
+        (count(StepRecordStatus::Done), count(StepRecordStatus::Failed), count(StepRecordStatus::Skipped));
+    let total_ms: u64 = history.iter().map(|record| record.duration_ms).sum();
+    let failures = if failures.is_empty() {
+        "no failures".to_string()
+    } else {
+        let list = failures.iter().map(|(class, count)| format!("{class} ×{count}")).collect::<Vec<_>>().join(", ");
+        format!("failures: {}", paint(RED, list))
+    };
+    let skipped = if skipped > 0 { format!(", {skipped} skipped") } else { String::new() };
+    format!(
+        "{} step(s) done, {} failed{skipped} · {} attempt(s), {total_ms} ms in steps · {failures}",
+        paint(GREEN, done),
+        if failed > 0 { paint(RED, failed) } else { failed.to_string() },
+        history.len()
+    )
+}
+
+/// The first non-empty line of a step's output, shortened to 80 characters.
+fn first_line(output: &str) -> Option<String> {
+    let line = output.lines().map(str::trim_end).find(|line| !line.is_empty())?;
+    let mut shown: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 || output.trim_end().lines().nth(1).is_some() {
+        shown.push('…');
+    }
+    Some(shown)
 }
 
 fn summarize_action(action: &serde_json::Value) -> Option<String> {

@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde::ser::SerializeStruct;
 
 use crate::model::{ArgMatcher, ArgPattern, Decision, ShellPolicy, ShellRule, SlotKind};
-use crate::tools::{ProgramResolver, ResolveError, ResolvedProgram, Workspace, is_bare_name};
+use crate::tools::{PathRules, ProgramResolver, ResolveError, ResolvedProgram, Workspace, is_bare_name};
 
 /// The decision on one argv, naming the rule that decided and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +61,26 @@ pub fn display_argv(argv: &[String]) -> String {
         .join(" ")
 }
 
+/// How a rule's `path` slot judges a token: against a real workspace
+/// (lexical checks plus symlinks, [`Workspace::check_slot_path`]) or, for
+/// static analysis where no workspace may be touched, lexically only
+/// ([`PathRules::check_path`], never stricter than the workspace).
+pub trait PathSlots {
+    fn slot_accepts(&self, token: &str) -> bool;
+}
+
+impl PathSlots for Workspace {
+    fn slot_accepts(&self, token: &str) -> bool {
+        self.check_slot_path(token).is_ok()
+    }
+}
+
+impl PathSlots for PathRules {
+    fn slot_accepts(&self, token: &str) -> bool {
+        self.check_path(token).is_ok()
+    }
+}
+
 /// Decides whether `argv` may run.
 pub fn evaluate_shell(
     policy: &ShellPolicy,
@@ -68,6 +88,45 @@ pub fn evaluate_shell(
     resolver: &mut ProgramResolver,
     argv: &[String],
 ) -> ShellEvaluation {
+    evaluate_shell_with(policy, workspace, resolver, argv)
+}
+
+/// [`evaluate_shell`] with any [`PathSlots`]: the argv decision, then the
+/// program's resolution (read-only: it looks at the search path's folders)
+/// and the deny check on what it resolves to.
+pub fn evaluate_shell_with(
+    policy: &ShellPolicy,
+    slots: &dyn PathSlots,
+    resolver: &mut ProgramResolver,
+    argv: &[String],
+) -> ShellEvaluation {
+    let evaluation = evaluate_argv(policy, slots, argv);
+    if evaluation.decision == Decision::Forbidden {
+        return evaluation;
+    }
+    let ShellEvaluation { decision, rule, reason, .. } = evaluation;
+    let name = &argv[0];
+    match resolver.resolve(name) {
+        Ok(program) => {
+            if let Some(hit) = program.names.iter().find(|found| policy.blocked.iter().any(|blocked| blocked == *found))
+            {
+                return ShellEvaluation::forbidden(
+                    "shell.blocked",
+                    format!("`{name}` resolves to `{}` and `{hit}` is in `shell.blocked`", program.canonical.display()),
+                );
+            }
+            ShellEvaluation { decision, rule, reason, program: Some(program) }
+        }
+        Err(ResolveError::NotFound(_)) => ShellEvaluation { decision, rule, reason, program: None },
+        Err(err @ ResolveError::InvalidName(_)) => ShellEvaluation::forbidden("shell.bare-name", err.to_string()),
+    }
+}
+
+/// The decision on the argv alone, before the program is resolved: empty,
+/// bare name, `shell.blocked`, then the strictest matching rule or
+/// `shell.default-deny`. A `forbidden` here is final whatever the machine;
+/// an `allow` still needs [`evaluate_shell_with`] (`program` is `None`).
+pub fn evaluate_argv(policy: &ShellPolicy, slots: &dyn PathSlots, argv: &[String]) -> ShellEvaluation {
     let Some(name) = argv.first() else {
         return ShellEvaluation::forbidden("shell.empty", "the command is empty".to_owned());
     };
@@ -84,7 +143,7 @@ pub fn evaluate_shell(
     let args = &argv[1..];
     let mut winner: Option<&ShellRule> = None;
     for rule in policy.allow.iter().filter(|rule| rule.program == *name) {
-        let matches = rule.args.iter().any(|pattern| pattern_matches(pattern, rule.prefix, args, workspace));
+        let matches = rule.args.iter().any(|pattern| pattern_matches(pattern, rule.prefix, args, slots));
         if matches && winner.is_none_or(|best| rule.decision > best.decision) {
             winner = Some(rule);
         }
@@ -100,39 +159,25 @@ pub fn evaluate_shell(
     if rule.decision == Decision::Forbidden {
         return ShellEvaluation::forbidden(&rule.name, reason);
     }
-    let decision = rule.decision;
-    match resolver.resolve(name) {
-        Ok(program) => {
-            if let Some(hit) = program.names.iter().find(|found| policy.blocked.iter().any(|blocked| blocked == *found))
-            {
-                return ShellEvaluation::forbidden(
-                    "shell.blocked",
-                    format!("`{name}` resolves to `{}` and `{hit}` is in `shell.blocked`", program.canonical.display()),
-                );
-            }
-            ShellEvaluation { decision, rule: rule.name.clone(), reason, program: Some(program) }
-        }
-        Err(ResolveError::NotFound(_)) => ShellEvaluation { decision, rule: rule.name.clone(), reason, program: None },
-        Err(err @ ResolveError::InvalidName(_)) => ShellEvaluation::forbidden("shell.bare-name", err.to_string()),
-    }
+    ShellEvaluation { decision: rule.decision, rule: rule.name.clone(), reason, program: None }
 }
 
 /// Whether `pattern` matches all of `args` (or, for a prefix rule, their
 /// leading tokens).
-fn pattern_matches(pattern: &ArgPattern, prefix: bool, args: &[String], ws: &Workspace) -> bool {
+fn pattern_matches(pattern: &ArgPattern, prefix: bool, args: &[String], slots: &dyn PathSlots) -> bool {
     let matchers = &pattern.0;
     let length_ok = if prefix { args.len() >= matchers.len() } else { args.len() == matchers.len() };
-    length_ok && matchers.iter().zip(args).all(|(matcher, token)| token_matches(matcher, token, ws))
+    length_ok && matchers.iter().zip(args).all(|(matcher, token)| token_matches(matcher, token, slots))
 }
 
-fn token_matches(matcher: &ArgMatcher, token: &str, ws: &Workspace) -> bool {
+fn token_matches(matcher: &ArgMatcher, token: &str, slots: &dyn PathSlots) -> bool {
     match matcher {
         ArgMatcher::Literal(literal) => literal.as_bytes() == token.as_bytes(),
         ArgMatcher::Regex(regex) => {
             regex.find(token).is_some_and(|found| found.start() == 0 && found.end() == token.len())
         }
         ArgMatcher::Slot { kind: SlotKind::Path, allow_dash } => {
-            (*allow_dash || !token.starts_with('-')) && ws.check_slot_path(token).is_ok()
+            (*allow_dash || !token.starts_with('-')) && slots.slot_accepts(token)
         }
     }
 }
@@ -320,5 +365,11 @@ mod tests {
         let mut resolver = ProgramResolver::new(&policy);
         let got = evaluate_shell(&policy, &ws, &mut resolver, &argv("cat pw"));
         assert_eq!(got.rule, "shell.default-deny");
+        // The lexical judgement cannot see the symlink: it is never stricter
+        // than the workspace, so only its denials are certain.
+        let rules = PathRules::new(&files);
+        assert_eq!(evaluate_argv(&policy, &rules, &argv("cat pw")).rule, "cat-path");
+        assert_eq!(evaluate_argv(&policy, &rules, &argv("cat ../pw")).rule, "shell.default-deny");
+        assert_eq!(evaluate_argv(&policy, &rules, &argv("cat runs/x")).rule, "shell.default-deny");
     }
 }

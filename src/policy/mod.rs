@@ -3,4 +3,4 @@
 
 mod evaluate;
 
-pub use evaluate::{ShellEvaluation, display_argv, evaluate_shell};
+pub use evaluate::{PathSlots, ShellEvaluation, display_argv, evaluate_argv, evaluate_shell, evaluate_shell_with};

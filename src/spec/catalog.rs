@@ -12,11 +12,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::diag::{Diagnostic, SourceMap};
-use crate::model::{Plan, Policy};
+use crate::model::{Action, Plan, Policy};
+use crate::policy::{display_argv, evaluate_argv};
 use crate::spec::loader::{self, ReadFile};
 use crate::spec::node::Node;
 use crate::spec::validate_plan::{LoadedPlan, lint_plan, validate_plan};
 use crate::spec::validate_policy::validate_policy;
+use crate::tools::PathRules;
 
 /// Valid plans and policies, by file.
 #[derive(Debug, Clone, Default)]
@@ -35,6 +37,11 @@ pub struct Catalog {
 pub struct Loader {
     sources: SourceMap,
     diagnostics: Vec<Diagnostic>,
+}
+
+/// `<dir>/<name>.toml` (or `.yaml`, `.yml`) when it exists.
+fn policy_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    ["toml", "yaml", "yml"].iter().map(|extension| dir.join(format!("{name}.{extension}"))).find(|path| path.is_file())
 }
 
 /// Which checks `cross_check` runs.
@@ -114,10 +121,7 @@ impl Loader {
         let errors_before = self.error_count();
         let loaded = self.plan_file(plan_path)?;
         let name = loaded.plan.policy.clone();
-        let policy_path = ["toml", "yaml", "yml"]
-            .iter()
-            .map(|extension| policies_dir.join(format!("{name}.{extension}")))
-            .find(|candidate| candidate.is_file());
+        let policy_path = policy_file(policies_dir, &name);
         let mut policies = BTreeMap::new();
         if let Some(policy_path) = policy_path {
             if let Some(policy) = self.load_policy(&policy_path) {
@@ -144,6 +148,15 @@ impl Loader {
     /// reported (a subset of plans need not hold the default), and
     /// `unknown-policy` only when at least one policy was given.
     pub fn load_paths(&mut self, paths: &[PathBuf]) -> Catalog {
+        self.load_paths_with_policies(paths, None)
+    }
+
+    /// [`Loader::load_paths`], and a plan whose policy is not among the
+    /// paths gets it from `policies_dir` (`<name>.toml`, `.yaml`, `.yml`),
+    /// so that `planrun check plans/x.toml` reports the plan-vs-policy
+    /// findings too. With a readable `policies_dir`, a policy found in
+    /// neither place is `unknown-policy`.
+    pub fn load_paths_with_policies(&mut self, paths: &[PathBuf], policies_dir: Option<&Path>) -> Catalog {
         let mut files = Vec::new();
         for path in paths {
             if path.is_dir() {
@@ -165,7 +178,23 @@ impl Loader {
                 self.add_policy(&mut policies, policy);
             }
         }
-        let checks = Checks { default_required: false, policies_known: !policies.is_empty() };
+        let dir = policies_dir.filter(|dir| dir.is_dir());
+        if let Some(dir) = dir {
+            let mut wanted: Vec<&str> = plans.iter().map(|loaded| loaded.plan.policy.as_str()).collect();
+            wanted.sort_unstable();
+            wanted.dedup();
+            for name in wanted {
+                if policies.contains_key(name) {
+                    continue;
+                }
+                if let Some(path) = policy_file(dir, name)
+                    && let Some(policy) = self.load_policy(&path)
+                {
+                    self.add_policy(&mut policies, policy);
+                }
+            }
+        }
+        let checks = Checks { default_required: false, policies_known: dir.is_some() || !policies.is_empty() };
         self.cross_check(&plans, &policies, &checks);
         Catalog { plans: plans.into_iter().map(|loaded| loaded.plan).collect(), policies }
     }
@@ -293,6 +322,8 @@ impl Loader {
             }
         }
 
+        self.route_overlaps(plans);
+
         let defaults: Vec<&LoadedPlan> = plans.iter().filter(|loaded| loaded.plan.default).collect();
         if defaults.is_empty() && !plans.is_empty() && checks.default_required {
             self.diagnostics.push(
@@ -340,7 +371,65 @@ impl Loader {
         }
     }
 
+    /// `route-overlap` (a note): keyword `a` of one plan is inside keyword
+    /// `b` of another, so every goal containing `b` goes to `b`'s plan (the
+    /// longest keyword wins). Deliberate specialisation looks exactly like
+    /// this, hence a note, not a warning. `unreachable-plan` (a warning): a
+    /// plan that is not the default and has no keyword can be run only with
+    /// `--plan`. Equal keywords are `duplicate-keyword` errors already.
+    fn route_overlaps(&mut self, plans: &[LoadedPlan]) {
+        let keywords: Vec<(usize, String, &str, crate::diag::Span)> = plans
+            .iter()
+            .enumerate()
+            .flat_map(|(index, loaded)| {
+                let plan = &loaded.plan;
+                plan.keywords
+                    .iter()
+                    .zip(&plan.keyword_spans)
+                    .map(move |(keyword, span)| (index, keyword.to_lowercase(), keyword.as_str(), *span))
+            })
+            .collect();
+        for (long_plan, long, long_text, span) in &keywords {
+            for (short_plan, short, short_text, _) in &keywords {
+                if long_plan == short_plan || long.len() <= short.len() || !long.contains(short.as_str()) {
+                    continue;
+                }
+                let (winner, shadowed) = (&plans[*long_plan].plan, &plans[*short_plan].plan);
+                self.diagnostics.push(
+                    Diagnostic::note(
+                        "route-overlap",
+                        format!(
+                            "keyword `{long_text}` of plan `{}` contains keyword `{short_text}` of plan `{}`",
+                            winner.id, shadowed.id
+                        ),
+                    )
+                    .with_span(*span)
+                    .with_label(format!("goals containing this go to `{}`, never to `{}`", winner.id, shadowed.id))
+                    .with_help("the longest matching keyword wins; check with `planrun route \"<goal>\"`"),
+                );
+            }
+        }
+        for loaded in plans {
+            let plan = &loaded.plan;
+            if plan.default || !plan.keywords.is_empty() {
+                continue;
+            }
+            self.diagnostics.push(
+                loaded.soften(
+                    Diagnostic::warning(
+                        "unreachable-plan",
+                        format!("plan `{}` has no keywords and is not the default: no goal routes to it", plan.id),
+                    )
+                    .with_span(loaded.spans.id)
+                    .with_label("reachable only with `--plan`")
+                    .with_help("add `keywords = [\"…\"]`"),
+                ),
+            );
+        }
+    }
+
     fn plan_vs_policy(&mut self, loaded: &LoadedPlan, policy: &Policy) {
+        self.shell_always_denied(loaded, policy);
         for (step, spans) in loaded.plan.steps.iter().zip(&loaded.spans.steps) {
             if let (Some(retry), Some(span)) = (step.retry, spans.retry)
                 && retry > policy.retry.cap
@@ -378,6 +467,50 @@ impl Loader {
                     ),
                 );
             }
+        }
+    }
+
+    /// `shell-always-denied`: a shell step whose argv is fully literal and
+    /// that the policy forbids before the program is even looked up (blocked
+    /// name, no matching rule, a forbidding rule). Path slots are judged
+    /// lexically, which is never stricter than the runtime, so the finding
+    /// is certain; a step with templates is decided at run time.
+    fn shell_always_denied(&mut self, loaded: &LoadedPlan, policy: &Policy) {
+        let rules = PathRules::new(&policy.files);
+        for (step, spans) in loaded.plan.steps.iter().zip(&loaded.spans.steps) {
+            let Action::Shell { command } = &step.action else {
+                continue;
+            };
+            let Some(argv) = command
+                .iter()
+                .map(|token| token.is_literal().then(|| token.source().to_string()))
+                .collect::<Option<Vec<_>>>()
+            else {
+                continue;
+            };
+            let evaluation = evaluate_argv(&policy.shell, &rules, &argv);
+            if evaluation.is_allowed() {
+                continue;
+            }
+            let mut diagnostic = Diagnostic::warning(
+                "shell-always-denied",
+                format!(
+                    "policy `{}` always denies step `{}` (`{}`): rule `{}`",
+                    policy.name,
+                    step.id,
+                    display_argv(&argv),
+                    evaluation.rule
+                ),
+            )
+            .with_label(evaluation.reason)
+            .with_help(format!(
+                "allow the command in the policy's `[[shell.allow]]`, or check it with `planrun policy check -- {}`",
+                display_argv(&argv)
+            ));
+            if let Some(span) = spans.command.or(Some(spans.id)) {
+                diagnostic = diagnostic.with_span(span);
+            }
+            self.diagnostics.push(loaded.soften(diagnostic));
         }
     }
 }

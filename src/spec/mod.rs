@@ -9,16 +9,21 @@
 //!
 //! Both validators read tables through `table.rs`, which reports wrong
 //! types, missing keys and unknown keys (with a did-you-mean) uniformly.
+//! The keys of every table are declared once, in `keys.rs`; `schema.rs`
+//! generates the editors' JSON Schema from the same declarations.
 
 mod catalog;
+mod keys;
 mod loader;
 mod node;
+mod schema;
 mod table;
 mod validate_plan;
 mod validate_policy;
 
 pub use catalog::{Catalog, Loader};
 pub use node::{Key, Node, NodeValue};
+pub use schema::{SchemaKind, schema, schema_text};
 pub use validate_policy::{DEFAULT_FILES_DENY, DEFAULT_SEARCH_PATH};
 
 #[cfg(test)]

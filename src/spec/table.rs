@@ -4,10 +4,13 @@
 //! getter marks its key as read and reports `wrong-type` (or `missing-key`
 //! for the `required_*` forms) instead of stopping; [`TableReader::finish`]
 //! then reports every key nobody asked for as `unknown-key`, with the allowed
-//! keys and a did-you-mean. Adding a key to a section is one entry in its
-//! allowed list plus one getter call.
+//! keys and a did-you-mean. The allowed keys come from the declarative lists
+//! in `keys.rs` (which also generate the JSON Schema); reading a key that is
+//! not listed is a bug, caught by a debug assertion. Adding a key to a
+//! section is one entry in its list plus one getter call.
 
 use crate::diag::{Diagnostic, Span};
+use crate::spec::keys::{KeySpec, Type};
 use crate::spec::node::{Key, Node, NodeValue};
 
 /// Reads one table, collecting findings in the caller's list.
@@ -15,7 +18,7 @@ pub(crate) struct TableReader<'n> {
     span: Span,
     entries: &'n [(Key, Node)],
     used: Vec<bool>,
-    allowed: Vec<&'static str>,
+    allowed: Vec<&'static KeySpec>,
     /// Where the table is, for messages: `` in step `step-1` `` or empty.
     context: String,
 }
@@ -27,7 +30,7 @@ impl<'n> TableReader<'n> {
         node: &'n Node,
         what: &str,
         context: impl Into<String>,
-        allowed: &[&'static str],
+        allowed: &'static [KeySpec],
         diagnostics: &mut Vec<Diagnostic>,
     ) -> Option<Self> {
         let Some(entries) = node.as_table() else {
@@ -38,14 +41,17 @@ impl<'n> TableReader<'n> {
             span: node.span,
             entries,
             used: vec![false; entries.len()],
-            allowed: allowed.to_vec(),
+            allowed: allowed.iter().collect(),
             context: context.into(),
         })
     }
 
-    /// Adds keys to the allowed list (used once a step's kind is known).
-    pub(crate) fn allow(&mut self, keys: &[&'static str]) {
-        self.allowed.extend_from_slice(keys);
+    /// Adds keys to the allowed list (used once a step's kind is known),
+    /// listed right after the `kind` key that chose them.
+    pub(crate) fn allow(&mut self, keys: &'static [KeySpec]) {
+        let at =
+            self.allowed.iter().position(|key| matches!(key.ty, Type::Kind)).map_or(self.allowed.len(), |at| at + 1);
+        self.allowed.splice(at..at, keys);
     }
 
     /// Whether the table has `key` (without marking it read).
@@ -58,8 +64,23 @@ impl<'n> TableReader<'n> {
         self.entries.iter().find(|(name, _)| name.name == key).map(|(name, _)| name.span)
     }
 
+    /// Checks, in debug builds, that `key` is declared in `keys.rs` with a
+    /// type this getter reads: the schema generated from the declarations
+    /// then cannot drift from what the validator accepts.
+    fn declared_as(&self, key: &str, fits: impl Fn(Type) -> bool) {
+        let declared = self.allowed.iter().find(|allowed| allowed.name == key);
+        debug_assert!(
+            declared.is_some_and(|spec| fits(spec.ty)),
+            "key `{key}` is read with a type that `spec/keys.rs` does not declare: {declared:?}"
+        );
+    }
+
     /// The value of `key`, marking it read.
     pub(crate) fn get(&mut self, key: &str) -> Option<&'n Node> {
+        debug_assert!(
+            self.allowed.iter().any(|allowed| allowed.name == key),
+            "key `{key}` is read but not declared in `spec/keys.rs`"
+        );
         let index = self.entries.iter().position(|(name, _)| name.name == key)?;
         self.used[index] = true;
         Some(&self.entries[index].1)
@@ -103,6 +124,7 @@ impl<'n> TableReader<'n> {
         node: &'n Node,
         diagnostics: &mut Vec<Diagnostic>,
     ) -> Option<(&'n str, &'n Node)> {
+        self.declared_as(key, |ty| matches!(ty, Type::String | Type::Name { .. } | Type::Enum(_) | Type::Kind));
         match node.as_str() {
             Some(text) => Some((text, node)),
             None => {
@@ -140,6 +162,9 @@ impl<'n> TableReader<'n> {
         min: i64,
         diagnostics: &mut Vec<Diagnostic>,
     ) -> Option<(i64, &'n Node)> {
+        self.declared_as(key, |ty| {
+            matches!(ty, Type::Integer { min: declared } if declared == min) || matches!(ty, Type::Version)
+        });
         let NodeValue::Integer(number) = node.value else {
             diagnostics.push(wrong_type(node, &self.describe(key), "an integer"));
             return None;
@@ -159,6 +184,7 @@ impl<'n> TableReader<'n> {
     }
 
     pub(crate) fn bool(&mut self, key: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<bool> {
+        self.declared_as(key, |ty| matches!(ty, Type::Boolean));
         let node = self.get(key)?;
         match node.value {
             NodeValue::Bool(flag) => Some(flag),
@@ -170,6 +196,7 @@ impl<'n> TableReader<'n> {
     }
 
     pub(crate) fn array(&mut self, key: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<&'n [Node]> {
+        self.declared_as(key, |ty| matches!(ty, Type::Array(_) | Type::NonEmptyArray(_)));
         let node = self.get(key)?;
         match node.as_array() {
             Some(items) => Some(items),
@@ -182,16 +209,16 @@ impl<'n> TableReader<'n> {
 
     /// Reports every key that no getter read and that is not allowed.
     pub(crate) fn finish(self, diagnostics: &mut Vec<Diagnostic>) {
-        let allowed_list = self.allowed.iter().map(|key| format!("`{key}`")).collect::<Vec<_>>().join(", ");
+        let allowed_list = self.allowed.iter().map(|key| format!("`{}`", key.name)).collect::<Vec<_>>().join(", ");
         for ((key, _), used) in self.entries.iter().zip(&self.used) {
-            if *used || self.allowed.contains(&key.name.as_str()) {
+            if *used || self.allowed.iter().any(|allowed| allowed.name == key.name) {
                 continue;
             }
             let mut diagnostic =
                 Diagnostic::error("unknown-key", format!("unknown key `{}`{}", key.name, self.context))
                     .with_span(key.span)
                     .with_help(format!("allowed keys: {allowed_list}"));
-            if let Some(suggestion) = did_you_mean(&key.name, self.allowed.iter().copied()) {
+            if let Some(suggestion) = did_you_mean(&key.name, self.allowed.iter().map(|allowed| allowed.name)) {
                 diagnostic = diagnostic.with_label(format!("did you mean `{suggestion}`?"));
             }
             diagnostics.push(diagnostic);

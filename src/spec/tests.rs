@@ -482,7 +482,7 @@ fn catalog_cross_file_checks() {
     files.write("policies/default.toml", "version = 1\n");
     files.write("plans/a.toml", "version = 1\nid = \"a\"\n[[steps]]\nid = \"s\"\nkind = \"finish\"\n");
     let (loader, _) = catalog_of(&files);
-    assert_eq!(found(&loader), ["no-default-plan"]);
+    assert_eq!(found(&loader), ["unreachable-plan@2:6", "no-default-plan"]);
 }
 
 #[test]
@@ -501,8 +501,21 @@ fn plan_with_policy_and_paths() {
 
     let mut loader = Loader::new();
     let catalog = loader.load_paths(&[files.path("plans"), policy_path]);
-    assert_eq!(found(&loader), Vec::<String>::new());
+    // An empty policy allows no command: `pwd` is denied whatever happens.
+    assert_eq!(found(&loader), ["shell-always-denied@11:11"]);
     assert_eq!((catalog.plans.len(), catalog.policies.len()), (1, 1));
+
+    // A plan alone: without a policies folder nothing is known of its
+    // policy; with one, the policy comes from there.
+    let mut loader = Loader::new();
+    let catalog = loader.load_paths(std::slice::from_ref(&plan_path));
+    assert_eq!((found(&loader), catalog.policies.len()), (Vec::<String>::new(), 0));
+    let mut loader = Loader::new();
+    let catalog = loader.load_paths_with_policies(std::slice::from_ref(&plan_path), Some(&files.path("policies")));
+    assert_eq!((found(&loader), catalog.policies.len()), (vec!["shell-always-denied@11:11".to_string()], 1));
+    let mut loader = Loader::new();
+    loader.load_paths_with_policies(&[plan_path], Some(&files.path("plans")));
+    assert_eq!(found(&loader), ["unknown-policy@5:10"]);
 }
 
 #[test]

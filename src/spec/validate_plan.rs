@@ -6,28 +6,17 @@
 //! as notes when the plan documents a failing scenario. Checks that need the
 //! policy or other plans live in `catalog.rs`.
 //!
-//! Adding a step kind: add it to `KINDS` with its payload keys and build its
-//! [`Action`] in `action`.
+//! Adding a step kind: add it to `keys::STEP`'s variants with its payload
+//! keys and build its [`Action`] in `action`.
 
 use std::collections::HashMap;
 
 use crate::diag::{Diagnostic, Severity, SourceFile, Span};
 use crate::model::{Action, Plan, RunStatus, SourceRef, Step};
+use crate::spec::keys::{PLAN, STEP};
 use crate::spec::node::Node;
 use crate::spec::table::{TableReader, check_version, did_you_mean, expect_string, is_name, value_span, wrong_type};
-use crate::template::{RefTarget, Template};
-
-const PLAN_KEYS: &[&str] =
-    &["version", "id", "description", "keywords", "policy", "default", "expected_status", "steps"];
-
-/// Step kinds and their payload keys.
-const KINDS: &[(&str, &[&str])] = &[
-    ("shell", &["command"]),
-    ("write_file", &["path", "content"]),
-    ("read_file", &["path"]),
-    ("finish", &["message"]),
-    ("flaky", &["failures", "output"]),
-];
+use crate::template::{Field, RefTarget, Reference, Template};
 
 /// Characters the string form of `command` may not hold: a shell would give
 /// them meaning, and planrun never runs a shell.
@@ -61,6 +50,7 @@ pub(crate) struct StepSpans {
     pub timeout: Option<Span>,
     pub retry: Option<Span>,
     pub path: Option<Span>,
+    pub command: Option<Span>,
 }
 
 /// A template of a step and where its text starts in the file.
@@ -100,7 +90,7 @@ pub(crate) fn validate_plan(
 ) -> Option<LoadedPlan> {
     let errors_before = error_count(diagnostics);
     let mut spans = PlanSpans::default();
-    let mut reader = TableReader::new(root, "a plan file", "", PLAN_KEYS, diagnostics)?;
+    let mut reader = TableReader::new(root, "a plan file", "", PLAN.keys, diagnostics)?;
     check_version(&mut reader, diagnostics);
 
     let id = reader.required_string("id", diagnostics).and_then(|(id, node)| {
@@ -242,13 +232,8 @@ fn step(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<(Step, StepSpans)> {
     let errors_before = error_count(diagnostics);
-    let mut reader = TableReader::new(
-        node,
-        &format!("`steps[{index}]`"),
-        format!(" in `steps[{index}]`"),
-        &["id", "kind"],
-        diagnostics,
-    )?;
+    let mut reader =
+        TableReader::new(node, &format!("`steps[{index}]`"), format!(" in `steps[{index}]`"), STEP.keys, diagnostics)?;
     let mut spans = StepSpans { id: node.span, ..StepSpans::default() };
     let id = reader.required_string("id", diagnostics).and_then(|(id, id_node)| {
         spans.id = id_node.span;
@@ -259,9 +244,9 @@ fn step(
         valid
     });
     let kind = reader.required_string("kind", diagnostics).and_then(|(kind, kind_node)| {
-        let found = KINDS.iter().find(|(name, _)| *name == kind);
+        let found = STEP.variant(kind);
         if found.is_none() {
-            let names = KINDS.iter().map(|(name, _)| *name);
+            let names = STEP.variants.iter().map(|variant| variant.name);
             let mut diagnostic = Diagnostic::error("unknown-step-kind", format!("unknown step kind `{kind}`"))
                 .with_span(kind_node.span)
                 .with_help(format!(
@@ -285,18 +270,18 @@ fn step(
     });
 
     let step_index = plan_spans.steps.len();
-    let action = kind.and_then(|(kind, payload)| {
-        reader.allow(payload);
-        reader.allow(&["timeout_secs", "retry"]);
+    let action = kind.and_then(|variant| {
+        reader.allow(variant.keys);
         let mut builder = ActionBuilder {
             reader: &mut reader,
             file,
             step: step_index,
             sites: &mut plan_spans.templates,
             path_span: &mut spans.path,
+            command_span: &mut spans.command,
             diagnostics,
         };
-        builder.action(kind)
+        builder.action(variant.name)
     });
     // With an unknown kind the payload keys cannot be judged; say nothing.
     if kind.is_some() {
@@ -341,6 +326,7 @@ struct ActionBuilder<'r, 'n, 'd> {
     step: usize,
     sites: &'r mut Vec<TemplateSite>,
     path_span: &'r mut Option<Span>,
+    command_span: &'r mut Option<Span>,
     diagnostics: &'d mut Vec<Diagnostic>,
 }
 
@@ -349,6 +335,7 @@ impl ActionBuilder<'_, '_, '_> {
         match kind {
             "shell" => {
                 let node = self.reader.required("command", self.diagnostics)?;
+                *self.command_span = Some(node.span);
                 let command = self.command(node)?;
                 Some(Action::Shell { command })
             }
@@ -535,6 +522,40 @@ impl ActionBuilder<'_, '_, '_> {
     }
 }
 
+/// `template-field-never-produced`: an `output_json` reference to a step
+/// (or, for `last`, the step before) whose kind never produces structured
+/// output. Unknown and forward references are reported on their own.
+fn field_never_produced(plan: &Plan, site: usize, reference: &Reference, span: Span) -> Option<Diagnostic> {
+    let (target, field) = match &reference.target {
+        RefTarget::Last(field) => (site.checked_sub(1)?, field),
+        RefTarget::Step { id, field } => {
+            (plan.steps.iter().position(|step| &step.id == id).filter(|at| *at < site)?, field)
+        }
+        RefTarget::RunId => return None,
+    };
+    if !matches!(field, Field::OutputJson(_)) {
+        return None;
+    }
+    let step = &plan.steps[target];
+    if step.action.may_produce_json() {
+        return None;
+    }
+    Some(
+        Diagnostic::warning(
+            "template-field-never-produced",
+            format!(
+                "`{{{{ {} }}}}` reads structured output, but step `{}` is a `{}` step, which never produces `output_json`",
+                reference.expr,
+                step.id,
+                step.action.kind()
+            ),
+        )
+        .with_span(span)
+        .with_label("always fails with `template_error`")
+        .with_help("use `output_text`, or refer to a `read_file` step (the only kind with `output_json`)"),
+    )
+}
+
 /// Warnings about one valid plan.
 pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mut Vec<Diagnostic>) {
     let plan = &loaded.plan;
@@ -572,6 +593,9 @@ pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mu
         for reference in site.template.references() {
             let span = value_span(&file.text, &site.node, reference.start, reference.end);
             let this = &plan.steps[site.step].id;
+            if let Some(diagnostic) = field_never_produced(plan, site.step, reference, span) {
+                found.push(diagnostic);
+            }
             match &reference.target {
                 RefTarget::Last(_) if site.step == 0 => found.push(
                     Diagnostic::warning(

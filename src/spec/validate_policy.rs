@@ -5,7 +5,7 @@
 //! refused for programs that run other programs, and each rule's `match` /
 //! `not_match` examples are checked against the rule itself.
 //!
-//! Adding a key: add it to its section's key list and read it in the
+//! Adding a key: add it to its section in `keys.rs` and read it in the
 //! section's function.
 
 use std::collections::BTreeMap;
@@ -18,17 +18,11 @@ use crate::model::{
     ArgMatcher, ArgPattern, Budget, Decision, FailureClass, FilePolicy, Policy, RetryPolicy, ShellPolicy, ShellRule,
     SlotKind, SourceRef,
 };
+use crate::spec::keys::{BUDGET, FILES, KeySpec, POLICY, RETRY, RULE, SHELL, TOKEN_TABLE};
 use crate::spec::node::{Node, NodeValue};
 use crate::spec::table::{TableReader, check_version, expect_array, expect_string, wrong_type};
 
-const POLICY_KEYS: &[&str] = &["version", "description", "shell", "files", "retry", "budget"];
-const SHELL_KEYS: &[&str] = &["blocked", "search_path", "env", "allow"];
-const RULE_KEYS: &[&str] = &["id", "program", "args", "prefix", "decision", "reason", "match", "not_match"];
-const TOKEN_KEYS: &[&str] = &["regex", "slot", "allow_dash"];
-const FILES_KEYS: &[&str] = &["deny", "max_read_bytes", "max_write_bytes"];
 const RETRY_CAP: &str = "cap";
-const BUDGET_KEYS: &[&str] =
-    &["max_steps", "max_tool_calls", "max_consecutive_failures", "step_timeout_secs", "max_output_bytes"];
 
 /// Default `shell.search_path`.
 pub const DEFAULT_SEARCH_PATH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin"];
@@ -61,7 +55,7 @@ pub(crate) fn validate_policy(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<Policy> {
     let errors_before = error_count(diagnostics);
-    let mut reader = TableReader::new(root, "a policy file", "", POLICY_KEYS, diagnostics)?;
+    let mut reader = TableReader::new(root, "a policy file", "", POLICY.keys, diagnostics)?;
     check_version(&mut reader, diagnostics);
     reader.string("description", diagnostics);
     let shell = shell(reader.get("shell"), diagnostics);
@@ -83,7 +77,7 @@ fn error_count(diagnostics: &[Diagnostic]) -> usize {
 fn section<'n>(
     node: Option<&'n Node>,
     name: &str,
-    keys: &[&'static str],
+    keys: &'static [KeySpec],
     empty: &'n Node,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<TableReader<'n>> {
@@ -132,7 +126,7 @@ fn bare_name(text: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> bool
 
 fn shell(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<ShellPolicy> {
     let empty = empty_table();
-    let mut reader = section(node, "shell", SHELL_KEYS, &empty, diagnostics)?;
+    let mut reader = section(node, "shell", SHELL.keys, &empty, diagnostics)?;
     let blocked = reader
         .array("blocked", diagnostics)
         .map(|items| strings(items, "shell.blocked", diagnostics, bare_name))
@@ -198,7 +192,7 @@ fn rule(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Option<
     let errors_before = error_count(diagnostics);
     let default_name = format!("shell.allow[{index}]");
     let mut reader =
-        TableReader::new(node, &format!("`{default_name}`"), format!(" in `{default_name}`"), RULE_KEYS, diagnostics)?;
+        TableReader::new(node, &format!("`{default_name}`"), format!(" in `{default_name}`"), RULE.keys, diagnostics)?;
     let name = match reader.string("id", diagnostics) {
         Some((id, _)) => {
             reader.set_context(format!(" in rule `{id}`"));
@@ -327,7 +321,7 @@ fn matcher(node: &Node, where_: &str, diagnostics: &mut Vec<Diagnostic>) -> Opti
         return None;
     }
     let mut reader =
-        TableReader::new(node, &format!("`{where_}`"), format!(" in `{where_}`"), TOKEN_KEYS, diagnostics)?;
+        TableReader::new(node, &format!("`{where_}`"), format!(" in `{where_}`"), TOKEN_TABLE.keys, diagnostics)?;
     let regex = reader.string("regex", diagnostics);
     let slot = reader.string("slot", diagnostics);
     let allow_dash = reader.bool("allow_dash", diagnostics);
@@ -408,7 +402,7 @@ fn token_matches(matcher: &ArgMatcher, token: &str) -> bool {
 
 fn files(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<FilePolicy> {
     let empty = empty_table();
-    let mut reader = section(node, "files", FILES_KEYS, &empty, diagnostics)?;
+    let mut reader = section(node, "files", FILES.keys, &empty, diagnostics)?;
     let deny = match reader.array("deny", diagnostics) {
         Some(items) => strings(items, "files.deny", diagnostics, |_, _, _| true),
         None => DEFAULT_FILES_DENY.iter().map(|glob| glob.to_string()).collect(),
@@ -430,9 +424,7 @@ fn positive(reader: &mut TableReader<'_>, key: &str, default: u64, diagnostics: 
 
 fn retry(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<RetryPolicy> {
     let empty = empty_table();
-    let mut keys: Vec<&'static str> = FailureClass::CONFIGURABLE.iter().map(|class| class.as_str()).collect();
-    keys.push(RETRY_CAP);
-    let mut reader = section(node, "retry", &keys, &empty, diagnostics)?;
+    let mut reader = section(node, "retry", RETRY.keys, &empty, diagnostics)?;
     let mut max_attempts = BTreeMap::new();
     for class in FailureClass::CONFIGURABLE {
         let attempts = positive(&mut reader, class.as_str(), u64::from(default_attempts(class)), diagnostics);
@@ -445,7 +437,7 @@ fn retry(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<Retry
 
 fn budget(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<Budget> {
     let empty = empty_table();
-    let mut reader = section(node, "budget", BUDGET_KEYS, &empty, diagnostics)?;
+    let mut reader = section(node, "budget", BUDGET.keys, &empty, diagnostics)?;
     let budget = Budget {
         max_steps: positive(&mut reader, "max_steps", 32, diagnostics),
         max_tool_calls: positive(&mut reader, "max_tool_calls", 32, diagnostics),

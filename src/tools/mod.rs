@@ -19,7 +19,7 @@ use crate::policy::{display_argv, evaluate_shell};
 
 pub use files::{FileError, read_file, write_file};
 pub use shell::{ProgramResolver, ResolveError, ResolvedProgram, ShellRun, is_bare_name, run_shell};
-pub use workspace::{CheckedPath, PathDenied, Workspace};
+pub use workspace::{CheckedPath, PathDenied, PathRules, Workspace};
 
 /// An action with every template rendered: exactly what will run.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -26,7 +26,71 @@ const PROTECTED: [&str; 4] = [".git", "runs", "bridge", ".planrun"];
 pub struct Workspace {
     dir: Dir,
     root: PathBuf,
+    rules: PathRules,
+}
+
+/// The lexical layer of confinement alone: what can be decided about a
+/// workspace-relative path without touching the file system. Static analysis
+/// (`planrun check`, `planrun plan`) uses it where no workspace exists; it is
+/// never more strict than [`Workspace::check_path`], so a path it refuses is
+/// certainly refused at run time.
+#[derive(Debug, Clone)]
+pub struct PathRules {
     deny: Vec<Glob>,
+}
+
+impl PathRules {
+    pub fn new(files: &FilePolicy) -> PathRules {
+        PathRules { deny: files.deny.iter().map(|pattern| Glob::new(pattern)).collect() }
+    }
+
+    /// The lexical part of confinement, by components.
+    pub fn check_path(&self, rel: &str) -> Result<CheckedPath, PathDenied> {
+        if rel.is_empty() {
+            return Err(PathDenied::new(rel, "files.empty", "the path is empty"));
+        }
+        if rel.contains('\0') {
+            return Err(PathDenied::new(rel, "files.nul", "the path contains NUL"));
+        }
+        let path = Path::new(rel);
+        if path.is_absolute() || rel.starts_with('/') {
+            return Err(PathDenied::new(rel, "files.absolute", "absolute paths are refused"));
+        }
+        let mut components = Vec::new();
+        for component in path.components() {
+            match component {
+                Component::Normal(name) => match name.to_str() {
+                    Some(name) => components.push(name.to_owned()),
+                    None => {
+                        return Err(PathDenied::new(rel, "files.empty", "the path is not UTF-8"));
+                    }
+                },
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    return Err(PathDenied::new(rel, "files.parent", "`..` components are refused"));
+                }
+                Component::RootDir | Component::Prefix(_) => {
+                    return Err(PathDenied::new(rel, "files.absolute", "absolute paths are refused"));
+                }
+            }
+        }
+        let Some(first) = components.first() else {
+            return Err(PathDenied::new(rel, "files.empty", "the path names the workspace itself"));
+        };
+        if let Some(protected) = PROTECTED.iter().find(|protected| first.eq_ignore_ascii_case(protected)) {
+            return Err(PathDenied::new(rel, "files.protected", format!("`{protected}/` is always protected")));
+        }
+        for (index, glob) in self.deny.iter().enumerate() {
+            if glob.matches_path_or_ancestor(&components) {
+                return Err(PathDenied::new(
+                    rel,
+                    format!("files.deny[{index}]"),
+                    format!("it matches `{}`", glob.pattern),
+                ));
+            }
+        }
+        Ok(CheckedPath { components })
+    }
 }
 
 /// A workspace-relative path that passed the lexical checks: only normal
@@ -110,7 +174,7 @@ impl Workspace {
             ));
         }
         let dir = Dir::open_ambient_dir(&root, ambient_authority())?;
-        Ok(Workspace { dir, root, deny: files.deny.iter().map(|pattern| Glob::new(pattern)).collect() })
+        Ok(Workspace { dir, root, rules: PathRules::new(files) })
     }
 
     /// The canonical absolute root.
@@ -123,52 +187,9 @@ impl Workspace {
         &self.dir
     }
 
-    /// The lexical part of confinement, by components.
+    /// The lexical part of confinement, by components (see [`PathRules`]).
     pub fn check_path(&self, rel: &str) -> Result<CheckedPath, PathDenied> {
-        if rel.is_empty() {
-            return Err(PathDenied::new(rel, "files.empty", "the path is empty"));
-        }
-        if rel.contains('\0') {
-            return Err(PathDenied::new(rel, "files.nul", "the path contains NUL"));
-        }
-        let path = Path::new(rel);
-        if path.is_absolute() || rel.starts_with('/') {
-            return Err(PathDenied::new(rel, "files.absolute", "absolute paths are refused"));
-        }
-        let mut components = Vec::new();
-        for component in path.components() {
-            match component {
-                Component::Normal(name) => match name.to_str() {
-                    Some(name) => components.push(name.to_owned()),
-                    None => {
-                        return Err(PathDenied::new(rel, "files.empty", "the path is not UTF-8"));
-                    }
-                },
-                Component::CurDir => {}
-                Component::ParentDir => {
-                    return Err(PathDenied::new(rel, "files.parent", "`..` components are refused"));
-                }
-                Component::RootDir | Component::Prefix(_) => {
-                    return Err(PathDenied::new(rel, "files.absolute", "absolute paths are refused"));
-                }
-            }
-        }
-        let Some(first) = components.first() else {
-            return Err(PathDenied::new(rel, "files.empty", "the path names the workspace itself"));
-        };
-        if let Some(protected) = PROTECTED.iter().find(|protected| first.eq_ignore_ascii_case(protected)) {
-            return Err(PathDenied::new(rel, "files.protected", format!("`{protected}/` is always protected")));
-        }
-        for (index, glob) in self.deny.iter().enumerate() {
-            if glob.matches_path_or_ancestor(&components) {
-                return Err(PathDenied::new(
-                    rel,
-                    format!("files.deny[{index}]"),
-                    format!("it matches `{}`", glob.pattern),
-                ));
-            }
-        }
-        Ok(CheckedPath { components })
+        self.rules.check_path(rel)
     }
 
     /// [`Workspace::check_path`] plus: no existing component of the path is

@@ -49,11 +49,22 @@ impl Sandbox {
     }
 
     pub fn planrun_in(&self, cwd: &Path, args: &[&str]) -> Output {
-        let output = Command::new(env!("CARGO_BIN_EXE_planrun"))
-            .current_dir(cwd)
-            .args(args)
-            .arg("--workspace")
-            .arg(self.workspace())
+        self.planrun_full(cwd, args, None)
+    }
+
+    /// Runs `planrun ARGS --workspace … -- TRAILING` (for commands that take
+    /// a command line after `--`).
+    pub fn planrun_trailing(&self, args: &[&str], trailing: &[&str]) -> Output {
+        self.planrun_full(Path::new(ROOT), args, Some(trailing))
+    }
+
+    fn planrun_full(&self, cwd: &Path, args: &[&str], trailing: Option<&[&str]>) -> Output {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_planrun"));
+        command.current_dir(cwd).args(args).arg("--workspace").arg(self.workspace());
+        if let Some(trailing) = trailing {
+            command.arg("--").args(trailing);
+        }
+        let output = command
             .env("PLANRUN_TEST_CLOCK", TEST_CLOCK)
             .env("NO_COLOR", "1")
             .env_remove("PLANRUN_WORKSPACE")

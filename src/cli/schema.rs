@@ -1,0 +1,49 @@
+//! `planrun schema [plan|policy]`: the JSON Schema of plan and policy files.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+
+use crate::cli::exit_code;
+use crate::cli::output::fail;
+use crate::spec::{SchemaKind, schema, schema_text};
+
+#[derive(Debug, Args)]
+pub struct SchemaArgs {
+    /// Which schema; without it, both, as `{"plan": …, "policy": …}`.
+    #[arg(value_enum)]
+    pub which: Option<Which>,
+    /// Write `plan.schema.json` and `policy.schema.json` into this folder
+    /// instead of printing (how `schemas/` is regenerated).
+    #[arg(long, value_name = "DIR", conflicts_with = "which")]
+    pub out_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Which {
+    Plan,
+    Policy,
+}
+
+/// Exit code: 0, or 2 when `--out-dir` cannot be written.
+pub fn schema_command(args: &SchemaArgs) -> ExitCode {
+    if let Some(dir) = &args.out_dir {
+        for kind in SchemaKind::ALL {
+            let path = dir.join(kind.file_name());
+            if let Err(error) = std::fs::write(&path, schema_text(kind)) {
+                return fail(exit_code::INVALID_INPUT, &format!("cannot write `{}`: {error}", path.display()));
+            }
+        }
+        return exit_code::code(exit_code::DONE);
+    }
+    match args.which {
+        Some(Which::Plan) => anstream::print!("{}", schema_text(SchemaKind::Plan)),
+        Some(Which::Policy) => anstream::print!("{}", schema_text(SchemaKind::Policy)),
+        None => {
+            let both = serde_json::json!({"plan": schema(SchemaKind::Plan), "policy": schema(SchemaKind::Policy)});
+            anstream::println!("{}", serde_json::to_string_pretty(&both).unwrap_or_default());
+        }
+    }
+    exit_code::code(exit_code::DONE)
+}

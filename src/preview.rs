@@ -1,0 +1,263 @@
+//! `planrun plan`: what a run would do, computed without doing any of it.
+//!
+//! A [`Preview`] is built from the validated plan and policy alone. It reads
+//! no workspace, resolves no program and creates nothing: shell decisions
+//! come from [`evaluate_argv`] with the lexical [`PathRules`] (never stricter
+//! than the runtime, so a `forbidden` here is certain), file paths from the
+//! same lexical rules. Anything that depends on a step's output is shown as
+//! a runtime reference, `⟨last.output_text⟩`, and its decision as
+//! `runtime`.
+//!
+//! Adding a step kind: add its payload fields in `payload` and, when the
+//! policy judges it, its verdict in `verdict`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::model::{Action, Budget, FailureClass, Plan, Policy, Step};
+use crate::policy::{display_argv, evaluate_argv};
+use crate::router::RouteDecision;
+use crate::template::{Segment, Template};
+use crate::tools::PathRules;
+
+/// Everything `planrun plan` shows, serializable for `--json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Preview {
+    pub plan: PlanSummary,
+    /// How the goal was routed, when the plan was chosen by `--goal`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route: Option<RoutePreview>,
+    pub policy: PolicySummary,
+    pub steps: Vec<StepPreview>,
+    /// `planrun check` findings about the plan's file (warnings and notes;
+    /// with errors there is no preview), as in `check --format json`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanSummary {
+    pub id: String,
+    pub path: String,
+    pub description: String,
+    pub keywords: Vec<String>,
+    /// `done`, or `failed` for a plan documenting a negative scenario.
+    pub expected_status: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RoutePreview {
+    #[serde(flatten)]
+    pub decision: RouteDecision,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicySummary {
+    pub name: String,
+    pub path: String,
+    pub budget: Budget,
+    pub retry_cap: u32,
+}
+
+/// One step as it would run.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepPreview {
+    /// 1-based position in the plan.
+    pub number: usize,
+    pub id: String,
+    pub kind: &'static str,
+    /// Payload fields in plan order; templates shown statically.
+    pub payload: Vec<PayloadField>,
+    /// The policy's verdict on the step's action, when the policy judges
+    /// this kind (`shell`, `write_file`, `read_file`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    /// Max attempts in all when a failure of each class happens (the
+    /// policy's per-class value, the step's `retry`, the cap).
+    pub max_attempts: BTreeMap<FailureClass, u32>,
+    /// The timeout that applies: the step's own, never above the budget.
+    pub timeout_secs: u64,
+    /// `false` for steps after a `finish` step, which never run.
+    pub reachable: bool,
+    /// Approval gates are not part of the plan model yet; always `false`.
+    pub needs_approval: bool,
+}
+
+/// A payload field: the text as the step would see it, with each runtime
+/// reference shown as `⟨expr⟩`.
+#[derive(Debug, Clone, Serialize)]
+pub struct PayloadField {
+    pub name: String,
+    pub shown: String,
+    /// The references filled in at run time (`last.output_text`, …).
+    pub runtime: Vec<String>,
+}
+
+/// The policy's verdict on one step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    /// `allow`, `forbidden`, or `runtime` (it depends on step output).
+    pub decision: &'static str,
+    /// The rule that decides (`shell.blocked`, a rule id, `files.parent`…),
+    /// or null when the decision is made at run time.
+    pub rule: Option<String>,
+    pub reason: String,
+}
+
+impl Preview {
+    /// The preview of `plan` under `policy`; `route` when a goal chose it.
+    pub fn new(plan: &Plan, policy: &Policy, route: Option<RouteDecision>) -> Preview {
+        let rules = PathRules::new(&policy.files);
+        let finish = plan.steps.iter().position(|step| matches!(step.action, Action::Finish { .. }));
+        let steps = plan
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(index, step)| {
+                let verdict = verdict(step, policy, &rules);
+                let prompt = verdict.as_ref().is_some_and(|verdict| verdict.decision == "prompt");
+                StepPreview {
+                    number: index + 1,
+                    id: step.id.clone(),
+                    kind: step.action.kind(),
+                    payload: payload(step),
+                    verdict,
+                    max_attempts: FailureClass::CONFIGURABLE
+                        .into_iter()
+                        .map(|class| (class, policy.retry.attempts_for(class, step.retry)))
+                        .collect(),
+                    timeout_secs: step
+                        .timeout_secs
+                        .unwrap_or(policy.budget.step_timeout_secs)
+                        .min(policy.budget.step_timeout_secs),
+                    reachable: finish.is_none_or(|finish| index <= finish),
+                    needs_approval: step.approval || prompt,
+                }
+            })
+            .collect();
+        Preview {
+            plan: PlanSummary {
+                id: plan.id.clone(),
+                path: plan.source.path.clone(),
+                description: plan.description.clone(),
+                keywords: plan.keywords.clone(),
+                expected_status: plan.expected_status.to_string(),
+            },
+            route: route.map(|decision| RoutePreview { why: decision.explanation(), decision }),
+            policy: PolicySummary {
+                name: policy.name.clone(),
+                path: policy.source.path.clone(),
+                budget: policy.budget.clone(),
+                retry_cap: policy.retry.cap,
+            },
+            steps,
+            findings: Vec::new(),
+        }
+    }
+}
+
+/// A template as static text: literal parts as written, each reference as
+/// `⟨expr⟩`.
+pub fn show_template(template: &Template) -> String {
+    template
+        .segments()
+        .iter()
+        .map(|segment| match segment {
+            Segment::Literal(text) => text.clone(),
+            Segment::Ref(reference) => format!("⟨{}⟩", reference.expr),
+        })
+        .collect()
+}
+
+fn field(name: &str, template: &Template) -> PayloadField {
+    PayloadField {
+        name: name.to_string(),
+        shown: show_template(template),
+        runtime: template.references().map(|reference| reference.expr.clone()).collect(),
+    }
+}
+
+fn payload(step: &Step) -> Vec<PayloadField> {
+    match &step.action {
+        Action::Shell { command } => {
+            let shown = command.iter().map(|token| quote(&show_template(token))).collect::<Vec<_>>().join(" ");
+            let runtime = command.iter().flat_map(|token| token.references().map(|r| r.expr.clone())).collect();
+            vec![PayloadField { name: "command".to_string(), shown, runtime }]
+        }
+        Action::WriteFile { path, content } => vec![field("path", path), field("content", content)],
+        Action::ReadFile { path } => vec![field("path", path)],
+        Action::Finish { message } => message.iter().map(|message| field("message", message)).collect(),
+        Action::Flaky { failures, output } => vec![
+            PayloadField { name: "failures".to_string(), shown: failures.to_string(), runtime: Vec::new() },
+            field("output", output),
+        ],
+        Action::TicketLookup { ticket_id } | Action::TicketClose { ticket_id } => {
+            vec![PayloadField { name: "ticket_id".to_string(), shown: ticket_id.clone(), runtime: Vec::new() }]
+        }
+    }
+}
+
+/// An argv token as a reader would type it.
+fn quote(token: &str) -> String {
+    display_argv(std::slice::from_ref(&token.to_string()))
+}
+
+fn verdict(step: &Step, policy: &Policy, rules: &PathRules) -> Option<Verdict> {
+    match &step.action {
+        Action::Shell { command } => Some(shell_verdict(command, policy, rules)),
+        Action::WriteFile { path, .. } | Action::ReadFile { path } => Some(path_verdict(path, rules)),
+        Action::Finish { .. } | Action::Flaky { .. } | Action::TicketLookup { .. } | Action::TicketClose { .. } => None,
+    }
+}
+
+fn shell_verdict(command: &[Template], policy: &Policy, rules: &PathRules) -> Verdict {
+    let literal: Option<Vec<String>> =
+        command.iter().map(|token| token.is_literal().then(|| token.source().to_string())).collect();
+    if let Some(argv) = literal {
+        let evaluation = evaluate_argv(&policy.shell, rules, &argv);
+        return Verdict {
+            decision: evaluation.decision.as_str(),
+            rule: Some(evaluation.rule),
+            reason: evaluation.reason,
+        };
+    }
+    // The program is always literal: what depends only on it is certain.
+    let program = command.first().map(|token| token.source().to_string()).unwrap_or_default();
+    let alone = evaluate_argv(&policy.shell, rules, std::slice::from_ref(&program));
+    let certain = matches!(alone.rule.as_str(), "shell.empty" | "shell.bare-name" | "shell.blocked");
+    if certain {
+        return Verdict { decision: alone.decision.as_str(), rule: Some(alone.rule), reason: alone.reason };
+    }
+    if !policy.shell.allow.iter().any(|rule| rule.program == program) {
+        return Verdict {
+            decision: "forbidden",
+            rule: Some("shell.default-deny".to_string()),
+            reason: format!("no `shell.allow` rule names `{program}`"),
+        };
+    }
+    Verdict {
+        decision: "runtime",
+        rule: None,
+        reason: "decided at run time: the arguments hold step output".to_string(),
+    }
+}
+
+fn path_verdict(path: &Template, rules: &PathRules) -> Verdict {
+    if !path.is_literal() {
+        return Verdict {
+            decision: "runtime",
+            rule: None,
+            reason: "decided at run time: the path holds `run.id`".to_string(),
+        };
+    }
+    match rules.check_path(path.source()) {
+        Ok(_) => Verdict {
+            decision: "allow",
+            rule: Some("files.confined".to_string()),
+            reason: "inside the workspace and not denied by `files.deny`".to_string(),
+        },
+        Err(denied) => Verdict { decision: "forbidden", rule: Some(denied.rule.clone()), reason: denied.to_string() },
+    }
+}

@@ -1,0 +1,308 @@
+//! The one declarative list of every key of plan and policy files.
+//!
+//! Each table of a file is a [`Section`]: its keys with their type,
+//! whether they are required and a one-line doc. The validators read tables
+//! through [`crate::spec::table::TableReader`], which takes its allowed keys
+//! from these lists (and, in debug builds, refuses to read a key that is not
+//! listed); `schema.rs` generates the JSON Schema from the same lists. So a
+//! key exists for the validator and for editors, or for neither.
+//!
+//! Adding a key: add a [`KeySpec`] to its section and read it in the
+//! section's validator function. Adding a step kind: add a
+//! [`Variant`] to [`STEP`] and build its action in `validate_plan.rs`.
+
+/// What a key's value must be.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Type {
+    String,
+    /// A name: ASCII letters, digits, `_`, `-`, at most `max` bytes.
+    Name {
+        max: usize,
+    },
+    Integer {
+        min: i64,
+    },
+    Boolean,
+    /// `version`: the integer 1.
+    Version,
+    /// One of these strings.
+    Enum(&'static [&'static str]),
+    /// The discriminator of a section with variants (a step's `kind`).
+    Kind,
+    Array(&'static Type),
+    /// A non-empty array.
+    NonEmptyArray(&'static Type),
+    Table(&'static Section),
+    /// A table whose keys are free and whose values have this type.
+    Map(&'static Type),
+    /// Any of these types.
+    AnyOf(&'static [Type]),
+}
+
+/// One key of a table.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeySpec {
+    pub name: &'static str,
+    pub ty: Type,
+    pub required: bool,
+    /// One line, lowercase, no final period.
+    pub doc: &'static str,
+}
+
+/// One table of a file.
+#[derive(Debug)]
+pub(crate) struct Section {
+    /// Human name, used as the schema title.
+    pub title: &'static str,
+    pub doc: &'static str,
+    /// Keys every table of this section may hold.
+    pub keys: &'static [KeySpec],
+    /// Extra keys chosen by the [`Type::Kind`] key's value.
+    pub variants: &'static [Variant],
+}
+
+/// The keys one value of the discriminator adds (a step kind's payload).
+#[derive(Debug)]
+pub(crate) struct Variant {
+    pub name: &'static str,
+    pub doc: &'static str,
+    pub keys: &'static [KeySpec],
+}
+
+impl Section {
+    pub(crate) fn variant(&self, name: &str) -> Option<&'static Variant> {
+        self.variants.iter().find(|variant| variant.name == name)
+    }
+}
+
+const fn key(name: &'static str, ty: Type, doc: &'static str) -> KeySpec {
+    KeySpec { name, ty, required: false, doc }
+}
+
+const fn required(name: &'static str, ty: Type, doc: &'static str) -> KeySpec {
+    KeySpec { name, ty, required: true, doc }
+}
+
+const STRING: Type = Type::String;
+const STRINGS: Type = Type::Array(&Type::String);
+const POSITIVE: Type = Type::Integer { min: 1 };
+const VERSION: KeySpec = required("version", Type::Version, "file format version; this planrun reads 1");
+
+/// A plan file.
+pub(crate) static PLAN: Section = Section {
+    title: "planrun plan",
+    doc: "a plan: the steps to run and the keywords that route goals to it",
+    keys: &[
+        VERSION,
+        required("id", Type::Name { max: 64 }, "unique plan id (ASCII letters, digits, `_`, `-`)"),
+        key("description", STRING, "one line shown by `planrun list` and `planrun plan`"),
+        key(
+            "keywords",
+            STRINGS,
+            "routing keywords: a goal containing one (case-insensitive) routes here; the longest match wins",
+        ),
+        key(
+            "policy",
+            Type::Name { max: usize::MAX },
+            "the policy file's name in the policies folder (default `default`)",
+        ),
+        key("default", Type::Boolean, "whether this plan takes the goals that match no keyword (exactly one plan)"),
+        key(
+            "expected_status",
+            Type::Enum(&["done", "failed"]),
+            "how a run of this plan is documented to end; `failed` turns its check warnings into notes",
+        ),
+        required("steps", Type::NonEmptyArray(&Type::Table(&STEP)), "the steps, run in order"),
+    ],
+    variants: &[],
+};
+
+/// One `[[steps]]` table.
+pub(crate) static STEP: Section = Section {
+    title: "step",
+    doc: "one step: an id, a kind and the kind's payload",
+    keys: &[
+        required("id", Type::Name { max: 64 }, "unique step id within the plan"),
+        required("kind", Type::Kind, "what the step does; decides the payload keys"),
+        key(
+            "timeout_secs",
+            POSITIVE,
+            "per-step timeout in seconds; never above the policy's `budget.step_timeout_secs`",
+        ),
+        key("retry", POSITIVE, "max attempts for this step; never above the policy's `retry.cap`"),
+    ],
+    variants: &[
+        Variant {
+            name: "shell",
+            doc: "run a program without a shell, if the policy allows the whole argv",
+            keys: &[required(
+                "command",
+                Type::AnyOf(&[Type::NonEmptyArray(&Type::String), Type::String]),
+                "argv; the program is a literal bare name, arguments may hold templates; a string is split like a shell would, without metacharacters",
+            )],
+        },
+        Variant {
+            name: "write_file",
+            doc: "write a file inside the workspace",
+            keys: &[
+                required("path", STRING, "workspace-relative path; only `{{ run.id }}` may appear in it"),
+                required("content", STRING, "the text to write; may hold templates"),
+            ],
+        },
+        Variant {
+            name: "read_file",
+            doc: "read a file inside the workspace; its text is the step output",
+            keys: &[required("path", STRING, "workspace-relative path; only `{{ run.id }}` may appear in it")],
+        },
+        Variant {
+            name: "finish",
+            doc: "end the run `done`",
+            keys: &[key("message", STRING, "the step output; may hold templates")],
+        },
+        Variant {
+            name: "flaky",
+            doc: "a deterministic test tool: fails its first `failures` attempts with `execution_error`",
+            keys: &[
+                key("failures", Type::Integer { min: 0 }, "how many attempts fail before one succeeds (default 1)"),
+                key("output", STRING, "the output once it succeeds (default `ok`); may hold templates"),
+            ],
+        },
+    ],
+};
+
+/// A policy file.
+pub(crate) static POLICY: Section = Section {
+    title: "planrun policy",
+    doc: "a policy: what a plan's steps may do; every section is optional",
+    keys: &[
+        VERSION,
+        key("description", STRING, "one line about the policy"),
+        key("shell", Type::Table(&SHELL), "the shell allowlist and blocklist"),
+        key("files", Type::Table(&FILES), "file confinement beyond the always-protected `runs/`, `bridge/`, `.git/`"),
+        key("retry", Type::Table(&RETRY), "max attempts per failure class and the hard cap"),
+        key("budget", Type::Table(&BUDGET), "limits that end a run `failed` with `budget_exhausted`"),
+    ],
+    variants: &[],
+};
+
+pub(crate) static SHELL: Section = Section {
+    title: "shell",
+    doc: "how shell steps are decided and run",
+    keys: &[
+        key("blocked", STRINGS, "programs always forbidden, checked on the name and on the resolved file"),
+        key(
+            "search_path",
+            STRINGS,
+            "absolute folders searched for programs (default `/usr/local/bin`, `/usr/bin`, `/bin`)",
+        ),
+        key(
+            "env",
+            Type::Map(&Type::String),
+            "the child's whole environment (default `PATH` from `search_path`, `LANG`)",
+        ),
+        key("allow", Type::Array(&Type::Table(&RULE)), "rules; where several match, the strictest decision wins"),
+    ],
+    variants: &[],
+};
+
+pub(crate) static RULE: Section = Section {
+    title: "shell rule",
+    doc: "one `[[shell.allow]]` rule",
+    keys: &[
+        key("id", STRING, "a stable name for records (default `shell.allow[<index>]`)"),
+        required("program", STRING, "the bare program name the rule is about"),
+        key(
+            "args",
+            Type::NonEmptyArray(&Type::Array(&TOKEN)),
+            "accepted argument lists, a matcher per token (default: the program alone)",
+        ),
+        key("prefix", Type::Boolean, "match only the leading arguments (refused for shells, interpreters, wrappers)"),
+        key("decision", Type::Enum(&["allow", "forbidden"]), "what a match decides (default `allow`)"),
+        key("reason", STRING, "why the rule exists; shown with every decision it makes"),
+        key("match", Type::Array(&STRINGS), "argument lists the rule must accept (checked at load)"),
+        key("not_match", Type::Array(&STRINGS), "argument lists the rule must refuse (checked at load)"),
+    ],
+    variants: &[],
+};
+
+/// An argument matcher: a literal string or a token table.
+const TOKEN: Type = Type::AnyOf(&[Type::String, Type::Table(&TOKEN_TABLE)]);
+
+pub(crate) static TOKEN_TABLE: Section = Section {
+    title: "token matcher",
+    doc: "a token matched by regex or by a typed slot (exactly one of `regex` and `slot`)",
+    keys: &[
+        key("regex", STRING, "the whole token matches this regex"),
+        key("slot", Type::Enum(&["path"]), "a typed slot: `path` accepts a confined workspace-relative path"),
+        key("allow_dash", Type::Boolean, "whether the slot accepts a token starting with `-`"),
+    ],
+    variants: &[],
+};
+
+pub(crate) static FILES: Section = Section {
+    title: "files",
+    doc: "file confinement",
+    keys: &[
+        key("deny", STRINGS, "workspace-relative globs file tools never touch (default `runs/**`)"),
+        key("max_read_bytes", POSITIVE, "largest file a step may read (default 1048576)"),
+        key("max_write_bytes", POSITIVE, "largest file a step may write (default 1048576)"),
+    ],
+    variants: &[],
+};
+
+/// Keys are the failure classes ([`crate::model::FailureClass::CONFIGURABLE`], a
+/// test keeps them in step) and `cap`.
+pub(crate) static RETRY: Section = Section {
+    title: "retry",
+    doc: "max attempts per failure class; `security_denied` and `template_error` are never retried",
+    keys: &[
+        key("security_denied", POSITIVE, "attempts after a policy denial (default 1)"),
+        key("template_error", POSITIVE, "attempts after an unresolvable template (default 1)"),
+        key("file_error", POSITIVE, "attempts after a file tool failure (default 2)"),
+        key("execution_error", POSITIVE, "attempts after a failed or timed-out process (default 2)"),
+        key("unknown_error", POSITIVE, "attempts after any other failure (default 1)"),
+        key("cap", POSITIVE, "hard cap on attempts, whatever a step asks (default 2)"),
+    ],
+    variants: &[],
+};
+
+pub(crate) static BUDGET: Section = Section {
+    title: "budget",
+    doc: "limits per run",
+    keys: &[
+        key("max_steps", POSITIVE, "steps per run (default 32)"),
+        key("max_tool_calls", POSITIVE, "tool calls per run (default 32)"),
+        key("max_consecutive_failures", POSITIVE, "failed attempts in a row (default 3)"),
+        key("step_timeout_secs", POSITIVE, "timeout of every step, in seconds (default 30)"),
+        key("max_output_bytes", POSITIVE, "captured output per step; the rest is dropped and marked (default 1048576)"),
+    ],
+    variants: &[],
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::FailureClass;
+
+    #[test]
+    fn retry_keys_are_the_failure_classes_and_the_cap() {
+        let names: Vec<&str> = RETRY.keys.iter().map(|key| key.name).collect();
+        let mut expected: Vec<&str> = FailureClass::CONFIGURABLE.iter().map(|class| class.as_str()).collect();
+        expected.push("cap");
+        assert_eq!(names, expected);
+    }
+
+    #[test]
+    fn docs_are_one_lowercase_line_without_a_final_period() {
+        fn check(section: &Section) {
+            let keys = section.keys.iter().chain(section.variants.iter().flat_map(|variant| variant.keys.iter()));
+            for key in keys {
+                assert!(!key.doc.contains('\n') && !key.doc.ends_with('.'), "{}: {}", key.name, key.doc);
+                assert!(!key.doc.starts_with(char::is_uppercase), "{}: {}", key.name, key.doc);
+            }
+        }
+        for section in [&PLAN, &STEP, &POLICY, &SHELL, &RULE, &TOKEN_TABLE, &FILES, &RETRY, &BUDGET] {
+            check(section);
+        }
+    }
+}
