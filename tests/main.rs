@@ -2,6 +2,7 @@
 //!
 //! | module | what it covers |
 //! |---|---|
+//! | `bounded` | approvals, checkpoint integrity, receipts and crash recovery, budgets, `when`/`expect`/`verify`, the ticket demo |
 //! | `scenarios` | every documented goal: exit code and golden snapshots of all run files |
 //! | `security` | every security boundary: denied, and nothing executed or created |
 //! | `records` | run ids, never overwriting, atomic checkpoints, `show` |
@@ -14,6 +15,7 @@
 mod common;
 
 mod authoring;
+mod bounded;
 mod cli;
 mod diagnostics;
 mod preview;

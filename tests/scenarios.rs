@@ -24,6 +24,8 @@ const SCENARIOS: &[(&str, &str, i32)] = &[
     ("test flow ls to file", "flow_ls", 0),
     ("test flow bad template", "flow_bad_template", 1),
     ("test retry execution", "retry_execution", 0),
+    // Pauses for approval (exit 3); the rest of its story is in `tests/bounded.rs`.
+    ("close ticket", "ticket_close", 3),
 ];
 
 fn run_scenario(plan_id: &str) {
@@ -33,6 +35,11 @@ fn run_scenario(plan_id: &str) {
         .copied()
         .unwrap_or_else(|| panic!("no scenario for {plan_id}"));
     let sandbox = Sandbox::new();
+    // A plan's sample data, when it has some, is its workspace's starting state.
+    let data = std::path::Path::new(ROOT).join("plans").join(format!("{plan_id}.tickets.json"));
+    if data.is_file() {
+        sandbox.write("workspace/tickets.json", &std::fs::read_to_string(&data).expect("sample data"));
+    }
     let output = sandbox.planrun(&["--goal", goal, "--run-id", plan_id]);
     assert_eq!(output.code, expected, "{}", output.snapshot());
     let settings = snapshot_settings("runs");
@@ -71,6 +78,7 @@ scenarios!(
     flow_ls,
     flow_bad_template,
     retry_execution,
+    ticket_close,
 );
 
 /// A plan added to `plans/` must get a scenario here (and so snapshots).
@@ -85,7 +93,13 @@ fn every_plan_has_a_scenario() {
     assert_eq!(plans, covered);
     for plan in &catalog.plans {
         let (_, _, code) = SCENARIOS.iter().find(|(_, id, _)| *id == plan.id).copied().unwrap_or_default();
-        let documented = if plan.expected_status == planrun::model::RunStatus::Failed { 1 } else { 0 };
+        let documented = if plan.expected_status == planrun::model::RunStatus::Failed {
+            1
+        } else if plan.steps.iter().any(|step| step.approval) {
+            3
+        } else {
+            0
+        };
         assert_eq!(code, documented, "`expected_status` of {} disagrees with its scenario", plan.id);
     }
 }

@@ -4,6 +4,7 @@
 
 mod approve;
 mod check;
+mod demo;
 pub mod exit_code;
 mod list;
 mod output;
@@ -104,6 +105,8 @@ pub enum Command {
     Reject(reject::RejectArgs),
     /// Continue a run that waits for approval or was interrupted.
     Resume(resume::ResumeArgs),
+    /// Run the ticket demo end to end (pause, approve, crash, recover) and print its summary.
+    Demo(demo::DemoArgs),
 }
 
 /// Entry point called by `main.rs`.
@@ -136,6 +139,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Approve(args)) => approve::approve(args, &cli.dirs, &env),
         Some(Command::Reject(args)) => reject::reject(args, &cli.dirs, &env),
         Some(Command::Resume(args)) => resume::resume(args, &cli.dirs, &env),
+        Some(Command::Demo(args)) => demo::demo(args, &cli.dirs, &env),
         None => run::run(&cli.run, &cli.dirs, &env),
     }
 }

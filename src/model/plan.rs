@@ -122,7 +122,7 @@ impl Action {
     /// Whether a step of this kind may ever produce structured output
     /// (`output_json`): only `read_file` does, when the file holds JSON.
     pub fn may_produce_json(&self) -> bool {
-        matches!(self, Action::ReadFile { .. })
+        matches!(self, Action::ReadFile { .. } | Action::TicketLookup { .. } | Action::TicketClose { .. })
     }
 
     /// Every template in the payload, in payload order.

@@ -215,7 +215,7 @@ impl<'r> Interpreter<'r> {
         let mut details = Map::new();
         details.insert("from_status".into(), json!(self.state.status));
         details.insert("from_state_version".into(), json!(self.state.state_version));
-        details.insert("uncheckpointed_audit_events".into(), json!(self.run_dir.audit.seq() - self.state.audit_seq));
+        details.insert("events_after_checkpoint".into(), json!(self.run_dir.audit.seq() - self.state.audit_seq));
         details.insert("discarded_history_records".into(), json!(discarded_history));
         self.emit(EventType::RunResumed, self.state.current_step_id.clone().as_deref(), Some("running"), details)?;
         if let Some(pending) = pending {
@@ -369,7 +369,9 @@ impl<'r> Interpreter<'r> {
             }
         }
 
-        if is_tool {
+        // A keyed step counts its own tool calls: a receipt look-up during
+        // recovery, and the effect only when it really runs.
+        if is_tool && step.idempotency_key.is_none() {
             self.state.counters.tool_calls += 1;
         }
         let outcome = match &step.idempotency_key {
@@ -650,9 +652,8 @@ impl<'r> Interpreter<'r> {
         let mut details = Map::new();
         details.insert("idempotency_key".into(), json!(key));
         details.insert("intent_digest".into(), json!(intent));
-        if self.recovering {
-            self.state.counters.tool_calls += 1;
-        }
+        // Outside recovery the receipt check is part of the write call.
+        self.state.counters.tool_calls += 1;
         let existing = match self.receipts.get(&key) {
             Ok(existing) => existing,
             Err(error) => {
@@ -717,6 +718,10 @@ impl<'r> Interpreter<'r> {
                     completed_at: None,
                 };
                 self.put_receipt(&receipt)?;
+                if self.recovering {
+                    // The look-up found nothing: the effect is a call of its own.
+                    self.state.counters.tool_calls += 1;
+                }
                 let outcome = self.tools.execute(action, attempt, self.timeout(step), approved);
                 self.crash_hook(step, CrashPoint::BeforeReceipt);
                 match &outcome.result {

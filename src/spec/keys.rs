@@ -113,6 +113,87 @@ pub(crate) static PLAN: Section = Section {
             "how a run of this plan is documented to end; `failed` turns its check warnings into notes",
         ),
         required("steps", Type::NonEmptyArray(&Type::Table(&STEP)), "the steps, run in order"),
+        key("budget", Type::Table(&PLAN_BUDGET), "limits that may only lower the policy's budget for this plan"),
+        key(
+            "verify",
+            Type::Array(&Type::Table(&VERIFY)),
+            "completion checks against fresh evidence; a run may end `done` only when all hold",
+        ),
+    ],
+    variants: &[],
+};
+
+/// A plan's `[budget]`: downward overrides of the policy's budget.
+pub(crate) static PLAN_BUDGET: Section = Section {
+    title: "plan budget",
+    doc: "limits for this plan; each is the smaller of this value and the policy's",
+    keys: &[
+        key("max_steps", POSITIVE, "steps per run"),
+        key("max_tool_calls", POSITIVE, "tool calls per run (receipt and verifier look-ups count)"),
+        key("max_consecutive_failures", POSITIVE, "failed attempts in a row"),
+        key("step_timeout_secs", POSITIVE, "timeout of every step, in seconds"),
+        key("max_run_secs", POSITIVE, "whole-run deadline in seconds, counted from the run's start"),
+    ],
+    variants: &[],
+};
+
+/// One `[[verify]]` check.
+pub(crate) static VERIFY: Section = Section {
+    title: "verify check",
+    doc: "a completion check, evaluated on fresh evidence after the last step",
+    keys: &[required("kind", Type::Kind, "what to check")],
+    variants: &[
+        Variant {
+            name: "file",
+            doc: "a workspace file exists (and contains a text)",
+            keys: &[
+                required("path", STRING, "workspace-relative path"),
+                key("contains", STRING, "a text the file must contain"),
+            ],
+        },
+        Variant {
+            name: "ticket_status",
+            doc: "a fresh `ticket_lookup` shows this status",
+            keys: &[
+                required("ticket_id", STRING, "the ticket to look up"),
+                required("equals", STRING, "the status it must have"),
+            ],
+        },
+        Variant {
+            name: "receipt",
+            doc: "the idempotency receipt of a step exists and matches the intent it recorded",
+            keys: &[required("step", STRING, "the id of a step with an `idempotency_key`")],
+        },
+    ],
+};
+
+/// A step's `when`.
+pub(crate) static WHEN: Section = Section {
+    title: "when",
+    doc: "run the step only when `value` passes the test (exactly one of `equals`, `not_equals`, `contains`, `matches`)",
+    keys: &[
+        required("value", STRING, "the text tested; may hold templates"),
+        key("equals", STRING, "the value must equal this"),
+        key("not_equals", STRING, "the value must differ from this"),
+        key("contains", STRING, "the value must contain this"),
+        key("matches", STRING, "the value must match this regex"),
+        key(
+            "otherwise",
+            Type::Enum(&["skip", "already_satisfied"]),
+            "when false: skip the step (default), or end the run `done` with `already_satisfied`",
+        ),
+    ],
+    variants: &[],
+};
+
+/// A step's `expect`.
+pub(crate) static EXPECT: Section = Section {
+    title: "expect",
+    doc: "post-conditions on the step's result; a failed one is `verification_failed`",
+    keys: &[
+        key("exit_code", Type::Integer { min: 0 }, "for `shell`: the exit code that counts as success (default 0)"),
+        key("output_contains", STRING, "the output must contain this text"),
+        key("output_matches", STRING, "the output must match this regex"),
     ],
     variants: &[],
 };
@@ -130,6 +211,19 @@ pub(crate) static STEP: Section = Section {
             "per-step timeout in seconds; never above the policy's `budget.step_timeout_secs`",
         ),
         key("retry", POSITIVE, "max attempts for this step; never above the policy's `retry.cap`"),
+        key(
+            "approval",
+            Type::Enum(&["required"]),
+            "`required`: the run pauses before this step until a person approves the frozen action",
+        ),
+        key("risk", Type::Enum(&["read", "write"]), "what the step may change (default by kind)"),
+        key(
+            "idempotency_key",
+            STRING,
+            "receipt key for a write: the effect happens once per key; literal or built from `{{ run.id }}` only",
+        ),
+        key("when", Type::Table(&WHEN), "a condition: a false one skips the step or ends the run `already_satisfied`"),
+        key("expect", Type::Table(&EXPECT), "post-conditions on the step's result"),
     ],
     variants: &[
         Variant {
@@ -166,6 +260,16 @@ pub(crate) static STEP: Section = Section {
                 key("failures", Type::Integer { min: 0 }, "how many attempts fail before one succeeds (default 1)"),
                 key("output", STRING, "the output once it succeeds (default `ok`); may hold templates"),
             ],
+        },
+        Variant {
+            name: "ticket_lookup",
+            doc: "read a ticket of the demo ticket system (`tickets.json` in the workspace)",
+            keys: &[required("ticket_id", STRING, "the ticket; literal (a target never comes from step output)")],
+        },
+        Variant {
+            name: "ticket_close",
+            doc: "close a ticket of the demo ticket system (a write: give it an `idempotency_key`)",
+            keys: &[required("ticket_id", STRING, "the ticket; literal (a target never comes from step output)")],
         },
     ],
 };
@@ -217,7 +321,11 @@ pub(crate) static RULE: Section = Section {
             "accepted argument lists, a matcher per token (default: the program alone)",
         ),
         key("prefix", Type::Boolean, "match only the leading arguments (refused for shells, interpreters, wrappers)"),
-        key("decision", Type::Enum(&["allow", "forbidden"]), "what a match decides (default `allow`)"),
+        key(
+            "decision",
+            Type::Enum(&["allow", "prompt", "forbidden"]),
+            "what a match decides (default `allow`); `prompt` makes the step wait for a person's approval",
+        ),
         key("reason", STRING, "why the rule exists; shown with every decision it makes"),
         key("match", Type::Array(&STRINGS), "argument lists the rule must accept (checked at load)"),
         key("not_match", Type::Array(&STRINGS), "argument lists the rule must refuse (checked at load)"),
@@ -275,6 +383,7 @@ pub(crate) static BUDGET: Section = Section {
         key("max_consecutive_failures", POSITIVE, "failed attempts in a row (default 3)"),
         key("step_timeout_secs", POSITIVE, "timeout of every step, in seconds (default 30)"),
         key("max_output_bytes", POSITIVE, "captured output per step; the rest is dropped and marked (default 1048576)"),
+        key("max_run_secs", POSITIVE, "whole-run deadline in seconds, counted from the run's start (default none)"),
     ],
     variants: &[],
 };

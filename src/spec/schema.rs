@@ -149,7 +149,10 @@ mod tests {
     fn a_step_schema_lists_kinds_and_refuses_other_kinds_payload() {
         let plan = schema(SchemaKind::Plan);
         let step = &plan["properties"]["steps"]["items"];
-        assert_eq!(step["properties"]["kind"]["enum"], json!(["shell", "write_file", "read_file", "finish", "flaky"]));
+        assert_eq!(
+            step["properties"]["kind"]["enum"],
+            json!(["shell", "write_file", "read_file", "finish", "flaky", "ticket_lookup", "ticket_close"])
+        );
         assert_eq!(step["unevaluatedProperties"], json!(false));
         assert_eq!(step["allOf"][0]["then"]["required"], json!(["command"]));
         assert_eq!(plan["required"], json!(["version", "id", "steps"]));

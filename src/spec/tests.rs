@@ -265,7 +265,12 @@ fn unknown_keys_list_the_allowed_keys_with_a_suggestion() {
     let unknown = &loader.diagnostics()[1];
     assert_eq!(unknown.message, "unknown key `comand` in step `a`");
     assert_eq!(unknown.label.as_deref(), Some("did you mean `command`?"));
-    assert_eq!(unknown.help.as_deref(), Some("allowed keys: `id`, `kind`, `command`, `timeout_secs`, `retry`"));
+    assert_eq!(
+        unknown.help.as_deref(),
+        Some(
+            "allowed keys: `id`, `kind`, `command`, `timeout_secs`, `retry`, `approval`, `risk`, `idempotency_key`, `when`, `expect`"
+        )
+    );
     // A payload key of another kind is unknown too.
     let errors = plan_errors(&with_steps("[[steps]]\nid = \"a\"\nkind = \"finish\"\ncommand = [\"pwd\"]\n"));
     assert_eq!(errors, ["unknown-key@7:1"]);
@@ -403,7 +408,7 @@ fn policy_field_errors() {
         ("[retry]\ncap = 0\n", "invalid-value@3:7"),
         ("[budget]\nmax_step = 3\n", "unknown-key@3:1"),
         ("[files]\ndeny = \"runs/**\"\n", "wrong-type@3:8"),
-        ("[[shell.allow]]\nprogram = \"git\"\ndecision = \"prompt\"\n", "invalid-value@4:12"),
+        ("[[shell.allow]]\nprogram = \"git\"\ndecision = \"ask\"\n", "invalid-value@4:12"),
         ("[[shell.allow]]\nprogram = \"git\"\nargs = [[{ slot = \"file\" }]]\n", "invalid-value@4:19"),
     ];
     for (body, expected) in cases {
@@ -540,7 +545,7 @@ fn a_rendered_diagnostic_marks_the_offending_key() {
     let text = render(loader.sources(), unknown);
     let name = loader.sources().get(0).expect("file").name.clone();
     let expected = format!(
-        "error[unknown-key]: unknown key `comand` in step `step-1`\n --> {name}:7:3\n  |\n7 |   comand = [\"pwd\"]\n  |   ^^^^^^ did you mean `command`?\n  |\n  = help: allowed keys: `id`, `kind`, `command`, `timeout_secs`, `retry`\n"
+        "error[unknown-key]: unknown key `comand` in step `step-1`\n --> {name}:7:3\n  |\n7 |   comand = [\"pwd\"]\n  |   ^^^^^^ did you mean `command`?\n  |\n  = help: allowed keys: `id`, `kind`, `command`, `timeout_secs`, `retry`, `approval`, `risk`, `idempotency_key`, `when`, `expect`\n"
     );
     assert_eq!(text, expected);
 }

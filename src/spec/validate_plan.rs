@@ -12,8 +12,11 @@
 use std::collections::HashMap;
 
 use crate::diag::{Diagnostic, Severity, SourceFile, Span};
-use crate::model::{Action, Plan, RunStatus, SourceRef, Step};
-use crate::spec::keys::{PLAN, STEP};
+use crate::model::{
+    Action, BudgetOverride, Condition, ConditionTest, Expect, Plan, Risk, RunStatus, SourceRef, Step, VerifyCheck,
+    WhenFalse,
+};
+use crate::spec::keys::{EXPECT, PLAN, PLAN_BUDGET, STEP, VERIFY, WHEN};
 use crate::spec::node::Node;
 use crate::spec::table::{TableReader, check_version, did_you_mean, expect_string, is_name, value_span, wrong_type};
 use crate::template::{Field, RefTarget, Reference, Template};
@@ -180,12 +183,16 @@ pub(crate) fn validate_plan(
             }
         }
     }
+    let budget = plan_budget(&mut reader, diagnostics);
+    let verify = verify_checks(&mut reader, &steps, diagnostics);
     reader.finish(diagnostics);
 
     if error_count(diagnostics) > errors_before {
         return None;
     }
-    let (Some(id), Some(policy), Some(expected_status)) = (id, policy, expected_status) else {
+    let (Some(id), Some(policy), Some(expected_status), Some(budget), Some(verify)) =
+        (id, policy, expected_status, budget, verify)
+    else {
         return None;
     };
     Some(LoadedPlan {
@@ -197,8 +204,8 @@ pub(crate) fn validate_plan(
             default,
             expected_status,
             steps,
-            budget: Default::default(),
-            verify: Vec::new(),
+            budget,
+            verify,
             source,
             keyword_spans,
         },
@@ -269,18 +276,47 @@ fn step(
         small(attempts, attempts_node, "`retry`", diagnostics)
     });
 
+    let approval = match reader.string("approval", diagnostics) {
+        None | Some(("required", _)) => reader.has("approval"),
+        Some((other, node)) => {
+            diagnostics.push(
+                Diagnostic::error("invalid-value", format!("unknown `approval` `{other}`"))
+                    .with_span(node.span)
+                    .with_label("expected `required`")
+                    .with_help("write `approval = \"required\"` to pause before this step, or remove the key"),
+            );
+            false
+        }
+    };
+    let declared_risk = match reader.string("risk", diagnostics) {
+        None => None,
+        Some(("read", _)) => Some(Risk::Read),
+        Some(("write", _)) => Some(Risk::Write),
+        Some((other, node)) => {
+            diagnostics.push(
+                Diagnostic::error("invalid-value", format!("unknown `risk` `{other}`"))
+                    .with_span(node.span)
+                    .with_label("expected `read` or `write`"),
+            );
+            None
+        }
+    };
+
     let step_index = plan_spans.steps.len();
+    let mut builder = ActionBuilder {
+        reader: &mut reader,
+        file,
+        step: step_index,
+        sites: &mut plan_spans.templates,
+        path_span: &mut spans.path,
+        command_span: &mut spans.command,
+        diagnostics,
+    };
+    let idempotency_key = builder.idempotency_key();
+    let when = builder.when();
+    let expect = builder.expect();
     let action = kind.and_then(|variant| {
-        reader.allow(variant.keys);
-        let mut builder = ActionBuilder {
-            reader: &mut reader,
-            file,
-            step: step_index,
-            sites: &mut plan_spans.templates,
-            path_span: &mut spans.path,
-            command_span: &mut spans.command,
-            diagnostics,
-        };
+        builder.reader.allow(variant.keys);
         builder.action(variant.name)
     });
     // With an unknown kind the payload keys cannot be judged; say nothing.
@@ -295,14 +331,101 @@ fn step(
         action: action?,
         timeout_secs,
         retry,
-        approval: false,
-        declared_risk: None,
-        idempotency_key: None,
-        when: None,
-        expect: None,
+        approval,
+        declared_risk,
+        idempotency_key,
+        when,
+        expect,
         span: node.span,
     };
     Some((step, spans))
+}
+
+/// The first line of a regex error, for a label.
+fn regex_error(error: &regex::Error) -> String {
+    error.to_string().lines().last().unwrap_or("invalid").trim_start_matches("error: ").to_string()
+}
+
+/// The plan's `[budget]`: `None` only after a reported error.
+fn plan_budget(reader: &mut TableReader<'_>, diagnostics: &mut Vec<Diagnostic>) -> Option<BudgetOverride> {
+    let Some(node) = reader.get("budget") else {
+        return Some(BudgetOverride::default());
+    };
+    let errors_before = error_count(diagnostics);
+    let mut table = TableReader::new(node, "`budget`", " in `[budget]`", PLAN_BUDGET.keys, diagnostics)?;
+    let mut limit = |key: &str| table.integer(key, 1, diagnostics).map(|(value, _)| value.unsigned_abs());
+    let budget = BudgetOverride {
+        max_steps: limit("max_steps"),
+        max_tool_calls: limit("max_tool_calls"),
+        max_consecutive_failures: limit("max_consecutive_failures"),
+        step_timeout_secs: limit("step_timeout_secs"),
+        max_run_secs: limit("max_run_secs"),
+    };
+    table.finish(diagnostics);
+    (error_count(diagnostics) == errors_before).then_some(budget)
+}
+
+/// The plan's `[[verify]]` checks: `None` only after a reported error.
+fn verify_checks(
+    reader: &mut TableReader<'_>,
+    steps: &[Step],
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Vec<VerifyCheck>> {
+    let Some(items) = reader.array("verify", diagnostics) else {
+        return (!reader.has("verify")).then(Vec::new);
+    };
+    let errors_before = error_count(diagnostics);
+    let mut checks = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let what = format!("`verify[{index}]`");
+        let Some(mut table) = TableReader::new(item, &what, format!(" in {what}"), VERIFY.keys, diagnostics) else {
+            continue;
+        };
+        let Some((kind, kind_node)) = table.required_string("kind", diagnostics) else {
+            continue;
+        };
+        let Some(variant) = VERIFY.variant(kind) else {
+            let names = VERIFY.variants.iter().map(|variant| variant.name);
+            diagnostics.push(
+                Diagnostic::error("invalid-value", format!("unknown verify kind `{kind}`"))
+                    .with_span(kind_node.span)
+                    .with_help(format!(
+                        "allowed kinds: {}",
+                        names.map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ")
+                    )),
+            );
+            continue;
+        };
+        table.allow(variant.keys);
+        let check = match variant.name {
+            "file" => {
+                let path = table.required_string("path", diagnostics).map(|(text, _)| text.to_string());
+                let contains = table.string("contains", diagnostics).map(|(text, _)| text.to_string());
+                path.map(|path| VerifyCheck::File { path, contains })
+            }
+            "ticket_status" => {
+                let ticket = table.required_string("ticket_id", diagnostics).map(|(text, _)| text.to_string());
+                let equals = table.required_string("equals", diagnostics).map(|(text, _)| text.to_string());
+                ticket.zip(equals).map(|(ticket_id, equals)| VerifyCheck::TicketStatus { ticket_id, equals })
+            }
+            _ => table.required_string("step", diagnostics).and_then(|(step, node)| {
+                let keyed = steps.iter().any(|candidate| candidate.id == step && candidate.idempotency_key.is_some());
+                if !keyed {
+                    diagnostics.push(
+                        Diagnostic::error("invalid-value", format!("step `{step}` has no `idempotency_key`"))
+                            .with_span(node.span)
+                            .with_label("no receipt to verify")
+                            .with_help("name a step of this plan that has an `idempotency_key`"),
+                    );
+                    return None;
+                }
+                Some(VerifyCheck::Receipt { step: step.to_string() })
+            }),
+        };
+        table.finish(diagnostics);
+        checks.extend(check);
+    }
+    (error_count(diagnostics) == errors_before).then_some(checks)
 }
 
 /// A `u32` from a checked non-negative integer, or `invalid-value`.
@@ -365,8 +488,129 @@ impl ActionBuilder<'_, '_, '_> {
                 };
                 Some(Action::Flaky { failures: failures?, output: output? })
             }
+            "ticket_lookup" => Some(Action::TicketLookup { ticket_id: self.literal("ticket_id")? }),
+            "ticket_close" => Some(Action::TicketClose { ticket_id: self.literal("ticket_id")? }),
             _ => None,
         }
+    }
+
+    /// A required string that names a target: literal, never a template.
+    fn literal(&mut self, key: &str) -> Option<String> {
+        let (text, node) = self.reader.required_string(key, self.diagnostics)?;
+        if text.contains("{{") {
+            self.diagnostics.push(
+                Diagnostic::error("untrusted-control-field", format!("`{key}` names a target and must be literal"))
+                    .with_span(node.span)
+                    .with_label("no template here")
+                    .with_help("a target never comes from step output: write it out"),
+            );
+            return None;
+        }
+        if text.is_empty() {
+            self.diagnostics.push(Diagnostic::error("invalid-value", format!("`{key}` is empty")).with_span(node.span));
+            return None;
+        }
+        Some(text.to_string())
+    }
+
+    /// `idempotency_key`: a template whose only references are `{{ run.id }}`.
+    fn idempotency_key(&mut self) -> Option<Template> {
+        let (text, node) = self.reader.string("idempotency_key", self.diagnostics)?;
+        if text.trim().is_empty() {
+            self.diagnostics
+                .push(Diagnostic::error("invalid-value", "`idempotency_key` is empty").with_span(node.span));
+            return None;
+        }
+        let template = self.template(node, "`idempotency_key`")?;
+        if let Some(reference) = template.references().find(|reference| reference.target != RefTarget::RunId) {
+            self.diagnostics.push(
+                Diagnostic::error("untrusted-control-field", "step output may not flow into an idempotency key")
+                    .with_span(value_span(&self.file.text, node, reference.start, reference.end))
+                    .with_label("only `{{ run.id }}` may appear in an idempotency key")
+                    .with_help("write the key literally, or build it from `{{ run.id }}`"),
+            );
+            return None;
+        }
+        Some(template)
+    }
+
+    /// `when = { value = "…", equals | not_equals | contains | matches = "…", otherwise = … }`.
+    fn when(&mut self) -> Option<Condition> {
+        let node = self.reader.get("when")?;
+        let mut reader = TableReader::new(node, "`when`", " in `when`", WHEN.keys, self.diagnostics)?;
+        let value = reader.required_string("value", self.diagnostics).map(|(_, node)| node);
+        let mut tests = Vec::new();
+        for key in ["equals", "not_equals", "contains", "matches"] {
+            if let Some((text, node)) = reader.string(key, self.diagnostics) {
+                tests.push((key, text, node));
+            }
+        }
+        let otherwise = match reader.string("otherwise", self.diagnostics) {
+            None | Some(("skip", _)) => Some(WhenFalse::Skip),
+            Some(("already_satisfied", _)) => Some(WhenFalse::AlreadySatisfied),
+            Some((other, node)) => {
+                self.diagnostics.push(
+                    Diagnostic::error("invalid-value", format!("unknown `otherwise` `{other}`"))
+                        .with_span(node.span)
+                        .with_label("expected `skip` or `already_satisfied`"),
+                );
+                None
+            }
+        };
+        reader.finish(self.diagnostics);
+        let test = match tests.as_slice() {
+            [(key, text, node)] => match *key {
+                "equals" => Some(ConditionTest::Equals((*text).to_string())),
+                "not_equals" => Some(ConditionTest::NotEquals((*text).to_string())),
+                "contains" => Some(ConditionTest::Contains((*text).to_string())),
+                _ => match regex::Regex::new(text) {
+                    Ok(regex) => Some(ConditionTest::Matches(regex)),
+                    Err(error) => {
+                        self.diagnostics.push(
+                            Diagnostic::error("invalid-regex", format!("invalid regex `{text}`"))
+                                .with_span(node.span)
+                                .with_label(regex_error(&error)),
+                        );
+                        None
+                    }
+                },
+            },
+            _ => {
+                self.diagnostics.push(
+                    Diagnostic::error("invalid-value", "`when` needs exactly one test")
+                        .with_span(node.span)
+                        .with_label(format!("found {}", tests.len()))
+                        .with_help("use one of `equals`, `not_equals`, `contains`, `matches`"),
+                );
+                None
+            }
+        };
+        let value = self.template(value?, "`when.value`")?;
+        Some(Condition { value, test: test?, otherwise: otherwise? })
+    }
+
+    /// `expect = { exit_code = 0, output_contains = "…", output_matches = "…" }`.
+    fn expect(&mut self) -> Option<Expect> {
+        let node = self.reader.get("expect")?;
+        let mut reader = TableReader::new(node, "`expect`", " in `expect`", EXPECT.keys, self.diagnostics)?;
+        let exit_code = reader
+            .integer("exit_code", 0, self.diagnostics)
+            .and_then(|(code, node)| small(code, node, "`exit_code`", self.diagnostics))
+            .map(|code| i32::try_from(code).unwrap_or(i32::MAX));
+        let output_contains = reader.string("output_contains", self.diagnostics).map(|(text, _)| text.to_string());
+        let output_matches = reader.string("output_matches", self.diagnostics).and_then(|(text, node)| {
+            regex::Regex::new(text)
+                .map_err(|error| {
+                    self.diagnostics.push(
+                        Diagnostic::error("invalid-regex", format!("invalid regex `{text}`"))
+                            .with_span(node.span)
+                            .with_label(regex_error(&error)),
+                    );
+                })
+                .ok()
+        });
+        reader.finish(self.diagnostics);
+        Some(Expect { exit_code, output_contains, output_matches })
     }
 
     fn required_template(&mut self, key: &str) -> Option<Template> {
@@ -552,7 +796,7 @@ fn field_never_produced(plan: &Plan, site: usize, reference: &Reference, span: S
         )
         .with_span(span)
         .with_label("always fails with `template_error`")
-        .with_help("use `output_text`, or refer to a `read_file` step (the only kind with `output_json`)"),
+        .with_help("use `output_text`, or refer to a `read_file`, `ticket_lookup` or `ticket_close` step (the kinds with `output_json`)"),
     )
 }
 

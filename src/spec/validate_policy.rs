@@ -220,12 +220,13 @@ fn rule(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Option<
     let decision = match reader.string("decision", diagnostics) {
         None => Some(Decision::Allow),
         Some(("allow", _)) => Some(Decision::Allow),
+        Some(("prompt", _)) => Some(Decision::Prompt),
         Some(("forbidden", _)) => Some(Decision::Forbidden),
         Some((other, node)) => {
             diagnostics.push(
                 Diagnostic::error("invalid-value", format!("unknown decision `{other}`"))
                     .with_span(node.span)
-                    .with_label("expected `allow` or `forbidden`"),
+                    .with_label("expected `allow`, `prompt` or `forbidden`"),
             );
             None
         }
@@ -444,7 +445,7 @@ fn budget(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<Budg
         max_consecutive_failures: positive(&mut reader, "max_consecutive_failures", 3, diagnostics),
         step_timeout_secs: positive(&mut reader, "step_timeout_secs", 30, diagnostics),
         max_output_bytes: positive(&mut reader, "max_output_bytes", DEFAULT_MAX_BYTES, diagnostics),
-        max_run_secs: None,
+        max_run_secs: reader.integer("max_run_secs", 1, diagnostics).map(|(seconds, _)| seconds.unsigned_abs()),
     };
     reader.finish(diagnostics);
     Some(budget)

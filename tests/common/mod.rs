@@ -49,29 +49,44 @@ impl Sandbox {
     }
 
     pub fn planrun_in(&self, cwd: &Path, args: &[&str]) -> Output {
-        self.planrun_full(cwd, args, None)
+        self.planrun_full(cwd, args, None, &[])
+    }
+
+    /// Runs `planrun` from the repository root with extra environment
+    /// variables (they win over the harness's, e.g. `PLANRUN_TEST_CLOCK`).
+    pub fn planrun_env(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
+        self.planrun_full(Path::new(ROOT), args, None, envs)
+    }
+
+    /// Runs `planrun` from the sandbox with extra environment variables.
+    pub fn planrun_full_env(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
+        self.planrun_full(self.path(), args, None, envs)
     }
 
     /// Runs `planrun ARGS --workspace … -- TRAILING` (for commands that take
     /// a command line after `--`).
     pub fn planrun_trailing(&self, args: &[&str], trailing: &[&str]) -> Output {
-        self.planrun_full(Path::new(ROOT), args, Some(trailing))
+        self.planrun_full(Path::new(ROOT), args, Some(trailing), &[])
     }
 
-    fn planrun_full(&self, cwd: &Path, args: &[&str], trailing: Option<&[&str]>) -> Output {
+    fn planrun_full(&self, cwd: &Path, args: &[&str], trailing: Option<&[&str]>, envs: &[(&str, &str)]) -> Output {
         let mut command = Command::new(env!("CARGO_BIN_EXE_planrun"));
         command.current_dir(cwd).args(args).arg("--workspace").arg(self.workspace());
         if let Some(trailing) = trailing {
             command.arg("--").args(trailing);
         }
-        let output = command
+        command
             .env("PLANRUN_TEST_CLOCK", TEST_CLOCK)
             .env("NO_COLOR", "1")
             .env_remove("PLANRUN_WORKSPACE")
             .env_remove("PLANRUN_PLANS")
             .env_remove("PLANRUN_POLICIES")
-            .output()
-            .expect("run planrun");
+            .env_remove("PLANRUN_HMAC_KEY")
+            .env_remove("PLANRUN_CRASH_AT");
+        for (key, value) in envs {
+            command.env(key, value);
+        }
+        let output = command.output().expect("run planrun");
         Output {
             code: output.status.code().unwrap_or(-1),
             stdout: self.filter(&String::from_utf8_lossy(&output.stdout)),
