@@ -82,6 +82,9 @@ pub enum Command {
     Route(route::RouteArgs),
     /// Show a run's timeline from its records.
     Show(show::ShowArgs),
+    /// Run the HTTP service (bridge runs, controller loop).
+    #[cfg(feature = "server")]
+    Serve(crate::server::ServeArgs),
 }
 
 /// Entry point called by `main.rs`.
@@ -107,6 +110,10 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Check(args)) => check::check(args, &cli.dirs),
         Some(Command::Route(args)) => route::route(args, &cli.dirs),
         Some(Command::Show(args)) => show::show(args, &cli.dirs),
+        #[cfg(feature = "server")]
+        Some(Command::Serve(args)) => {
+            crate::server::serve(args, &cli.dirs.workspace, &cli.dirs.plans, &cli.dirs.policies, env)
+        }
         None => run::run(&cli.run, &cli.dirs, &env),
     }
 }
