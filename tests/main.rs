@@ -8,12 +8,18 @@
 //! | `routing` | `route` explanations, ambiguity, Unicode |
 //! | `cli` | usage errors and exit codes |
 //! | `diagnostics` | `check` output for broken files in `tests/fixtures/` |
+//! | `server` | `planrun serve` over loopback HTTP: adapters, guard, controller, auth, errors, shutdown |
+//! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers |
+//! | `serve_harness` | the service test harness (server process, fake model servers) |
 
 mod common;
+mod serve_harness;
 
 mod cli;
+mod decision_backends;
 mod diagnostics;
 mod records;
 mod routing;
 mod scenarios;
 mod security;
+mod server;
