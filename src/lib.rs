@@ -27,6 +27,9 @@
 //!   `finish`, `flaky`) and the confined [`tools::Workspace`].
 //! - [`store`]: the run records.
 //! - [`cli`]: the command line; `main.rs` only calls [`cli::main`].
+//! - `server` (feature `server`, on by default): `planrun serve`, the HTTP
+//!   bridge, adapters, prompt guard and controller loop with its decision
+//!   backends; records in `<workspace>/bridge/runs/<id>/`.
 //!
 //! # Files
 //!
@@ -43,6 +46,8 @@ pub mod policy;
 pub mod preview;
 pub mod router;
 pub mod runtime;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod spec;
 pub mod store;
 pub mod template;

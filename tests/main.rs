@@ -11,15 +11,21 @@
 //! | `diagnostics` | `check` output for broken files in `tests/fixtures/` |
 //! | `preview` | `plan` previews; a preview executes and creates nothing |
 //! | `authoring` | `list`, `policy check`, `schema` |
+//! | `server` | `planrun serve` over loopback HTTP: adapters, guard, controller, auth, errors, shutdown |
+//! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers |
+//! | `serve_harness` | the service test harness (server process, fake model servers) |
 
 mod common;
+mod serve_harness;
 
 mod authoring;
 mod bounded;
 mod cli;
+mod decision_backends;
 mod diagnostics;
 mod preview;
 mod records;
 mod routing;
 mod scenarios;
 mod security;
+mod server;

@@ -107,6 +107,9 @@ pub enum Command {
     Resume(resume::ResumeArgs),
     /// Run the ticket demo end to end (pause, approve, crash, recover) and print its summary.
     Demo(demo::DemoArgs),
+    /// Run the HTTP service (bridge runs, controller loop).
+    #[cfg(feature = "server")]
+    Serve(crate::server::ServeArgs),
 }
 
 /// Entry point called by `main.rs`.
@@ -140,6 +143,10 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Reject(args)) => reject::reject(args, &cli.dirs, &env),
         Some(Command::Resume(args)) => resume::resume(args, &cli.dirs, &env),
         Some(Command::Demo(args)) => demo::demo(args, &cli.dirs, &env),
+        #[cfg(feature = "server")]
+        Some(Command::Serve(args)) => {
+            crate::server::serve(args, &cli.dirs.workspace, &cli.dirs.plans, &cli.dirs.policies, env)
+        }
         None => run::run(&cli.run, &cli.dirs, &env),
     }
 }

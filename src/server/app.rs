@@ -1,0 +1,215 @@
+//! The HTTP routes. Handlers only parse, call [`bridge`] / [`controller`]
+//! and answer; the logic lives in those modules.
+//!
+//! Runs execute in their own task, holding a slot of the service's
+//! semaphore: a client that disconnects does not abandon its run, and
+//! shutdown waits for every slot.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use tokio::sync::OwnedSemaphorePermit;
+
+use crate::server::adapters::AdapterKind;
+use crate::server::bridge::{self, Origin};
+use crate::server::controller;
+use crate::server::error::ApiError;
+use crate::server::openapi;
+use crate::server::service::Service;
+use crate::store::validate_run_id;
+
+/// The largest request body accepted, in bytes.
+pub const BODY_LIMIT: usize = 64 * 1024;
+
+/// The service's routes.
+pub fn router(service: Arc<Service>) -> Router {
+    let protected = Router::new()
+        .route("/runs", post(create_run))
+        .route("/runs/{id}", get(get_run))
+        .route("/controller/runs", post(create_controller_run))
+        .route("/controller/runs/{id}", get(get_controller_run))
+        .route("/openapi.json", get(get_openapi))
+        .route_layer(middleware::from_fn_with_state(Arc::clone(&service), require_token));
+    Router::new()
+        .route("/health", get(health))
+        .merge(protected)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(service)
+}
+
+/// `POST /runs` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunBody {
+    goal: String,
+    #[serde(default = "default_adapter")]
+    adapter: String,
+}
+
+fn default_adapter() -> String {
+    "agent".to_string()
+}
+
+/// `POST /controller/runs` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ControllerBody {
+    goal: String,
+}
+
+async fn health(State(service): State<Arc<Service>>) -> Json<Value> {
+    let adapters: Map<String, Value> = AdapterKind::ALL
+        .into_iter()
+        .map(|kind| (kind.name().to_string(), json!(service.adapters.mode(kind).as_str())))
+        .collect();
+    Json(json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "adapters": adapters,
+        "decision_backend": service.decision.name(),
+        "decision_model": service.decision.model(),
+        "ollama_model": service.adapters.ollama.model,
+        "auth_required": service.api_token.is_some(),
+    }))
+}
+
+async fn create_run(
+    State(service): State<Arc<Service>>,
+    body: Result<Json<RunBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(body) = body?;
+    let goal = check_goal(body.goal)?;
+    let adapter = AdapterKind::parse(&body.adapter).ok_or_else(|| {
+        let known = AdapterKind::ALL.map(|kind| format!("`{}`", kind.name())).join(", ");
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "unknown_adapter",
+            format!("unknown adapter `{}`; known adapters: {known}", body.adapter),
+        )
+    })?;
+    let permit = slot(&service).await?;
+    let task_service = Arc::clone(&service);
+    let task = tokio::spawn(async move {
+        let _permit = permit;
+        bridge::execute_run(&task_service, &goal, adapter, Origin::Api).await
+    });
+    let outcome = task.await.map_err(task_failed)??;
+    Ok((StatusCode::CREATED, Json(outcome.state)).into_response())
+}
+
+async fn get_run(State(service): State<Arc<Service>>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    check_id(&id)?;
+    bridge::read(&service, &id)?.map(Json).ok_or_else(|| ApiError::not_found("bridge run", &id))
+}
+
+async fn create_controller_run(
+    State(service): State<Arc<Service>>,
+    body: Result<Json<ControllerBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(body) = body?;
+    let goal = check_goal(body.goal)?;
+    let permit = slot(&service).await?;
+    let task_service = Arc::clone(&service);
+    let task = tokio::spawn(async move {
+        let _permit = permit;
+        controller::execute(&task_service, &goal).await
+    });
+    let state = task.await.map_err(task_failed)??;
+    Ok((StatusCode::CREATED, Json(state)).into_response())
+}
+
+async fn get_controller_run(
+    State(service): State<Arc<Service>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    check_id(&id)?;
+    controller::read(&service, &id)?.map(Json).ok_or_else(|| ApiError::not_found("controller run", &id))
+}
+
+async fn get_openapi() -> Json<Value> {
+    Json(openapi::document())
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint; see `GET /openapi.json`")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this endpoint")
+}
+
+/// Checks the bearer token when `PLANRUN_API_TOKEN` is set.
+async fn require_token(State(service): State<Arc<Service>>, request: Request, next: Next) -> Response {
+    if let Some(expected) = &service.api_token {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "));
+        if !given.is_some_and(|given| tokens_match(given, expected)) {
+            let mut response = ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "missing or wrong bearer token (`Authorization: Bearer <token>`)",
+            )
+            .into_response();
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return response;
+        }
+    }
+    next.run(request).await
+}
+
+/// Constant-time comparison (of digests, so lengths leak nothing either).
+fn tokens_match(given: &str, expected: &str) -> bool {
+    let given = Sha256::digest(given.as_bytes());
+    let expected = Sha256::digest(expected.as_bytes());
+    bool::from(given.as_slice().ct_eq(expected.as_slice()))
+}
+
+fn check_goal(goal: String) -> Result<String, ApiError> {
+    if goal.trim().is_empty() {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", "`goal` must not be empty"));
+    }
+    Ok(goal)
+}
+
+fn check_id(id: &str) -> Result<(), ApiError> {
+    validate_run_id(id).map_err(|error| ApiError::new(StatusCode::BAD_REQUEST, "invalid_run_id", error.to_string()))
+}
+
+async fn slot(service: &Arc<Service>) -> Result<OwnedSemaphorePermit, ApiError> {
+    Arc::clone(&service.slots)
+        .acquire_owned()
+        .await
+        .map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "the service is stopping"))
+}
+
+fn task_failed(error: tokio::task::JoinError) -> ApiError {
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "run_crashed", format!("the run task failed: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_exactly() {
+        assert!(tokens_match("s3cret", "s3cret"));
+        assert!(!tokens_match("s3cret", "s3cre"));
+        assert!(!tokens_match("", "s3cret"));
+    }
+}

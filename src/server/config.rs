@@ -1,0 +1,180 @@
+//! Service settings from the environment, read once at start-up.
+//!
+//! | variable | default | meaning |
+//! |---|---|---|
+//! | `PLANRUN_API_TOKEN` | unset | when set, every endpoint but `GET /health` needs `Authorization: Bearer <token>` |
+//! | `PLANRUN_DECISION_BACKEND` | `auto` | `stub`, `ollama`, `openai` or `auto` (Ollama when it answers, else the stub) |
+//! | `OLLAMA_HOST` | `http://127.0.0.1:11434` | `0.0.0.0` becomes `127.0.0.1`; scheme and port are added when missing |
+//! | `OLLAMA_MODEL` | `qwen2.5:7b` | |
+//! | `OPENAI_API_KEY` | unset | makes the `openai` adapter real and allows the `openai` backend |
+//! | `OPENAI_BASE_URL` | `https://api.openai.com/v1` | any OpenAI-compatible server |
+//! | `OPENAI_MODEL` | `gpt-4o-mini` | |
+//! | `PLANRUN_DECISION_TIMEOUT_MS` | `15000` | one decision call |
+//! | `PLANRUN_PROBE_TIMEOUT_MS` | `1000` | the start-up probe of Ollama |
+//! | `PLANRUN_ADAPTER_TIMEOUT_MS` | `60000` | one adapter call (HTTP adapters, `local_echo`) |
+
+use std::time::Duration;
+
+/// Which decision backend was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// Ollama when it answers the start-up probe, else the stub.
+    Auto,
+    Stub,
+    Ollama,
+    OpenAi,
+}
+
+/// Connection settings of an Ollama server.
+#[derive(Debug, Clone)]
+pub struct OllamaSettings {
+    /// Base URL, e.g. `http://127.0.0.1:11434` (no trailing slash).
+    pub host: String,
+    pub model: String,
+}
+
+/// Connection settings of an OpenAI-compatible server.
+#[derive(Debug, Clone)]
+pub struct OpenAiSettings {
+    /// Base URL, e.g. `https://api.openai.com/v1` (no trailing slash).
+    pub base_url: String,
+    pub model: String,
+    /// `None`: the `openai` adapter is a stub and the backend is refused.
+    pub api_key: Option<String>,
+}
+
+/// Timeouts of every outgoing call.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub decision: Duration,
+    pub probe: Duration,
+    pub adapter: Duration,
+}
+
+/// Everything the service reads from the environment.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    pub api_token: Option<String>,
+    pub backend: BackendChoice,
+    pub ollama: OllamaSettings,
+    pub openai: OpenAiSettings,
+    pub timeouts: Timeouts,
+}
+
+impl ServiceConfig {
+    /// Reads the settings through `get` (the process environment in
+    /// production); `Err` explains a bad value.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<ServiceConfig, String> {
+        let non_empty = |name: &str| get(name).filter(|value| !value.trim().is_empty());
+        let backend = match non_empty("PLANRUN_DECISION_BACKEND").as_deref().map(str::trim) {
+            None | Some("auto") => BackendChoice::Auto,
+            Some("stub") => BackendChoice::Stub,
+            Some("ollama") => BackendChoice::Ollama,
+            Some("openai") => BackendChoice::OpenAi,
+            Some(other) => {
+                return Err(format!(
+                    "`PLANRUN_DECISION_BACKEND` must be `stub`, `ollama`, `openai` or `auto`, found `{other}`"
+                ));
+            }
+        };
+        let millis = |name: &str, default: u64| -> Result<Duration, String> {
+            match non_empty(name) {
+                None => Ok(Duration::from_millis(default)),
+                Some(text) => match text.trim().parse::<u64>() {
+                    Ok(value) if value > 0 => Ok(Duration::from_millis(value)),
+                    _ => Err(format!("`{name}` must be a positive number of milliseconds, found `{text}`")),
+                },
+            }
+        };
+        let openai = OpenAiSettings {
+            base_url: non_empty("OPENAI_BASE_URL")
+                .unwrap_or_else(|| "https://api.openai.com/v1".to_string())
+                .trim_end_matches('/')
+                .to_string(),
+            model: non_empty("OPENAI_MODEL").unwrap_or_else(|| "gpt-4o-mini".to_string()),
+            api_key: non_empty("OPENAI_API_KEY"),
+        };
+        if backend == BackendChoice::OpenAi && openai.api_key.is_none() {
+            return Err("`PLANRUN_DECISION_BACKEND=openai` needs `OPENAI_API_KEY`".to_string());
+        }
+        Ok(ServiceConfig {
+            api_token: non_empty("PLANRUN_API_TOKEN"),
+            backend,
+            ollama: OllamaSettings {
+                host: normalize_ollama_host(non_empty("OLLAMA_HOST").as_deref()),
+                model: non_empty("OLLAMA_MODEL").unwrap_or_else(|| "qwen2.5:7b".to_string()),
+            },
+            openai,
+            timeouts: Timeouts {
+                decision: millis("PLANRUN_DECISION_TIMEOUT_MS", 15_000)?,
+                probe: millis("PLANRUN_PROBE_TIMEOUT_MS", 1_000)?,
+                adapter: millis("PLANRUN_ADAPTER_TIMEOUT_MS", 60_000)?,
+            },
+        })
+    }
+
+    pub fn from_env() -> Result<ServiceConfig, String> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+}
+
+/// `OLLAMA_HOST` as a base URL: scheme and default port added when missing,
+/// the listen-everywhere `0.0.0.0` replaced by `127.0.0.1`.
+pub fn normalize_ollama_host(value: Option<&str>) -> String {
+    let value = value.map(str::trim).filter(|value| !value.is_empty()).unwrap_or("127.0.0.1:11434");
+    let (scheme, rest) = match value.split_once("://") {
+        Some((scheme, rest)) => (scheme, rest),
+        None => ("http", value),
+    };
+    let rest = rest.trim_end_matches('/');
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((host, port)) if !port.is_empty() && port.bytes().all(|byte| byte.is_ascii_digit()) => {
+            (host, port.to_string())
+        }
+        _ => (rest, "11434".to_string()),
+    };
+    let host = if host == "0.0.0.0" || host.is_empty() { "127.0.0.1" } else { host };
+    format!("{scheme}://{host}:{port}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn ollama_host_is_normalised() {
+        for (input, expected) in [
+            (None, "http://127.0.0.1:11434"),
+            (Some("0.0.0.0"), "http://127.0.0.1:11434"),
+            (Some("0.0.0.0:9999"), "http://127.0.0.1:9999"),
+            (Some("http://0.0.0.0:11434/"), "http://127.0.0.1:11434"),
+            (Some("localhost"), "http://localhost:11434"),
+            (Some("https://ollama.internal:443"), "https://ollama.internal:443"),
+        ] {
+            assert_eq!(normalize_ollama_host(input), expected, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn settings_are_read_and_checked() {
+        let lookup = |pairs: &[(&str, &str)]| {
+            let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            ServiceConfig::from_lookup(move |name| map.get(name).cloned())
+        };
+        let config = lookup(&[]).expect("defaults");
+        assert_eq!(config.backend, BackendChoice::Auto);
+        assert_eq!(config.ollama.model, "qwen2.5:7b");
+        assert!(config.api_token.is_none());
+        assert_eq!(config.timeouts.decision, Duration::from_secs(15));
+        let config =
+            lookup(&[("PLANRUN_DECISION_BACKEND", "stub"), ("PLANRUN_DECISION_TIMEOUT_MS", "250")]).expect("valid");
+        assert_eq!(config.backend, BackendChoice::Stub);
+        assert_eq!(config.timeouts.decision, Duration::from_millis(250));
+        assert!(lookup(&[("PLANRUN_DECISION_BACKEND", "gpt")]).is_err());
+        assert!(lookup(&[("PLANRUN_DECISION_BACKEND", "openai")]).is_err());
+        assert!(lookup(&[("PLANRUN_DECISION_TIMEOUT_MS", "0")]).is_err());
+        let config = lookup(&[("PLANRUN_DECISION_BACKEND", "openai"), ("OPENAI_API_KEY", "k")]).expect("valid");
+        assert_eq!(config.backend, BackendChoice::OpenAi);
+    }
+}

@@ -1,0 +1,353 @@
+//! The controller loop: decide → bridge run (agent adapter) → observe, up to
+//! the service policy's limits.
+//!
+//! Stop conditions, checked before every decision:
+//! 1. `iteration >= max_iterations` (`stop_reason = "max_iterations"`);
+//! 2. `consecutive_failures >= max_consecutive_failures`
+//!    (`"consecutive_failures"`);
+//! 3. the decision is `stop` (`"decision_stop"`).
+//!
+//! After a failed bridge run the recovery rules of the service policy are
+//! considered (once per controller run): a matching rule rewrites the goal
+//! (`recovery_applied`), otherwise `recovery_skipped`. Ids trace
+//! `ctrl-…` → `bri-ctrl-…-i<n>` → `agent-bri-ctrl-…-i<n>`; records live in
+//! `bridge/runs/<ctrl id>/controller_state.json` and
+//! `controller_audit.jsonl`.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::model::FailureClass;
+use crate::server::adapters::AdapterKind;
+use crate::server::bridge::{self, Origin};
+use crate::server::decision::{Action, Decision, DecisionContext};
+use crate::server::error::ServiceError;
+use crate::server::guard;
+use crate::server::ids::{RunKind, agent_run_id, controller_bridge_id};
+use crate::server::records::{RecordDir, RecordError, details, read_state};
+use crate::server::service::Service;
+
+pub const STATE_FILE: &str = "controller_state.json";
+pub const AUDIT_FILE: &str = "controller_audit.jsonl";
+
+/// `controller_state.json`. Field order is the file's.
+#[derive(Debug, Clone, Serialize)]
+pub struct ControllerState {
+    pub controller_run_id: String,
+    pub goal: String,
+    /// The goal the next bridge run gets (changed by recovery or a model).
+    pub current_goal: String,
+    /// `running`, `done` or `failed`.
+    pub status: String,
+    /// `done` or `failed` once finished: the last bridge run's status.
+    pub final_status: Option<String>,
+    /// `decision_stop`, `max_iterations`, `consecutive_failures`, `prompt_blocked`.
+    pub stop_reason: Option<String>,
+    /// The backend chosen at start-up: `stub`, `ollama` or `openai`.
+    pub decision_mode: String,
+    pub decision_model: Option<String>,
+    pub max_iterations: u32,
+    pub max_consecutive_failures: u32,
+    /// Bridge runs started.
+    pub iterations: u32,
+    pub consecutive_failures: u32,
+    pub recovery_attempted: bool,
+    pub decisions: Vec<DecisionRecord>,
+    pub bridge_results: Vec<BridgeResult>,
+    pub linked_runs: Vec<LinkedRun>,
+    pub error: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DecisionRecord {
+    pub iteration: u32,
+    #[serde(flatten)]
+    pub decision: Decision,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BridgeResult {
+    pub iteration: u32,
+    pub bridge_run_id: String,
+    pub goal: String,
+    pub status: String,
+    pub exit_code: Option<i32>,
+    pub agent_run_id: Option<String>,
+    pub agent_final_status: Option<String>,
+    pub failure_class: Option<FailureClass>,
+    pub error: Option<String>,
+}
+
+/// One hop of run-id traceability: bridge run → agent run.
+#[derive(Debug, Clone, Serialize)]
+pub struct LinkedRun {
+    pub bridge_run_id: String,
+    pub agent_run_id: String,
+}
+
+/// Runs the controller loop for `goal` to its end.
+pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, ServiceError> {
+    let (run_id, mut records) = create_records(service)?;
+    let limits = service.policy.controller;
+    let now = service.now();
+    let mut state = ControllerState {
+        controller_run_id: run_id.clone(),
+        goal: goal.to_string(),
+        current_goal: goal.to_string(),
+        status: "running".to_string(),
+        final_status: None,
+        stop_reason: None,
+        decision_mode: service.decision.name().to_string(),
+        decision_model: service.decision.model().map(str::to_string),
+        max_iterations: limits.max_iterations,
+        max_consecutive_failures: limits.max_consecutive_failures,
+        iterations: 0,
+        consecutive_failures: 0,
+        recovery_attempted: false,
+        decisions: Vec::new(),
+        bridge_results: Vec::new(),
+        linked_runs: Vec::new(),
+        error: None,
+        created_at: now.clone(),
+        updated_at: now.clone(),
+    };
+    records.event(
+        &now,
+        "controller_started",
+        Some("running"),
+        details([
+            ("goal", json!(goal)),
+            ("decision_mode", json!(state.decision_mode)),
+            ("max_iterations", json!(limits.max_iterations)),
+        ]),
+    )?;
+    records.save(&state)?;
+
+    if let Err(violation) = guard::check(&service.policy.guard, goal) {
+        records.event(
+            &service.now(),
+            "prompt_blocked",
+            Some("failed"),
+            details([("rule", json!(violation.rule)), ("reason", json!(violation.reason))]),
+        )?;
+        state.error = Some(format!("prompt blocked: {}", violation.reason));
+        return finish(service, &mut records, state, "prompt_blocked");
+    }
+
+    let mut recovery_pending = false;
+    let mut iteration: u32 = 0;
+    let stop_reason = loop {
+        if iteration >= limits.max_iterations {
+            break "max_iterations";
+        }
+        if state.consecutive_failures >= limits.max_consecutive_failures {
+            break "consecutive_failures";
+        }
+        let last = state.bridge_results.last();
+        let context = DecisionContext {
+            goal: &state.current_goal,
+            original_goal: &state.goal,
+            iteration,
+            max_iterations: limits.max_iterations,
+            last_status: last.map(|result| result.status.as_str()),
+            last_agent_status: last.and_then(|result| result.agent_final_status.as_deref()),
+            recovery_attempted: state.recovery_attempted,
+            recovery_pending,
+        };
+        let decision = service.decision.decide(&context).await;
+        recovery_pending = false;
+        records.event(
+            &service.now(),
+            "decision_made",
+            Some("running"),
+            details([
+                ("iteration", json!(iteration)),
+                ("action", json!(decision.action.as_str())),
+                ("goal", json!(decision.goal)),
+                ("reason", json!(decision.reason)),
+                ("mode", json!(decision.mode)),
+                ("parsed_success", json!(decision.parsed_success)),
+                ("fallback_used", json!(decision.fallback_used)),
+                ("fallback_reason", json!(decision.fallback_reason)),
+            ]),
+        )?;
+        let action = decision.action;
+        let run_goal = decision.goal.clone();
+        state.decisions.push(DecisionRecord { iteration, decision });
+        state.updated_at = service.now();
+        records.save(&state)?;
+        if action == Action::Stop {
+            break "decision_stop";
+        }
+
+        let bridge_run_id = controller_bridge_id(&run_id, iteration);
+        state.current_goal = run_goal.clone();
+        records.event(
+            &service.now(),
+            "bridge_run_started",
+            Some("running"),
+            details([
+                ("iteration", json!(iteration)),
+                ("bridge_run_id", json!(bridge_run_id)),
+                ("goal", json!(run_goal)),
+            ]),
+        )?;
+        let origin = Origin::Controller { controller_run_id: &run_id, iteration };
+        let outcome = bridge::execute_run(service, &run_goal, AdapterKind::Agent, origin).await?;
+        let bridge_state = outcome.state;
+        records.event(
+            &service.now(),
+            "bridge_run_finished",
+            Some("running"),
+            details([
+                ("iteration", json!(iteration)),
+                ("bridge_run_id", json!(bridge_state.run_id)),
+                ("status", json!(bridge_state.status)),
+                ("agent_final_status", json!(bridge_state.agent_final_status)),
+                ("exit_code", json!(bridge_state.exit_code)),
+            ]),
+        )?;
+        state.iterations += 1;
+        state.linked_runs.push(LinkedRun {
+            bridge_run_id: bridge_state.run_id.clone(),
+            agent_run_id: agent_run_id(&bridge_state.run_id),
+        });
+        let failed = bridge_state.status != "done";
+        state.bridge_results.push(BridgeResult {
+            iteration,
+            bridge_run_id: bridge_state.run_id,
+            goal: run_goal.clone(),
+            status: bridge_state.status,
+            exit_code: bridge_state.exit_code,
+            agent_run_id: bridge_state.agent_run_id,
+            agent_final_status: bridge_state.agent_final_status,
+            failure_class: outcome.failure_class,
+            error: bridge_state.error,
+        });
+        if failed {
+            state.consecutive_failures += 1;
+            recovery_pending = consider_recovery(service, &mut records, &mut state, iteration, outcome.failure_class)?;
+        } else {
+            state.consecutive_failures = 0;
+        }
+        state.updated_at = service.now();
+        records.save(&state)?;
+        iteration += 1;
+    };
+    finish(service, &mut records, state, stop_reason)
+}
+
+/// Logs `recovery_considered`, then `recovery_applied` (rewriting the goal)
+/// or `recovery_skipped`. Returns whether a rewrite was applied.
+fn consider_recovery(
+    service: &Service,
+    records: &mut RecordDir,
+    state: &mut ControllerState,
+    iteration: u32,
+    failure_class: Option<FailureClass>,
+) -> Result<bool, RecordError> {
+    let original = state.current_goal.clone();
+    let rule = if state.recovery_attempted {
+        Err("a recovery was already attempted in this controller run".to_string())
+    } else {
+        service.policy.recovery.iter().find(|rule| rule.matches(&original, failure_class)).ok_or_else(|| {
+            format!(
+                "no recovery rule matches this goal and failure class `{}`",
+                failure_class.map_or("none", FailureClass::as_str)
+            )
+        })
+    };
+    let reason = match &rule {
+        Ok(rule) => format!("rule `{}` matches", rule.id),
+        Err(why) => why.clone(),
+    };
+    records.event(
+        &service.now(),
+        "recovery_considered",
+        Some("running"),
+        details([
+            ("iteration", json!(iteration)),
+            ("original_goal", json!(original)),
+            ("failure_class", json!(failure_class)),
+            ("recovery_applied", json!(rule.is_ok())),
+            ("reason", json!(reason)),
+        ]),
+    )?;
+    match rule {
+        Ok(rule) => {
+            records.event(
+                &service.now(),
+                "recovery_applied",
+                Some("running"),
+                details([
+                    ("iteration", json!(iteration)),
+                    ("original_goal", json!(original)),
+                    ("rewritten_goal", json!(rule.rewrite)),
+                    ("rule_id", json!(rule.id)),
+                    ("rule_reason", json!(rule.reason)),
+                ]),
+            )?;
+            state.current_goal = rule.rewrite.clone();
+            state.recovery_attempted = true;
+            Ok(true)
+        }
+        Err(why) => {
+            records.event(
+                &service.now(),
+                "recovery_skipped",
+                Some("running"),
+                details([("iteration", json!(iteration)), ("original_goal", json!(original)), ("reason", json!(why))]),
+            )?;
+            Ok(false)
+        }
+    }
+}
+
+fn finish(
+    service: &Service,
+    records: &mut RecordDir,
+    mut state: ControllerState,
+    stop_reason: &str,
+) -> Result<ControllerState, ServiceError> {
+    let done = state.bridge_results.last().is_some_and(|result| result.status == "done");
+    let final_status = if done { "done" } else { "failed" };
+    state.status = final_status.to_string();
+    state.final_status = Some(final_status.to_string());
+    state.stop_reason = Some(stop_reason.to_string());
+    state.updated_at = service.now();
+    let linked: Vec<Value> = state.linked_runs.iter().map(|link| json!(link)).collect();
+    records.event(
+        &state.updated_at,
+        "controller_finished",
+        Some(final_status),
+        details([
+            ("final_status", json!(final_status)),
+            ("stop_reason", json!(stop_reason)),
+            ("iterations", json!(state.iterations)),
+            ("linked_runs", json!(linked)),
+        ]),
+    )?;
+    records.save(&state)?;
+    Ok(state)
+}
+
+fn create_records(service: &Service) -> Result<(String, RecordDir), ServiceError> {
+    let root = service.records_root();
+    let mut last = None;
+    for _ in 0..100 {
+        let id = service.ids.next(RunKind::Controller, service.env.clock.as_ref());
+        match RecordDir::create(&root, &id, STATE_FILE, AUDIT_FILE) {
+            Ok(records) => return Ok((id, records)),
+            Err(error) if error.is_taken() => last = Some(error),
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Err(last.map_or(ServiceError::NoFreeId, ServiceError::from))
+}
+
+/// The persisted state of controller run `run_id`, if it exists.
+pub fn read(service: &Service, run_id: &str) -> Result<Option<Value>, ServiceError> {
+    Ok(read_state(&service.records_root(), run_id, STATE_FILE)?)
+}

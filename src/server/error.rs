@@ -1,0 +1,80 @@
+//! Typed errors and their JSON responses.
+//!
+//! Every error response has the body
+//! `{"error": {"code": "<stable code>", "message": "<text>"}}`:
+//!
+//! | status | code | when |
+//! |---|---|---|
+//! | 400 | `malformed_json` | the body is not JSON |
+//! | 400 | `invalid_request` | a field is empty or out of range |
+//! | 400 | `unknown_adapter` | `adapter` names no adapter |
+//! | 400 | `invalid_run_id` | the path holds no valid run id |
+//! | 401 | `unauthorized` | missing or wrong bearer token |
+//! | 404 | `run_not_found` / `not_found` | unknown run id / route |
+//! | 405 | `method_not_allowed` | |
+//! | 413 | `body_too_large` | the body exceeds the limit |
+//! | 415 | `unsupported_media_type` | not `Content-Type: application/json` |
+//! | 422 | `invalid_body` | JSON of the wrong shape (missing or unknown field, wrong type) |
+//! | 500 | `records_failed` | run records could not be written or read |
+//! | 503 | `shutting_down` | the service is stopping |
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::server::records::RecordError;
+
+/// A failure of the service itself (not of a run: a failed run is a result).
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Records(#[from] RecordError),
+    #[error("no free run id")]
+    NoFreeId,
+}
+
+/// An error answered to the client.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError { status, code, message: message.into() }
+    }
+
+    pub fn not_found(what: &str, id: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "run_not_found", format!("no {what} `{id}`"))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(json!({"error": {"code": self.code, "message": self.message}}))).into_response()
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(error: ServiceError) -> Self {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "records_failed", error.to_string())
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        let status = rejection.status();
+        let code = match (&rejection, status) {
+            (_, StatusCode::PAYLOAD_TOO_LARGE) => "body_too_large",
+            (JsonRejection::MissingJsonContentType(_), _) => "unsupported_media_type",
+            (JsonRejection::JsonSyntaxError(_), _) => "malformed_json",
+            (JsonRejection::JsonDataError(_), _) => "invalid_body",
+            _ => "invalid_request",
+        };
+        ApiError::new(status, code, rejection.body_text())
+    }
+}
