@@ -41,6 +41,7 @@
 
 pub mod cli;
 pub mod diag;
+pub mod digest;
 pub mod model;
 pub mod policy;
 pub mod preview;

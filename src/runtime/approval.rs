@@ -4,7 +4,7 @@
 use jiff::Timestamp;
 use serde_json::json;
 
-use crate::store::canonical::{canonical_json, sha256_hex};
+use crate::store::canonical::canonical_digest;
 use crate::store::{Approval, PendingAction, RunState};
 
 /// SHA-256 of the canonical JSON of what a person approves: the resolved
@@ -23,9 +23,7 @@ pub fn fingerprint(
         "idempotency_key": idempotency_key,
         "scope": scope,
     });
-    // Actions hold strings, integers and booleans only, so this cannot fail;
-    // an empty digest would never match, which fails closed.
-    canonical_json(&value).map(|text| sha256_hex(text.as_bytes())).unwrap_or_default()
+    canonical_digest(&value)
 }
 
 /// Recomputes a pending action's fingerprint from its fields.

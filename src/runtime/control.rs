@@ -136,6 +136,23 @@ fn load_files(state: &RunState, allow_changed: bool) -> Result<(Plan, Policy), C
     Ok((plan, policy))
 }
 
+/// Opens a run that must be waiting for approval, with its pending action.
+fn open_waiting(
+    workspace: &Path,
+    run_id: &str,
+    env: &RuntimeEnv,
+) -> Result<(RunDir, RunState, PendingAction), ControlError> {
+    let (run_dir, loaded) = open(workspace, run_id, env)?;
+    let state = loaded.state;
+    let Some(pending) = state.pending_action.clone().filter(|_| state.status == RunStatus::WaitingApproval) else {
+        return Err(ControlError::Refused(format!(
+            "run `{run_id}` is not waiting for approval (status `{}`)",
+            state.status
+        )));
+    };
+    Ok((run_dir, state, pending))
+}
+
 /// What `approve` recorded.
 pub struct ApproveOutcome {
     pub pending: PendingAction,
@@ -152,14 +169,7 @@ pub fn approve(
     approved_by: Option<String>,
     env: &RuntimeEnv,
 ) -> Result<ApproveOutcome, ControlError> {
-    let (mut run_dir, loaded) = open(workspace, run_id, env)?;
-    let mut state = loaded.state;
-    let Some(pending) = state.pending_action.clone().filter(|_| state.status == RunStatus::WaitingApproval) else {
-        return Err(ControlError::Refused(format!(
-            "run `{run_id}` is not waiting for approval (status `{}`)",
-            state.status
-        )));
-    };
+    let (mut run_dir, mut state, pending) = open_waiting(workspace, run_id, env)?;
     check_claims(&pending, claims)?;
     let now = env.clock.now();
     let expires_in = SignedDuration::try_from(expires_in).unwrap_or(SignedDuration::MAX);
@@ -200,14 +210,7 @@ pub fn reject(
     reason: Option<String>,
     env: &RuntimeEnv,
 ) -> Result<RunState, ControlError> {
-    let (mut run_dir, loaded) = open(workspace, run_id, env)?;
-    let mut state = loaded.state;
-    let Some(pending) = state.pending_action.clone().filter(|_| state.status == RunStatus::WaitingApproval) else {
-        return Err(ControlError::Refused(format!(
-            "run `{run_id}` is not waiting for approval (status `{}`)",
-            state.status
-        )));
-    };
+    let (mut run_dir, mut state, pending) = open_waiting(workspace, run_id, env)?;
     let clock = env.clock.as_ref();
     let mut details = Map::new();
     details.insert("fingerprint".into(), json!(pending.fingerprint));

@@ -30,7 +30,7 @@ use crate::runtime::approval::{check_approval, fingerprint};
 use crate::runtime::env::CrashPoint;
 use crate::runtime::records;
 use crate::runtime::{EventType, Progress, RuntimeEnv, format_timestamp};
-use crate::store::canonical::{canonical_json, sha256_hex};
+use crate::store::canonical::canonical_digest;
 use crate::store::{
     Counters, Cursor, Evidence, LoadedRun, PendingAction, PlanRef, Receipt, ReceiptState, ReceiptStore, Reconciliation,
     RunDir, RunState, StepRecord, StepRecordStatus, StoreError,
@@ -1003,7 +1003,7 @@ fn referenced_steps(plan: &Plan) -> HashSet<String> {
 /// SHA-256 of what a keyed step intends to do.
 fn intent_digest(kind: &str, action: &Value, key: &str) -> String {
     let value = json!({"kind": kind, "action": action, "idempotency_key": key});
-    canonical_json(&value).map(|text| sha256_hex(text.as_bytes())).unwrap_or_default()
+    canonical_digest(&value)
 }
 
 /// Applies a step's `expect` post-conditions to its outcome.

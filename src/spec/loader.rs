@@ -7,11 +7,10 @@
 //! is the only file that knows about either parser: swapping one changes
 //! nothing else.
 
-use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::digest::sha256_hex;
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, StrInput};
-use sha2::{Digest, Sha256};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
@@ -55,16 +54,6 @@ pub(crate) fn display_name(path: &Path) -> String {
         .filter(|relative| !relative.as_os_str().is_empty())
         .unwrap_or_else(|| path.to_path_buf());
     shown.to_string_lossy().into_owned()
-}
-
-/// Lowercase hex SHA-256 of `bytes`.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut out = String::with_capacity(64);
-    for byte in digest.iter() {
-        let _ = write!(out, "{byte:02x}");
-    }
-    out
 }
 
 /// Reads `path` into `sources`. Reports `unsupported-extension` and

@@ -10,7 +10,6 @@ use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 /// Why a value has no canonical form or a text is not strict JSON.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -61,19 +60,13 @@ fn write_canonical(value: &Value, out: &mut String) -> Result<(), CanonicalError
     Ok(())
 }
 
-/// Lowercase hex SHA-256 of bytes.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
+pub use crate::digest::sha256_hex;
 
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        out.push(DIGITS[usize::from(byte >> 4)] as char);
-        out.push(DIGITS[usize::from(byte & 15)] as char);
-    }
-    out
+/// SHA-256 (hex) of the canonical JSON of `value`: fingerprints, intent
+/// digests. A value without a canonical form (a float) yields an empty
+/// digest, which never matches anything: it fails closed.
+pub fn canonical_digest(value: &Value) -> String {
+    canonical_json(value).map(|text| sha256_hex(text.as_bytes())).unwrap_or_default()
 }
 
 /// Parses JSON refusing duplicate keys and floats (NaN and Infinity are not
@@ -164,10 +157,5 @@ mod tests {
             assert!(error.0.contains(expected), "{text}: {error}");
         }
         assert!(canonical_json(&serde_json::json!({"x": 0.5})).is_err());
-    }
-
-    #[test]
-    fn sha256_hex_is_lowercase_hex() {
-        assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 }

@@ -11,7 +11,8 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Map, Value, json};
 use sha2::Sha256;
 
-use crate::store::canonical::{CanonicalError, canonical_json, hex, parse_strict, sha256_hex};
+use crate::digest::{hex, sha256_hex};
+use crate::store::canonical::{CanonicalError, canonical_json, parse_strict};
 
 /// The only envelope version this planrun reads and writes.
 pub const SCHEMA_VERSION: u64 = 1;
