@@ -12,6 +12,7 @@
 //! | `preview` | `plan` previews; a preview executes and creates nothing |
 //! | `authoring` | `list`, `policy check`, `schema` |
 //! | `server` | `planrun serve` over loopback HTTP: adapters, guard, controller, auth, errors, shutdown |
+//! | `server_approvals` | `POST /runs/{id}/approve|reject`: approval-gated bridge runs, refusals, auth |
 //! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers |
 //! | `serve_harness` | the service test harness (server process, fake model servers) |
 
@@ -29,3 +30,4 @@ mod routing;
 mod scenarios;
 mod security;
 mod server;
+mod server_approvals;

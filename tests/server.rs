@@ -286,7 +286,30 @@ async fn the_openapi_document_lists_every_route() {
     assert_eq!(status, 200);
     assert_eq!(document["openapi"], "3.1.0");
     let paths: Vec<&String> = document["paths"].as_object().expect("paths").keys().collect();
-    assert_eq!(paths, ["/health", "/runs", "/runs/{id}", "/controller/runs", "/controller/runs/{id}", "/openapi.json"]);
+    assert_eq!(
+        paths,
+        [
+            "/health",
+            "/runs",
+            "/runs/{id}",
+            "/runs/{id}/approve",
+            "/runs/{id}/reject",
+            "/controller/runs",
+            "/controller/runs/{id}",
+            "/openapi.json"
+        ]
+    );
+    let schemas = &document["components"]["schemas"];
+    assert_eq!(schemas["ApproveRequest"]["required"], json!(["fingerprint"]));
+    assert!(schemas["BridgeRun"]["properties"]["status"]["enum"].as_array().is_some_and(|statuses| {
+        statuses.contains(&json!("waiting_approval")) && statuses.contains(&json!("rejected"))
+    }));
+    for path in ["/runs/{id}/approve", "/runs/{id}/reject"] {
+        let responses = &document["paths"][path]["post"]["responses"];
+        for status in ["200", "401", "404", "409"] {
+            assert!(responses.get(status).is_some(), "{path} documents {status}");
+        }
+    }
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //! shutdown waits for every slot.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
@@ -22,7 +23,8 @@ use subtle::ConstantTimeEq;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::server::adapters::AdapterKind;
-use crate::server::bridge::{self, Origin};
+use crate::server::approvals::{self, ApprovalRequest};
+use crate::server::bridge::{self, BridgeState, Origin};
 use crate::server::controller;
 use crate::server::error::ApiError;
 use crate::server::openapi;
@@ -37,6 +39,8 @@ pub fn router(service: Arc<Service>) -> Router {
     let protected = Router::new()
         .route("/runs", post(create_run))
         .route("/runs/{id}", get(get_run))
+        .route("/runs/{id}/approve", post(approve_run))
+        .route("/runs/{id}/reject", post(reject_run))
         .route("/controller/runs", post(create_controller_run))
         .route("/controller/runs/{id}", get(get_controller_run))
         .route("/openapi.json", get(get_openapi))
@@ -61,6 +65,38 @@ struct RunBody {
 
 fn default_adapter() -> String {
     "agent".to_string()
+}
+
+/// `POST /runs/{id}/approve` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApproveBody {
+    /// Required: an operator approves the action they saw.
+    fingerprint: String,
+    scope: Option<String>,
+    state_version: Option<u64>,
+    #[serde(default = "default_expires_in_secs")]
+    expires_in_secs: u64,
+    approved_by: Option<String>,
+}
+
+/// How long an approval stays valid by default (as `planrun approve`).
+const DEFAULT_EXPIRES_IN_SECS: u64 = 3600;
+/// The longest validity an approval may ask for: seven days.
+const MAX_EXPIRES_IN_SECS: u64 = 7 * 86_400;
+/// The longest `approved_by` and `reason`, in characters.
+const MAX_NAME_CHARS: usize = 200;
+const MAX_REASON_CHARS: usize = 2000;
+
+fn default_expires_in_secs() -> u64 {
+    DEFAULT_EXPIRES_IN_SECS
+}
+
+/// `POST /runs/{id}/reject` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RejectBody {
+    reason: Option<String>,
 }
 
 /// `POST /controller/runs` body.
@@ -113,6 +149,68 @@ async fn create_run(
 async fn get_run(State(service): State<Arc<Service>>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
     check_id(&id)?;
     bridge::read(&service, &id)?.map(Json).ok_or_else(|| ApiError::not_found("bridge run", &id))
+}
+
+async fn approve_run(
+    State(service): State<Arc<Service>>,
+    Path(id): Path<String>,
+    body: Result<Json<ApproveBody>, JsonRejection>,
+) -> Result<Json<BridgeState>, ApiError> {
+    check_id(&id)?;
+    let Json(body) = body?;
+    let fingerprint = body.fingerprint.trim().to_string();
+    if fingerprint.len() != 64 || !fingerprint.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+        return Err(invalid("`fingerprint` must be the 64 hex digits of the pending action's fingerprint"));
+    }
+    if !(1..=MAX_EXPIRES_IN_SECS).contains(&body.expires_in_secs) {
+        return Err(invalid(format!("`expires_in_secs` must be between 1 and {MAX_EXPIRES_IN_SECS}")));
+    }
+    let approved_by = optional_text(body.approved_by, "approved_by", MAX_NAME_CHARS)?;
+    let request = ApprovalRequest {
+        fingerprint: fingerprint.to_ascii_lowercase(),
+        scope: body.scope,
+        state_version: body.state_version,
+        expires_in: Duration::from_secs(body.expires_in_secs),
+        approved_by,
+    };
+    let permit = slot(&service).await?;
+    let task = tokio::spawn(async move {
+        let _permit = permit;
+        approvals::approve(&service, &id, request).await
+    });
+    Ok(Json(task.await.map_err(task_failed)??))
+}
+
+async fn reject_run(
+    State(service): State<Arc<Service>>,
+    Path(id): Path<String>,
+    body: Result<Json<RejectBody>, JsonRejection>,
+) -> Result<Json<BridgeState>, ApiError> {
+    check_id(&id)?;
+    let Json(body) = body?;
+    let reason = optional_text(body.reason, "reason", MAX_REASON_CHARS)?;
+    let permit = slot(&service).await?;
+    let task = tokio::spawn(async move {
+        let _permit = permit;
+        approvals::reject(&service, &id, reason).await
+    });
+    Ok(Json(task.await.map_err(task_failed)??))
+}
+
+/// A trimmed optional text field: empty is absent, too long or holding
+/// control characters is refused.
+fn optional_text(text: Option<String>, field: &str, max_chars: usize) -> Result<Option<String>, ApiError> {
+    let Some(text) = text.map(|text| text.trim().to_string()).filter(|text| !text.is_empty()) else {
+        return Ok(None);
+    };
+    if text.chars().count() > max_chars || text.chars().any(char::is_control) {
+        return Err(invalid(format!("`{field}` must be at most {max_chars} characters, without control characters")));
+    }
+    Ok(Some(text))
+}
+
+fn invalid(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
 }
 
 async fn create_controller_run(

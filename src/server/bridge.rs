@@ -6,21 +6,28 @@
 //! prompt guard → blocked? prompt_blocked, status failed, run_finished; stop
 //! running      → task_sent logged
 //! adapter      → response_received logged (mode, exit_code, agent_run_id)
+//! paused?      → the agent run waits for approval: status waiting_approval,
+//!                pending_action set, approval_requested logged; stop
 //! done|failed  → run_finished logged (status, adapter_mode, agent ids)
 //! ```
 //!
-//! The returned state is always `done` or `failed`, never `running`.
+//! The returned state is `done`, `failed` or `waiting_approval`, never
+//! `running`. `waiting_approval` is the only status that is not final: the
+//! bridge run's agent run is paused before a step that needs a person's
+//! approval, and [`crate::server::approvals`] continues it (`done`, `failed`,
+//! or `waiting_approval` again at the next gated step) or ends it `rejected`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::model::FailureClass;
-use crate::server::adapters::AdapterKind;
+use crate::server::adapters::{AdapterKind, AdapterResult};
 use crate::server::error::ServiceError;
 use crate::server::guard;
 use crate::server::ids::{RunKind, controller_bridge_id};
-use crate::server::records::{RecordDir, RecordError, details};
+use crate::server::records::{RecordDir, RecordError, details, read_state_as};
 use crate::server::service::Service;
+use crate::store::PendingAction;
 
 /// The state file of a bridge run.
 pub const STATE_FILE: &str = "state.json";
@@ -28,11 +35,14 @@ pub const STATE_FILE: &str = "state.json";
 pub const AUDIT_FILE: &str = "audit.jsonl";
 
 /// `bridge/runs/<run_id>/state.json`. Field order is the file's.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BridgeState {
     pub run_id: String,
     pub goal: String,
-    /// `created`, `running`, `done` or `failed`.
+    /// `created`, `running`, `waiting_approval` (not final: the agent run is
+    /// paused for approval), `done`, `failed` or `rejected` (a person
+    /// rejected the pending action).
     pub status: String,
     pub adapter: String,
     /// `real`, `stub` or `unavailable`.
@@ -44,14 +54,52 @@ pub struct BridgeState {
     pub agent_run_id: Option<String>,
     pub agent_final_status: Option<String>,
     pub agent_state_path: Option<String>,
+    /// The agent run's frozen action, exactly while `status` is
+    /// `waiting_approval`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_action: Option<PendingActionView>,
     /// The controller run that started this bridge run, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controller_run_id: Option<String>,
     pub created_at: String,
     pub updated_at: String,
 }
 
-/// A finished bridge run.
+/// What an operator approves: the agent run's frozen action, as recorded in
+/// its checkpoint. `fingerprint` is SHA-256 of the canonical JSON of
+/// `{action, idempotency_key, kind, risk, scope}`; an approval names it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PendingActionView {
+    pub step_id: String,
+    pub kind: String,
+    pub action: Value,
+    pub risk: String,
+    pub idempotency_key: Option<String>,
+    pub scope: String,
+    pub fingerprint: String,
+    /// The agent run's state version that froze the action.
+    pub state_version: u64,
+    pub requested_at: String,
+}
+
+impl From<PendingAction> for PendingActionView {
+    fn from(pending: PendingAction) -> Self {
+        PendingActionView {
+            step_id: pending.step_id,
+            kind: pending.kind,
+            action: pending.action,
+            risk: pending.risk,
+            idempotency_key: pending.idempotency_key,
+            scope: pending.scope,
+            fingerprint: pending.fingerprint,
+            state_version: pending.state_version,
+            requested_at: pending.requested_at,
+        }
+    }
+}
+
+/// A finished (or paused) bridge run.
 pub struct BridgeOutcome {
     pub state: BridgeState,
     /// The agent run's last failure class (agent adapter only).
@@ -96,6 +144,7 @@ pub async fn execute_run(
         agent_run_id: None,
         agent_final_status: None,
         agent_state_path: None,
+        pending_action: None,
         controller_run_id: match origin {
             Origin::Api => None,
             Origin::Controller { controller_run_id, .. } => Some(controller_run_id.to_string()),
@@ -142,16 +191,7 @@ pub async fn execute_run(
     records.save(&state)?;
 
     let result = service.adapters.execute(adapter, &instruction, &run_id).await;
-    let agent = result.agent.clone();
-    state.adapter_mode = result.mode.as_str().to_string();
-    state.exit_code = result.exit_code;
-    state.response = Some(result.response.clone());
-    state.error = result.error.clone();
-    if let Some(agent) = &agent {
-        state.agent_run_id = Some(agent.agent_run_id.clone());
-        state.agent_final_status = agent.agent_final_status.clone();
-        state.agent_state_path = agent.agent_state_path.clone();
-    }
+    apply_result(&mut state, &result);
     records.event(
         &service.now(),
         "response_received",
@@ -164,11 +204,65 @@ pub async fn execute_run(
             ("error", json!(result.error)),
         ]),
     )?;
-    state.status = if result.succeeded() { "done" } else { "failed" }.to_string();
-    finish(service, &mut records, state, agent.and_then(|agent| agent.failure_class))
+    settle(service, &mut records, state, &result)
 }
 
-fn finish(
+/// Copies an adapter result into the bridge state (not the status).
+pub(crate) fn apply_result(state: &mut BridgeState, result: &AdapterResult) {
+    state.adapter_mode = result.mode.as_str().to_string();
+    state.exit_code = result.exit_code;
+    state.response = Some(result.response.clone());
+    state.error = result.error.clone();
+    state.pending_action = None;
+    if let Some(agent) = &result.agent {
+        state.agent_run_id = Some(agent.agent_run_id.clone());
+        state.agent_final_status = agent.agent_final_status.clone();
+        state.agent_state_path = agent.agent_state_path.clone();
+        state.pending_action = agent.pending_action.clone().map(PendingActionView::from);
+    }
+}
+
+/// Ends the bridge run `done`/`failed` (`rejected` when the agent run was
+/// rejected), or pauses it `waiting_approval` when its agent run paused.
+pub(crate) fn settle(
+    service: &Service,
+    records: &mut RecordDir,
+    mut state: BridgeState,
+    result: &AdapterResult,
+) -> Result<BridgeOutcome, ServiceError> {
+    let failure_class = result.agent.as_ref().and_then(|agent| agent.failure_class);
+    if let Some(pending) = state.pending_action.clone() {
+        state.status = "waiting_approval".to_string();
+        state.updated_at = service.now();
+        records.event(
+            &state.updated_at,
+            "approval_requested",
+            Some("waiting_approval"),
+            details([
+                ("agent_run_id", json!(state.agent_run_id)),
+                ("step_id", json!(pending.step_id)),
+                ("kind", json!(pending.kind)),
+                ("scope", json!(pending.scope)),
+                ("fingerprint", json!(pending.fingerprint)),
+                ("state_version", json!(pending.state_version)),
+            ]),
+        )?;
+        records.save(&state)?;
+        return Ok(BridgeOutcome { state, failure_class });
+    }
+    let rejected = result.agent.as_ref().and_then(|agent| agent.agent_final_status.as_deref()) == Some("rejected");
+    state.status = if result.succeeded() {
+        "done"
+    } else if rejected {
+        "rejected"
+    } else {
+        "failed"
+    }
+    .to_string();
+    finish(service, records, state, failure_class)
+}
+
+pub(crate) fn finish(
     service: &Service,
     records: &mut RecordDir,
     mut state: BridgeState,
@@ -218,4 +312,14 @@ fn create_records(service: &Service, origin: Origin<'_>) -> Result<(String, Reco
 /// The persisted state of bridge run `run_id`, if it exists.
 pub fn read(service: &Service, run_id: &str) -> Result<Option<Value>, ServiceError> {
     Ok(crate::server::records::read_state(&service.records_root(), run_id, STATE_FILE)?)
+}
+
+/// The persisted state of bridge run `run_id`, typed, if it exists.
+pub fn read_typed(service: &Service, run_id: &str) -> Result<Option<BridgeState>, ServiceError> {
+    Ok(read_state_as(&service.records_root(), run_id, STATE_FILE)?)
+}
+
+/// Opens bridge run `run_id`'s records to append to them.
+pub fn open_records(service: &Service, run_id: &str) -> Result<RecordDir, ServiceError> {
+    Ok(RecordDir::open(&service.records_root(), run_id, STATE_FILE, AUDIT_FILE)?)
 }

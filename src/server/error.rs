@@ -12,6 +12,12 @@
 //! | 401 | `unauthorized` | missing or wrong bearer token |
 //! | 404 | `run_not_found` / `not_found` | unknown run id / route |
 //! | 405 | `method_not_allowed` | |
+//! | 409 | `run_not_waiting` | approve/reject: the bridge run is not `waiting_approval` |
+//! | 409 | `approval_invalid` | approve: fingerprint, scope or state version do not match the frozen action, or the approval expired |
+//! | 409 | `run_locked` | approve/reject: another decision on the run is in progress (this or another process) |
+//! | 409 | `refused` | approve/reject: the runtime refused (agent run not waiting, plan or policy file changed) |
+//! | 409 | `records_invalid` | approve/reject: the agent run's records are missing or fail verification |
+//! | 409 | `plan_files_invalid` | approve/reject: the agent run's plan or policy files are invalid now |
 //! | 413 | `body_too_large` | the body exceeds the limit |
 //! | 415 | `unsupported_media_type` | not `Content-Type: application/json` |
 //! | 422 | `invalid_body` | JSON of the wrong shape (missing or unknown field, wrong type) |
@@ -62,6 +68,12 @@ impl IntoResponse for ApiError {
 impl From<ServiceError> for ApiError {
     fn from(error: ServiceError) -> Self {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "records_failed", error.to_string())
+    }
+}
+
+impl From<RecordError> for ApiError {
+    fn from(error: RecordError) -> Self {
+        ServiceError::from(error).into()
     }
 }
 

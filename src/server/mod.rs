@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `app.rs` | routes and thin handlers, bearer auth, body limit |
 //! | `bridge.rs` | the bridge run manager: instruction, guard, adapter, records |
+//! | `approvals.rs` | approve / reject a bridge run whose agent run waits for approval |
 //! | `controller.rs` | the controller loop: decisions, recovery, limits |
 //! | `adapters/` | `stub`, `local_echo`, `agent`, `openai`, `ollama`, `cloudcode` |
 //! | `decision/` | decision backends (`stub`, `ollama`, `openai`) and answer validation |
@@ -24,6 +25,7 @@
 
 pub mod adapters;
 pub mod app;
+pub mod approvals;
 pub mod bridge;
 pub mod config;
 pub mod controller;
@@ -47,6 +49,7 @@ use tokio::sync::Semaphore;
 use crate::diag::{SourceMap, render_all};
 use crate::runtime::RuntimeEnv;
 use crate::server::adapters::{AdapterKind, Adapters, AgentRunner};
+use crate::server::approvals::Decisions;
 use crate::server::config::ServiceConfig;
 use crate::server::decision::DecisionBackend;
 use crate::server::ids::ServiceIds;
@@ -136,6 +139,7 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
             ids,
             api_token: config.api_token.clone(),
             slots: Arc::clone(&slots),
+            decisions: Decisions::default(),
         });
         let address = match listener.local_addr() {
             Ok(address) => address,

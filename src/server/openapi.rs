@@ -45,7 +45,10 @@ pub fn document() -> Value {
                     "properties": {
                         "run_id": {"type": "string"},
                         "goal": {"type": "string"},
-                        "status": {"type": "string", "enum": ["created", "running", "done", "failed"]},
+                        "status": {"type": "string", "enum": ["created", "running", "waiting_approval", "done", "failed", "rejected"],
+                                   "description": "`waiting_approval` is the only status a finished request returns that is not final: \
+                                                   the agent run is paused before a step that needs approval (see `pending_action`; \
+                                                   POST /runs/{id}/approve or /reject decides). `rejected`: a person rejected the pending action."},
                         "adapter": {"type": "string"},
                         "adapter_mode": {"type": "string", "enum": ["real", "stub", "unavailable"]},
                         "instruction": {"type": "string"},
@@ -55,10 +58,43 @@ pub fn document() -> Value {
                         "agent_run_id": nullable("string"),
                         "agent_final_status": nullable("string"),
                         "agent_state_path": nullable("string"),
+                        "pending_action": {"$ref": "#/components/schemas/PendingAction"},
                         "controller_run_id": {"type": "string"},
                         "created_at": {"type": "string", "format": "date-time"},
                         "updated_at": {"type": "string", "format": "date-time"}
                     }
+                },
+                "PendingAction": {
+                    "type": "object",
+                    "description": "The agent run's frozen action; present exactly while status is waiting_approval. \
+                                    `fingerprint` is SHA-256 of the canonical JSON of {action, idempotency_key, kind, risk, scope}.",
+                    "required": ["step_id", "kind", "action", "risk", "idempotency_key", "scope", "fingerprint", "state_version", "requested_at"],
+                    "properties": {
+                        "step_id": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "action": {"type": "object"},
+                        "risk": {"type": "string"},
+                        "idempotency_key": nullable("string"),
+                        "scope": {"type": "string"},
+                        "fingerprint": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                        "state_version": {"type": "integer", "minimum": 0},
+                        "requested_at": {"type": "string", "format": "date-time"}
+                    }
+                },
+                "ApproveRequest": {
+                    "type": "object", "additionalProperties": false, "required": ["fingerprint"],
+                    "properties": {
+                        "fingerprint": {"type": "string", "pattern": "^[0-9a-fA-F]{64}$",
+                                        "description": "the pending action's fingerprint: an operator approves what they saw"},
+                        "scope": {"type": "string", "description": "refused unless it is the pending action's scope"},
+                        "state_version": {"type": "integer", "minimum": 0, "description": "refused unless it is the version that froze the action"},
+                        "expires_in_secs": {"type": "integer", "minimum": 1, "maximum": 604800, "default": 3600},
+                        "approved_by": {"type": "string", "maxLength": 200}
+                    }
+                },
+                "RejectRequest": {
+                    "type": "object", "additionalProperties": false,
+                    "properties": {"reason": {"type": "string", "maxLength": 2000}}
                 },
                 "Decision": {
                     "type": "object",
@@ -120,10 +156,10 @@ pub fn document() -> Value {
                 "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}}}
             }},
             "/runs": {"post": {
-                "summary": "Run a goal through an adapter to its end (status done or failed)",
+                "summary": "Run a goal through an adapter to its end (status done or failed), or until its agent run pauses for approval (waiting_approval)",
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RunRequest"}}}},
                 "responses": {
-                    "201": {"description": "the final bridge state", "content": {"application/json": {"schema": bridge}}},
+                    "201": {"description": "the bridge state: done, failed, or waiting_approval (paused for approval; not final)", "content": {"application/json": {"schema": bridge}}},
                     "400": error_response("malformed JSON, empty goal or unknown adapter"),
                     "401": error_response("missing or wrong bearer token"),
                     "413": error_response("body too large"),
@@ -139,6 +175,43 @@ pub fn document() -> Value {
                     "400": error_response("invalid run id"),
                     "401": error_response("missing or wrong bearer token"),
                     "404": error_response("unknown run id")
+                }
+            }},
+            "/runs/{id}/approve": {"post": {
+                "summary": "Approve the pending action of a waiting bridge run and resume its agent run to its end",
+                "description": "Records the approval on the agent run (bound to the fingerprint, the state version, the scope and an expiry), \
+                                resumes it and answers the new bridge state: done, failed, or waiting_approval again at the next gated step. \
+                                A refused approval changes nothing. If the approval is recorded but the resume is refused \
+                                (for example, it expired), the answer is 409 and the run stays waiting_approval.",
+                "parameters": run_id,
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ApproveRequest"}}}},
+                "responses": {
+                    "200": {"description": "the new bridge state", "content": {"application/json": {"schema": bridge}}},
+                    "400": error_response("malformed JSON, invalid run id, or a field out of range (fingerprint not 64 hex digits, expires_in_secs, approved_by)"),
+                    "401": error_response("missing or wrong bearer token"),
+                    "404": error_response("unknown run id"),
+                    "409": error_response("run_not_waiting, approval_invalid (fingerprint, scope or state version mismatch, expired), \
+                                           run_locked (another decision in progress), refused, records_invalid (the agent run's records \
+                                           fail verification), plan_files_invalid"),
+                    "413": error_response("body too large"),
+                    "415": error_response("not application/json"),
+                    "422": error_response("JSON of the wrong shape (fingerprint missing, unknown field, wrong type)"),
+                    "500": error_response("records_failed: records could not be read or written")
+                }
+            }},
+            "/runs/{id}/reject": {"post": {
+                "summary": "Reject the pending action of a waiting bridge run: it never runs; the bridge run ends rejected",
+                "parameters": run_id,
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RejectRequest"}}}},
+                "responses": {
+                    "200": {"description": "the new bridge state (status rejected)", "content": {"application/json": {"schema": bridge}}},
+                    "400": error_response("malformed JSON, invalid run id, or reason too long"),
+                    "401": error_response("missing or wrong bearer token"),
+                    "404": error_response("unknown run id"),
+                    "409": error_response("run_not_waiting, run_locked, refused, records_invalid"),
+                    "415": error_response("not application/json"),
+                    "422": error_response("JSON of the wrong shape"),
+                    "500": error_response("records_failed: records could not be read or written")
                 }
             }},
             "/controller/runs": {"post": {

@@ -11,6 +11,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::store::write_atomic;
@@ -83,6 +84,33 @@ impl RecordDir {
         Ok(RecordDir { path, run_id: run_id.to_string(), state_name, audit_path, audit, seq: 0 })
     }
 
+    /// Opens the existing record folder `<root>/<run_id>/` to append to its
+    /// audit log, numbering on from the log's last line. The caller must be
+    /// the folder's only writer (see [`crate::server::approvals`]).
+    pub fn open(
+        root: &Path,
+        run_id: &str,
+        state_name: &'static str,
+        audit_name: &'static str,
+    ) -> Result<RecordDir, RecordError> {
+        let path = root.join(run_id);
+        let audit_path = path.join(audit_name);
+        let text = fs::read_to_string(&audit_path).map_err(RecordError::new("read", &audit_path))?;
+        let seq = match text.lines().rev().find(|line| !line.trim().is_empty()) {
+            None => 0,
+            Some(line) => serde_json::from_str::<Value>(line)
+                .ok()
+                .and_then(|event| event.get("seq").and_then(Value::as_u64))
+                .ok_or_else(|| RecordError {
+                    action: "parse",
+                    path: audit_path.clone(),
+                    source: io::Error::new(io::ErrorKind::InvalidData, "the last line has no `seq`"),
+                })?,
+        };
+        let audit = OpenOptions::new().append(true).open(&audit_path).map_err(RecordError::new("open", &audit_path))?;
+        Ok(RecordDir { path, run_id: run_id.to_string(), state_name, audit_path, audit, seq })
+    }
+
     /// Appends one event to the audit log.
     pub fn event(
         &mut self,
@@ -131,6 +159,22 @@ pub fn read_state(root: &Path, run_id: &str, state_name: &str) -> Result<Option<
     }
 }
 
+/// Reads a state file into `T`; `Ok(None)` when it does not exist.
+pub fn read_state_as<T: DeserializeOwned>(
+    root: &Path,
+    run_id: &str,
+    state_name: &str,
+) -> Result<Option<T>, RecordError> {
+    let Some(value) = read_state(root, run_id, state_name)? else {
+        return Ok(None);
+    };
+    serde_json::from_value(value).map(Some).map_err(|error| RecordError {
+        action: "parse",
+        path: root.join(run_id).join(state_name),
+        source: io::Error::new(io::ErrorKind::InvalidData, error),
+    })
+}
+
 /// Builds the `details` object of an event from `(key, value)` pairs.
 pub fn details<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
     pairs.into_iter().map(|(key, value)| (key.to_string(), value)).collect()
@@ -160,5 +204,13 @@ mod tests {
         let state = read_state(&root, "br-0001", "state.json").expect("read");
         assert_eq!(state, Some(json!({"status": "done"})));
         assert!(read_state(&root, "br-0002", "state.json").expect("read").is_none());
+        drop(first);
+        let mut reopened = RecordDir::open(&root, "br-0001", "state.json", "audit.jsonl").expect("open");
+        reopened.event("t2", "run_resumed", Some("running"), Map::new()).expect("event");
+        let audit = fs::read_to_string(root.join("br-0001/audit.jsonl")).expect("audit");
+        assert!(audit.ends_with(
+            "{\"seq\":3,\"ts\":\"t2\",\"run_id\":\"br-0001\",\"event_type\":\"run_resumed\",\"status\":\"running\",\"details\":{}}\n"
+        ));
+        assert!(RecordDir::open(&root, "br-0404", "state.json", "audit.jsonl").is_err());
     }
 }

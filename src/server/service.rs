@@ -8,6 +8,7 @@ use tokio::sync::Semaphore;
 
 use crate::runtime::{RuntimeEnv, format_timestamp};
 use crate::server::adapters::Adapters;
+use crate::server::approvals::Decisions;
 use crate::server::decision::DecisionBackend;
 use crate::server::ids::ServiceIds;
 use crate::server::records::records_root;
@@ -29,6 +30,8 @@ pub struct Service {
     pub api_token: Option<String>,
     /// One permit per executing run.
     pub slots: Arc<Semaphore>,
+    /// Bridge runs with an approve or reject in progress.
+    pub decisions: Decisions,
 }
 
 impl Service {

@@ -6,17 +6,27 @@
 //! the same plan as for the bare goal; the agent run's `goal` is the
 //! instruction (as in the seed). The catalog is loaded and validated once, at
 //! start-up.
+//!
+//! A run that pauses for approval (`waiting_approval`, exit code 3) is
+//! continued by [`AgentRunner::approve`] + [`AgentRunner::resume`] or ended
+//! by [`AgentRunner::reject`] (the runtime's control API; each locks the run
+//! folder, so two decisions on one run never both execute).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::model::FailureClass;
+use crate::model::{FailureClass, RunStatus};
 use crate::router::Router;
-use crate::runtime::{NoProgress, RunRequest, RuntimeEnv, execute as run_plan};
+use crate::runtime::approval::ApprovalClaims;
+use crate::runtime::{
+    ApproveOutcome, ControlError, NoProgress, ResumeRequest, RunRequest, RuntimeEnv, approve, execute as run_plan,
+    reject, resume,
+};
 use crate::server::adapters::{AdapterMode, AdapterResult, AgentMetadata};
 use crate::server::ids::agent_run_id;
 use crate::spec::Catalog;
-use crate::store::{StepRecordStatus, load_run};
+use crate::store::{RunState, StepRecordStatus, load_run};
 
 /// What agent runs need: the validated catalog, the workspace and the clock.
 pub struct AgentRunner {
@@ -37,43 +47,40 @@ pub async fn execute(runner: Arc<AgentRunner>, instruction: &str, bridge_run_id:
             error: Some(format!("agent run panicked or was cancelled: {error}")),
             exit_code: None,
             mode: AdapterMode::Real,
-            agent: Some(AgentMetadata {
-                agent_run_id: run_id,
-                agent_final_status: None,
-                agent_state_path: None,
-                failure_class: None,
-            }),
+            agent: Some(AgentMetadata::new(run_id)),
         },
+    }
+}
+
+/// The exit code reported for an agent run that ended (or paused) with
+/// `status`, as the CLI's: 0 done, 3 waiting for approval, 1 otherwise.
+pub fn exit_code(status: RunStatus) -> i32 {
+    match status {
+        RunStatus::Done => 0,
+        RunStatus::WaitingApproval => 3,
+        _ => 1,
     }
 }
 
 impl AgentRunner {
     /// Routes `instruction` and runs the plan as `run_id`. Exit codes as the
-    /// CLI's: 0 done, 1 failed, 2 nothing ran (routing refused, bad run id).
+    /// CLI's: 0 done, 1 failed, 2 nothing ran (routing refused, bad run id),
+    /// 3 paused for approval.
     pub fn run(&self, instruction: &str, run_id: &str) -> AdapterResult {
-        let mut metadata = AgentMetadata {
-            agent_run_id: run_id.to_string(),
-            agent_final_status: None,
-            agent_state_path: None,
-            failure_class: None,
-        };
-        let refused = |error: String, metadata: AgentMetadata| AdapterResult {
+        let refused = |error: String| AdapterResult {
             response: String::new(),
             error: Some(error),
             exit_code: Some(2),
             mode: AdapterMode::Real,
-            agent: Some(metadata),
+            agent: Some(AgentMetadata::new(run_id.to_string())),
         };
         let decision = Router::new(&self.catalog.plans).route(instruction);
         let Some(index) = decision.plan() else {
-            return refused(decision.explanation(), metadata);
+            return refused(decision.explanation());
         };
         let plan = &self.catalog.plans[index];
         let Some(policy) = self.catalog.policies.get(&plan.policy) else {
-            return refused(
-                format!("plan `{}` names policy `{}`, which was not loaded", plan.id, plan.policy),
-                metadata,
-            );
+            return refused(format!("plan `{}` names policy `{}`, which was not loaded", plan.id, plan.policy));
         };
         let request = RunRequest {
             plan,
@@ -82,38 +89,77 @@ impl AgentRunner {
             run_id: Some(run_id.to_string()),
             workspace: self.workspace.clone(),
         };
-        let outcome = match run_plan(request, &self.env, &mut NoProgress) {
-            Ok(outcome) => outcome,
+        match run_plan(request, &self.env, &mut NoProgress) {
+            Ok(outcome) => self.result(run_id, &outcome.state, &outcome.run_dir, "ran"),
             Err(error) => {
                 let code = if error.nothing_ran() { 2 } else { 1 };
-                let mut result = refused(error.to_string(), metadata);
+                let mut result = refused(error.to_string());
                 result.exit_code = Some(code);
-                return result;
+                result
             }
-        };
-        let state = &outcome.state;
+        }
+    }
+
+    /// Records an approval of agent run `run_id`'s frozen action
+    /// (`runtime::approve`: checks the claims, locks the run).
+    pub fn approve(
+        &self,
+        run_id: &str,
+        claims: &ApprovalClaims,
+        expires_in: Duration,
+        approved_by: Option<String>,
+    ) -> Result<ApproveOutcome, ControlError> {
+        approve(&self.workspace, run_id, claims, expires_in, approved_by, &self.env)
+    }
+
+    /// Continues agent run `run_id` after an approval (`runtime::resume`,
+    /// never with changed plan or policy files).
+    pub fn resume(&self, run_id: &str) -> Result<AdapterResult, ControlError> {
+        let request =
+            ResumeRequest { workspace: self.workspace.clone(), run_id: run_id.to_string(), allow_changed_files: false };
+        let outcome = resume(request, &self.env, &mut NoProgress)?;
+        Ok(self.result(run_id, &outcome.state, &outcome.run_dir, "resumed"))
+    }
+
+    /// Ends agent run `run_id` `rejected` (`runtime::reject`).
+    pub fn reject(&self, run_id: &str, reason: Option<String>) -> Result<AdapterResult, ControlError> {
+        let state = reject(&self.workspace, run_id, reason, &self.env)?;
+        Ok(self.result(run_id, &state, &self.workspace.join("runs").join(run_id), "stopped"))
+    }
+
+    /// The adapter result of agent run `run_id` that ended (or paused) with
+    /// `state`; `verb` says what happened to it (`ran`, `resumed`, `stopped`).
+    fn result(&self, run_id: &str, state: &RunState, run_dir: &Path, verb: &str) -> AdapterResult {
         let status = state.status.as_str();
-        metadata.agent_final_status = Some(status.to_string());
-        metadata.agent_state_path = Some(outcome.run_dir.join("state.json").display().to_string());
-        metadata.failure_class = last_failure_class(&self.workspace, run_id, &self.env.sealer);
-        let response = format!(
-            "agent run `{run_id}` ran plan `{}` and ended `{status}` ({})",
-            plan.id,
-            state.stop_reason.as_deref().unwrap_or("no stop reason")
-        );
-        let done = status == "done";
+        let waiting = state.status == RunStatus::WaitingApproval;
+        let metadata = AgentMetadata {
+            agent_run_id: run_id.to_string(),
+            agent_final_status: Some(status.to_string()),
+            agent_state_path: Some(run_dir.join("state.json").display().to_string()),
+            failure_class: last_failure_class(&self.workspace, run_id, &self.env.sealer),
+            pending_action: state.pending_action.clone().filter(|_| waiting),
+        };
+        let response = match metadata.pending_action.as_ref() {
+            Some(pending) => format!(
+                "agent run `{run_id}` {verb} plan `{}` and is waiting for approval of step `{}`",
+                state.plan.id, pending.step_id
+            ),
+            None => format!(
+                "agent run `{run_id}` {verb} plan `{}` and ended `{status}` ({})",
+                state.plan.id,
+                state.stop_reason.as_deref().unwrap_or("no stop reason")
+            ),
+        };
+        // A paused run is not an error: it waits for a person's decision.
+        let error = if state.status == RunStatus::Done || waiting {
+            None
+        } else {
+            Some(state.error.clone().unwrap_or_else(|| format!("agent run ended `{status}`")))
+        };
         AdapterResult {
             response,
-            error: if done {
-                None
-            } else {
-                Some(state.error.clone().unwrap_or_else(|| format!("agent run ended `{status}`")))
-            },
-            exit_code: Some(match state.status {
-                crate::model::RunStatus::Done => 0,
-                crate::model::RunStatus::WaitingApproval => 3,
-                _ => 1,
-            }),
+            error,
+            exit_code: Some(exit_code(state.status)),
             mode: AdapterMode::Real,
             agent: Some(metadata),
         }
@@ -121,11 +167,7 @@ impl AgentRunner {
 }
 
 /// The failure class of the run's last failed attempt, from its history.
-fn last_failure_class(
-    workspace: &std::path::Path,
-    run_id: &str,
-    sealer: &crate::store::Sealer,
-) -> Option<FailureClass> {
+fn last_failure_class(workspace: &Path, run_id: &str, sealer: &crate::store::Sealer) -> Option<FailureClass> {
     let records = load_run(workspace, run_id, sealer).ok()?;
     records
         .history

@@ -86,7 +86,7 @@ impl AdapterMode {
 }
 
 /// What the agent adapter adds to a result.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AgentMetadata {
     pub agent_run_id: String,
     /// `None` when the agent run could not start (nothing ran).
@@ -94,10 +94,26 @@ pub struct AgentMetadata {
     pub agent_state_path: Option<String>,
     /// The failure class of the agent run's last failed attempt.
     pub failure_class: Option<crate::model::FailureClass>,
+    /// The frozen action when the agent run paused (`waiting_approval`).
+    pub pending_action: Option<crate::store::PendingAction>,
 }
 
-/// The outcome of one adapter call. `exit_code == Some(0)` means success.
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl AgentMetadata {
+    /// Metadata of agent run `agent_run_id` before anything is known.
+    pub fn new(agent_run_id: String) -> Self {
+        AgentMetadata {
+            agent_run_id,
+            agent_final_status: None,
+            agent_state_path: None,
+            failure_class: None,
+            pending_action: None,
+        }
+    }
+}
+
+/// The outcome of one adapter call. `exit_code == Some(0)` means success;
+/// the agent adapter answers 3 for a run paused for approval.
+#[derive(Debug, Clone, PartialEq)]
 pub struct AdapterResult {
     pub response: String,
     pub error: Option<String>,

@@ -1,0 +1,257 @@
+//! Deciding on bridge runs whose agent run is paused for approval
+//! (`POST /runs/{id}/approve`, `POST /runs/{id}/reject`).
+//!
+//! ```text
+//! approve: waiting_approval → approval recorded on agent-<id>   approval_granted
+//!          → agent run resumed                                   run_resumed
+//!          → done | failed                                       run_finished
+//!            or waiting_approval at the next gated step          approval_requested
+//! reject:  waiting_approval → agent run ended rejected           approval_rejected
+//!          → rejected                                            run_finished
+//! ```
+//!
+//! The approval is checked by the runtime (`runtime::approve`) against the
+//! frozen action: fingerprint (required over HTTP: an operator approves what
+//! they saw), and scope and state version when given. A refused decision
+//! changes nothing. When the approval is recorded but the resume is refused
+//! (the approval expired, the plan files changed, the run is locked),
+//! `approval_granted` and `resume_refused` are logged and the bridge run
+//! stays `waiting_approval`.
+//!
+//! One decision at a time per bridge run: a second one while the first is
+//! in progress is refused `run_locked`. Across processes (the CLI on the same
+//! workspace), the runtime's `flock` on the agent run folder does the same.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde_json::json;
+
+use crate::runtime::ControlError;
+use crate::runtime::approval::ApprovalClaims;
+use crate::server::bridge::{self, BridgeState};
+use crate::server::error::ApiError;
+use crate::server::records::details;
+use crate::server::service::Service;
+use crate::store::StoreError;
+
+/// The bridge runs with a decision in progress.
+#[derive(Debug, Default)]
+pub struct Decisions(Mutex<HashSet<String>>);
+
+/// Held while a decision on one bridge run is in progress.
+pub struct DecisionGuard<'a> {
+    decisions: &'a Decisions,
+    run_id: String,
+}
+
+impl Decisions {
+    /// Claims bridge run `run_id`; `run_locked` when it is already claimed.
+    pub fn claim(&self, run_id: &str) -> Result<DecisionGuard<'_>, ApiError> {
+        let mut claimed = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if !claimed.insert(run_id.to_string()) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "run_locked",
+                format!("another approve or reject of bridge run `{run_id}` is in progress"),
+            ));
+        }
+        Ok(DecisionGuard { decisions: self, run_id: run_id.to_string() })
+    }
+}
+
+impl Drop for DecisionGuard<'_> {
+    fn drop(&mut self) {
+        self.decisions.0.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.run_id);
+    }
+}
+
+/// What `POST /runs/{id}/approve` asks for.
+#[derive(Debug, Clone)]
+pub struct ApprovalRequest {
+    pub fingerprint: String,
+    pub scope: Option<String>,
+    pub state_version: Option<u64>,
+    pub expires_in: Duration,
+    pub approved_by: Option<String>,
+}
+
+/// Approves the pending action of bridge run `run_id` and resumes its agent
+/// run; returns the new bridge state.
+pub async fn approve(service: &Service, run_id: &str, request: ApprovalRequest) -> Result<BridgeState, ApiError> {
+    let _guard = service.decisions.claim(run_id)?;
+    let (mut state, agent_run_id) = waiting(service, run_id)?;
+    let mut records = bridge::open_records(service, run_id)?;
+    let claims = ApprovalClaims {
+        fingerprint: Some(request.fingerprint),
+        scope: request.scope,
+        state_version: request.state_version,
+    };
+    let runner = Arc::clone(&service.adapters.agent);
+    let id = agent_run_id.clone();
+    let granted = blocking(move || runner.approve(&id, &claims, request.expires_in, request.approved_by))
+        .await?
+        .map_err(refused)?;
+    records.event(
+        &service.now(),
+        "approval_granted",
+        Some("waiting_approval"),
+        details([
+            ("agent_run_id", json!(agent_run_id)),
+            ("step_id", json!(granted.pending.step_id)),
+            ("fingerprint", json!(granted.approval.fingerprint)),
+            ("scope", json!(granted.approval.scope)),
+            ("state_version", json!(granted.approval.state_version)),
+            ("approved_by", json!(granted.approval.approved_by)),
+            ("expires_at", json!(granted.approval.expires_at)),
+        ]),
+    )?;
+    let runner = Arc::clone(&service.adapters.agent);
+    let id = agent_run_id.clone();
+    let result = match blocking(move || runner.resume(&id)).await? {
+        Ok(result) => result,
+        Err(error) => {
+            let error = refused(error);
+            records.event(
+                &service.now(),
+                "resume_refused",
+                Some("waiting_approval"),
+                details([
+                    ("agent_run_id", json!(agent_run_id)),
+                    ("code", json!(error.code)),
+                    ("error", json!(error.message)),
+                ]),
+            )?;
+            return Err(error);
+        }
+    };
+    bridge::apply_result(&mut state, &result);
+    records.event(
+        &service.now(),
+        "run_resumed",
+        Some("running"),
+        details([
+            ("agent_run_id", json!(agent_run_id)),
+            ("exit_code", json!(result.exit_code)),
+            ("agent_final_status", json!(state.agent_final_status)),
+            ("response_len", json!(result.response.chars().count())),
+        ]),
+    )?;
+    Ok(bridge::settle(service, &mut records, state, &result)?.state)
+}
+
+/// Rejects the pending action of bridge run `run_id`: its agent run ends
+/// `rejected` and the frozen action never runs; returns the new bridge state.
+pub async fn reject(service: &Service, run_id: &str, reason: Option<String>) -> Result<BridgeState, ApiError> {
+    let _guard = service.decisions.claim(run_id)?;
+    let (mut state, agent_run_id) = waiting(service, run_id)?;
+    let pending = state.pending_action.clone();
+    let mut records = bridge::open_records(service, run_id)?;
+    let runner = Arc::clone(&service.adapters.agent);
+    let id = agent_run_id.clone();
+    let why = reason.clone();
+    let result = blocking(move || runner.reject(&id, why)).await?.map_err(refused)?;
+    records.event(
+        &service.now(),
+        "approval_rejected",
+        Some("rejected"),
+        details([
+            ("agent_run_id", json!(agent_run_id)),
+            ("step_id", json!(pending.as_ref().map(|pending| &pending.step_id))),
+            ("fingerprint", json!(pending.as_ref().map(|pending| &pending.fingerprint))),
+            ("reason", json!(reason)),
+        ]),
+    )?;
+    bridge::apply_result(&mut state, &result);
+    Ok(bridge::settle(service, &mut records, state, &result)?.state)
+}
+
+/// The state and agent run id of bridge run `run_id`, which must exist and
+/// be waiting for approval.
+fn waiting(service: &Service, run_id: &str) -> Result<(BridgeState, String), ApiError> {
+    let state = bridge::read_typed(service, run_id)?.ok_or_else(|| ApiError::not_found("bridge run", run_id))?;
+    if state.status != "waiting_approval" {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "run_not_waiting",
+            format!("bridge run `{run_id}` is not waiting for approval (status `{}`)", state.status),
+        ));
+    }
+    let agent_run_id = state.agent_run_id.clone().filter(|_| state.pending_action.is_some()).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "records_invalid",
+            format!("bridge run `{run_id}` is waiting for approval but names no agent run or pending action"),
+        )
+    })?;
+    Ok((state, agent_run_id))
+}
+
+/// Runs a control command on a blocking thread (they lock and write files).
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work).await.map_err(|error| {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "run_crashed", format!("the decision task failed: {error}"))
+    })
+}
+
+/// The answer to a control command the runtime refused.
+///
+/// | status | code | when |
+/// |---|---|---|
+/// | 409 | `approval_invalid` | fingerprint, scope or state version do not match the frozen action, or the approval expired |
+/// | 409 | `refused` | the agent run is not waiting, or its plan or policy file changed |
+/// | 409 | `run_locked` | another process holds the agent run |
+/// | 409 | `records_invalid` | the agent run's records are missing or fail verification |
+/// | 409 | `plan_files_invalid` | the agent run's plan or policy files are invalid now |
+/// | 500 | `records_failed` | the records could not be read or written |
+pub fn refused(error: ControlError) -> ApiError {
+    let message = error.to_string();
+    let (status, code) = match &error {
+        ControlError::Refused(text) if text.starts_with("approval_invalid") => {
+            (StatusCode::CONFLICT, "approval_invalid")
+        }
+        ControlError::Refused(_) => (StatusCode::CONFLICT, "refused"),
+        ControlError::Store(StoreError::Locked { .. }) => (StatusCode::CONFLICT, "run_locked"),
+        ControlError::Store(StoreError::NotFound { .. } | StoreError::Tampered { .. } | StoreError::Corrupt { .. }) => {
+            (StatusCode::CONFLICT, "records_invalid")
+        }
+        ControlError::Files { .. } => (StatusCode::CONFLICT, "plan_files_invalid"),
+        ControlError::Store(StoreError::Io { .. } | StoreError::RunExists { .. }) | ControlError::InvalidRunId(_) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, "records_failed")
+        }
+    };
+    ApiError::new(status, code, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::approval::ApprovalInvalid;
+
+    #[test]
+    fn one_decision_at_a_time_per_run() {
+        let decisions = Decisions::default();
+        let first = decisions.claim("br-0001").expect("claim");
+        let second = decisions.claim("br-0001").err().expect("refused");
+        assert_eq!((second.status, second.code), (StatusCode::CONFLICT, "run_locked"));
+        assert!(decisions.claim("br-0002").is_ok(), "another run is independent");
+        drop(first);
+        assert!(decisions.claim("br-0001").is_ok(), "released when the decision ends");
+    }
+
+    #[test]
+    fn refusals_map_to_stable_codes() {
+        let code = |error: ControlError| {
+            let error = refused(error);
+            (error.status.as_u16(), error.code)
+        };
+        assert_eq!(code(ApprovalInvalid("expired".into()).into()), (409, "approval_invalid"));
+        assert_eq!(code(ControlError::Refused("run `x` is not waiting".into())), (409, "refused"));
+        assert_eq!(code(StoreError::Locked { id: "x".into() }.into()), (409, "run_locked"));
+        assert_eq!(code(StoreError::Tampered { id: "x".into(), reason: "r".into() }.into()), (409, "records_invalid"));
+        let io = StoreError::Io { action: "read", path: "p".into(), source: std::io::Error::other("disk") };
+        assert_eq!(code(io.into()), (500, "records_failed"));
+    }
+}
