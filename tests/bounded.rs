@@ -666,3 +666,18 @@ fn a_malformed_ticket_is_an_invalid_tool_result_and_nothing_is_written() {
     assert_eq!(sandbox.history(RUN)[0]["failure_class"], "invalid_tool_result");
     assert!(!event_types(&sandbox).contains(&"approval_requested".to_string()));
 }
+
+#[test]
+fn the_run_deadline_counts_the_pause_for_approval() {
+    let sandbox = Sandbox::new();
+    let plan = "version = 1\nid = \"test\"\n\n[budget]\nmax_run_secs = 60\n\n[[steps]]\nid = \"ask\"\nkind = \"write_file\"\npath = \"a.txt\"\ncontent = \"a\"\napproval = \"required\"\n";
+    sandbox.write("plans/test.toml", plan);
+    sandbox.write("policies/default.toml", TEST_POLICY);
+    let args = ["--plan", "plans/test.toml", "--policies", "policies", "--run-id", "t"];
+    assert_eq!(sandbox.planrun_full_env(&args, &at(T_RUN)).code, 3);
+    assert_eq!(sandbox.planrun_full_env(&["approve", "t"], &at(T_APPROVE)).code, 0);
+    let resume = sandbox.planrun_full_env(&["resume", "t"], &at(T_RESUME));
+    assert_eq!(resume.code, 1, "{}", resume.snapshot());
+    assert_eq!(sandbox.state("t")["stop_reason"], "budget_exhausted");
+    assert!(!sandbox.workspace().join("a.txt").exists(), "the approved action ran after the deadline");
+}

@@ -240,7 +240,11 @@ impl<'r> Interpreter<'r> {
             })?;
             self.state.pending_action = None;
             self.state.approval = None;
-            self.run_attempt(index, step, progress, Some(action))?;
+            // The deadline counts the pause: an approval given after it
+            // cannot run the action.
+            if self.deadline_allows()? {
+                self.run_attempt(index, step, progress, Some(action))?;
+            }
             self.checkpoint()?;
         } else {
             self.state.status = RunStatus::Running;
@@ -279,8 +283,9 @@ impl<'r> Interpreter<'r> {
         self.emit(EventType::RunFinished, None, Some(status), details)
     }
 
-    /// Checks the budgets that stop a run before an attempt starts.
-    fn budget_allows(&mut self, step: &Step, attempt: u32, is_tool: bool) -> Result<bool, StoreError> {
+    /// Checks the whole-run deadline (wall clock since the run started,
+    /// pauses included).
+    fn deadline_allows(&mut self) -> Result<bool, StoreError> {
         if let Some(limit) = self.budget.max_run_secs {
             let started: Option<Timestamp> = self.state.started_at.parse().ok();
             let elapsed = started
@@ -289,6 +294,14 @@ impl<'r> Interpreter<'r> {
                 self.exhaust("max_run_secs", limit, elapsed.unsigned_abs())?;
                 return Ok(false);
             }
+        }
+        Ok(true)
+    }
+
+    /// Checks the budgets that stop a run before an attempt starts.
+    fn budget_allows(&mut self, step: &Step, attempt: u32, is_tool: bool) -> Result<bool, StoreError> {
+        if !self.deadline_allows()? {
+            return Ok(false);
         }
         if attempt == 1 && self.state.counters.steps >= self.budget.max_steps {
             self.exhaust("max_steps", self.budget.max_steps, self.state.counters.steps)?;
