@@ -33,7 +33,12 @@ impl Server {
     }
 
     pub fn start_with(envs: &[(&str, &str)], args: &[&str]) -> Server {
-        let sandbox = Sandbox::new();
+        Self::start_in(Sandbox::new(), envs, args)
+    }
+
+    /// Starts the service on a sandbox the test has prepared (for example
+    /// with files in its workspace).
+    pub fn start_in(sandbox: Sandbox, envs: &[(&str, &str)], args: &[&str]) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_planrun"));
         command
             .current_dir(ROOT)
@@ -51,6 +56,7 @@ impl Server {
             .env_remove("PLANRUN_WORKSPACE")
             .env_remove("PLANRUN_PLANS")
             .env_remove("PLANRUN_POLICIES")
+            .env_remove("PLANRUN_HMAC_KEY")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -2,12 +2,9 @@
 //! agent run pauses for approval (the ticket demo, `plans/ticket_close.toml`)
 //! waits, is approved (and resumed) or rejected, and refusals change nothing.
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
-
 use serde_json::{Value, json};
 
-use crate::common::{ROOT, Sandbox, TEST_CLOCK, snapshot_settings};
+use crate::common::{ROOT, Sandbox, snapshot_settings};
 use crate::serve_harness::{Server, client, get_json, post};
 
 const GOAL: &str = "close ticket";
@@ -19,39 +16,7 @@ fn start_with_tickets(envs: &[(&str, &str)]) -> Server {
     let tickets = std::fs::read_to_string(std::path::Path::new(ROOT).join("plans/ticket_close.tickets.json"))
         .expect("sample tickets");
     sandbox.write("workspace/tickets.json", &tickets);
-    let mut command = Command::new(env!("CARGO_BIN_EXE_planrun"));
-    command
-        .current_dir(ROOT)
-        .args(["serve", "--addr", "127.0.0.1:0", "--workspace"])
-        .arg(sandbox.workspace())
-        .env("PLANRUN_TEST_CLOCK", TEST_CLOCK)
-        .env("NO_COLOR", "1")
-        .env("PLANRUN_DECISION_BACKEND", "stub")
-        .env("OLLAMA_HOST", "http://127.0.0.1:1")
-        .env("PLANRUN_PROBE_TIMEOUT_MS", "300")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("PLANRUN_API_TOKEN")
-        .env_remove("PLANRUN_WORKSPACE")
-        .env_remove("PLANRUN_PLANS")
-        .env_remove("PLANRUN_POLICIES")
-        .env_remove("PLANRUN_HMAC_KEY")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (key, value) in envs {
-        command.env(key, value);
-    }
-    let mut child = command.spawn().expect("start planrun serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("read bound address");
-    let Some(address) = line.trim().strip_prefix("listening on ") else {
-        let mut stderr = String::new();
-        let _ = child.stderr.take().map(|mut pipe| pipe.read_to_string(&mut stderr));
-        panic!("serve did not start: stdout {line:?}, stderr {stderr}");
-    };
-    Server { base: address.to_string(), child, sandbox }
+    Server::start_in(sandbox, envs, &[])
 }
 
 /// How many times ticket-7 was really closed.
