@@ -285,3 +285,24 @@ async fn approval_endpoints_need_the_token() {
     assert_eq!(response.status().as_u16(), 200);
     assert_eq!(close_count(&server), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_stops_at_an_approval_gate_and_the_bridge_run_can_be_approved() {
+    let server = start_with_tickets(&[]);
+    let client = client();
+    let (status, controller) = post(&client, &server.url("/controller/runs"), json!({"goal": GOAL})).await;
+    assert_eq!(status, 201, "{controller}");
+    assert_eq!(controller["final_status"], "waiting_approval", "{controller}");
+    assert_eq!(controller["stop_reason"], "waiting_approval");
+    assert_eq!(controller["iterations"], 1, "no second iteration while a person decides");
+    let bridge_id = controller["bridge_results"][0]["bridge_run_id"].as_str().expect("bridge id").to_string();
+    let (_, bridge) = get_json(&client, &server.url(&format!("/runs/{bridge_id}"))).await;
+    assert_eq!(bridge["status"], "waiting_approval");
+    assert_eq!(close_count(&server), 0);
+    let fingerprint = bridge["pending_action"]["fingerprint"].clone();
+    let (status, done) =
+        post(&client, &server.url(&format!("/runs/{bridge_id}/approve")), json!({"fingerprint": fingerprint})).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["status"], "done");
+    assert_eq!(close_count(&server), 1);
+}

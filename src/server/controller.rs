@@ -41,7 +41,8 @@ pub struct ControllerState {
     pub status: String,
     /// `done` or `failed` once finished: the last bridge run's status.
     pub final_status: Option<String>,
-    /// `decision_stop`, `max_iterations`, `consecutive_failures`, `prompt_blocked`.
+    /// `decision_stop`, `max_iterations`, `consecutive_failures`, `prompt_blocked`,
+    /// `waiting_approval` (the last bridge run waits for a person).
     pub stop_reason: Option<String>,
     /// The backend chosen at start-up: `stub`, `ollama` or `openai`.
     pub decision_mode: String,
@@ -214,7 +215,11 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
             bridge_run_id: bridge_state.run_id.clone(),
             agent_run_id: agent_run_id(&bridge_state.run_id),
         });
-        let failed = bridge_state.status != "done";
+        // An agent run paused at an approval gate is neither a success nor a
+        // failure: the controller stops and hands it to a person
+        // (`POST /runs/{bridge_run_id}/approve`).
+        let waiting = bridge_state.status == "waiting_approval";
+        let failed = !waiting && bridge_state.status != "done";
         state.bridge_results.push(BridgeResult {
             iteration,
             bridge_run_id: bridge_state.run_id,
@@ -226,6 +231,11 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
             failure_class: outcome.failure_class,
             error: bridge_state.error,
         });
+        if waiting {
+            state.updated_at = service.now();
+            records.save(&state)?;
+            break "waiting_approval";
+        }
         if failed {
             state.consecutive_failures += 1;
             recovery_pending = consider_recovery(service, &mut records, &mut state, iteration, outcome.failure_class)?;
@@ -311,8 +321,11 @@ fn finish(
     mut state: ControllerState,
     stop_reason: &str,
 ) -> Result<ControllerState, ServiceError> {
-    let done = state.bridge_results.last().is_some_and(|result| result.status == "done");
-    let final_status = if done { "done" } else { "failed" };
+    let final_status = match state.bridge_results.last().map(|result| result.status.as_str()) {
+        Some("done") => "done",
+        Some("waiting_approval") => "waiting_approval",
+        _ => "failed",
+    };
     state.status = final_status.to_string();
     state.final_status = Some(final_status.to_string());
     state.stop_reason = Some(stop_reason.to_string());
