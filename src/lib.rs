@@ -20,12 +20,18 @@
 //! - [`preview`]: what a run would do (`planrun plan`), computed from the
 //!   plan and policy alone, executing and creating nothing.
 //! - [`router`]: picks the plan for a goal by keywords, explaining why.
-//! - [`runtime`]: the interpreter loop, retry, budgets, the injected clock
-//!   and id generator, audit events and progress output.
+//! - [`runtime`]: the interpreter loop, retry, budgets, approval gates,
+//!   idempotency receipts and crash recovery, `when`/`expect`/`[[verify]]`,
+//!   the control commands (`approve`, `reject`, `resume`), the injected
+//!   clock and id generator, audit events and progress output.
 //! - [`policy`]: decides whether a resolved action may run, naming the rule.
 //! - [`tools`]: the step kinds (`shell`, `write_file`, `read_file`,
-//!   `finish`, `flaky`) and the confined [`tools::Workspace`].
-//! - [`store`]: the run records.
+//!   `finish`, `flaky`, `ticket_lookup`, `ticket_close`) and the confined
+//!   [`tools::Workspace`].
+//! - [`store`]: the run records: the sealed checkpoint, the hash-chained
+//!   audit log, the history, receipts; strict verification on load.
+//! - [`digest`]: SHA-256 as hex, shared by the loader, the store and the
+//!   runtime.
 //! - [`cli`]: the command line; `main.rs` only calls [`cli::main`].
 //! - `server` (feature `server`, on by default): `planrun serve`, the HTTP
 //!   bridge, adapters, prompt guard and controller loop with its decision
@@ -37,7 +43,10 @@
 //! |---|---|---|
 //! | `spec` | `plans/*.toml`, `plans/*.yaml`, `policies/*.toml` | — |
 //! | `tools` | workspace files (confined) | workspace files (confined) |
-//! | `store` | `<workspace>/runs/<id>/*` | `<workspace>/runs/<id>/{plan.json,state.json,history.jsonl,audit.jsonl}` |
+//! | `store` | `<workspace>/runs/<id>/*`, `<workspace>/.planrun/receipts/*` | `<workspace>/runs/<id>/{plan.json,state.json,history.jsonl,audit.jsonl,.lock}`, `<workspace>/.planrun/receipts/<sha256>.json` |
+//! | `tools::tickets` | `<workspace>/tickets.json` | `<workspace>/tickets.json` |
+//! | `server` | plans, policies, `policies/service/service.toml` | `<workspace>/bridge/runs/<id>/*` (and agent runs through `store`) |
+//! | `cli::demo` | `plans/ticket_close.toml`, `plans/ticket_close.tickets.json` | a new demo folder |
 
 pub mod cli;
 pub mod diag;

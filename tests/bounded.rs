@@ -681,3 +681,29 @@ fn the_run_deadline_counts_the_pause_for_approval() {
     assert_eq!(sandbox.state("t")["stop_reason"], "budget_exhausted");
     assert!(!sandbox.workspace().join("a.txt").exists(), "the approved action ran after the deadline");
 }
+
+#[test]
+fn cancel_abandons_a_paused_or_interrupted_run_and_nothing_more_runs() {
+    let sandbox = ticket_sandbox("open", 0);
+    pause(&sandbox);
+    let cancel = sandbox.planrun_env(&["cancel", RUN, "--reason", "wrong ticket"], &at(T_APPROVE));
+    assert_eq!(cancel.code, 0, "{}", cancel.snapshot());
+    let state = sandbox.state(RUN);
+    assert_eq!((state["status"].as_str(), state["stop_reason"].as_str()), (Some("cancelled"), Some("cancelled")));
+    assert_eq!(state["pending_action"], Value::Null);
+    for command in [vec!["resume", RUN], vec!["approve", RUN], vec!["cancel", RUN]] {
+        let output = sandbox.planrun_env(&command, &at(T_RESUME));
+        assert_eq!(output.code, 1, "{command:?}: {}", output.snapshot());
+    }
+    assert_eq!(close_count(&sandbox, "ticket-7"), 0);
+
+    let interrupted = Sandbox::new();
+    let plan = "version = 1\nid = \"test\"\n\n[[steps]]\nid = \"one\"\nkind = \"write_file\"\npath = \"one.txt\"\ncontent = \"1\"\n\n[[steps]]\nid = \"two\"\nkind = \"write_file\"\npath = \"two.txt\"\ncontent = \"2\"\n";
+    interrupted.write("plans/test.toml", plan);
+    interrupted.write("policies/default.toml", TEST_POLICY);
+    let args = ["--plan", "plans/test.toml", "--policies", "policies", "--run-id", "t"];
+    assert_eq!(interrupted.planrun_full_env(&args, &[("PLANRUN_CRASH_AT", "one:after_effect")]).code, -1);
+    assert_eq!(interrupted.planrun_full_env(&["cancel", "t"], &[]).code, 0);
+    assert_eq!(interrupted.planrun_full_env(&["resume", "t"], &[]).code, 1);
+    assert!(!interrupted.workspace().join("two.txt").exists(), "a cancelled run ran on");
+}

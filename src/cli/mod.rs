@@ -3,6 +3,7 @@
 //! `exit_code.rs`. No logic of the runtime lives here.
 
 mod approve;
+mod cancel;
 mod check;
 mod demo;
 pub mod exit_code;
@@ -105,6 +106,8 @@ pub enum Command {
     Reject(reject::RejectArgs),
     /// Continue a run that waits for approval or was interrupted.
     Resume(resume::ResumeArgs),
+    /// Abandon a run that waits for approval or was interrupted; it ends `cancelled`.
+    Cancel(cancel::CancelArgs),
     /// Run the ticket demo end to end (pause, approve, crash, recover) and print its summary.
     Demo(demo::DemoArgs),
     /// Run the HTTP service (bridge runs, controller loop).
@@ -142,6 +145,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Approve(args)) => approve::approve(args, &cli.dirs, &env),
         Some(Command::Reject(args)) => reject::reject(args, &cli.dirs, &env),
         Some(Command::Resume(args)) => resume::resume(args, &cli.dirs, &env),
+        Some(Command::Cancel(args)) => cancel::cancel(args, &cli.dirs, &env),
         Some(Command::Demo(args)) => demo::demo(args, &cli.dirs, &env),
         #[cfg(feature = "server")]
         Some(Command::Serve(args)) => {

@@ -85,7 +85,7 @@ pub fn colour_diagnostic(rendered: &str, severity: Severity) -> String {
 pub fn run_status(status: RunStatus) -> String {
     match status {
         RunStatus::Done => paint(GREEN, status),
-        RunStatus::Failed | RunStatus::Rejected => paint(RED, status),
+        RunStatus::Failed | RunStatus::Rejected | RunStatus::Cancelled => paint(RED, status),
         RunStatus::Running | RunStatus::WaitingApproval => paint(YELLOW, status),
     }
 }
@@ -104,7 +104,7 @@ pub fn run_exit_code(status: RunStatus) -> ExitCode {
     exit_code::code(match status {
         RunStatus::Done => exit_code::DONE,
         RunStatus::WaitingApproval => exit_code::WAITING_APPROVAL,
-        RunStatus::Failed | RunStatus::Rejected | RunStatus::Running => exit_code::RUN_FAILED,
+        RunStatus::Failed | RunStatus::Rejected | RunStatus::Cancelled | RunStatus::Running => exit_code::RUN_FAILED,
     })
 }
 

@@ -14,6 +14,8 @@ pub enum RunStatus {
     Failed,
     /// A person rejected the pending action; nothing was executed for it.
     Rejected,
+    /// A person abandoned a paused or interrupted run (`planrun cancel`).
+    Cancelled,
 }
 
 impl RunStatus {
@@ -24,6 +26,7 @@ impl RunStatus {
             RunStatus::Done => "done",
             RunStatus::Failed => "failed",
             RunStatus::Rejected => "rejected",
+            RunStatus::Cancelled => "cancelled",
         }
     }
 

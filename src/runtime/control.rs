@@ -244,3 +244,50 @@ pub fn reject(
     records::emit(&mut run_dir, clock, run_id, EventType::RunFinished, None, Some("rejected"), details)?;
     Ok(state)
 }
+
+/// Ends a run that is waiting for approval or was interrupted: status
+/// `cancelled`, nothing more runs. An ended run is refused.
+pub fn cancel(
+    workspace: &Path,
+    run_id: &str,
+    reason: Option<String>,
+    env: &RuntimeEnv,
+) -> Result<RunState, ControlError> {
+    let (mut run_dir, loaded) = open(workspace, run_id, env)?;
+    let mut state = loaded.state;
+    if state.status.is_terminal() {
+        return Err(ControlError::Refused(format!("run `{run_id}` has already ended with status `{}`", state.status)));
+    }
+    let clock = env.clock.as_ref();
+    let mut details = Map::new();
+    details.insert("from_status".into(), json!(state.status));
+    details.insert("reason".into(), json!(reason));
+    let step_id = state.current_step_id.clone();
+    records::emit(
+        &mut run_dir,
+        clock,
+        run_id,
+        EventType::RunCancelled,
+        step_id.as_deref(),
+        Some("cancelled"),
+        details,
+    )?;
+    state.status = RunStatus::Cancelled;
+    state.stop_reason = Some("cancelled".to_string());
+    state.error = Some(match &reason {
+        Some(reason) => format!("cancelled: {reason}"),
+        None => "cancelled".to_string(),
+    });
+    state.pending_action = None;
+    state.approval = None;
+    state.current_step_id = None;
+    state.finished_at = Some(format_timestamp(clock.now()));
+    records::checkpoint(&mut run_dir, clock, &mut state)?;
+    let mut details = Map::new();
+    details.insert("status".into(), json!(state.status));
+    details.insert("stop_reason".into(), json!(state.stop_reason));
+    details.insert("steps".into(), json!(state.counters.steps));
+    details.insert("tool_calls".into(), json!(state.counters.tool_calls));
+    records::emit(&mut run_dir, clock, run_id, EventType::RunFinished, None, Some("cancelled"), details)?;
+    Ok(state)
+}

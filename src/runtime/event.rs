@@ -28,6 +28,7 @@ pub enum EventType {
     ReceiptReused,
     ReconciliationRecorded,
     CompletionVerified,
+    RunCancelled,
 }
 
 impl EventType {
@@ -57,6 +58,7 @@ impl EventType {
             EventType::ReceiptReused => "receipt_reused",
             EventType::ReconciliationRecorded => "reconciliation_recorded",
             EventType::CompletionVerified => "completion_verified",
+            EventType::RunCancelled => "run_cancelled",
         }
     }
 }

@@ -15,7 +15,7 @@ mod progress;
 mod records;
 mod request;
 
-pub use control::{ApproveOutcome, ControlError, ResumeRequest, approve, reject, resume};
+pub use control::{ApproveOutcome, ControlError, ResumeRequest, approve, cancel, reject, resume};
 pub use env::{
     Clock, CrashAt, CrashPoint, FixedClock, IdGen, RuntimeEnv, SequentialIds, SystemClock, SystemIds, format_timestamp,
 };
