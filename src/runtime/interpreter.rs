@@ -245,6 +245,7 @@ impl<'r> Interpreter<'r> {
             if self.deadline_allows()? {
                 self.run_attempt(index, step, progress, Some(action))?;
             }
+            self.recovering = false;
             self.checkpoint()?;
         } else {
             self.state.status = RunStatus::Running;
@@ -259,6 +260,9 @@ impl<'r> Interpreter<'r> {
                 Some(step) => self.run_attempt(index, step, progress, None)?,
                 None => self.complete("end_of_plan")?,
             }
+            // Only the first attempt after a resume may find its effect
+            // already done; later ones start fresh.
+            self.recovering = false;
             self.checkpoint()?;
         }
         if self.state.status == RunStatus::WaitingApproval {
@@ -395,7 +399,6 @@ impl<'r> Interpreter<'r> {
                 outcome
             }
         };
-        self.recovering = false;
         let outcome = apply_expect(step, outcome);
         self.finish_attempt(index, step, attempt, started, Some(&action), outcome, progress)
     }

@@ -319,6 +319,17 @@ fn step(
         builder.reader.allow(variant.keys);
         builder.action(variant.name)
     });
+    if let (Some(variant), Some(Expect { exit_code: Some(_), .. })) = (kind, &expect)
+        && variant.name != "shell"
+    {
+        let span = reader.key_span("expect").unwrap_or(node.span);
+        diagnostics.push(
+            Diagnostic::error("invalid-value", format!("`expect.exit_code` on a `{}` step", variant.name))
+                .with_span(span)
+                .with_label("only `shell` steps have an exit code")
+                .with_help("use `output_contains` or `output_matches`, or remove `exit_code`"),
+        );
+    }
     // With an unknown kind the payload keys cannot be judged; say nothing.
     if kind.is_some() {
         reader.finish(diagnostics);
