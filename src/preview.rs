@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::model::{Action, Budget, FailureClass, Plan, Policy, Step};
+use crate::model::{Action, Budget, FailureClass, Plan, Policy, Step, VerifyCheck, WhenFalse};
 use crate::policy::{display_argv, evaluate_argv};
 use crate::router::RouteDecision;
 use crate::template::{Segment, Template};
@@ -44,6 +44,9 @@ pub struct PlanSummary {
     pub keywords: Vec<String>,
     /// `done`, or `failed` for a plan documenting a negative scenario.
     pub expected_status: String,
+    /// The plan's `[[verify]]` completion checks, one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub verify: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -81,8 +84,17 @@ pub struct StepPreview {
     pub timeout_secs: u64,
     /// `false` for steps after a `finish` step, which never run.
     pub reachable: bool,
-    /// Approval gates are not part of the plan model yet; always `false`.
+    /// Whether the run pauses before this step for a person's approval:
+    /// `approval = "required"`, or a shell command whose rule says `prompt`.
     pub needs_approval: bool,
+    /// `read` or `write` (declared, or the kind's default).
+    pub risk: &'static str,
+    /// The receipt key, with runtime references marked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// The `when` condition as text, and what a false one means.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
 }
 
 /// A payload field: the text as the step would see it, with each runtime
@@ -110,6 +122,7 @@ impl Preview {
     /// The preview of `plan` under `policy`; `route` when a goal chose it.
     pub fn new(plan: &Plan, policy: &Policy, route: Option<RouteDecision>) -> Preview {
         let rules = PathRules::new(&policy.files);
+        let budget = policy.budget.lowered_by(&plan.budget);
         let finish = plan.steps.iter().position(|step| matches!(step.action, Action::Finish { .. }));
         let steps = plan
             .steps
@@ -128,12 +141,22 @@ impl Preview {
                         .into_iter()
                         .map(|class| (class, policy.retry.attempts_for(class, step.retry)))
                         .collect(),
-                    timeout_secs: step
-                        .timeout_secs
-                        .unwrap_or(policy.budget.step_timeout_secs)
-                        .min(policy.budget.step_timeout_secs),
+                    timeout_secs: step.timeout_secs.unwrap_or(budget.step_timeout_secs).min(budget.step_timeout_secs),
                     reachable: finish.is_none_or(|finish| index <= finish),
                     needs_approval: step.approval || prompt,
+                    risk: step.risk().as_str(),
+                    idempotency_key: step.idempotency_key.as_ref().map(show_template),
+                    when: step.when.as_ref().map(|condition| {
+                        let otherwise = match condition.otherwise {
+                            WhenFalse::Skip => "skip the step",
+                            WhenFalse::AlreadySatisfied => "end the run done (already_satisfied)",
+                        };
+                        format!(
+                            "{} {}; otherwise {otherwise}",
+                            show_template(&condition.value),
+                            condition.test.describe()
+                        )
+                    }),
                 }
             })
             .collect();
@@ -144,17 +167,30 @@ impl Preview {
                 description: plan.description.clone(),
                 keywords: plan.keywords.clone(),
                 expected_status: plan.expected_status.to_string(),
+                verify: plan.verify.iter().map(describe_check).collect(),
             },
             route: route.map(|decision| RoutePreview { why: decision.explanation(), decision }),
             policy: PolicySummary {
                 name: policy.name.clone(),
                 path: policy.source.path.clone(),
-                budget: policy.budget.clone(),
+                budget: budget.clone(),
                 retry_cap: policy.retry.cap,
             },
             steps,
             findings: Vec::new(),
         }
+    }
+}
+
+/// One `[[verify]]` check as a line of text.
+fn describe_check(check: &VerifyCheck) -> String {
+    match check {
+        VerifyCheck::File { path, contains: Some(text) } => format!("file `{path}` contains {text:?} (fresh read)"),
+        VerifyCheck::File { path, contains: None } => format!("file `{path}` exists (fresh read)"),
+        VerifyCheck::TicketStatus { ticket_id, equals } => {
+            format!("ticket `{ticket_id}` has status {equals:?} (fresh look-up)")
+        }
+        VerifyCheck::Receipt { step } => format!("the receipt of step `{step}` matches its intent"),
     }
 }
 

@@ -7,7 +7,15 @@ use crate::common::{Sandbox, snapshot_settings};
 fn previews_of_documented_plans() {
     let sandbox = Sandbox::new();
     let settings = snapshot_settings("preview");
-    for name in ["flow_pwd", "deny_bash", "flow_bad_template", "retry_execution", "inspect_project", "traversal"] {
+    for name in [
+        "flow_pwd",
+        "deny_bash",
+        "flow_bad_template",
+        "retry_execution",
+        "inspect_project",
+        "traversal",
+        "ticket_close",
+    ] {
         let output = sandbox.planrun(&["plan", "--plan", &format!("plans/{name}.toml")]);
         assert_eq!(output.code, 0, "{name}: {}", output.snapshot());
         settings.bind(|| insta::assert_snapshot!(format!("plan_{name}"), output.snapshot()));

@@ -115,12 +115,13 @@ fn print_preview(preview: &Preview) {
     }
     let budget = &policy.budget;
     anstream::println!(
-        "budget: {} steps · {} tool calls · {} consecutive failures · {}s per step · {} output bytes · retry cap {}",
+        "budget: {} steps · {} tool calls · {} consecutive failures · {}s per step · {} output bytes · {} · retry cap {}",
         budget.max_steps,
         budget.max_tool_calls,
         budget.max_consecutive_failures,
         budget.step_timeout_secs,
         budget.max_output_bytes,
+        budget.max_run_secs.map_or("no run deadline".to_string(), |secs| format!("{secs}s per run")),
         policy.retry_cap
     );
     anstream::println!(
@@ -136,14 +137,32 @@ fn print_preview(preview: &Preview) {
             if step.reachable { String::new() } else { format!("  {}", paint(YELLOW, "never runs (after `finish`)")) };
         anstream::println!("  {}. {} {}{unreachable}", step.number, paint(BOLD, &step.id), step.kind);
         for field in &step.payload {
-            anstream::println!("       {:<9}{}", field.name, shown(&field.shown));
+            anstream::println!("       {:<10}{}", field.name, shown(&field.shown));
+        }
+        if let Some(when) = &step.when {
+            anstream::println!("       {:<10}{}", "when", shown(when));
         }
         if let Some(verdict) = &step.verdict {
-            anstream::println!("       {:<9}{}", "policy", verdict_text(verdict));
+            anstream::println!("       {:<10}{}", "policy", verdict_text(verdict));
         }
-        anstream::println!("       {:<9}{}", "attempts", attempts_text(&step.max_attempts));
-        anstream::println!("       {:<9}{}s", "timeout", step.timeout_secs);
-        anstream::println!("       {:<9}{}", "approval", if step.needs_approval { "required" } else { "not required" });
+        anstream::println!("       {:<10}{}", "attempts", attempts_text(&step.max_attempts));
+        anstream::println!("       {:<10}{}s", "timeout", step.timeout_secs);
+        anstream::println!("       {:<10}{}", "risk", step.risk);
+        if let Some(key) = &step.idempotency_key {
+            anstream::println!("       {:<10}{}", "receipt", shown(key));
+        }
+        anstream::println!(
+            "       {:<10}{}",
+            "approval",
+            if step.needs_approval { "required" } else { "not required" }
+        );
+    }
+    if !plan.verify.is_empty() {
+        anstream::println!();
+        anstream::println!("completion is verified by:");
+        for check in &plan.verify {
+            anstream::println!("  - {check}");
+        }
     }
     if !preview.findings.is_empty() {
         anstream::println!();
