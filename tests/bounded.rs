@@ -707,3 +707,30 @@ fn cancel_abandons_a_paused_or_interrupted_run_and_nothing_more_runs() {
     assert_eq!(interrupted.planrun_full_env(&["resume", "t"], &[]).code, 1);
     assert!(!interrupted.workspace().join("two.txt").exists(), "a cancelled run ran on");
 }
+
+#[test]
+fn history_lines_past_the_checkpoint_are_dropped_on_resume() {
+    let sandbox = Sandbox::new();
+    let plan = "version = 1\nid = \"test\"\n\n[[steps]]\nid = \"one\"\nkind = \"write_file\"\npath = \"one.txt\"\ncontent = \"1\"\n";
+    sandbox.write("plans/test.toml", plan);
+    sandbox.write("policies/default.toml", TEST_POLICY);
+    let args = ["--plan", "plans/test.toml", "--policies", "policies", "--run-id", "t"];
+    assert_eq!(sandbox.planrun_full_env(&args, &[("PLANRUN_CRASH_AT", "one:after_effect")]).code, -1);
+    // As if the process had died after appending the attempt's history line
+    // but before its checkpoint.
+    let history = sandbox.workspace().join("runs/t/history.jsonl");
+    let line = r#"{"step_id":"one","kind":"write_file","status":"done","attempt":1,"failure_class":null,"action":null,"output_text":"ghost","error":null,"details":{},"started_at":"2026-01-01T00:00:00Z","finished_at":"2026-01-01T00:00:00Z","duration_ms":0}"#;
+    fs::write(&history, format!("{line}\n")).expect("append");
+    let resumed = sandbox.planrun_full_env(&["resume", "t"], &[]);
+    assert_eq!(resumed.code, 0, "{}", resumed.snapshot());
+    let records = sandbox.history("t");
+    assert_eq!(records.len(), 1, "the uncovered line was dropped, the attempt re-run");
+    assert_ne!(records[0]["output_text"], "ghost");
+    let resumed_event = sandbox
+        .record("t", "audit.jsonl")
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("line"))
+        .find(|event| event["event_type"] == "run_resumed")
+        .expect("run_resumed");
+    assert_eq!(resumed_event["details"]["discarded_history_records"], 1);
+}
