@@ -16,6 +16,13 @@
 //! nothing here grows with the number of steps already run. Outputs are kept
 //! in memory only for the last completed step and for the steps that some
 //! template names (computed once from the plan).
+//!
+//! `keyed.rs` holds the idempotency-receipt path of keyed steps and the
+//! crash hook; `completion.rs` the `expect` post-conditions and the
+//! `[[verify]]` checks.
+
+mod completion;
+mod keyed;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -23,20 +30,19 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
-use crate::model::{
-    Action, Budget, Condition, Decision, FailureClass, Plan, Policy, RunStatus, Step, VerifyCheck, WhenFalse,
-};
+use crate::model::{Action, Budget, Condition, Decision, FailureClass, Plan, Policy, RunStatus, Step, WhenFalse};
 use crate::runtime::approval::{check_approval, fingerprint};
 use crate::runtime::env::CrashPoint;
 use crate::runtime::records;
 use crate::runtime::{EventType, Progress, RuntimeEnv, format_timestamp};
-use crate::store::canonical::canonical_digest;
 use crate::store::{
-    Counters, Cursor, Evidence, LoadedRun, PendingAction, PlanRef, Receipt, ReceiptState, ReceiptStore, Reconciliation,
-    RunDir, RunState, StepRecord, StepRecordStatus, StoreError,
+    Counters, Cursor, Evidence, LoadedRun, PendingAction, PlanRef, ReceiptStore, RunDir, RunState, StepRecord,
+    StepRecordStatus, StoreError,
 };
-use crate::template::{RefTarget, RenderContext, StepOutput, Template};
-use crate::tools::{ResolvedAction, ToolFailure, ToolOutcome, ToolSuccess, Tools, Workspace, tickets};
+use crate::template::{RefTarget, RenderContext, StepOutput};
+use crate::tools::{ResolvedAction, ToolFailure, ToolOutcome, ToolSuccess, Tools, Workspace};
+
+use completion::apply_expect;
 
 /// Outputs later templates may read.
 struct Outputs {
@@ -57,7 +63,7 @@ impl RenderContext for Outputs {
     }
 }
 
-fn failure(class: FailureClass, message: String) -> ToolFailure {
+pub(super) fn failure(class: FailureClass, message: String) -> ToolFailure {
     ToolFailure { class, message, output_text: String::new() }
 }
 
@@ -647,198 +653,6 @@ impl<'r> Interpreter<'r> {
         step.idempotency_key.as_ref().and_then(|key| key.render(&self.outputs).ok())
     }
 
-    /// Runs a keyed step through its receipt: reuse, conflict, uncertainty
-    /// or a first execution that records its receipt before the checkpoint.
-    fn keyed_execute(
-        &mut self,
-        step: &Step,
-        key_template: &Template,
-        action: &ResolvedAction,
-        attempt: u32,
-        approved: bool,
-    ) -> Result<ToolOutcome, StoreError> {
-        let Ok(key) = key_template.render(&self.outputs) else {
-            return Ok(ToolOutcome::err(failure(
-                FailureClass::TemplateError,
-                format!("idempotency key `{}` could not be resolved", key_template.source()),
-            )));
-        };
-        let action_json = serde_json::to_value(action).unwrap_or(Value::Null);
-        let intent = intent_digest(step.action.kind(), &action_json, &key);
-        let mut details = Map::new();
-        details.insert("idempotency_key".into(), json!(key));
-        details.insert("intent_digest".into(), json!(intent));
-        // Outside recovery the receipt check is part of the write call.
-        self.state.counters.tool_calls += 1;
-        let existing = match self.receipts.get(&key) {
-            Ok(existing) => existing,
-            Err(error) => {
-                return self.uncertain(step, &key, &intent, &action_json, format!("{error}"), details);
-            }
-        };
-        if self.recovering {
-            let mut lookup = Map::new();
-            lookup.insert("idempotency_key".into(), json!(key));
-            lookup.insert("found".into(), json!(existing.as_ref().map(|receipt| receipt.state)));
-            self.emit(EventType::ReceiptLookup, Some(&step.id), Some("ok"), lookup)?;
-        }
-        match existing {
-            Some(receipt) if receipt.intent_digest != intent => Ok(ToolOutcome::err_with(
-                failure(
-                    FailureClass::IdempotencyConflict,
-                    format!(
-                        "idempotency key `{key}` was already used for another action (step `{}` of run `{}`)",
-                        receipt.step_id, receipt.run_id
-                    ),
-                ),
-                details,
-            )),
-            Some(receipt) if receipt.state == ReceiptState::Started => {
-                let reason = format!(
-                    "an earlier attempt (run `{}`) started this write and never recorded its outcome",
-                    receipt.run_id
-                );
-                self.uncertain(step, &key, &intent, &action_json, reason, details)
-            }
-            Some(receipt) => {
-                let result = receipt.result.unwrap_or(Value::Null);
-                let kind = if self.recovering { "recovered_from_receipt" } else { "reused_receipt" };
-                details.insert("receipt".into(), json!(kind));
-                self.state.evidence.push(Evidence {
-                    kind: kind.to_string(),
-                    step_id: Some(step.id.clone()),
-                    passed: true,
-                    detail: json!({"idempotency_key": key, "intent_digest": intent, "run_id": receipt.run_id}),
-                });
-                let mut event = Map::new();
-                event.insert("idempotency_key".into(), json!(key));
-                event.insert("recovered".into(), json!(self.recovering));
-                self.emit(EventType::ReceiptReused, Some(&step.id), Some("ok"), event)?;
-                let success = ToolSuccess {
-                    output_text: result.get("output_text").and_then(Value::as_str).unwrap_or_default().to_string(),
-                    output_json: result.get("output_json").cloned().filter(|value| !value.is_null()),
-                };
-                Ok(ToolOutcome { result: Ok(success), details })
-            }
-            None => {
-                let now = format_timestamp(self.env.clock.now());
-                let mut receipt = Receipt {
-                    key: key.clone(),
-                    intent_digest: intent.clone(),
-                    state: ReceiptState::Started,
-                    run_id: self.state.run_id.clone(),
-                    step_id: step.id.clone(),
-                    action: action_json.clone(),
-                    result: None,
-                    started_at: now,
-                    completed_at: None,
-                };
-                self.put_receipt(&receipt)?;
-                if self.recovering {
-                    // The look-up found nothing: the effect is a call of its own.
-                    self.state.counters.tool_calls += 1;
-                }
-                let outcome = self.tools.execute(action, attempt, self.timeout(step), approved);
-                self.crash_hook(step, CrashPoint::BeforeReceipt);
-                match &outcome.result {
-                    Ok(success) => {
-                        receipt.state = ReceiptState::Done;
-                        receipt.result =
-                            Some(json!({"output_text": success.output_text, "output_json": success.output_json}));
-                        receipt.completed_at = Some(format_timestamp(self.env.clock.now()));
-                        self.put_receipt(&receipt)?;
-                        self.state.evidence.push(Evidence {
-                            kind: "receipt".to_string(),
-                            step_id: Some(step.id.clone()),
-                            passed: true,
-                            detail: json!({"idempotency_key": key, "intent_digest": intent}),
-                        });
-                        let mut event = Map::new();
-                        event.insert("idempotency_key".into(), json!(key));
-                        event.insert("intent_digest".into(), json!(intent));
-                        self.emit(EventType::ReceiptRecorded, Some(&step.id), Some("ok"), event)?;
-                        self.crash_hook(step, CrashPoint::AfterEffect);
-                    }
-                    Err(error) if error.class == FailureClass::ToolResultUncertain => {
-                        let reason = error.message.clone();
-                        return self.uncertain(step, &key, &intent, &action_json, reason, outcome.details);
-                    }
-                    Err(_) => {
-                        // The tool reports a definite failure: nothing was
-                        // applied, so the intent record goes and a retry may
-                        // run the effect.
-                        self.remove_receipt(&key)?;
-                    }
-                }
-                let mut outcome = outcome;
-                outcome.details.extend(details);
-                Ok(outcome)
-            }
-        }
-    }
-
-    fn put_receipt(&self, receipt: &Receipt) -> Result<(), StoreError> {
-        self.receipts.put(receipt).map_err(|source| StoreError::Io {
-            action: "write receipt in",
-            path: self.workspace.root().join(".planrun/receipts"),
-            source,
-        })
-    }
-
-    fn remove_receipt(&self, key: &str) -> Result<(), StoreError> {
-        self.receipts.remove(key).map_err(|source| StoreError::Io {
-            action: "remove receipt in",
-            path: self.workspace.root().join(".planrun/receipts"),
-            source,
-        })
-    }
-
-    /// A write whose outcome cannot be known: record what to check by hand
-    /// and fail with `tool_result_uncertain` (never retried).
-    fn uncertain(
-        &mut self,
-        step: &Step,
-        key: &str,
-        intent: &str,
-        action: &Value,
-        reason: String,
-        details: Map<String, Value>,
-    ) -> Result<ToolOutcome, StoreError> {
-        let reconciliation = Reconciliation {
-            step_id: step.id.clone(),
-            idempotency_key: Some(key.to_string()),
-            intent_digest: intent.to_string(),
-            action: action.clone(),
-            reason: reason.clone(),
-            instructions: format!(
-                "check by hand whether `{}` was applied; the receipt for key `{key}` is in `.planrun/receipts/`",
-                serde_json::to_string(action).unwrap_or_default()
-            ),
-            recorded_at: format_timestamp(self.env.clock.now()),
-        };
-        let mut event = Map::new();
-        event.insert("idempotency_key".into(), json!(key));
-        event.insert("reason".into(), json!(reason));
-        self.emit(EventType::ReconciliationRecorded, Some(&step.id), Some("uncertain"), event)?;
-        self.state.reconciliation = Some(reconciliation);
-        Ok(ToolOutcome::err_with(
-            failure(FailureClass::ToolResultUncertain, format!("the outcome of this write is unknown: {reason}")),
-            details,
-        ))
-    }
-
-    /// The documented test hook: ends the process abruptly at `point` of
-    /// the named step, as a crash would.
-    fn crash_hook(&self, step: &Step, point: CrashPoint) {
-        if let Some(crash) = &self.env.crash_at
-            && crash.step_id == step.id
-            && crash.point == point
-        {
-            eprintln!("planrun: PLANRUN_CRASH_AT={}: aborting the process", step.id);
-            std::process::abort();
-        }
-    }
-
     fn timeout(&self, step: &Step) -> Duration {
         let cap = self.budget.step_timeout_secs;
         Duration::from_secs(step.timeout_secs.unwrap_or(cap).min(cap))
@@ -853,112 +667,6 @@ impl<'r> Interpreter<'r> {
         self.emit(EventType::BudgetExhausted, step_id.as_deref(), Some("failed"), details)?;
         self.end(RunStatus::Failed, "budget_exhausted", Some(format!("budget `{budget}` ({limit}) exhausted")));
         Ok(())
-    }
-
-    /// The run reached its end: `[[verify]]` decides whether it is `done`.
-    fn complete(&mut self, reason: &str) -> Result<(), StoreError> {
-        if self.plan.verify.is_empty() {
-            self.end(RunStatus::Done, reason, None);
-            return Ok(());
-        }
-        let mut checks = Vec::new();
-        let mut all_passed = true;
-        for check in &self.plan.verify {
-            let (passed, detail) = self.verify(check);
-            all_passed &= passed;
-            self.state.evidence.push(Evidence {
-                kind: "verify".to_string(),
-                step_id: None,
-                passed,
-                detail: detail.clone(),
-            });
-            checks.push(detail);
-        }
-        let mut details = Map::new();
-        details.insert("passed".into(), json!(all_passed));
-        details.insert("checks".into(), json!(checks));
-        self.emit(EventType::CompletionVerified, None, Some(if all_passed { "ok" } else { "failed" }), details)?;
-        if all_passed {
-            self.end(RunStatus::Done, reason, None);
-        } else {
-            let failed: Vec<String> = checks
-                .iter()
-                .filter(|check| check["passed"] == json!(false))
-                .map(|check| check["check"].as_str().unwrap_or_default().to_string())
-                .collect();
-            let message = format!("completion could not be verified: {}", failed.join("; "));
-            self.end(RunStatus::Failed, "verification_failed", Some(message));
-        }
-        Ok(())
-    }
-
-    /// One verifier check against fresh evidence.
-    fn verify(&mut self, check: &VerifyCheck) -> (bool, Value) {
-        let max_bytes = self.policy.files.max_read_bytes;
-        match check {
-            VerifyCheck::File { path, contains } => {
-                self.state.counters.tool_calls += 1;
-                let label = match contains {
-                    Some(text) => format!("file `{path}` contains {text:?}"),
-                    None => format!("file `{path}` exists"),
-                };
-                let (passed, observed) = match crate::tools::read_file(self.workspace, path, max_bytes) {
-                    Ok(content) => {
-                        let passed = contains.as_ref().is_none_or(|text| content.contains(text.as_str()));
-                        (passed, json!(format!("{} bytes", content.len())))
-                    }
-                    Err(error) => (false, json!(error.to_string())),
-                };
-                (passed, json!({"check": label, "passed": passed, "observed": observed, "source": "fresh_read"}))
-            }
-            VerifyCheck::TicketStatus { ticket_id, equals } => {
-                self.state.counters.tool_calls += 1;
-                let label = format!("ticket `{ticket_id}` status is {equals:?}");
-                let (passed, observed) = match tickets::lookup(self.workspace, ticket_id, max_bytes) {
-                    Ok(success) => {
-                        let status = success.output_json.as_ref().and_then(|json| json.get("status")).cloned();
-                        let close_count =
-                            success.output_json.as_ref().and_then(|json| json.get("close_count")).cloned();
-                        (
-                            status.as_ref().and_then(Value::as_str) == Some(equals.as_str()),
-                            json!({"status": status, "close_count": close_count}),
-                        )
-                    }
-                    Err(error) => (false, json!(error.message)),
-                };
-                (passed, json!({"check": label, "passed": passed, "observed": observed, "source": "fresh_lookup"}))
-            }
-            VerifyCheck::Receipt { step } => {
-                let label = format!("receipt of step `{step}` matches its intent");
-                let recorded = self.state.evidence.iter().rev().find(|evidence| {
-                    evidence.step_id.as_deref() == Some(step.as_str())
-                        && matches!(evidence.kind.as_str(), "receipt" | "recovered_from_receipt" | "reused_receipt")
-                });
-                let Some(recorded) = recorded else {
-                    let satisfied = self.state.evidence.iter().any(|evidence| evidence.kind == "already_satisfied");
-                    let observed = if satisfied {
-                        "not applicable: the goal already held, the step did not run"
-                    } else {
-                        "the step recorded no receipt"
-                    };
-                    return (
-                        satisfied,
-                        json!({"check": label, "passed": satisfied, "observed": observed, "source": "receipt_store"}),
-                    );
-                };
-                let key = recorded.detail["idempotency_key"].as_str().unwrap_or_default().to_string();
-                let intent = recorded.detail["intent_digest"].as_str().unwrap_or_default().to_string();
-                let (passed, observed) = match self.receipts.get(&key) {
-                    Ok(Some(receipt)) => (
-                        receipt.state == ReceiptState::Done && receipt.intent_digest == intent,
-                        json!({"state": receipt.state, "intent_digest": receipt.intent_digest}),
-                    ),
-                    Ok(None) => (false, json!("no receipt")),
-                    Err(error) => (false, json!(error.to_string())),
-                };
-                (passed, json!({"check": label, "passed": passed, "observed": observed, "source": "receipt_store"}))
-            }
-        }
     }
 
     fn end(&mut self, status: RunStatus, reason: &str, error: Option<String>) {
@@ -1014,52 +722,6 @@ fn referenced_steps(plan: &Plan) -> HashSet<String> {
             _ => None,
         })
         .collect()
-}
-
-/// SHA-256 of what a keyed step intends to do.
-fn intent_digest(kind: &str, action: &Value, key: &str) -> String {
-    let value = json!({"kind": kind, "action": action, "idempotency_key": key});
-    canonical_digest(&value)
-}
-
-/// Applies a step's `expect` post-conditions to its outcome.
-fn apply_expect(step: &Step, mut outcome: ToolOutcome) -> ToolOutcome {
-    let Some(expect) = &step.expect else {
-        return outcome;
-    };
-    let exit_code = outcome.details.get("exit_code").and_then(Value::as_i64);
-    if let Some(expected) = expect.exit_code {
-        let accepted = exit_code == Some(i64::from(expected));
-        outcome.result = match outcome.result {
-            Err(failure) if accepted && failure.class == FailureClass::ExecutionError => {
-                Ok(ToolSuccess { output_text: failure.output_text, output_json: None })
-            }
-            Ok(_) if !accepted => Err(self::failure(
-                FailureClass::VerificationFailed,
-                format!(
-                    "expected exit code {expected}, got {}",
-                    exit_code.map_or("none".to_string(), |code| code.to_string())
-                ),
-            )),
-            other => other,
-        };
-    }
-    if let Ok(success) = &outcome.result {
-        if let Some(needle) = &expect.output_contains
-            && !success.output_text.contains(needle.as_str())
-        {
-            outcome.result =
-                Err(failure(FailureClass::VerificationFailed, format!("expected the output to contain {needle:?}")));
-        } else if let Some(regex) = &expect.output_matches
-            && !regex.is_match(&success.output_text)
-        {
-            outcome.result = Err(failure(
-                FailureClass::VerificationFailed,
-                format!("expected the output to match /{}/", regex.as_str()),
-            ));
-        }
-    }
-    outcome
 }
 
 /// Renders every template of an action. Only data fields can hold step

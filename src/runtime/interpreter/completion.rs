@@ -1,0 +1,158 @@
+//! Completion: a step's `expect` post-conditions and the plan's
+//! `[[verify]]` checks on fresh evidence. A failed check cannot produce
+//! `done`.
+
+use serde_json::{Map, Value, json};
+
+use crate::model::{FailureClass, RunStatus, Step, VerifyCheck};
+use crate::runtime::interpreter::{EventType, Interpreter, failure};
+use crate::store::{Evidence, ReceiptState, StoreError};
+use crate::tools::{ToolOutcome, ToolSuccess, tickets};
+
+impl Interpreter<'_> {
+    /// The run reached its end: `[[verify]]` decides whether it is `done`.
+    pub(super) fn complete(&mut self, reason: &str) -> Result<(), StoreError> {
+        if self.plan.verify.is_empty() {
+            self.end(RunStatus::Done, reason, None);
+            return Ok(());
+        }
+        let mut checks = Vec::new();
+        let mut all_passed = true;
+        for check in &self.plan.verify {
+            let (passed, detail) = self.verify(check);
+            all_passed &= passed;
+            self.state.evidence.push(Evidence {
+                kind: "verify".to_string(),
+                step_id: None,
+                passed,
+                detail: detail.clone(),
+            });
+            checks.push(detail);
+        }
+        let mut details = Map::new();
+        details.insert("passed".into(), json!(all_passed));
+        details.insert("checks".into(), json!(checks));
+        self.emit(EventType::CompletionVerified, None, Some(if all_passed { "ok" } else { "failed" }), details)?;
+        if all_passed {
+            self.end(RunStatus::Done, reason, None);
+        } else {
+            let failed: Vec<String> = checks
+                .iter()
+                .filter(|check| check["passed"] == json!(false))
+                .map(|check| check["check"].as_str().unwrap_or_default().to_string())
+                .collect();
+            let message = format!("completion could not be verified: {}", failed.join("; "));
+            self.end(RunStatus::Failed, "verification_failed", Some(message));
+        }
+        Ok(())
+    }
+
+    /// One verifier check against fresh evidence.
+    fn verify(&mut self, check: &VerifyCheck) -> (bool, Value) {
+        let max_bytes = self.policy.files.max_read_bytes;
+        match check {
+            VerifyCheck::File { path, contains } => {
+                self.state.counters.tool_calls += 1;
+                let label = match contains {
+                    Some(text) => format!("file `{path}` contains {text:?}"),
+                    None => format!("file `{path}` exists"),
+                };
+                let (passed, observed) = match crate::tools::read_file(self.workspace, path, max_bytes) {
+                    Ok(content) => {
+                        let passed = contains.as_ref().is_none_or(|text| content.contains(text.as_str()));
+                        (passed, json!(format!("{} bytes", content.len())))
+                    }
+                    Err(error) => (false, json!(error.to_string())),
+                };
+                (passed, json!({"check": label, "passed": passed, "observed": observed, "source": "fresh_read"}))
+            }
+            VerifyCheck::TicketStatus { ticket_id, equals } => {
+                self.state.counters.tool_calls += 1;
+                let label = format!("ticket `{ticket_id}` status is {equals:?}");
+                let (passed, observed) = match tickets::lookup(self.workspace, ticket_id, max_bytes) {
+                    Ok(success) => {
+                        let status = success.output_json.as_ref().and_then(|json| json.get("status")).cloned();
+                        let close_count =
+                            success.output_json.as_ref().and_then(|json| json.get("close_count")).cloned();
+                        (
+                            status.as_ref().and_then(Value::as_str) == Some(equals.as_str()),
+                            json!({"status": status, "close_count": close_count}),
+                        )
+                    }
+                    Err(error) => (false, json!(error.message)),
+                };
+                (passed, json!({"check": label, "passed": passed, "observed": observed, "source": "fresh_lookup"}))
+            }
+            VerifyCheck::Receipt { step } => {
+                let label = format!("receipt of step `{step}` matches its intent");
+                let recorded = self.state.evidence.iter().rev().find(|evidence| {
+                    evidence.step_id.as_deref() == Some(step.as_str())
+                        && matches!(evidence.kind.as_str(), "receipt" | "recovered_from_receipt" | "reused_receipt")
+                });
+                let Some(recorded) = recorded else {
+                    let satisfied = self.state.evidence.iter().any(|evidence| evidence.kind == "already_satisfied");
+                    let observed = if satisfied {
+                        "not applicable: the goal already held, the step did not run"
+                    } else {
+                        "the step recorded no receipt"
+                    };
+                    return (
+                        satisfied,
+                        json!({"check": label, "passed": satisfied, "observed": observed, "source": "receipt_store"}),
+                    );
+                };
+                let key = recorded.detail["idempotency_key"].as_str().unwrap_or_default().to_string();
+                let intent = recorded.detail["intent_digest"].as_str().unwrap_or_default().to_string();
+                let (passed, observed) = match self.receipts.get(&key) {
+                    Ok(Some(receipt)) => (
+                        receipt.state == ReceiptState::Done && receipt.intent_digest == intent,
+                        json!({"state": receipt.state, "intent_digest": receipt.intent_digest}),
+                    ),
+                    Ok(None) => (false, json!("no receipt")),
+                    Err(error) => (false, json!(error.to_string())),
+                };
+                (passed, json!({"check": label, "passed": passed, "observed": observed, "source": "receipt_store"}))
+            }
+        }
+    }
+}
+
+/// Applies a step's `expect` post-conditions to its outcome.
+pub(super) fn apply_expect(step: &Step, mut outcome: ToolOutcome) -> ToolOutcome {
+    let Some(expect) = &step.expect else {
+        return outcome;
+    };
+    let exit_code = outcome.details.get("exit_code").and_then(Value::as_i64);
+    if let Some(expected) = expect.exit_code {
+        let accepted = exit_code == Some(i64::from(expected));
+        outcome.result = match outcome.result {
+            Err(failure) if accepted && failure.class == FailureClass::ExecutionError => {
+                Ok(ToolSuccess { output_text: failure.output_text, output_json: None })
+            }
+            Ok(_) if !accepted => Err(self::failure(
+                FailureClass::VerificationFailed,
+                format!(
+                    "expected exit code {expected}, got {}",
+                    exit_code.map_or("none".to_string(), |code| code.to_string())
+                ),
+            )),
+            other => other,
+        };
+    }
+    if let Ok(success) = &outcome.result {
+        if let Some(needle) = &expect.output_contains
+            && !success.output_text.contains(needle.as_str())
+        {
+            outcome.result =
+                Err(failure(FailureClass::VerificationFailed, format!("expected the output to contain {needle:?}")));
+        } else if let Some(regex) = &expect.output_matches
+            && !regex.is_match(&success.output_text)
+        {
+            outcome.result = Err(failure(
+                FailureClass::VerificationFailed,
+                format!("expected the output to match /{}/", regex.as_str()),
+            ));
+        }
+    }
+    outcome
+}
