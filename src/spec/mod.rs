@@ -1,9 +1,10 @@
 //! Loading plan and policy files into the validated model.
 //!
 //! `loader.rs` reads a file and parses TOML or YAML (by extension) into a
-//! spanned document tree (`node.rs`); `validate_plan.rs` and
-//! `validate_policy.rs` turn trees into [`crate::model::Plan`] and
-//! [`crate::model::Policy`], collecting every finding of a file in one pass;
+//! spanned document tree (`node.rs`); `validate_plan.rs` (with
+//! `validate_step.rs` for each step) and `validate_policy.rs` turn trees into
+//! [`crate::model::Plan`] and [`crate::model::Policy`], collecting every
+//! finding of a file in one pass; `lint_plan.rs` adds the per-plan warnings;
 //! `catalog.rs` checks what only shows across files (routing, references
 //! from plans to policies, plan settings against the policy).
 //!
@@ -14,12 +15,14 @@
 
 mod catalog;
 mod keys;
+mod lint_plan;
 mod loader;
 mod node;
 mod schema;
 mod table;
 mod validate_plan;
 mod validate_policy;
+mod validate_step;
 
 pub use catalog::{Catalog, Loader};
 pub use node::{Key, Node, NodeValue};

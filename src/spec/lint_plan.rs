@@ -1,0 +1,153 @@
+//! Per-plan lints: what is legal but suspicious in one plan (templates
+//! that cannot resolve, fields a step never produces, unreachable steps,
+//! paths outside the workspace). Warnings, or notes in a plan that
+//! documents a failing scenario.
+
+use crate::diag::{Diagnostic, SourceFile, Span};
+use crate::model::{Action, Plan};
+use crate::spec::table::{did_you_mean, value_span};
+use crate::spec::validate_plan::LoadedPlan;
+use crate::template::{Field, RefTarget, Reference};
+
+/// `template-field-never-produced`: an `output_json` reference to a step
+/// (or, for `last`, the step before) whose kind never produces structured
+/// output. Unknown and forward references are reported on their own.
+fn field_never_produced(plan: &Plan, site: usize, reference: &Reference, span: Span) -> Option<Diagnostic> {
+    let (target, field) = match &reference.target {
+        RefTarget::Last(field) => (site.checked_sub(1)?, field),
+        RefTarget::Step { id, field } => {
+            (plan.steps.iter().position(|step| &step.id == id).filter(|at| *at < site)?, field)
+        }
+        RefTarget::RunId => return None,
+    };
+    if !matches!(field, Field::OutputJson(_)) {
+        return None;
+    }
+    let step = &plan.steps[target];
+    if step.action.may_produce_json() {
+        return None;
+    }
+    Some(
+        Diagnostic::warning(
+            "template-field-never-produced",
+            format!(
+                "`{{{{ {} }}}}` reads structured output, but step `{}` is a `{}` step, which never produces `output_json`",
+                reference.expr,
+                step.id,
+                step.action.kind()
+            ),
+        )
+        .with_span(span)
+        .with_label("always fails with `template_error`")
+        .with_help("use `output_text`, or refer to a `read_file`, `ticket_lookup` or `ticket_close` step (the kinds with `output_json`)"),
+    )
+}
+
+/// Warnings about one valid plan.
+pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mut Vec<Diagnostic>) {
+    let plan = &loaded.plan;
+    let spans = &loaded.spans;
+    let mut found = Vec::new();
+
+    match plan.steps.iter().position(|step| matches!(step.action, Action::Finish { .. })) {
+        None => {
+            let mut diagnostic = Diagnostic::warning("no-finish", format!("plan `{}` has no `finish` step", plan.id))
+                .with_help("end the plan with a step of kind `finish`");
+            if let Some(span) = spans.steps_key.or(Some(spans.id)) {
+                diagnostic = diagnostic.with_span(span);
+            }
+            found.push(diagnostic);
+        }
+        Some(finish) => {
+            for (step, step_spans) in plan.steps.iter().zip(&spans.steps).skip(finish + 1) {
+                found.push(
+                    Diagnostic::warning(
+                        "unreachable-step",
+                        format!(
+                            "step `{}` comes after `finish` step `{}` and never runs",
+                            step.id, plan.steps[finish].id
+                        ),
+                    )
+                    .with_span(step_spans.id)
+                    .with_label("unreachable")
+                    .with_help("move the `finish` step to the end"),
+                );
+            }
+        }
+    }
+
+    for site in &spans.templates {
+        for reference in site.template.references() {
+            let span = value_span(&file.text, &site.node, reference.start, reference.end);
+            let this = &plan.steps[site.step].id;
+            if let Some(diagnostic) = field_never_produced(plan, site.step, reference, span) {
+                found.push(diagnostic);
+            }
+            match &reference.target {
+                RefTarget::Last(_) if site.step == 0 => found.push(
+                    Diagnostic::warning(
+                        "template-last-in-first-step",
+                        format!("`{{{{ {} }}}}` in the first step: no step has run yet", reference.expr),
+                    )
+                    .with_span(span)
+                    .with_label("always fails with `template_error`")
+                    .with_help("refer to a step that runs earlier, or remove the reference"),
+                ),
+                RefTarget::Step { id, .. } => match plan.steps.iter().position(|step| &step.id == id) {
+                    None => {
+                        let mut diagnostic = Diagnostic::warning(
+                            "template-unknown-step",
+                            format!("`{{{{ {} }}}}` names no step of plan `{}`", reference.expr, plan.id),
+                        )
+                        .with_span(span);
+                        let ids = plan.steps.iter().map(|step| step.id.as_str());
+                        if let Some(suggestion) = did_you_mean(id, ids) {
+                            diagnostic = diagnostic.with_label(format!("did you mean `{suggestion}`?"));
+                        }
+                        found.push(diagnostic);
+                    }
+                    Some(target) if target >= site.step => {
+                        let when = if target == site.step {
+                            "the step itself".to_string()
+                        } else {
+                            format!("step `{id}`, which runs later")
+                        };
+                        found.push(
+                            Diagnostic::warning(
+                                "template-forward-reference",
+                                format!("`{{{{ {} }}}}` in step `{this}` refers to {when}", reference.expr),
+                            )
+                            .with_span(span)
+                            .with_label("has no output yet when this step runs")
+                            .with_help("refer only to steps that run before this one"),
+                        );
+                    }
+                    Some(_) => {}
+                },
+                _ => {}
+            }
+        }
+    }
+
+    for (step, step_spans) in plan.steps.iter().zip(&spans.steps) {
+        let path = match &step.action {
+            Action::WriteFile { path, .. } | Action::ReadFile { path } => path.source(),
+            _ => continue,
+        };
+        let absolute = path.starts_with('/') || path.starts_with('\\');
+        let parent = path.split(['/', '\\']).any(|component| component == "..");
+        if absolute || parent {
+            let why = if absolute { "is absolute" } else { "has a `..` component" };
+            let mut diagnostic =
+                Diagnostic::warning("path-outside-workspace", format!("path `{path}` in step `{}` {why}", step.id))
+                    .with_label("the runtime denies paths outside the workspace")
+                    .with_help("use a path relative to the workspace");
+            if let Some(span) = step_spans.path {
+                diagnostic = diagnostic.with_span(span);
+            }
+            found.push(diagnostic);
+        }
+    }
+
+    diagnostics.extend(found.into_iter().map(|diagnostic| loaded.soften(diagnostic)));
+}

@@ -1,0 +1,478 @@
+//! One `[[steps]]` table → [`Step`]: the common keys (`id`, `kind`,
+//! `timeout_secs`, `retry`, `approval`, `risk`, `idempotency_key`, `when`,
+//! `expect`) and each kind's payload, with every template parsed and
+//! control fields (program, paths, targets, keys) kept literal.
+
+use crate::diag::{Diagnostic, SourceFile, Span};
+use crate::model::{Action, Condition, ConditionTest, Expect, Risk, Step, WhenFalse};
+use crate::spec::keys::{EXPECT, STEP, WHEN};
+use crate::spec::node::Node;
+use crate::spec::table::{TableReader, did_you_mean, expect_string, value_span, wrong_type};
+use crate::spec::validate_plan::{PlanSpans, StepSpans, TemplateSite, error_count, name_or_error, regex_error};
+use crate::template::{RefTarget, Template};
+
+/// Characters the string form of `command` may not hold: a shell would give
+/// them meaning, and planrun never runs a shell.
+const SHELL_METACHARACTERS: &[char] =
+    &[';', '|', '&', '$', '`', '(', ')', '<', '>', '*', '?', '[', ']', '{', '}', '#', '~', '!', '\n', '\r', '\\'];
+
+const ARRAY_HELP: &str = "write `command` as an array, e.g. `command = [\"ls\", \"-la\"]`";
+
+pub(super) fn step(
+    node: &Node,
+    index: usize,
+    file: &SourceFile,
+    plan_spans: &mut PlanSpans,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<(Step, StepSpans)> {
+    let errors_before = error_count(diagnostics);
+    let mut reader =
+        TableReader::new(node, &format!("`steps[{index}]`"), format!(" in `steps[{index}]`"), STEP.keys, diagnostics)?;
+    let mut spans = StepSpans { id: node.span, ..StepSpans::default() };
+    let id = reader.required_string("id", diagnostics).and_then(|(id, id_node)| {
+        spans.id = id_node.span;
+        let valid = name_or_error(id, id_node, "step id", 64, diagnostics);
+        if let Some(id) = &valid {
+            reader.set_context(format!(" in step `{id}`"));
+        }
+        valid
+    });
+    let kind = reader.required_string("kind", diagnostics).and_then(|(kind, kind_node)| {
+        let found = STEP.variant(kind);
+        if found.is_none() {
+            let names = STEP.variants.iter().map(|variant| variant.name);
+            let mut diagnostic = Diagnostic::error("unknown-step-kind", format!("unknown step kind `{kind}`"))
+                .with_span(kind_node.span)
+                .with_help(format!(
+                    "allowed kinds: {}",
+                    names.clone().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ")
+                ));
+            if let Some(suggestion) = did_you_mean(kind, names) {
+                diagnostic = diagnostic.with_label(format!("did you mean `{suggestion}`?"));
+            }
+            diagnostics.push(diagnostic);
+        }
+        found
+    });
+    let timeout_secs = reader.integer("timeout_secs", 1, diagnostics).map(|(seconds, seconds_node)| {
+        spans.timeout = Some(seconds_node.span);
+        seconds.unsigned_abs()
+    });
+    let retry = reader.integer("retry", 1, diagnostics).and_then(|(attempts, attempts_node)| {
+        spans.retry = Some(attempts_node.span);
+        small(attempts, attempts_node, "`retry`", diagnostics)
+    });
+
+    let approval = match reader.string("approval", diagnostics) {
+        None | Some(("required", _)) => reader.has("approval"),
+        Some((other, node)) => {
+            diagnostics.push(
+                Diagnostic::error("invalid-value", format!("unknown `approval` `{other}`"))
+                    .with_span(node.span)
+                    .with_label("expected `required`")
+                    .with_help("write `approval = \"required\"` to pause before this step, or remove the key"),
+            );
+            false
+        }
+    };
+    let declared_risk = match reader.string("risk", diagnostics) {
+        None => None,
+        Some(("read", _)) => Some(Risk::Read),
+        Some(("write", _)) => Some(Risk::Write),
+        Some((other, node)) => {
+            diagnostics.push(
+                Diagnostic::error("invalid-value", format!("unknown `risk` `{other}`"))
+                    .with_span(node.span)
+                    .with_label("expected `read` or `write`"),
+            );
+            None
+        }
+    };
+
+    let step_index = plan_spans.steps.len();
+    let mut builder = ActionBuilder {
+        reader: &mut reader,
+        file,
+        step: step_index,
+        sites: &mut plan_spans.templates,
+        path_span: &mut spans.path,
+        command_span: &mut spans.command,
+        diagnostics,
+    };
+    let idempotency_key = builder.idempotency_key();
+    let when = builder.when();
+    let expect = builder.expect();
+    let action = kind.and_then(|variant| {
+        builder.reader.allow(variant.keys);
+        builder.action(variant.name)
+    });
+    if let (Some(variant), Some(Expect { exit_code: Some(_), .. })) = (kind, &expect)
+        && variant.name != "shell"
+    {
+        let span = reader.key_span("expect").unwrap_or(node.span);
+        diagnostics.push(
+            Diagnostic::error("invalid-value", format!("`expect.exit_code` on a `{}` step", variant.name))
+                .with_span(span)
+                .with_label("only `shell` steps have an exit code")
+                .with_help("use `output_contains` or `output_matches`, or remove `exit_code`"),
+        );
+    }
+    // With an unknown kind the payload keys cannot be judged; say nothing.
+    if kind.is_some() {
+        reader.finish(diagnostics);
+    }
+    if error_count(diagnostics) > errors_before {
+        return None;
+    }
+    let step = Step {
+        id: id?,
+        action: action?,
+        timeout_secs,
+        retry,
+        approval,
+        declared_risk,
+        idempotency_key,
+        when,
+        expect,
+        span: node.span,
+    };
+    Some((step, spans))
+}
+
+/// A `u32` from a checked non-negative integer, or `invalid-value`.
+fn small(value: i64, node: &Node, what: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<u32> {
+    match u32::try_from(value) {
+        Ok(value) => Some(value),
+        Err(_) => {
+            diagnostics.push(
+                Diagnostic::error("invalid-value", format!("{what} is too large"))
+                    .with_span(node.span)
+                    .with_label(format!("at most {}", u32::MAX)),
+            );
+            None
+        }
+    }
+}
+
+struct ActionBuilder<'r, 'n, 'd> {
+    reader: &'r mut TableReader<'n>,
+    file: &'r SourceFile,
+    step: usize,
+    sites: &'r mut Vec<TemplateSite>,
+    path_span: &'r mut Option<Span>,
+    command_span: &'r mut Option<Span>,
+    diagnostics: &'d mut Vec<Diagnostic>,
+}
+
+impl ActionBuilder<'_, '_, '_> {
+    fn action(&mut self, kind: &str) -> Option<Action> {
+        match kind {
+            "shell" => {
+                let node = self.reader.required("command", self.diagnostics)?;
+                *self.command_span = Some(node.span);
+                let command = self.command(node)?;
+                Some(Action::Shell { command })
+            }
+            "write_file" => {
+                let path = self.path();
+                let content = self.required_template("content");
+                Some(Action::WriteFile { path: path?, content: content? })
+            }
+            "read_file" => Some(Action::ReadFile { path: self.path()? }),
+            "finish" => {
+                let message = match self.reader.string("message", self.diagnostics) {
+                    Some((_, node)) => Some(self.template(node, "`message`")?),
+                    None => None,
+                };
+                Some(Action::Finish { message })
+            }
+            "flaky" => {
+                let failures = match self.reader.integer("failures", 0, self.diagnostics) {
+                    Some((count, node)) => small(count, node, "`failures`", self.diagnostics),
+                    None if self.reader.has("failures") => None,
+                    None => Some(1),
+                };
+                let output = match self.reader.string("output", self.diagnostics) {
+                    Some((_, node)) => self.template(node, "`output`"),
+                    None if self.reader.has("output") => None,
+                    None => Some(Template::literal("ok")),
+                };
+                Some(Action::Flaky { failures: failures?, output: output? })
+            }
+            "ticket_lookup" => Some(Action::TicketLookup { ticket_id: self.literal("ticket_id")? }),
+            "ticket_close" => Some(Action::TicketClose { ticket_id: self.literal("ticket_id")? }),
+            _ => None,
+        }
+    }
+
+    /// A required string that names a target: literal, never a template.
+    fn literal(&mut self, key: &str) -> Option<String> {
+        let (text, node) = self.reader.required_string(key, self.diagnostics)?;
+        if text.contains("{{") {
+            self.diagnostics.push(
+                Diagnostic::error("untrusted-control-field", format!("`{key}` names a target and must be literal"))
+                    .with_span(node.span)
+                    .with_label("no template here")
+                    .with_help("a target never comes from step output: write it out"),
+            );
+            return None;
+        }
+        if text.is_empty() {
+            self.diagnostics.push(Diagnostic::error("invalid-value", format!("`{key}` is empty")).with_span(node.span));
+            return None;
+        }
+        Some(text.to_string())
+    }
+
+    /// `idempotency_key`: a template whose only references are `{{ run.id }}`.
+    fn idempotency_key(&mut self) -> Option<Template> {
+        let (text, node) = self.reader.string("idempotency_key", self.diagnostics)?;
+        if text.trim().is_empty() {
+            self.diagnostics
+                .push(Diagnostic::error("invalid-value", "`idempotency_key` is empty").with_span(node.span));
+            return None;
+        }
+        let template = self.template(node, "`idempotency_key`")?;
+        if let Some(reference) = template.references().find(|reference| reference.target != RefTarget::RunId) {
+            self.diagnostics.push(
+                Diagnostic::error("untrusted-control-field", "step output may not flow into an idempotency key")
+                    .with_span(value_span(&self.file.text, node, reference.start, reference.end))
+                    .with_label("only `{{ run.id }}` may appear in an idempotency key")
+                    .with_help("write the key literally, or build it from `{{ run.id }}`"),
+            );
+            return None;
+        }
+        Some(template)
+    }
+
+    /// `when = { value = "…", equals | not_equals | contains | matches = "…", otherwise = … }`.
+    fn when(&mut self) -> Option<Condition> {
+        let node = self.reader.get("when")?;
+        let mut reader = TableReader::new(node, "`when`", " in `when`", WHEN.keys, self.diagnostics)?;
+        let value = reader.required_string("value", self.diagnostics).map(|(_, node)| node);
+        let mut tests = Vec::new();
+        for key in ["equals", "not_equals", "contains", "matches"] {
+            if let Some((text, node)) = reader.string(key, self.diagnostics) {
+                tests.push((key, text, node));
+            }
+        }
+        let otherwise = match reader.string("otherwise", self.diagnostics) {
+            None | Some(("skip", _)) => Some(WhenFalse::Skip),
+            Some(("already_satisfied", _)) => Some(WhenFalse::AlreadySatisfied),
+            Some((other, node)) => {
+                self.diagnostics.push(
+                    Diagnostic::error("invalid-value", format!("unknown `otherwise` `{other}`"))
+                        .with_span(node.span)
+                        .with_label("expected `skip` or `already_satisfied`"),
+                );
+                None
+            }
+        };
+        reader.finish(self.diagnostics);
+        let test = match tests.as_slice() {
+            [(key, text, node)] => match *key {
+                "equals" => Some(ConditionTest::Equals((*text).to_string())),
+                "not_equals" => Some(ConditionTest::NotEquals((*text).to_string())),
+                "contains" => Some(ConditionTest::Contains((*text).to_string())),
+                _ => match regex::Regex::new(text) {
+                    Ok(regex) => Some(ConditionTest::Matches(regex)),
+                    Err(error) => {
+                        self.diagnostics.push(
+                            Diagnostic::error("invalid-regex", format!("invalid regex `{text}`"))
+                                .with_span(node.span)
+                                .with_label(regex_error(&error)),
+                        );
+                        None
+                    }
+                },
+            },
+            _ => {
+                self.diagnostics.push(
+                    Diagnostic::error("invalid-value", "`when` needs exactly one test")
+                        .with_span(node.span)
+                        .with_label(format!("found {}", tests.len()))
+                        .with_help("use one of `equals`, `not_equals`, `contains`, `matches`"),
+                );
+                None
+            }
+        };
+        let value = self.template(value?, "`when.value`")?;
+        Some(Condition { value, test: test?, otherwise: otherwise? })
+    }
+
+    /// `expect = { exit_code = 0, output_contains = "…", output_matches = "…" }`.
+    fn expect(&mut self) -> Option<Expect> {
+        let node = self.reader.get("expect")?;
+        let mut reader = TableReader::new(node, "`expect`", " in `expect`", EXPECT.keys, self.diagnostics)?;
+        let exit_code = reader
+            .integer("exit_code", 0, self.diagnostics)
+            .and_then(|(code, node)| small(code, node, "`exit_code`", self.diagnostics))
+            .map(|code| i32::try_from(code).unwrap_or(i32::MAX));
+        let output_contains = reader.string("output_contains", self.diagnostics).map(|(text, _)| text.to_string());
+        let output_matches = reader.string("output_matches", self.diagnostics).and_then(|(text, node)| {
+            regex::Regex::new(text)
+                .map_err(|error| {
+                    self.diagnostics.push(
+                        Diagnostic::error("invalid-regex", format!("invalid regex `{text}`"))
+                            .with_span(node.span)
+                            .with_label(regex_error(&error)),
+                    );
+                })
+                .ok()
+        });
+        reader.finish(self.diagnostics);
+        Some(Expect { exit_code, output_contains, output_matches })
+    }
+
+    fn required_template(&mut self, key: &str) -> Option<Template> {
+        let (_, node) = self.reader.required_string(key, self.diagnostics)?;
+        self.template(node, &format!("`{key}`"))
+    }
+
+    /// Parses a string node as a template, narrowing syntax errors to the
+    /// offending reference, and remembers it for the template lints.
+    fn template(&mut self, node: &Node, what: &str) -> Option<Template> {
+        let text = node.as_str()?;
+        match Template::parse(text) {
+            Ok(template) => {
+                self.sites.push(TemplateSite { step: self.step, template: template.clone(), node: node.clone() });
+                Some(template)
+            }
+            Err(error) => {
+                self.diagnostics.push(
+                    Diagnostic::error("template-syntax", format!("invalid template in {what}: {}", error.message))
+                        .with_span(value_span(&self.file.text, node, error.start, error.end))
+                        .with_label("invalid reference"),
+                );
+                None
+            }
+        }
+    }
+
+    /// A file path: a template whose only references are `{{ run.id }}`.
+    fn path(&mut self) -> Option<Template> {
+        let (_, node) = self.reader.required_string("path", self.diagnostics)?;
+        *self.path_span = Some(node.span);
+        let template = self.template(node, "`path`")?;
+        if let Some(reference) = template.references().find(|reference| reference.target != RefTarget::RunId) {
+            self.diagnostics.push(
+                Diagnostic::error("untrusted-control-field", "step output may not flow into a file path")
+                    .with_span(value_span(&self.file.text, node, reference.start, reference.end))
+                    .with_label("only `{{ run.id }}` may appear in a path")
+                    .with_help("write the path literally; put step output in `content` instead"),
+            );
+            return None;
+        }
+        Some(template)
+    }
+
+    fn command(&mut self, node: &Node) -> Option<Vec<Template>> {
+        if let Some(text) = node.as_str() {
+            return self.command_string(text, node);
+        }
+        let Some(items) = node.as_array() else {
+            self.diagnostics.push(wrong_type(node, "`command`", "an array of strings or a string"));
+            return None;
+        };
+        if items.is_empty() {
+            self.diagnostics.push(
+                Diagnostic::error("invalid-value", "`command` is empty")
+                    .with_span(node.span)
+                    .with_label("name a program")
+                    .with_help("e.g. `command = [\"ls\", \"-la\"]`"),
+            );
+            return None;
+        }
+        let mut command = Vec::new();
+        let mut ok = true;
+        for (index, item) in items.iter().enumerate() {
+            let what = format!("`command[{index}]`");
+            let Some(text) = expect_string(item, &what, self.diagnostics) else {
+                ok = false;
+                continue;
+            };
+            let token = if index == 0 {
+                self.program(text, item.span).map(|()| Template::literal(text))
+            } else {
+                self.template(item, &what)
+            };
+            match token {
+                Some(token) => command.push(token),
+                None => ok = false,
+            }
+        }
+        ok.then_some(command)
+    }
+
+    fn command_string(&mut self, text: &str, node: &Node) -> Option<Vec<Template>> {
+        if let Some(at) = text.find("{{") {
+            self.diagnostics.push(
+                Diagnostic::error("shell-metacharacter", "templates are not allowed in the string form of `command`")
+                    .with_span(value_span(&self.file.text, node, at, at + 2))
+                    .with_label("template here")
+                    .with_help(ARRAY_HELP),
+            );
+            return None;
+        }
+        if let Some((at, character)) =
+            text.char_indices().find(|(_, character)| SHELL_METACHARACTERS.contains(character))
+        {
+            let shown = character.escape_default().to_string();
+            self.diagnostics.push(
+                Diagnostic::error("shell-metacharacter", format!("shell metacharacter `{shown}` in `command`"))
+                    .with_span(value_span(&self.file.text, node, at, at + character.len_utf8()))
+                    .with_label("planrun runs no shell, so this would be passed literally")
+                    .with_help(ARRAY_HELP),
+            );
+            return None;
+        }
+        let Some(words) = shlex::split(text) else {
+            self.diagnostics.push(
+                Diagnostic::error("invalid-value", "unbalanced quotes in `command`")
+                    .with_span(node.span)
+                    .with_help(ARRAY_HELP),
+            );
+            return None;
+        };
+        let Some(program) = words.first() else {
+            self.diagnostics.push(
+                Diagnostic::error("invalid-value", "`command` is empty")
+                    .with_span(node.span)
+                    .with_label("name a program")
+                    .with_help(ARRAY_HELP),
+            );
+            return None;
+        };
+        self.program(program, node.span)?;
+        Some(words.iter().map(|word| Template::literal(word)).collect())
+    }
+
+    /// Checks that `program` is a literal bare name.
+    fn program(&mut self, program: &str, span: Span) -> Option<()> {
+        let problem = if program.is_empty() {
+            Some("the program name is empty")
+        } else if program.contains("{{") {
+            Some("the program may not come from a template")
+        } else if program.contains('/') {
+            Some("a path is not a program name")
+        } else if !program.is_ascii() {
+            Some("the program name must be ASCII")
+        } else if program.chars().any(|character| character.is_whitespace() || character.is_control()) {
+            Some("the program name may not contain whitespace")
+        } else if program == "." || program == ".." {
+            Some("`.` and `..` are not programs")
+        } else {
+            None
+        };
+        let Some(problem) = problem else {
+            return Some(());
+        };
+        self.diagnostics.push(
+            Diagnostic::error("invalid-program", format!("`{program}` is not a bare program name"))
+                .with_span(span)
+                .with_label(problem)
+                .with_help("name the program alone, e.g. `ls`; the policy's `search_path` finds it"),
+        );
+        None
+    }
+}
