@@ -225,23 +225,11 @@ pub fn reject(
         Some("rejected"),
         details,
     )?;
-    state.status = RunStatus::Rejected;
-    state.stop_reason = Some("rejected".to_string());
-    state.error = Some(match &reason {
+    let error = match &reason {
         Some(reason) => format!("step `{}` was rejected: {reason}", pending.step_id),
         None => format!("step `{}` was rejected", pending.step_id),
-    });
-    state.pending_action = None;
-    state.approval = None;
-    state.current_step_id = None;
-    state.finished_at = Some(format_timestamp(clock.now()));
-    records::checkpoint(&mut run_dir, clock, &mut state)?;
-    let mut details = Map::new();
-    details.insert("status".into(), json!(state.status));
-    details.insert("stop_reason".into(), json!(state.stop_reason));
-    details.insert("steps".into(), json!(state.counters.steps));
-    details.insert("tool_calls".into(), json!(state.counters.tool_calls));
-    records::emit(&mut run_dir, clock, run_id, EventType::RunFinished, None, Some("rejected"), details)?;
+    };
+    records::end_by_person(&mut run_dir, clock, &mut state, RunStatus::Rejected, error)?;
     Ok(state)
 }
 
@@ -272,22 +260,10 @@ pub fn cancel(
         Some("cancelled"),
         details,
     )?;
-    state.status = RunStatus::Cancelled;
-    state.stop_reason = Some("cancelled".to_string());
-    state.error = Some(match &reason {
+    let error = match &reason {
         Some(reason) => format!("cancelled: {reason}"),
         None => "cancelled".to_string(),
-    });
-    state.pending_action = None;
-    state.approval = None;
-    state.current_step_id = None;
-    state.finished_at = Some(format_timestamp(clock.now()));
-    records::checkpoint(&mut run_dir, clock, &mut state)?;
-    let mut details = Map::new();
-    details.insert("status".into(), json!(state.status));
-    details.insert("stop_reason".into(), json!(state.stop_reason));
-    details.insert("steps".into(), json!(state.counters.steps));
-    details.insert("tool_calls".into(), json!(state.counters.tool_calls));
-    records::emit(&mut run_dir, clock, run_id, EventType::RunFinished, None, Some("cancelled"), details)?;
+    };
+    records::end_by_person(&mut run_dir, clock, &mut state, RunStatus::Cancelled, error)?;
     Ok(state)
 }

@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::model::RunStatus;
 use crate::runtime::{Clock, EventType, format_timestamp};
 use crate::store::{RunDir, RunState, StoreError};
 
@@ -37,4 +38,38 @@ pub fn checkpoint(run_dir: &mut RunDir, clock: &dyn Clock, state: &mut RunState)
     details.insert("state_version".into(), json!(state.state_version));
     let step_id = state.current_step_id.clone();
     emit(run_dir, clock, &state.run_id, EventType::StateSaved, step_id.as_deref(), Some("ok"), details)
+}
+
+/// `run_finished` with the run's outcome and counters.
+pub fn run_finished(run_dir: &mut RunDir, clock: &dyn Clock, state: &RunState) -> Result<(), StoreError> {
+    let mut details = Map::new();
+    details.insert("status".into(), json!(state.status));
+    details.insert("stop_reason".into(), json!(state.stop_reason));
+    details.insert("steps".into(), json!(state.counters.steps));
+    details.insert("tool_calls".into(), json!(state.counters.tool_calls));
+    if let Some(error) = &state.error {
+        details.insert("error".into(), json!(error));
+    }
+    let status = state.status.as_str();
+    emit(run_dir, clock, &state.run_id, EventType::RunFinished, None, Some(status), details)
+}
+
+/// Ends a paused or interrupted run on a person's word (`reject`,
+/// `cancel`): nothing more runs; checkpoint, then `run_finished`.
+pub fn end_by_person(
+    run_dir: &mut RunDir,
+    clock: &dyn Clock,
+    state: &mut RunState,
+    status: RunStatus,
+    error: String,
+) -> Result<(), StoreError> {
+    state.status = status;
+    state.stop_reason = Some(status.as_str().to_string());
+    state.error = Some(error);
+    state.pending_action = None;
+    state.approval = None;
+    state.current_step_id = None;
+    state.finished_at = Some(format_timestamp(clock.now()));
+    checkpoint(run_dir, clock, state)?;
+    run_finished(run_dir, clock, state)
 }

@@ -281,16 +281,7 @@ impl<'r> Interpreter<'r> {
     }
 
     fn emit_run_finished(&mut self) -> Result<(), StoreError> {
-        let mut details = Map::new();
-        details.insert("status".into(), json!(self.state.status));
-        details.insert("stop_reason".into(), json!(self.state.stop_reason));
-        details.insert("steps".into(), json!(self.state.counters.steps));
-        details.insert("tool_calls".into(), json!(self.state.counters.tool_calls));
-        if let Some(error) = &self.state.error {
-            details.insert("error".into(), json!(error));
-        }
-        let status = self.state.status.as_str();
-        self.emit(EventType::RunFinished, None, Some(status), details)
+        records::run_finished(&mut self.run_dir, self.env.clock.as_ref(), &self.state)
     }
 
     /// Checks the whole-run deadline (wall clock since the run started,
