@@ -57,46 +57,12 @@ pub struct BridgeState {
     /// The agent run's frozen action, exactly while `status` is
     /// `waiting_approval`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_action: Option<PendingActionView>,
+    pub pending_action: Option<PendingAction>,
     /// The controller run that started this bridge run, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controller_run_id: Option<String>,
     pub created_at: String,
     pub updated_at: String,
-}
-
-/// What an operator approves: the agent run's frozen action, as recorded in
-/// its checkpoint. `fingerprint` is SHA-256 of the canonical JSON of
-/// `{action, idempotency_key, kind, risk, scope}`; an approval names it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PendingActionView {
-    pub step_id: String,
-    pub kind: String,
-    pub action: Value,
-    pub risk: String,
-    pub idempotency_key: Option<String>,
-    pub scope: String,
-    pub fingerprint: String,
-    /// The agent run's state version that froze the action.
-    pub state_version: u64,
-    pub requested_at: String,
-}
-
-impl From<PendingAction> for PendingActionView {
-    fn from(pending: PendingAction) -> Self {
-        PendingActionView {
-            step_id: pending.step_id,
-            kind: pending.kind,
-            action: pending.action,
-            risk: pending.risk,
-            idempotency_key: pending.idempotency_key,
-            scope: pending.scope,
-            fingerprint: pending.fingerprint,
-            state_version: pending.state_version,
-            requested_at: pending.requested_at,
-        }
-    }
 }
 
 /// A finished (or paused) bridge run.
@@ -218,7 +184,7 @@ pub(crate) fn apply_result(state: &mut BridgeState, result: &AdapterResult) {
         state.agent_run_id = Some(agent.agent_run_id.clone());
         state.agent_final_status = agent.agent_final_status.clone();
         state.agent_state_path = agent.agent_state_path.clone();
-        state.pending_action = agent.pending_action.clone().map(PendingActionView::from);
+        state.pending_action = agent.pending_action.clone();
     }
 }
 

@@ -68,7 +68,7 @@ pub fn document() -> Value {
                     "type": "object",
                     "description": "The agent run's frozen action; present exactly while status is waiting_approval. \
                                     `fingerprint` is SHA-256 of the canonical JSON of {action, idempotency_key, kind, risk, scope}.",
-                    "required": ["step_id", "kind", "action", "risk", "idempotency_key", "scope", "fingerprint", "state_version", "requested_at"],
+                    "required": ["step_id", "kind", "action", "risk", "idempotency_key", "scope", "fingerprint", "state_version", "required_by", "requested_at"],
                     "properties": {
                         "step_id": {"type": "string"},
                         "kind": {"type": "string"},
@@ -78,6 +78,7 @@ pub fn document() -> Value {
                         "scope": {"type": "string"},
                         "fingerprint": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
                         "state_version": {"type": "integer", "minimum": 0},
+                        "required_by": {"type": "string", "enum": ["step", "policy"]},
                         "requested_at": {"type": "string", "format": "date-time"}
                     }
                 },
