@@ -9,7 +9,8 @@
 
 use serde::Serialize;
 
-use crate::model::Plan;
+use crate::model::{Plan, Policy};
+use crate::spec::Catalog;
 
 /// One plan that matched, with its longest matching keyword.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -135,6 +136,20 @@ impl<'a> Router<'a> {
             outcome,
         }
     }
+}
+
+/// Routes `goal` over a catalog and returns the chosen plan with the
+/// policy it names, or why there is none (ambiguous, no route, a policy
+/// that was not loaded).
+pub fn select<'c>(catalog: &'c Catalog, goal: &str) -> Result<(&'c Plan, &'c Policy), String> {
+    let decision = Router::new(&catalog.plans).route(goal);
+    let index = decision.plan().ok_or_else(|| decision.explanation())?;
+    let plan = &catalog.plans[index];
+    let policy = catalog
+        .policies
+        .get(&plan.policy)
+        .ok_or_else(|| format!("plan `{}` names policy `{}`, which was not loaded", plan.id, plan.policy))?;
+    Ok((plan, policy))
 }
 
 #[cfg(test)]

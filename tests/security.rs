@@ -199,4 +199,21 @@ fn the_repository_policy_expresses_the_seed_allowlist() {
     for program in ["pwd", "ls", "echo", "cat", "python", "git"] {
         assert!(text.contains(&format!("program = \"{program}\"")), "{program}");
     }
+    // The policy's own decision, not just its text: the seed's commands are
+    // allowed by a named rule, its blocked ones forbidden.
+    let sandbox = Sandbox::new();
+    for (argv, code) in [
+        (vec!["pwd"], 0),
+        (vec!["ls"], 0),
+        (vec!["echo", "hello"], 0),
+        (vec!["cat", "report.txt"], 0),
+        (vec!["python", "--version"], 0),
+        (vec!["git", "status"], 0),
+        (vec!["git", "push"], 1),
+        (vec!["bash", "-c", "true"], 1),
+        (vec!["rm", "-rf", "x"], 1),
+    ] {
+        let output = sandbox.planrun_trailing(&["policy", "check"], &argv);
+        assert_eq!(output.code, code, "{argv:?}: {}", output.snapshot());
+    }
 }

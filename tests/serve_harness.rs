@@ -110,6 +110,15 @@ pub fn client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(60)).build().expect("client")
 }
 
+/// Sends a request that must fail; returns its status and the `error.code`
+/// of its JSON body.
+pub async fn error_code(request: reqwest::RequestBuilder) -> (u16, String) {
+    let response = request.send().await.expect("send");
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.expect("JSON error body");
+    (status, body["error"]["code"].as_str().unwrap_or_default().to_string())
+}
+
 /// POSTs JSON; returns status and JSON body.
 pub async fn post(client: &reqwest::Client, url: &str, body: Value) -> (u16, Value) {
     let response = client.post(url).json(&body).send().await.expect("send");

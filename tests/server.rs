@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::common::snapshot_settings;
-use crate::serve_harness::{Behaviour, FakeModel, Server, client, get_json, post};
+use crate::serve_harness::{Behaviour, FakeModel, Server, client, error_code, get_json, post};
 
 fn snapshot_records(server: &Server, name: &str, run_id: &str, files: &[&str]) {
     let settings = snapshot_settings("server");
@@ -175,29 +175,26 @@ async fn a_blocked_controller_goal_runs_nothing() {
 async fn bad_requests_get_json_errors() {
     let server = Server::start(&[]);
     let client = client();
-    let send = |request: reqwest::RequestBuilder| async move {
-        let response = request.send().await.expect("send");
-        let status = response.status().as_u16();
-        let body: Value = response.json().await.expect("JSON error body");
-        (status, body["error"]["code"].as_str().unwrap_or_default().to_string())
-    };
     let runs = server.url("/runs");
     let json_post = |body: &str| client.post(&runs).header("content-type", "application/json").body(body.to_string());
-    assert_eq!(send(json_post("{\"goal\": ")).await, (400, "malformed_json".into()));
-    assert_eq!(send(json_post("{\"goal\": 1}")).await, (422, "invalid_body".into()));
-    assert_eq!(send(json_post("{\"goal\": \"g\", \"extra\": 1}")).await, (422, "invalid_body".into()));
-    assert_eq!(send(json_post("{\"adapter\": \"stub\"}")).await, (422, "invalid_body".into()));
-    assert_eq!(send(json_post("{\"goal\": \"  \"}")).await, (400, "invalid_request".into()));
-    assert_eq!(send(json_post("{\"goal\": \"g\", \"adapter\": \"gpt9\"}")).await, (400, "unknown_adapter".into()));
-    assert_eq!(send(client.post(&runs).body("{\"goal\": \"g\"}")).await, (415, "unsupported_media_type".into()));
+    assert_eq!(error_code(json_post("{\"goal\": ")).await, (400, "malformed_json".into()));
+    assert_eq!(error_code(json_post("{\"goal\": 1}")).await, (422, "invalid_body".into()));
+    assert_eq!(error_code(json_post("{\"goal\": \"g\", \"extra\": 1}")).await, (422, "invalid_body".into()));
+    assert_eq!(error_code(json_post("{\"adapter\": \"stub\"}")).await, (422, "invalid_body".into()));
+    assert_eq!(error_code(json_post("{\"goal\": \"  \"}")).await, (400, "invalid_request".into()));
+    assert_eq!(
+        error_code(json_post("{\"goal\": \"g\", \"adapter\": \"gpt9\"}")).await,
+        (400, "unknown_adapter".into())
+    );
+    assert_eq!(error_code(client.post(&runs).body("{\"goal\": \"g\"}")).await, (415, "unsupported_media_type".into()));
     let huge = json!({"goal": "x".repeat(70 * 1024)}).to_string();
-    assert_eq!(send(json_post(&huge)).await, (413, "body_too_large".into()));
-    assert_eq!(send(client.get(server.url("/runs/br-9999"))).await, (404, "run_not_found".into()));
-    assert_eq!(send(client.get(server.url("/runs/.."))).await.0, 404);
-    assert_eq!(send(client.get(server.url("/runs/a%20b"))).await, (400, "invalid_run_id".into()));
-    assert_eq!(send(client.get(server.url("/controller/runs/ctrl-0404"))).await, (404, "run_not_found".into()));
-    assert_eq!(send(client.get(server.url("/nowhere"))).await, (404, "not_found".into()));
-    assert_eq!(send(client.delete(server.url("/runs"))).await, (405, "method_not_allowed".into()));
+    assert_eq!(error_code(json_post(&huge)).await, (413, "body_too_large".into()));
+    assert_eq!(error_code(client.get(server.url("/runs/br-9999"))).await, (404, "run_not_found".into()));
+    assert_eq!(error_code(client.get(server.url("/runs/.."))).await.0, 404);
+    assert_eq!(error_code(client.get(server.url("/runs/a%20b"))).await, (400, "invalid_run_id".into()));
+    assert_eq!(error_code(client.get(server.url("/controller/runs/ctrl-0404"))).await, (404, "run_not_found".into()));
+    assert_eq!(error_code(client.get(server.url("/nowhere"))).await, (404, "not_found".into()));
+    assert_eq!(error_code(client.delete(server.url("/runs"))).await, (405, "method_not_allowed".into()));
     assert!(!server.exists("bridge/runs/br-0001"), "no rejected request created a run");
 }
 

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::common::{ROOT, Sandbox, snapshot_settings};
-use crate::serve_harness::{Server, client, get_json, post};
+use crate::serve_harness::{Server, client, error_code, get_json, post};
 
 const GOAL: &str = "close ticket";
 
@@ -206,12 +206,6 @@ async fn concurrent_approvals_close_the_ticket_once() {
 async fn bad_approval_requests_get_json_errors() {
     let server = start_with_tickets(&[]);
     let client = client();
-    let send = |request: reqwest::RequestBuilder| async move {
-        let response = request.send().await.expect("send");
-        let status = response.status().as_u16();
-        let body: Value = response.json().await.expect("JSON error body");
-        (status, body["error"]["code"].as_str().unwrap_or_default().to_string())
-    };
     let fingerprint = "a".repeat(64);
     let approve = |id: &str, body: &str| {
         client
@@ -220,31 +214,31 @@ async fn bad_approval_requests_get_json_errors() {
             .body(body.to_string())
     };
     let good = json!({"fingerprint": fingerprint}).to_string();
-    assert_eq!(send(approve("br-0404", &good)).await, (404, "run_not_found".into()));
+    assert_eq!(error_code(approve("br-0404", &good)).await, (404, "run_not_found".into()));
     assert_eq!(
-        send(client.post(server.url("/runs/br-0404/reject")).json(&json!({}))).await,
+        error_code(client.post(server.url("/runs/br-0404/reject")).json(&json!({}))).await,
         (404, "run_not_found".into())
     );
-    assert_eq!(send(approve("a%20b", &good)).await, (400, "invalid_run_id".into()));
-    assert_eq!(send(approve("br-0404", "{\"fingerprint\": ")).await, (400, "malformed_json".into()));
-    assert_eq!(send(approve("br-0404", "{}")).await, (422, "invalid_body".into()));
-    assert_eq!(send(approve("br-0404", "{\"fingerprint\": \"abc\"}")).await, (400, "invalid_request".into()));
+    assert_eq!(error_code(approve("a%20b", &good)).await, (400, "invalid_run_id".into()));
+    assert_eq!(error_code(approve("br-0404", "{\"fingerprint\": ")).await, (400, "malformed_json".into()));
+    assert_eq!(error_code(approve("br-0404", "{}")).await, (422, "invalid_body".into()));
+    assert_eq!(error_code(approve("br-0404", "{\"fingerprint\": \"abc\"}")).await, (400, "invalid_request".into()));
     let extra = json!({"fingerprint": fingerprint, "force": true}).to_string();
-    assert_eq!(send(approve("br-0404", &extra)).await, (422, "invalid_body".into()));
+    assert_eq!(error_code(approve("br-0404", &extra)).await, (422, "invalid_body".into()));
     for expires in [0, 7 * 86_400 + 1] {
         let body = json!({"fingerprint": fingerprint, "expires_in_secs": expires}).to_string();
-        assert_eq!(send(approve("br-0404", &body)).await, (400, "invalid_request".into()));
+        assert_eq!(error_code(approve("br-0404", &body)).await, (400, "invalid_request".into()));
     }
     let control = json!({"fingerprint": fingerprint, "approved_by": "ops\nroot"}).to_string();
-    assert_eq!(send(approve("br-0404", &control)).await, (400, "invalid_request".into()));
+    assert_eq!(error_code(approve("br-0404", &control)).await, (400, "invalid_request".into()));
     let (_, stub) = post(&client, &server.url("/runs"), json!({"goal": "say hi", "adapter": "stub"})).await;
     assert_eq!(stub["status"], "done");
-    assert_eq!(send(approve("br-0001", &good)).await, (409, "run_not_waiting".into()));
+    assert_eq!(error_code(approve("br-0001", &good)).await, (409, "run_not_waiting".into()));
     assert_eq!(
-        send(client.post(server.url("/runs/br-0001/reject")).json(&json!({"why": "x"}))).await,
+        error_code(client.post(server.url("/runs/br-0001/reject")).json(&json!({"why": "x"}))).await,
         (422, "invalid_body".into())
     );
-    assert_eq!(send(client.get(server.url("/runs/br-0001/approve"))).await, (405, "method_not_allowed".into()));
+    assert_eq!(error_code(client.get(server.url("/runs/br-0001/approve"))).await, (405, "method_not_allowed".into()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

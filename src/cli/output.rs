@@ -101,11 +101,7 @@ pub fn record_status(status: StepRecordStatus) -> String {
 
 /// The exit code of a run that ended (or paused) with `status`.
 pub fn run_exit_code(status: RunStatus) -> ExitCode {
-    exit_code::code(match status {
-        RunStatus::Done => exit_code::DONE,
-        RunStatus::WaitingApproval => exit_code::WAITING_APPROVAL,
-        RunStatus::Failed | RunStatus::Rejected | RunStatus::Cancelled | RunStatus::Running => exit_code::RUN_FAILED,
-    })
+    exit_code::code(exit_code::for_status(status))
 }
 
 /// Prints a control command's error and returns its exit code: 2 for bad

@@ -7,36 +7,33 @@ use crate::cli::output::{StderrProgress, fail, print_diagnostics, run_exit_code}
 use crate::cli::{DirArgs, RunArgs};
 use crate::diag::Severity;
 use crate::model::{Plan, Policy};
-use crate::router::Router;
+use crate::router::select;
 use crate::runtime::{NoProgress, Progress, RunRequest, RuntimeEnv, execute};
-use crate::spec::Loader;
+use crate::spec::{Catalog, Loader};
 use crate::store::{full_state, load_run};
 
 pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     let mut loader = Loader::new();
-    let (plan, policy, goal): (Plan, Policy, Option<String>) = if let Some(path) = &args.plan {
+    let single: (Plan, Policy);
+    let catalog: Catalog;
+    let (plan, policy, goal): (&Plan, &Policy, Option<String>) = if let Some(path) = &args.plan {
         let loaded = loader.load_plan_with_policy(path, &dirs.policies);
         match loaded {
-            Some((plan, policy)) if !loader.has_errors() => (plan, policy, None),
+            Some(loaded) if !loader.has_errors() => {
+                single = loaded;
+                (&single.0, &single.1, None)
+            }
             _ => return invalid_files(&loader),
         }
     } else if let Some(goal) = &args.goal {
-        let mut catalog = loader.load_catalog(&dirs.plans, &dirs.policies);
+        catalog = loader.load_catalog(&dirs.plans, &dirs.policies);
         if loader.has_errors() {
             return invalid_files(&loader);
         }
-        let decision = Router::new(&catalog.plans).route(goal);
-        let Some(index) = decision.plan() else {
-            return fail(INVALID_INPUT, &decision.explanation());
-        };
-        let plan = catalog.plans.swap_remove(index);
-        let Some(policy) = catalog.policies.remove(&plan.policy) else {
-            return fail(
-                INVALID_INPUT,
-                &format!("plan `{}` names policy `{}`, which was not loaded", plan.id, plan.policy),
-            );
-        };
-        (plan, policy, Some(goal.clone()))
+        match select(&catalog, goal) {
+            Ok((plan, policy)) => (plan, policy, Some(goal.clone())),
+            Err(why) => return fail(INVALID_INPUT, &why),
+        }
     } else {
         return fail(
             INVALID_INPUT,
@@ -44,13 +41,7 @@ pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         );
     };
 
-    let request = RunRequest {
-        plan: &plan,
-        policy: &policy,
-        goal,
-        run_id: args.run_id.clone(),
-        workspace: dirs.workspace.clone(),
-    };
+    let request = RunRequest { plan, policy, goal, run_id: args.run_id.clone(), workspace: dirs.workspace.clone() };
     let mut quiet = NoProgress;
     let mut printer = StderrProgress;
     let progress: &mut dyn Progress = if args.quiet { &mut quiet } else { &mut printer };

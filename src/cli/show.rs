@@ -16,6 +16,7 @@ use crate::cli::DirArgs;
 use crate::cli::exit_code;
 use crate::cli::output::{BOLD, DIM, GREEN, RED, YELLOW, fail, paint, record_status, run_status};
 use crate::model::FailureClass;
+use crate::policy::display_argv;
 use crate::runtime::RuntimeEnv;
 use crate::store::{StepRecord, StepRecordStatus, full_state, load_run, validate_run_id};
 
@@ -185,21 +186,11 @@ fn summarize_action(action: &serde_json::Value) -> Option<String> {
     Some(match kind {
         "shell" => {
             let argv: Vec<String> =
-                action.get("argv")?.as_array()?.iter().filter_map(|token| token.as_str()).map(quote).collect();
-            format!("$ {}", argv.join(" "))
+                action.get("argv")?.as_array()?.iter().filter_map(|token| token.as_str().map(str::to_string)).collect();
+            format!("$ {}", display_argv(&argv))
         }
         "write_file" | "read_file" => format!("{kind} {}", action.get("path")?.as_str()?),
         "ticket_lookup" | "ticket_close" => format!("{kind} {}", action.get("ticket_id")?.as_str()?),
         _ => return None,
     })
-}
-
-fn quote(token: &str) -> String {
-    if !token.is_empty()
-        && token.chars().all(|character| character.is_ascii_alphanumeric() || "-_./=:,".contains(character))
-    {
-        token.to_string()
-    } else {
-        format!("{token:?}")
-    }
 }

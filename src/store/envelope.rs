@@ -69,13 +69,12 @@ impl Sealer {
         }
     }
 
-    fn mac(&self, key: &[u8], canonical: &str) -> Hmac<Sha256> {
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).unwrap_or_else(|_| {
-            // HMAC accepts keys of any length; this branch cannot be taken.
-            <Hmac<Sha256> as KeyInit>::new_from_slice(b"planrun").expect("a fixed key is valid")
-        });
+    /// HMAC-SHA256 of `canonical` under `key`, as hex. `None` only if the
+    /// key were refused (HMAC takes keys of any length), which fails closed.
+    fn mac_hex(key: &[u8], canonical: &str) -> Option<String> {
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).ok()?;
         mac.update(canonical.as_bytes());
-        mac
+        Some(hex(&mac.finalize().into_bytes()))
     }
 
     /// Wraps a payload in an envelope.
@@ -86,7 +85,8 @@ impl Sealer {
         envelope.insert("payload".into(), payload);
         match &self.key {
             Some(key) => {
-                let digest = hex(&self.mac(key, &canonical).finalize().into_bytes());
+                let digest = Self::mac_hex(key, &canonical)
+                    .ok_or_else(|| CanonicalError("`PLANRUN_HMAC_KEY` cannot be used as an HMAC key".to_string()))?;
                 envelope.insert("hmac_sha256".into(), json!(digest));
             }
             None => {
@@ -127,7 +127,7 @@ impl Sealer {
             (Some(_), Some(_), None) => Err(EnvelopeError::Unauthenticated),
             (None, None, Some(_)) => Err(EnvelopeError::KeyMissing),
             (Some(key), None, Some(digest)) => {
-                let expected = hex(&self.mac(key, &canonical).finalize().into_bytes());
+                let expected = Self::mac_hex(key, &canonical).ok_or(EnvelopeError::DigestMismatch)?;
                 if constant_time_eq(digest.as_bytes(), expected.as_bytes()) {
                     Ok(payload)
                 } else {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::model::{FailureClass, RunStatus};
-use crate::router::Router;
+use crate::router::select;
 use crate::runtime::approval::ApprovalClaims;
 use crate::runtime::{
     ApproveOutcome, ControlError, NoProgress, ResumeRequest, RunRequest, RuntimeEnv, approve, execute as run_plan,
@@ -52,16 +52,6 @@ pub async fn execute(runner: Arc<AgentRunner>, instruction: &str, bridge_run_id:
     }
 }
 
-/// The exit code reported for an agent run that ended (or paused) with
-/// `status`, as the CLI's: 0 done, 3 waiting for approval, 1 otherwise.
-pub fn exit_code(status: RunStatus) -> i32 {
-    match status {
-        RunStatus::Done => 0,
-        RunStatus::WaitingApproval => 3,
-        _ => 1,
-    }
-}
-
 impl AgentRunner {
     /// Routes `instruction` and runs the plan as `run_id`. Exit codes as the
     /// CLI's: 0 done, 1 failed, 2 nothing ran (routing refused, bad run id),
@@ -74,13 +64,9 @@ impl AgentRunner {
             mode: AdapterMode::Real,
             agent: Some(AgentMetadata::new(run_id.to_string())),
         };
-        let decision = Router::new(&self.catalog.plans).route(instruction);
-        let Some(index) = decision.plan() else {
-            return refused(decision.explanation());
-        };
-        let plan = &self.catalog.plans[index];
-        let Some(policy) = self.catalog.policies.get(&plan.policy) else {
-            return refused(format!("plan `{}` names policy `{}`, which was not loaded", plan.id, plan.policy));
+        let (plan, policy) = match select(&self.catalog, instruction) {
+            Ok(chosen) => chosen,
+            Err(why) => return refused(why),
         };
         let request = RunRequest {
             plan,
@@ -159,7 +145,7 @@ impl AgentRunner {
         AdapterResult {
             response,
             error,
-            exit_code: Some(exit_code(state.status)),
+            exit_code: Some(i32::from(crate::cli::exit_code::for_status(state.status))),
             mode: AdapterMode::Real,
             agent: Some(metadata),
         }
