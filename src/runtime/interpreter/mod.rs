@@ -86,6 +86,8 @@ pub struct Interpreter<'r> {
     /// True until the first step attempt after a resume: keyed steps then
     /// consult their receipts before anything runs.
     recovering: bool,
+    /// Whether any shell rule of the policy decides `prompt` (computed once).
+    prompt_rules: bool,
 }
 
 impl<'r> Interpreter<'r> {
@@ -179,6 +181,7 @@ impl<'r> Interpreter<'r> {
             outputs,
             referenced: referenced_steps(plan),
             recovering,
+            prompt_rules: policy.shell.allow.iter().any(|rule| rule.decision == Decision::Prompt),
         }
     }
 
@@ -376,8 +379,10 @@ impl<'r> Interpreter<'r> {
         };
 
         if !resuming_pending {
-            let decision = self.tools.decide(&action);
-            if step.approval || decision == Decision::Prompt {
+            // The tool evaluates the policy again when it runs; asking it
+            // first is only worth it when some rule can say `prompt`.
+            let prompt = self.prompt_rules && self.tools.decide(&action) == Decision::Prompt;
+            if step.approval || prompt {
                 let required_by = if step.approval { "step".to_string() } else { "policy".to_string() };
                 return self.freeze(step, &action, required_by);
             }
