@@ -49,16 +49,18 @@
 //! | `cli::demo` | `plans/ticket_close.toml`, `plans/ticket_close.tickets.json` | a new demo folder |
 
 pub mod cli;
+pub mod confine;
 pub mod diag;
 pub mod digest;
+pub mod load;
 pub mod model;
+pub mod ops;
 pub mod policy;
 pub mod preview;
 pub mod router;
 pub mod runtime;
 #[cfg(feature = "server")]
 pub mod server;
-pub mod spec;
 pub mod store;
 pub mod template;
 pub mod tools;

@@ -15,11 +15,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::confine::PathRules;
 use crate::model::{Action, Budget, FailureClass, Plan, Policy, Step, VerifyCheck, WhenFalse};
 use crate::policy::{display_argv, evaluate_argv};
 use crate::router::RouteDecision;
 use crate::template::{Segment, Template};
-use crate::tools::PathRules;
 
 /// Everything `planrun plan` shows, serializable for `--json`.
 #[derive(Debug, Clone, Serialize)]

@@ -9,8 +9,8 @@
 
 use serde::Serialize;
 
+use crate::load::Catalog;
 use crate::model::{Plan, Policy};
-use crate::spec::Catalog;
 
 /// One plan that matched, with its longest matching keyword.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

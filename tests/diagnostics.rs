@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::Path;
 
-use planrun::spec::Loader;
+use planrun::load::Loader;
 
 use crate::common::{ROOT, Sandbox, snapshot_settings};
 

@@ -84,7 +84,7 @@ scenarios!(
 /// A plan added to `plans/` must get a scenario here (and so snapshots).
 #[test]
 fn every_plan_has_a_scenario() {
-    let mut loader = planrun::spec::Loader::new();
+    let mut loader = planrun::load::Loader::new();
     let root = std::path::Path::new(ROOT);
     let catalog = loader.load_catalog(&root.join("plans"), &root.join("policies"));
     assert!(!loader.has_errors(), "repository plans must load");

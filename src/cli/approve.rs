@@ -8,8 +8,8 @@ use clap::Args;
 use serde_json::json;
 
 use crate::cli::DirArgs;
-use crate::cli::exit_code;
 use crate::cli::output::{BOLD, control_error, fail, paint};
+use crate::ops::ExitStatus;
 use crate::runtime::approval::ApprovalClaims;
 use crate::runtime::{RuntimeEnv, approve as approve_run};
 
@@ -74,7 +74,7 @@ pub fn approve(args: &ApproveArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode
         let value = json!({"pending_action": pending, "approval": approval});
         match serde_json::to_string_pretty(&value) {
             Ok(text) => anstream::println!("{text}"),
-            Err(error) => return fail(exit_code::RUN_FAILED, &error.to_string()),
+            Err(error) => return fail(ExitStatus::Failed, &error.to_string()),
         }
     } else {
         anstream::println!("{} step {} of run {}", paint(BOLD, "approved:"), pending.step_id, args.run_id);
@@ -88,7 +88,7 @@ pub fn approve(args: &ApproveArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode
         anstream::println!("  expires       {}", approval.expires_at);
         anstream::println!("continue with `planrun resume {}`", args.run_id);
     }
-    exit_code::code(exit_code::DONE)
+    ExitStatus::Done.into()
 }
 
 #[cfg(test)]

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cli::DirArgs;
-use crate::cli::exit_code;
 use crate::cli::output::{BOLD, control_error, paint, run_status};
+use crate::ops::ExitStatus;
 use crate::runtime::{RuntimeEnv, cancel as cancel_run};
 
 #[derive(Debug, Args)]
@@ -25,7 +25,7 @@ pub fn cancel(args: &CancelArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     match cancel_run(&dirs.workspace, &args.run_id, args.reason.clone(), env) {
         Ok(state) => {
             anstream::println!("{} run {} is {}", paint(BOLD, "cancelled:"), state.run_id, run_status(state.status));
-            exit_code::code(exit_code::DONE)
+            ExitStatus::Done.into()
         }
         Err(error) => control_error(&error),
     }

@@ -7,10 +7,10 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use crate::cli::DirArgs;
-use crate::cli::exit_code;
 use crate::cli::output::colour_diagnostic;
 use crate::diag::{Severity, render, to_json};
-use crate::spec::Loader;
+use crate::load::Loader;
+use crate::ops::ExitStatus;
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -63,11 +63,11 @@ pub fn check(args: &CheckArgs, dirs: &DirArgs) -> ExitCode {
             anstream::println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
         }
     }
-    exit_code::code(if errors > 0 {
-        exit_code::INVALID_INPUT
+    ExitCode::from(if errors > 0 {
+        ExitStatus::InvalidInput
     } else if warnings > 0 {
-        exit_code::RUN_FAILED
+        ExitStatus::Failed
     } else {
-        exit_code::DONE
+        ExitStatus::Done
     })
 }

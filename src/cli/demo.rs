@@ -13,8 +13,8 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use crate::cli::DirArgs;
-use crate::cli::exit_code;
 use crate::cli::output::fail;
+use crate::ops::ExitStatus;
 use crate::runtime::RuntimeEnv;
 use crate::store::load_run;
 use crate::tools::tickets::TICKETS_FILE;
@@ -37,14 +37,14 @@ pub fn demo(args: &DemoArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     let tickets = dirs.plans.join("ticket_close.tickets.json");
     for file in [&plan, &tickets] {
         if !file.is_file() {
-            return fail(exit_code::INVALID_INPUT, &format!("the demo needs `{}`", file.display()));
+            return fail(ExitStatus::InvalidInput, &format!("the demo needs `{}`", file.display()));
         }
     }
     let dir = match &args.dir {
         Some(dir) => {
             if dir.exists() {
                 return fail(
-                    exit_code::INVALID_INPUT,
+                    ExitStatus::InvalidInput,
                     &format!("`{}` exists; the demo needs a new folder", dir.display()),
                 );
             }
@@ -54,16 +54,16 @@ pub fn demo(args: &DemoArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     };
     let workspace = dir.join("workspace");
     if let Err(error) = fs::create_dir_all(&workspace).and_then(|()| fs::copy(&tickets, workspace.join(TICKETS_FILE))) {
-        return fail(exit_code::INVALID_INPUT, &format!("cannot prepare `{}`: {error}", workspace.display()));
+        return fail(ExitStatus::InvalidInput, &format!("cannot prepare `{}`: {error}", workspace.display()));
     }
     match stages(&plan, &dirs.policies, &workspace, env) {
         Ok(summary) => {
             anstream::println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());
             anstream::eprintln!("planrun: demo records in {}", workspace.join("runs").join(RUN_ID).display());
             let ok = summary["status"] == "ok";
-            exit_code::code(if ok { exit_code::DONE } else { exit_code::RUN_FAILED })
+            ExitStatus::from_success(ok).into()
         }
-        Err(message) => fail(exit_code::RUN_FAILED, &message),
+        Err(message) => fail(ExitStatus::Failed, &message),
     }
 }
 
@@ -85,7 +85,7 @@ fn stages(plan: &Path, policies: &Path, workspace: &Path, env: &RuntimeEnv) -> R
     };
     let plan = plan.to_string_lossy().into_owned();
     let started = run(&["--plan", &plan, "--run-id", RUN_ID, "--quiet"], None)?;
-    let paused = started.status.code() == Some(i32::from(exit_code::WAITING_APPROVAL));
+    let paused = started.status.code() == Some(i32::from(ExitStatus::WaitingApproval));
     let before_approval = close_count()?;
     let approved = run(&["approve", RUN_ID], None)?.status.success();
     let crashed = run(&["resume", RUN_ID, "--quiet"], Some("close:after_effect"))?;

@@ -6,10 +6,10 @@ use clap::Args;
 use serde_json::json;
 
 use crate::cli::DirArgs;
-use crate::cli::exit_code;
 use crate::cli::output::{BOLD, DIM, fail, paint, print_diagnostics};
 use crate::diag::Severity;
-use crate::spec::Loader;
+use crate::load::Loader;
+use crate::ops::ExitStatus;
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
@@ -25,7 +25,7 @@ pub fn list(args: &ListArgs, dirs: &DirArgs) -> ExitCode {
     let catalog = loader.load_catalog(&dirs.plans, &dirs.policies);
     if loader.has_errors() {
         print_diagnostics(loader.sources(), loader.sorted_diagnostics(), Severity::Error);
-        return fail(exit_code::INVALID_INPUT, "plan or policy files are invalid; run `planrun check`");
+        return fail(ExitStatus::InvalidInput, "plan or policy files are invalid; run `planrun check`");
     }
     if args.json {
         let plans: Vec<_> = catalog
@@ -45,7 +45,7 @@ pub fn list(args: &ListArgs, dirs: &DirArgs) -> ExitCode {
             })
             .collect();
         anstream::println!("{}", serde_json::to_string_pretty(&plans).unwrap_or_default());
-        return exit_code::code(exit_code::DONE);
+        return ExitStatus::Done.into();
     }
     for plan in &catalog.plans {
         let mut flags = Vec::new();
@@ -68,5 +68,5 @@ pub fn list(args: &ListArgs, dirs: &DirArgs) -> ExitCode {
         anstream::println!("    keywords: {keywords} · policy {} · {} step(s)", plan.policy, plan.steps.len());
     }
     anstream::println!("{} plan(s)", catalog.plans.len());
-    exit_code::code(exit_code::DONE)
+    ExitStatus::Done.into()
 }

@@ -6,7 +6,7 @@ mod approve;
 mod cancel;
 mod check;
 mod demo;
-pub mod exit_code;
+
 mod list;
 mod output;
 mod plan;
@@ -24,6 +24,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::ops::ExitStatus;
 use crate::runtime::{CrashAt, RuntimeEnv};
 use crate::store::Sealer;
 
@@ -126,13 +127,13 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Ok(cli) => cli,
         Err(error) => {
             let _ = error.print();
-            return if error.use_stderr() { exit_code::INVALID_INPUT } else { exit_code::DONE }.into();
+            return if error.use_stderr() { ExitStatus::InvalidInput } else { ExitStatus::Done }.into();
         }
     };
     output::set_color(cli.dirs.color);
     let env = match runtime_env() {
         Ok(env) => env,
-        Err(message) => return output::fail(exit_code::INVALID_INPUT, &message),
+        Err(message) => return output::fail(ExitStatus::InvalidInput, &message),
     };
     match &cli.command {
         Some(Command::Check(args)) => check::check(args, &cli.dirs),

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use anstyle::{AnsiColor, Style};
 
 use crate::cli::ColorChoice;
-use crate::cli::exit_code;
 use crate::diag::{Diagnostic, Severity, SourceMap, render};
 use crate::model::{Plan, Policy, RunStatus, Step};
+use crate::ops::ExitStatus;
 use crate::runtime::Progress;
 use crate::store::{RunState, StepRecord, StepRecordStatus};
 
@@ -37,9 +37,9 @@ pub fn paint(style: Style, text: impl std::fmt::Display) -> String {
 }
 
 /// Prints `error: <message>` to stderr and returns `code`.
-pub fn fail(code: u8, message: &str) -> ExitCode {
+pub fn fail(code: ExitStatus, message: &str) -> ExitCode {
     anstream::eprintln!("{}: {message}", paint(RED, "error"));
-    exit_code::code(code)
+    ExitCode::from(code)
 }
 
 /// A path as the user would write it: relative to the current directory
@@ -101,7 +101,7 @@ pub fn record_status(status: StepRecordStatus) -> String {
 
 /// The exit code of a run that ended (or paused) with `status`.
 pub fn run_exit_code(status: RunStatus) -> ExitCode {
-    exit_code::code(exit_code::for_status(status))
+    ExitStatus::for_run(status).into()
 }
 
 /// Prints a control command's error and returns its exit code: 2 for bad
@@ -110,7 +110,7 @@ pub fn control_error(error: &crate::runtime::ControlError) -> ExitCode {
     if let crate::runtime::ControlError::Files { sources, diagnostics } = error {
         print_diagnostics(sources, diagnostics, Severity::Error);
     }
-    let code = if error.is_bad_input() { exit_code::INVALID_INPUT } else { exit_code::RUN_FAILED };
+    let code = if error.is_bad_input() { ExitStatus::InvalidInput } else { ExitStatus::Failed };
     fail(code, &error.to_string())
 }
 

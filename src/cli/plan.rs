@@ -6,13 +6,13 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cli::DirArgs;
-use crate::cli::exit_code;
 use crate::cli::output::{BOLD, CYAN, DIM, GREEN, RED, YELLOW, fail, paint, print_diagnostics};
 use crate::diag::{Severity, to_json};
+use crate::load::Loader;
 use crate::model::FailureClass;
+use crate::ops::ExitStatus;
 use crate::preview::{Preview, Verdict};
 use crate::router::Router;
-use crate::spec::Loader;
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -45,12 +45,12 @@ pub fn plan(args: &PlanArgs, dirs: &DirArgs) -> ExitCode {
         }
         let decision = Router::new(&catalog.plans).route(goal);
         let Some(index) = decision.plan() else {
-            return fail(exit_code::INVALID_INPUT, &decision.explanation());
+            return fail(ExitStatus::InvalidInput, &decision.explanation());
         };
         let plan = catalog.plans.swap_remove(index);
         let Some(policy) = catalog.policies.remove(&plan.policy) else {
             return fail(
-                exit_code::INVALID_INPUT,
+                ExitStatus::InvalidInput,
                 &format!("plan `{}` names policy `{}`, which was not loaded", plan.id, plan.policy),
             );
         };
@@ -69,12 +69,12 @@ pub fn plan(args: &PlanArgs, dirs: &DirArgs) -> ExitCode {
     } else {
         print_preview(&preview);
     }
-    exit_code::code(exit_code::DONE)
+    ExitStatus::Done.into()
 }
 
 fn invalid_files(loader: &Loader) -> ExitCode {
     print_diagnostics(loader.sources(), loader.sorted_diagnostics(), Severity::Error);
-    fail(exit_code::INVALID_INPUT, "plan or policy files are invalid; run `planrun check`")
+    fail(ExitStatus::InvalidInput, "plan or policy files are invalid; run `planrun check`")
 }
 
 fn print_preview(preview: &Preview) {

@@ -7,12 +7,12 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use crate::cli::DirArgs;
-use crate::cli::exit_code;
 use crate::cli::output::{fail, print_diagnostics};
+use crate::confine::{PathRules, ProgramResolver, Workspace};
 use crate::diag::Severity;
+use crate::load::Loader;
+use crate::ops::ExitStatus;
 use crate::policy::evaluate_shell_with;
-use crate::spec::Loader;
-use crate::tools::{PathRules, ProgramResolver, Workspace};
 
 #[derive(Debug, Args)]
 pub struct PolicyArgs {
@@ -50,7 +50,7 @@ fn policy_check(args: &PolicyCheckArgs, dirs: &DirArgs) -> ExitCode {
     let valid_name = !args.policy.is_empty()
         && args.policy.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-');
     if !valid_name {
-        return fail(exit_code::INVALID_INPUT, &format!("invalid policy name `{}`", args.policy.escape_debug()));
+        return fail(ExitStatus::InvalidInput, &format!("invalid policy name `{}`", args.policy.escape_debug()));
     }
     let Some(path) = ["toml", "yaml", "yml"]
         .iter()
@@ -58,14 +58,14 @@ fn policy_check(args: &PolicyCheckArgs, dirs: &DirArgs) -> ExitCode {
         .find(|path: &PathBuf| path.is_file())
     else {
         return fail(
-            exit_code::INVALID_INPUT,
+            ExitStatus::InvalidInput,
             &format!("no policy `{}` in `{}`", args.policy, dirs.policies.display()),
         );
     };
     let mut loader = Loader::new();
     let Some(policy) = loader.load_policy(&path) else {
         print_diagnostics(loader.sources(), loader.sorted_diagnostics(), Severity::Error);
-        return fail(exit_code::INVALID_INPUT, &format!("policy `{}` is invalid; run `planrun check`", args.policy));
+        return fail(ExitStatus::InvalidInput, &format!("policy `{}` is invalid; run `planrun check`", args.policy));
     };
     let mut resolver = ProgramResolver::new(&policy.shell);
     let evaluation = if dirs.workspace.is_dir() {
@@ -73,7 +73,7 @@ fn policy_check(args: &PolicyCheckArgs, dirs: &DirArgs) -> ExitCode {
             Ok(workspace) => evaluate_shell_with(&policy.shell, &workspace, &mut resolver, &args.argv),
             Err(error) => {
                 return fail(
-                    exit_code::INVALID_INPUT,
+                    ExitStatus::InvalidInput,
                     &format!("cannot open workspace `{}`: {error}", dirs.workspace.display()),
                 );
             }
@@ -82,5 +82,5 @@ fn policy_check(args: &PolicyCheckArgs, dirs: &DirArgs) -> ExitCode {
         evaluate_shell_with(&policy.shell, &PathRules::new(&policy.files), &mut resolver, &args.argv)
     };
     anstream::println!("{}", serde_json::to_string_pretty(&evaluation).unwrap_or_default());
-    exit_code::code(if evaluation.is_allowed() { exit_code::DONE } else { exit_code::RUN_FAILED })
+    ExitStatus::from_success(evaluation.is_allowed()).into()
 }

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cli::DirArgs;
-use crate::cli::exit_code;
 use crate::cli::output::{BOLD, control_error, paint, run_status};
+use crate::ops::ExitStatus;
 use crate::runtime::{RuntimeEnv, reject as reject_run};
 
 #[derive(Debug, Args)]
@@ -24,7 +24,7 @@ pub fn reject(args: &RejectArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     match reject_run(&dirs.workspace, &args.run_id, args.reason.clone(), env) {
         Ok(state) => {
             anstream::println!("{} run {} is {}", paint(BOLD, "rejected:"), state.run_id, run_status(state.status));
-            exit_code::code(exit_code::DONE)
+            ExitStatus::Done.into()
         }
         Err(error) => control_error(&error),
     }

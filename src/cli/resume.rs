@@ -5,8 +5,9 @@ use std::process::ExitCode;
 
 use clap::Args;
 
+use crate::cli::DirArgs;
 use crate::cli::output::{StderrProgress, control_error, fail, run_exit_code};
-use crate::cli::{DirArgs, exit_code};
+use crate::ops::ExitStatus;
 use crate::runtime::{NoProgress, Progress, ResumeRequest, RuntimeEnv, resume as resume_run};
 use crate::store::{full_state, load_run};
 
@@ -45,7 +46,7 @@ pub fn resume(args: &ResumeArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     if args.json {
         match load_run(&dirs.workspace, &outcome.state.run_id, &env.sealer) {
             Ok(run) => anstream::println!("{}", serde_json::to_string_pretty(&full_state(&run)).unwrap_or_default()),
-            Err(error) => return fail(exit_code::RUN_FAILED, &error.to_string()),
+            Err(error) => return fail(ExitStatus::Failed, &error.to_string()),
         }
     }
     run_exit_code(outcome.state.status)

@@ -5,11 +5,11 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cli::DirArgs;
-use crate::cli::exit_code;
 use crate::cli::output::{BOLD, GREEN, RED, fail, paint, print_diagnostics};
 use crate::diag::Severity;
+use crate::load::Loader;
+use crate::ops::ExitStatus;
 use crate::router::{RouteOutcome, Router};
-use crate::spec::Loader;
 
 #[derive(Debug, Args)]
 pub struct RouteArgs {
@@ -27,7 +27,7 @@ pub fn route(args: &RouteArgs, dirs: &DirArgs) -> ExitCode {
     let catalog = loader.load_catalog(&dirs.plans, &dirs.policies);
     if loader.has_errors() {
         print_diagnostics(loader.sources(), loader.sorted_diagnostics(), Severity::Error);
-        return fail(exit_code::INVALID_INPUT, "plan or policy files are invalid; run `planrun check`");
+        return fail(ExitStatus::InvalidInput, "plan or policy files are invalid; run `planrun check`");
     }
     let decision = Router::new(&catalog.plans).route(&args.goal);
     if args.json {
@@ -60,5 +60,5 @@ pub fn route(args: &RouteArgs, dirs: &DirArgs) -> ExitCode {
         anstream::println!("{} {winner}", paint(BOLD, "winner:"));
         anstream::println!("why: {}", decision.explanation());
     }
-    exit_code::code(if decision.plan().is_some() { exit_code::DONE } else { exit_code::INVALID_INPUT })
+    ExitCode::from(if decision.plan().is_some() { ExitStatus::Done } else { ExitStatus::InvalidInput })
 }

@@ -2,14 +2,14 @@
 
 use std::process::ExitCode;
 
-use crate::cli::exit_code::{self, INVALID_INPUT};
 use crate::cli::output::{StderrProgress, fail, print_diagnostics, run_exit_code};
 use crate::cli::{DirArgs, RunArgs};
 use crate::diag::Severity;
+use crate::load::{Catalog, Loader};
 use crate::model::{Plan, Policy};
+use crate::ops::ExitStatus;
 use crate::router::select;
 use crate::runtime::{NoProgress, Progress, RunRequest, RuntimeEnv, execute};
-use crate::spec::{Catalog, Loader};
 use crate::store::{full_state, load_run};
 
 pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
@@ -32,11 +32,11 @@ pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         }
         match select(&catalog, goal) {
             Ok((plan, policy)) => (plan, policy, Some(goal.clone())),
-            Err(why) => return fail(INVALID_INPUT, &why),
+            Err(why) => return fail(ExitStatus::InvalidInput, &why),
         }
     } else {
         return fail(
-            INVALID_INPUT,
+            ExitStatus::InvalidInput,
             "nothing to run: give `--plan FILE` or `--goal TEXT`, or a command (see `planrun --help`)",
         );
     };
@@ -48,7 +48,7 @@ pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     let outcome = match execute(request, env, progress) {
         Ok(outcome) => outcome,
         Err(error) => {
-            let code = if error.nothing_ran() { INVALID_INPUT } else { exit_code::RUN_FAILED };
+            let code = if error.nothing_ran() { ExitStatus::InvalidInput } else { ExitStatus::Failed };
             return fail(code, &error.to_string());
         }
     };
@@ -58,7 +58,7 @@ pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
                 let text = serde_json::to_string_pretty(&full_state(&records)).unwrap_or_default();
                 anstream::println!("{text}");
             }
-            Err(error) => return fail(exit_code::RUN_FAILED, &error.to_string()),
+            Err(error) => return fail(ExitStatus::Failed, &error.to_string()),
         }
     }
     run_exit_code(outcome.state.status)
@@ -67,5 +67,5 @@ pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
 fn invalid_files(loader: &Loader) -> ExitCode {
     print_diagnostics(loader.sources(), loader.sorted_diagnostics(), Severity::Error);
     let errors = loader.diagnostics().iter().filter(|diagnostic| diagnostic.is_error()).count();
-    fail(INVALID_INPUT, &format!("{errors} error(s) in plan or policy files; nothing ran"))
+    fail(ExitStatus::InvalidInput, &format!("{errors} error(s) in plan or policy files; nothing ran"))
 }

@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 
-use crate::cli::exit_code;
 use crate::cli::output::fail;
-use crate::spec::{SchemaKind, schema, schema_text};
+use crate::load::{SchemaKind, schema, schema_text};
+use crate::ops::ExitStatus;
 
 #[derive(Debug, Args)]
 pub struct SchemaArgs {
@@ -32,10 +32,10 @@ pub fn schema_command(args: &SchemaArgs) -> ExitCode {
         for kind in SchemaKind::ALL {
             let path = dir.join(kind.file_name());
             if let Err(error) = std::fs::write(&path, schema_text(kind)) {
-                return fail(exit_code::INVALID_INPUT, &format!("cannot write `{}`: {error}", path.display()));
+                return fail(ExitStatus::InvalidInput, &format!("cannot write `{}`: {error}", path.display()));
             }
         }
-        return exit_code::code(exit_code::DONE);
+        return ExitStatus::Done.into();
     }
     match args.which {
         Some(Which::Plan) => anstream::print!("{}", schema_text(SchemaKind::Plan)),
@@ -45,5 +45,5 @@ pub fn schema_command(args: &SchemaArgs) -> ExitCode {
             anstream::println!("{}", serde_json::to_string_pretty(&both).unwrap_or_default());
         }
     }
-    exit_code::code(exit_code::DONE)
+    ExitStatus::Done.into()
 }

@@ -13,9 +13,9 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cli::DirArgs;
-use crate::cli::exit_code;
 use crate::cli::output::{BOLD, DIM, GREEN, RED, YELLOW, fail, paint, record_status, run_status};
 use crate::model::FailureClass;
+use crate::ops::ExitStatus;
 use crate::policy::display_argv;
 use crate::runtime::RuntimeEnv;
 use crate::store::{StepRecord, StepRecordStatus, full_state, load_run, validate_run_id};
@@ -33,15 +33,15 @@ pub struct ShowArgs {
 /// or records that fail verification.
 pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     if let Err(error) = validate_run_id(&args.run_id) {
-        return fail(exit_code::INVALID_INPUT, &error.to_string());
+        return fail(ExitStatus::InvalidInput, &error.to_string());
     }
     let run = match load_run(&dirs.workspace, &args.run_id, &env.sealer) {
         Ok(run) => run,
-        Err(error) => return fail(exit_code::INVALID_INPUT, &error.to_string()),
+        Err(error) => return fail(ExitStatus::InvalidInput, &error.to_string()),
     };
     if args.json {
         anstream::println!("{}", serde_json::to_string_pretty(&full_state(&run)).unwrap_or_default());
-        return exit_code::code(exit_code::DONE);
+        return ExitStatus::Done.into();
     }
     let state = &run.state;
     anstream::println!(
@@ -136,7 +136,7 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     if let Some(error) = &state.error {
         anstream::println!("{}", paint(RED, error));
     }
-    exit_code::code(exit_code::DONE)
+    ExitStatus::Done.into()
 }
 
 /// `2 step(s) done, 0 failed · 3 attempt(s), 6000 ms in steps · failures: execution_error ×1`.

@@ -1,7 +1,7 @@
 //! The validated model: what the loader produces and the runtime consumes.
 //!
 //! Every type here upholds its invariants by construction: the only way to get
-//! a [`Plan`] or a [`Policy`] is through the validator in `crate::spec`, which
+//! a [`Plan`] or a [`Policy`] is through the validator in `crate::load`, which
 //! has already checked versions, keys, types, references and rule examples.
 //! Later stages never re-validate and never see raw file text.
 

@@ -5,8 +5,8 @@
 use serde::Serialize;
 use serde::ser::SerializeStruct;
 
+use crate::confine::{PathRules, ProgramResolver, ResolveError, ResolvedProgram, Workspace, is_bare_name};
 use crate::model::{ArgMatcher, ArgPattern, Decision, ShellPolicy, ShellRule, SlotKind};
-use crate::tools::{PathRules, ProgramResolver, ResolveError, ResolvedProgram, Workspace, is_bare_name};
 
 /// The decision on one argv, naming the rule that decided and why.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,14 +10,14 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Map, json};
 
+use crate::confine::Workspace;
 use crate::diag::{Diagnostic, SourceMap};
+use crate::load::Loader;
 use crate::model::{Plan, Policy, RunStatus};
 use crate::runtime::approval::{ApprovalClaims, ApprovalInvalid, check_claims};
 use crate::runtime::interpreter::{Interpreter, ResumeError};
 use crate::runtime::{EventType, Progress, RunOutcome, RuntimeEnv, format_timestamp, records};
-use crate::spec::Loader;
 use crate::store::{Approval, PendingAction, RunDir, RunIdError, RunState, StoreError, validate_run_id};
-use crate::tools::Workspace;
 
 /// Why a control command did not do what was asked.
 #[derive(Debug, thiserror::Error)]

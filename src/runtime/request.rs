@@ -4,11 +4,11 @@ use std::fs;
 use std::io;
 use std::path::PathBuf;
 
+use crate::confine::Workspace;
 use crate::model::{Plan, Policy};
 use crate::runtime::interpreter::Interpreter;
 use crate::runtime::{Progress, RuntimeEnv};
 use crate::store::{RunDir, RunIdError, RunState, StoreError, validate_run_id};
-use crate::tools::Workspace;
 
 /// What to run.
 pub struct RunRequest<'a> {

@@ -47,6 +47,7 @@ use clap::Args;
 use tokio::sync::Semaphore;
 
 use crate::diag::{SourceMap, render_all};
+use crate::load::Loader;
 use crate::runtime::RuntimeEnv;
 use crate::server::adapters::{AdapterKind, Adapters, AgentRunner};
 use crate::server::approvals::Decisions;
@@ -55,7 +56,6 @@ use crate::server::decision::DecisionBackend;
 use crate::server::ids::ServiceIds;
 use crate::server::service::{MAX_CONCURRENT_RUNS, Service};
 use crate::server::service_policy::ServicePolicy;
-use crate::spec::Loader;
 
 /// Exit code: stopped cleanly after a signal.
 const EXIT_OK: u8 = 0;

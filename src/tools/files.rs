@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt, OpenOptionsSyncExt};
 use cap_std::fs::{Dir, OpenOptions};
 
+use crate::confine::{PathDenied, Workspace};
 use crate::model::FailureClass;
-use crate::tools::workspace::{PathDenied, Workspace};
 
 /// Why a file tool failed.
 #[derive(Debug)]

@@ -8,18 +8,17 @@
 mod files;
 mod shell;
 pub mod tickets;
-mod workspace;
 
 use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use crate::confine::{ProgramResolver, Workspace};
 use crate::model::{Decision, FailureClass, Policy};
 use crate::policy::{display_argv, evaluate_shell};
 
 pub use files::{FileError, read_file, write_file};
-pub use shell::{ProgramResolver, ResolveError, ResolvedProgram, ShellRun, is_bare_name, run_shell};
-pub use workspace::{CheckedPath, PathDenied, PathRules, Workspace};
+pub use shell::{ShellRun, run_shell};
 
 /// An action with every template rendered: exactly what will run.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -11,12 +11,10 @@
 //! of its group is killed too, so a background grandchild cannot hold the
 //! pipes open.
 
-use std::collections::{BTreeMap, HashMap};
-use std::fmt;
+use std::collections::BTreeMap;
 use std::io::{self, Read};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -25,130 +23,10 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
 
-use crate::model::ShellPolicy;
-
 /// How long the readers may take to reach end of file once the whole process
 /// group is gone. Only a process that left the group (setsid) can hold the
 /// pipes longer; its output is then cut off.
 const READER_GRACE: Duration = Duration::from_millis(500);
-
-/// A program found on the policy's search path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolvedProgram {
-    /// Where it was found (`<search dir>/<name>`).
-    pub path: PathBuf,
-    /// `fs::canonicalize(path)`: what it really is.
-    pub canonical: PathBuf,
-    /// The file names met while following symlinks from `path` to
-    /// `canonical`, both included (`ok` → `sh` → `dash`). Deny is checked
-    /// on every one of them.
-    pub names: Vec<String>,
-}
-
-/// Why a program name could not be resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ResolveError {
-    /// Not a bare ASCII name.
-    InvalidName(String),
-    /// No executable regular file of that name on the search path.
-    NotFound(String),
-}
-
-impl fmt::Display for ResolveError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ResolveError::InvalidName(name) => {
-                write!(f, "`{}` is not a bare program name", name.escape_debug())
-            }
-            ResolveError::NotFound(name) => {
-                write!(f, "`{name}` was not found in the policy's search path")
-            }
-        }
-    }
-}
-
-impl std::error::Error for ResolveError {}
-
-/// Whether `name` is a bare program name: non-empty ASCII, no `/`, no
-/// whitespace or control characters, not `.` or `..`.
-pub fn is_bare_name(name: &str) -> bool {
-    !name.is_empty()
-        && name != "."
-        && name != ".."
-        && name.bytes().all(|b| b.is_ascii_graphic() && b != b'/' && b != b'\\')
-}
-
-/// Resolves bare program names from the policy's search path, once per run.
-#[derive(Debug, Clone)]
-pub struct ProgramResolver {
-    search_path: Vec<PathBuf>,
-    cache: HashMap<String, Result<ResolvedProgram, ResolveError>>,
-}
-
-impl ProgramResolver {
-    pub fn new(policy: &ShellPolicy) -> Self {
-        ProgramResolver { search_path: policy.search_path.clone(), cache: HashMap::new() }
-    }
-
-    /// Resolves `name` (cached: each name is looked up once per run).
-    pub fn resolve(&mut self, name: &str) -> Result<ResolvedProgram, ResolveError> {
-        if let Some(found) = self.cache.get(name) {
-            return found.clone();
-        }
-        let found = self.lookup(name);
-        self.cache.insert(name.to_owned(), found.clone());
-        found
-    }
-
-    fn lookup(&self, name: &str) -> Result<ResolvedProgram, ResolveError> {
-        if !is_bare_name(name) {
-            return Err(ResolveError::InvalidName(name.to_owned()));
-        }
-        for dir in self.search_path.iter().filter(|dir| dir.is_absolute()) {
-            let path = dir.join(name);
-            let Ok(meta) = std::fs::metadata(&path) else {
-                continue;
-            };
-            if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
-                continue;
-            }
-            let Ok(canonical) = std::fs::canonicalize(&path) else {
-                continue;
-            };
-            let names = symlink_chain_names(&path, &canonical);
-            return Ok(ResolvedProgram { path, canonical, names });
-        }
-        Err(ResolveError::NotFound(name.to_owned()))
-    }
-}
-
-/// The file names met following the symlink chain from `path` (bounded),
-/// plus the canonical file name.
-fn symlink_chain_names(path: &Path, canonical: &Path) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut push = |p: &Path| {
-        if let Some(name) = p.file_name().and_then(|n| n.to_str())
-            && !names.iter().any(|known| known == name)
-        {
-            names.push(name.to_owned());
-        }
-    };
-    let mut current = path.to_path_buf();
-    for _ in 0..40 {
-        push(&current);
-        match std::fs::read_link(&current) {
-            Ok(target) => {
-                current = match current.parent() {
-                    Some(parent) => parent.join(target),
-                    None => target,
-                };
-            }
-            Err(_) => break,
-        }
-    }
-    push(canonical);
-    names
-}
 
 /// What a finished (or killed) child did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -342,6 +220,8 @@ pub fn run_shell(
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -495,38 +375,5 @@ mod tests {
             run_shell(Path::new("/nonexistent/program"), &[], &env(&[]), tmp.path(), Duration::from_secs(1), 10,)
                 .is_err()
         );
-    }
-
-    #[test]
-    fn resolver_finds_executables_in_order_and_caches() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let a = tmp.path().join("a");
-        let b = tmp.path().join("b");
-        std::fs::create_dir_all(&a).expect("mkdir");
-        std::fs::create_dir_all(&b).expect("mkdir");
-        std::fs::write(a.join("tool"), "not executable").expect("write");
-        std::fs::write(b.join("tool"), "#!/bin/sh\n").expect("write");
-        std::fs::set_permissions(b.join("tool"), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        std::os::unix::fs::symlink(which("sh"), a.join("alias")).expect("symlink");
-        let policy = ShellPolicy {
-            blocked: vec![],
-            allow: vec![],
-            search_path: vec![a.clone(), b.clone()],
-            env: BTreeMap::new(),
-        };
-        let mut resolver = ProgramResolver::new(&policy);
-        let found = resolver.resolve("tool").expect("found");
-        assert_eq!(found.path, b.join("tool"));
-        let alias = resolver.resolve("alias").expect("found");
-        assert_eq!(alias.path, a.join("alias"));
-        assert_eq!(alias.names.first().map(String::as_str), Some("alias"));
-        assert!(alias.names.contains(&"sh".to_owned()), "{:?}", alias.names);
-        // Cached: removing the file does not change the answer in this run.
-        std::fs::remove_file(b.join("tool")).expect("rm");
-        assert_eq!(resolver.resolve("tool").expect("cached"), found);
-        assert_eq!(resolver.resolve("missing"), Err(ResolveError::NotFound("missing".into())));
-        for bad in ["", ".", "..", "/bin/sh", "./sh", "sh\u{e9}", "a b"] {
-            assert!(matches!(resolver.resolve(bad), Err(ResolveError::InvalidName(_))), "{bad:?}");
-        }
     }
 }

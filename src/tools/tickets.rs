@@ -13,8 +13,9 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::confine::Workspace;
 use crate::model::FailureClass;
-use crate::tools::{ToolFailure, ToolSuccess, Workspace, read_file, write_file};
+use crate::tools::{ToolFailure, ToolSuccess, read_file, write_file};
 
 /// The file the ticket tools use, relative to the workspace.
 pub const TICKETS_FILE: &str = "tickets.json";

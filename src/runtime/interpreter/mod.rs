@@ -30,6 +30,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
+use crate::confine::Workspace;
 use crate::model::{Action, Budget, Condition, Decision, FailureClass, Plan, Policy, RunStatus, Step, WhenFalse};
 use crate::runtime::approval::{check_approval, fingerprint};
 use crate::runtime::env::CrashPoint;
@@ -40,7 +41,7 @@ use crate::store::{
     StepRecordStatus, StoreError,
 };
 use crate::template::{RefTarget, RenderContext, StepOutput};
-use crate::tools::{ResolvedAction, ToolFailure, ToolOutcome, ToolSuccess, Tools, Workspace};
+use crate::tools::{ResolvedAction, ToolFailure, ToolOutcome, ToolSuccess, Tools};
 
 use completion::apply_expect;
 

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::load::Catalog;
 use crate::model::{FailureClass, RunStatus};
 use crate::router::select;
 use crate::runtime::approval::ApprovalClaims;
@@ -25,7 +26,6 @@ use crate::runtime::{
 };
 use crate::server::adapters::{AdapterMode, AdapterResult, AgentMetadata};
 use crate::server::ids::agent_run_id;
-use crate::spec::Catalog;
 use crate::store::{RunState, StepRecordStatus, load_run};
 
 /// What agent runs need: the validated catalog, the workspace and the clock.
@@ -145,7 +145,7 @@ impl AgentRunner {
         AdapterResult {
             response,
             error,
-            exit_code: Some(i32::from(crate::cli::exit_code::for_status(state.status))),
+            exit_code: Some(i32::from(crate::ops::ExitStatus::for_run(state.status))),
             mode: AdapterMode::Real,
             agent: Some(metadata),
         }

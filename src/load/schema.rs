@@ -11,7 +11,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::spec::keys::{KeySpec, PLAN, POLICY, Section, Type};
+use crate::load::keys::{KeySpec, PLAN, POLICY, Section, Type};
 
 /// Which file a schema describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,11 +4,11 @@
 //! control fields (program, paths, targets, keys) kept literal.
 
 use crate::diag::{Diagnostic, SourceFile, Span};
+use crate::load::keys::{EXPECT, STEP, WHEN};
+use crate::load::node::Node;
+use crate::load::table::{TableReader, did_you_mean, expect_string, value_span, wrong_type};
+use crate::load::validate_plan::{PlanSpans, StepSpans, TemplateSite, error_count, name_or_error, regex_error};
 use crate::model::{Action, Condition, ConditionTest, Expect, Risk, Step, WhenFalse};
-use crate::spec::keys::{EXPECT, STEP, WHEN};
-use crate::spec::node::Node;
-use crate::spec::table::{TableReader, did_you_mean, expect_string, value_span, wrong_type};
-use crate::spec::validate_plan::{PlanSpans, StepSpans, TemplateSite, error_count, name_or_error, regex_error};
 use crate::template::{RefTarget, Template};
 
 /// Characters the string form of `command` may not hold: a shell would give

@@ -4,9 +4,9 @@
 //! documents a failing scenario.
 
 use crate::diag::{Diagnostic, SourceFile, Span};
+use crate::load::table::{did_you_mean, value_span};
+use crate::load::validate_plan::LoadedPlan;
 use crate::model::{Action, Plan};
-use crate::spec::table::{did_you_mean, value_span};
-use crate::spec::validate_plan::LoadedPlan;
 use crate::template::{Field, RefTarget, Reference};
 
 /// `template-field-never-produced`: an `output_json` reference to a step

@@ -11,14 +11,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+use crate::confine::PathRules;
 use crate::diag::{Diagnostic, SourceMap};
+use crate::load::loader::{self, ReadFile};
+use crate::load::node::Node;
+use crate::load::validate_plan::{LoadedPlan, lint_plan, validate_plan};
+use crate::load::validate_policy::validate_policy;
 use crate::model::{Action, Plan, Policy};
 use crate::policy::{display_argv, evaluate_argv};
-use crate::spec::loader::{self, ReadFile};
-use crate::spec::node::Node;
-use crate::spec::validate_plan::{LoadedPlan, lint_plan, validate_plan};
-use crate::spec::validate_policy::validate_policy;
-use crate::tools::PathRules;
 
 /// Valid plans and policies, by file.
 #[derive(Debug, Clone, Default)]

@@ -10,8 +10,8 @@
 //! section is one entry in its list plus one getter call.
 
 use crate::diag::{Diagnostic, Span};
-use crate::spec::keys::{KeySpec, Type};
-use crate::spec::node::{Key, Node, NodeValue};
+use crate::load::keys::{KeySpec, Type};
+use crate::load::node::{Key, Node, NodeValue};
 
 /// Reads one table, collecting findings in the caller's list.
 pub(crate) struct TableReader<'n> {

@@ -2,7 +2,7 @@
 //!
 //! Each table of a file is a [`Section`]: its keys with their type,
 //! whether they are required and a one-line doc. The validators read tables
-//! through [`crate::spec::table::TableReader`], which takes its allowed keys
+//! through [`crate::load::table::TableReader`], which takes its allowed keys
 //! from these lists (and, in debug builds, refuses to read a key that is not
 //! listed); `schema.rs` generates the JSON Schema from the same lists. So a
 //! key exists for the validator and for editors, or for neither.

@@ -15,8 +15,8 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use crate::diag::{Diagnostic, SourceFile, SourceId, SourceMap, Span};
+use crate::load::node::{Key, Node, NodeValue};
 use crate::model::SourceRef;
-use crate::spec::node::{Key, Node, NodeValue};
 
 /// The file formats planrun reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

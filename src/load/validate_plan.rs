@@ -15,14 +15,14 @@
 use std::collections::HashMap;
 
 use crate::diag::{Diagnostic, Severity, SourceFile, Span};
+use crate::load::keys::{PLAN, PLAN_BUDGET, VERIFY};
+use crate::load::node::Node;
+use crate::load::table::{TableReader, check_version, expect_string, is_name, wrong_type};
 use crate::model::{BudgetOverride, Plan, RunStatus, SourceRef, Step, VerifyCheck};
-use crate::spec::keys::{PLAN, PLAN_BUDGET, VERIFY};
-use crate::spec::node::Node;
-use crate::spec::table::{TableReader, check_version, expect_string, is_name, wrong_type};
 use crate::template::Template;
 
-pub(crate) use crate::spec::lint_plan::lint_plan;
-use crate::spec::validate_step::step;
+pub(crate) use crate::load::lint_plan::lint_plan;
+use crate::load::validate_step::step;
 
 /// A validated plan with the spans that later checks point at.
 #[derive(Debug, Clone)]

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::diag::{Diagnostic, Severity, render};
+use crate::load::{Catalog, Loader};
 use crate::model::{Action, Decision, FailureClass, Plan, Policy};
-use crate::spec::{Catalog, Loader};
 
 /// A temporary folder holding the files of one test.
 struct Files {
@@ -217,7 +217,7 @@ fn yaml_anchors_aliases_and_multiple_documents_are_refused() {
 
 #[test]
 fn yaml_scalars_follow_the_core_schema() {
-    use crate::spec::NodeValue;
+    use crate::load::NodeValue;
     let files = Files::new();
     let text = "a: ~\nb: True\nc: 0x1F\nd: 0o17\ne: -.inf\nf: 1.5e3\ng: '12'\nh: yes\ni: -7\nj:\n";
     let path = files.write("x.yaml", text);

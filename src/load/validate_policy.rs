@@ -14,13 +14,13 @@ use std::path::PathBuf;
 use regex::Regex;
 
 use crate::diag::{Diagnostic, Span};
+use crate::load::keys::{BUDGET, FILES, KeySpec, POLICY, RETRY, RULE, SHELL, TOKEN_TABLE};
+use crate::load::node::{Node, NodeValue};
+use crate::load::table::{TableReader, check_version, expect_array, expect_string, wrong_type};
 use crate::model::{
     ArgMatcher, ArgPattern, Budget, Decision, FailureClass, FilePolicy, Policy, RetryPolicy, ShellPolicy, ShellRule,
     SlotKind, SourceRef,
 };
-use crate::spec::keys::{BUDGET, FILES, KeySpec, POLICY, RETRY, RULE, SHELL, TOKEN_TABLE};
-use crate::spec::node::{Node, NodeValue};
-use crate::spec::table::{TableReader, check_version, expect_array, expect_string, wrong_type};
 
 const RETRY_CAP: &str = "cap";
 
