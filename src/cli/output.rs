@@ -9,7 +9,7 @@ use anstyle::{AnsiColor, Style};
 use crate::cli::ColorChoice;
 use crate::diag::{Diagnostic, Severity, SourceMap, render};
 use crate::model::{Plan, Policy, RunStatus, Step};
-use crate::ops::ExitStatus;
+use crate::ops::{ExitStatus, OpsError};
 use crate::runtime::Progress;
 use crate::store::{RunState, StepRecord, StepRecordStatus};
 
@@ -99,19 +99,25 @@ pub fn record_status(status: StepRecordStatus) -> String {
     }
 }
 
-/// The exit code of a run that ended (or paused) with `status`.
-pub fn run_exit_code(status: RunStatus) -> ExitCode {
-    ExitStatus::for_run(status).into()
-}
-
-/// Prints a control command's error and returns its exit code: 2 for bad
-/// input (run id, records, files), 1 for a refusal.
-pub fn control_error(error: &crate::runtime::ControlError) -> ExitCode {
-    if let crate::runtime::ControlError::Files { sources, diagnostics } = error {
+/// Prints a use case's error (the file findings behind it first) and
+/// returns its exit code.
+pub fn fail_with(error: &OpsError) -> ExitCode {
+    if let Some((sources, diagnostics)) = error.findings() {
         print_diagnostics(sources, diagnostics, Severity::Error);
     }
-    let code = if error.is_bad_input() { ExitStatus::InvalidInput } else { ExitStatus::Failed };
-    fail(code, &error.to_string())
+    fail(error.exit_status(), &error.to_string())
+}
+
+/// Prints why the catalog could not be loaded (for commands that read it
+/// but run nothing) and returns its exit code.
+pub fn invalid_catalog(error: &OpsError) -> ExitCode {
+    match error {
+        OpsError::InvalidFiles { sources, diagnostics } => {
+            print_diagnostics(sources, diagnostics, Severity::Error);
+            fail(error.exit_status(), "plan or policy files are invalid; run `planrun check`")
+        }
+        other => fail_with(other),
+    }
 }
 
 /// Prints one line per step attempt to stderr as it finishes.

@@ -6,10 +6,10 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cli::DirArgs;
-use crate::cli::output::{StderrProgress, control_error, fail, run_exit_code};
-use crate::ops::ExitStatus;
-use crate::runtime::{NoProgress, Progress, ResumeRequest, RuntimeEnv, resume as resume_run};
-use crate::store::{full_state, load_run};
+use crate::cli::output::{StderrProgress, fail_with};
+use crate::cli::run::print_full_state;
+use crate::ops;
+use crate::runtime::{NoProgress, Progress, ResumeRequest, RuntimeEnv};
 
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
@@ -39,15 +39,14 @@ pub fn resume(args: &ResumeArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     let mut quiet = NoProgress;
     let mut printer = StderrProgress;
     let progress: &mut dyn Progress = if args.quiet { &mut quiet } else { &mut printer };
-    let outcome = match resume_run(request, env, progress) {
+    let outcome = match ops::resume(request, env, progress) {
         Ok(outcome) => outcome,
-        Err(error) => return control_error(&error),
+        Err(error) => return fail_with(&error),
     };
-    if args.json {
-        match load_run(&dirs.workspace, &outcome.state.run_id, &env.sealer) {
-            Ok(run) => anstream::println!("{}", serde_json::to_string_pretty(&full_state(&run)).unwrap_or_default()),
-            Err(error) => return fail(ExitStatus::Failed, &error.to_string()),
-        }
+    if args.json
+        && let Err(code) = print_full_state(dirs, &outcome.state.run_id, env)
+    {
+        return code;
     }
-    run_exit_code(outcome.state.status)
+    outcome.exit_status().into()
 }

@@ -2,70 +2,47 @@
 
 use std::process::ExitCode;
 
-use crate::cli::output::{StderrProgress, fail, print_diagnostics, run_exit_code};
+use crate::cli::output::{StderrProgress, fail_with};
 use crate::cli::{DirArgs, RunArgs};
-use crate::diag::Severity;
-use crate::load::{Catalog, Loader};
-use crate::model::{Plan, Policy};
-use crate::ops::ExitStatus;
-use crate::router::select;
-use crate::runtime::{NoProgress, Progress, RunRequest, RuntimeEnv, execute};
-use crate::store::{full_state, load_run};
+use crate::ops::{self, OpsError, RunInput, RunTarget};
+use crate::runtime::{NoProgress, Progress, RuntimeEnv};
 
 pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
-    let mut loader = Loader::new();
-    let single: (Plan, Policy);
-    let catalog: Catalog;
-    let (plan, policy, goal): (&Plan, &Policy, Option<String>) = if let Some(path) = &args.plan {
-        let loaded = loader.load_plan_with_policy(path, &dirs.policies);
-        match loaded {
-            Some(loaded) if !loader.has_errors() => {
-                single = loaded;
-                (&single.0, &single.1, None)
-            }
-            _ => return invalid_files(&loader),
-        }
+    let catalog;
+    let target = if let Some(plan) = &args.plan {
+        RunTarget::PlanFile { plan, policies: &dirs.policies }
     } else if let Some(goal) = &args.goal {
-        catalog = loader.load_catalog(&dirs.plans, &dirs.policies);
-        if loader.has_errors() {
-            return invalid_files(&loader);
-        }
-        match select(&catalog, goal) {
-            Ok((plan, policy)) => (plan, policy, Some(goal.clone())),
-            Err(why) => return fail(ExitStatus::InvalidInput, &why),
-        }
+        catalog = match ops::load_catalog(&dirs.plans, &dirs.policies) {
+            Ok(catalog) => catalog,
+            Err(error) => return fail_with(&error),
+        };
+        RunTarget::Goal { goal, catalog: &catalog }
     } else {
-        return fail(
-            ExitStatus::InvalidInput,
-            "nothing to run: give `--plan FILE` or `--goal TEXT`, or a command (see `planrun --help`)",
-        );
+        return fail_with(&OpsError::NothingToRun);
     };
-
-    let request = RunRequest { plan, policy, goal, run_id: args.run_id.clone(), workspace: dirs.workspace.clone() };
+    let input = RunInput { target, run_id: args.run_id.clone(), workspace: dirs.workspace.clone() };
     let mut quiet = NoProgress;
     let mut printer = StderrProgress;
     let progress: &mut dyn Progress = if args.quiet { &mut quiet } else { &mut printer };
-    let outcome = match execute(request, env, progress) {
+    let outcome = match ops::run(input, env, progress) {
         Ok(outcome) => outcome,
-        Err(error) => {
-            let code = if error.nothing_ran() { ExitStatus::InvalidInput } else { ExitStatus::Failed };
-            return fail(code, &error.to_string());
-        }
+        Err(error) => return fail_with(&error),
     };
-    if args.json {
-        match load_run(&dirs.workspace, &outcome.state.run_id, &env.sealer) {
-            Ok(records) => {
-                let text = serde_json::to_string_pretty(&full_state(&records)).unwrap_or_default();
-                anstream::println!("{text}");
-            }
-            Err(error) => return fail(ExitStatus::Failed, &error.to_string()),
-        }
+    if args.json
+        && let Err(code) = print_full_state(dirs, &outcome.state.run_id, env)
+    {
+        return code;
     }
-    run_exit_code(outcome.state.status)
+    outcome.exit_status().into()
 }
 
-fn invalid_files(loader: &Loader) -> ExitCode {
-    print_diagnostics(loader.sources(), loader.sorted_diagnostics(), Severity::Error);
-    let errors = loader.diagnostics().iter().filter(|diagnostic| diagnostic.is_error()).count();
-    fail(ExitStatus::InvalidInput, &format!("{errors} error(s) in plan or policy files; nothing ran"))
+/// `--json`: the run's full state, read back from its verified records.
+pub fn print_full_state(dirs: &DirArgs, run_id: &str, env: &RuntimeEnv) -> Result<(), ExitCode> {
+    match ops::full_state_json(&dirs.workspace, run_id, &env.sealer) {
+        Ok(state) => {
+            anstream::println!("{}", serde_json::to_string_pretty(&state).unwrap_or_default());
+            Ok(())
+        }
+        Err(error) => Err(crate::cli::output::fail(crate::ops::ExitStatus::Failed, &error.to_string())),
+    }
 }

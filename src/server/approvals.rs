@@ -29,6 +29,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde_json::json;
 
+use crate::ops::OpsError;
 use crate::runtime::ControlError;
 use crate::runtime::approval::ApprovalClaims;
 use crate::server::bridge::{self, BridgeState};
@@ -206,9 +207,12 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) 
 /// | 409 | `records_invalid` | the agent run's records are missing or fail verification |
 /// | 409 | `plan_files_invalid` | the agent run's plan or policy files are invalid now |
 /// | 500 | `records_failed` | the records could not be read or written |
-pub fn refused(error: ControlError) -> ApiError {
+pub fn refused(error: OpsError) -> ApiError {
     let message = error.to_string();
-    let (status, code) = match &error {
+    let OpsError::Control(control) = &error else {
+        return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "records_failed", message);
+    };
+    let (status, code) = match control {
         ControlError::Refused(text) if text.starts_with("approval_invalid") => {
             (StatusCode::CONFLICT, "approval_invalid")
         }
@@ -244,7 +248,7 @@ mod tests {
     #[test]
     fn refusals_map_to_stable_codes() {
         let code = |error: ControlError| {
-            let error = refused(error);
+            let error = refused(OpsError::Control(error));
             (error.status.as_u16(), error.code)
         };
         assert_eq!(code(ApprovalInvalid("expired".into()).into()), (409, "approval_invalid"));

@@ -18,15 +18,12 @@ use std::time::Duration;
 
 use crate::load::Catalog;
 use crate::model::{FailureClass, RunStatus};
-use crate::router::select;
+use crate::ops::{self, ApproveInput, Approved, ExitStatus, OpsError, RunInput, RunTarget};
 use crate::runtime::approval::ApprovalClaims;
-use crate::runtime::{
-    ApproveOutcome, ControlError, NoProgress, ResumeRequest, RunRequest, RuntimeEnv, approve, execute as run_plan,
-    reject, resume,
-};
+use crate::runtime::{NoProgress, ResumeRequest, RuntimeEnv};
 use crate::server::adapters::{AdapterMode, AdapterResult, AgentMetadata};
 use crate::server::ids::agent_run_id;
-use crate::store::{RunState, StepRecordStatus, load_run};
+use crate::store::{RunState, StepRecordStatus};
 
 /// What agent runs need: the validated catalog, the workspace and the clock.
 pub struct AgentRunner {
@@ -64,23 +61,16 @@ impl AgentRunner {
             mode: AdapterMode::Real,
             agent: Some(AgentMetadata::new(run_id.to_string())),
         };
-        let (plan, policy) = match select(&self.catalog, instruction) {
-            Ok(chosen) => chosen,
-            Err(why) => return refused(why),
-        };
-        let request = RunRequest {
-            plan,
-            policy,
-            goal: Some(instruction.to_string()),
+        let input = RunInput {
+            target: RunTarget::Goal { goal: instruction, catalog: &self.catalog },
             run_id: Some(run_id.to_string()),
             workspace: self.workspace.clone(),
         };
-        match run_plan(request, &self.env, &mut NoProgress) {
+        match ops::run(input, &self.env, &mut NoProgress) {
             Ok(outcome) => self.result(run_id, &outcome.state, &outcome.run_dir, "ran"),
             Err(error) => {
-                let code = if error.nothing_ran() { 2 } else { 1 };
                 let mut result = refused(error.to_string());
-                result.exit_code = Some(code);
+                result.exit_code = Some(i32::from(error.exit_status()));
                 result
             }
         }
@@ -94,23 +84,23 @@ impl AgentRunner {
         claims: &ApprovalClaims,
         expires_in: Duration,
         approved_by: Option<String>,
-    ) -> Result<ApproveOutcome, ControlError> {
-        approve(&self.workspace, run_id, claims, expires_in, approved_by, &self.env)
+    ) -> Result<Approved, OpsError> {
+        ops::approve(ApproveInput { workspace: &self.workspace, run_id, claims, expires_in, approved_by }, &self.env)
     }
 
     /// Continues agent run `run_id` after an approval (`runtime::resume`,
     /// never with changed plan or policy files).
-    pub fn resume(&self, run_id: &str) -> Result<AdapterResult, ControlError> {
+    pub fn resume(&self, run_id: &str) -> Result<AdapterResult, OpsError> {
         let request =
             ResumeRequest { workspace: self.workspace.clone(), run_id: run_id.to_string(), allow_changed_files: false };
-        let outcome = resume(request, &self.env, &mut NoProgress)?;
+        let outcome = ops::resume(request, &self.env, &mut NoProgress)?;
         Ok(self.result(run_id, &outcome.state, &outcome.run_dir, "resumed"))
     }
 
     /// Ends agent run `run_id` `rejected` (`runtime::reject`).
-    pub fn reject(&self, run_id: &str, reason: Option<String>) -> Result<AdapterResult, ControlError> {
-        let state = reject(&self.workspace, run_id, reason, &self.env)?;
-        Ok(self.result(run_id, &state, &self.workspace.join("runs").join(run_id), "stopped"))
+    pub fn reject(&self, run_id: &str, reason: Option<String>) -> Result<AdapterResult, OpsError> {
+        let ended = ops::reject(&self.workspace, run_id, reason, &self.env)?;
+        Ok(self.result(run_id, &ended.state, &self.workspace.join("runs").join(run_id), "stopped"))
     }
 
     /// The adapter result of agent run `run_id` that ended (or paused) with
@@ -145,7 +135,7 @@ impl AgentRunner {
         AdapterResult {
             response,
             error,
-            exit_code: Some(i32::from(crate::ops::ExitStatus::for_run(state.status))),
+            exit_code: Some(i32::from(ExitStatus::for_run(state.status))),
             mode: AdapterMode::Real,
             agent: Some(metadata),
         }
@@ -154,7 +144,7 @@ impl AgentRunner {
 
 /// The failure class of the run's last failed attempt, from its history.
 fn last_failure_class(workspace: &Path, run_id: &str, sealer: &crate::store::Sealer) -> Option<FailureClass> {
-    let records = load_run(workspace, run_id, sealer).ok()?;
+    let records = ops::show(workspace, run_id, sealer).ok()?;
     records
         .history
         .iter()
