@@ -16,7 +16,6 @@ use crate::cli::DirArgs;
 use crate::cli::output::fail;
 use crate::ops::ExitStatus;
 use crate::runtime::RuntimeEnv;
-use crate::store::load_run;
 use crate::tools::tickets::TICKETS_FILE;
 
 #[derive(Debug, Args)]
@@ -94,7 +93,7 @@ fn stages(plan: &Path, policies: &Path, workspace: &Path, env: &RuntimeEnv) -> R
     let resumed = run(&["resume", RUN_ID, "--quiet"], None)?.status.success();
     let after_recovery = close_count()?;
 
-    let loaded = load_run(workspace, RUN_ID, &env.sealer).map_err(|error| error.to_string())?;
+    let loaded = crate::ops::show(workspace, RUN_ID, &env.sealer).map_err(|error| error.to_string())?;
     let state = &loaded.state;
     let mut event_types: Vec<&str> = Vec::new();
     for event in &loaded.audit {

@@ -27,6 +27,9 @@ pub enum OpsError {
     /// input.
     #[error(transparent)]
     Control(#[from] ControlError),
+    /// A bad argument (exit 2).
+    #[error("{0}")]
+    Usage(String),
     /// A bad run id (exit 2).
     #[error(transparent)]
     InvalidRunId(#[from] RunIdError),
@@ -54,6 +57,7 @@ impl OpsError {
             OpsError::InvalidFiles { .. }
             | OpsError::NoRoute(_)
             | OpsError::NothingToRun
+            | OpsError::Usage(_)
             | OpsError::InvalidRunId(_)
             | OpsError::Records(_) => ExitStatus::InvalidInput,
             OpsError::Run(error) if error.nothing_ran() => ExitStatus::InvalidInput,

@@ -16,6 +16,7 @@
 //! | read a run back | [`show`], [`full_state_json`] | [`LoadedRun`](crate::store::LoadedRun) |
 //! | explain routing | [`route`] | [`Routed`] |
 //! | preview a run | [`preview`] | [`Preview`](crate::preview::Preview) |
+//! | ask a policy about a command line | [`policy_check`] | [`PolicyVerdict`] |
 //! | validate files | [`check`] | [`CheckOutcome`] |
 //!
 //! Adding a use case: one file here with its input, outcome and function,
@@ -29,6 +30,7 @@ mod check;
 mod ended_run;
 mod error;
 mod exit_status;
+mod policy_check;
 mod preview;
 mod reject;
 mod resume;
@@ -43,6 +45,7 @@ pub use check::{CheckInput, CheckOutcome, CheckedFile, check};
 pub use ended_run::EndedRun;
 pub use error::OpsError;
 pub use exit_status::ExitStatus;
+pub use policy_check::{PolicyCheckInput, PolicyVerdict, policy_check};
 pub use preview::{PreviewTarget, preview};
 pub use reject::reject;
 pub use resume::resume;

@@ -47,7 +47,7 @@ use clap::Args;
 use tokio::sync::Semaphore;
 
 use crate::diag::{SourceMap, render_all};
-use crate::load::Loader;
+use crate::ops::ExitStatus;
 use crate::runtime::RuntimeEnv;
 use crate::server::adapters::{AdapterKind, Adapters, AgentRunner};
 use crate::server::approvals::Decisions;
@@ -57,12 +57,9 @@ use crate::server::ids::ServiceIds;
 use crate::server::service::{MAX_CONCURRENT_RUNS, Service};
 use crate::server::service_policy::ServicePolicy;
 
-/// Exit code: stopped cleanly after a signal.
-const EXIT_OK: u8 = 0;
-/// Exit code: the address could not be bound or the runtime failed.
-const EXIT_FAILED: u8 = 1;
-/// Exit code: invalid plans, policies, service policy or settings; nothing served.
-const EXIT_INVALID: u8 = 2;
+// Exit status: `Done` stopped cleanly after a signal; `Failed` the address
+// could not be bound or the runtime failed; `InvalidInput` invalid plans,
+// policies, service policy or settings (nothing served).
 
 /// `planrun serve` options.
 #[derive(Debug, Args)]
@@ -82,29 +79,33 @@ pub struct ServeArgs {
 pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, env: RuntimeEnv) -> ExitCode {
     let config = match ServiceConfig::from_env() {
         Ok(config) => config,
-        Err(message) => return fail(EXIT_INVALID, &message),
+        Err(message) => return fail(ExitStatus::InvalidInput, &message),
     };
-    let mut loader = Loader::new();
-    let catalog = loader.load_catalog(plans, policies);
-    if loader.has_errors() {
-        let errors: Vec<_> = loader.sorted_diagnostics().into_iter().cloned().collect();
-        eprint!("{}", render_all(loader.sources(), &errors));
-        return fail(EXIT_INVALID, "invalid plan or policy files; nothing served");
-    }
+    let catalog = match crate::ops::load_catalog(plans, policies) {
+        Ok(catalog) => catalog,
+        Err(error) => {
+            if let Some((sources, diagnostics)) = error.findings() {
+                eprint!("{}", render_all(sources, diagnostics));
+            }
+            return fail(ExitStatus::InvalidInput, "invalid plan or policy files; nothing served");
+        }
+    };
     let policy = match load_service_policy(args, policies) {
         Ok(policy) => policy,
         Err(code) => return code,
     };
     if let Err(error) = std::fs::create_dir_all(workspace) {
-        return fail(EXIT_INVALID, &format!("cannot create workspace `{}`: {error}", workspace.display()));
+        return fail(ExitStatus::InvalidInput, &format!("cannot create workspace `{}`: {error}", workspace.display()));
     }
     let workspace = match workspace.canonicalize() {
         Ok(path) => path,
-        Err(error) => return fail(EXIT_INVALID, &format!("cannot open workspace `{}`: {error}", workspace.display())),
+        Err(error) => {
+            return fail(ExitStatus::InvalidInput, &format!("cannot open workspace `{}`: {error}", workspace.display()));
+        }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
-        Err(error) => return fail(EXIT_FAILED, &format!("cannot start the async runtime: {error}")),
+        Err(error) => return fail(ExitStatus::Failed, &format!("cannot start the async runtime: {error}")),
     };
     let ids =
         if std::env::var_os("PLANRUN_TEST_CLOCK").is_some() { ServiceIds::sequential() } else { ServiceIds::System };
@@ -113,11 +114,11 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
     runtime.block_on(async move {
         let listener = match tokio::net::TcpListener::bind(&args.addr).await {
             Ok(listener) => listener,
-            Err(error) => return fail(EXIT_FAILED, &format!("cannot listen on `{}`: {error}", args.addr)),
+            Err(error) => return fail(ExitStatus::Failed, &format!("cannot listen on `{}`: {error}", args.addr)),
         };
         let client = match reqwest::Client::builder().build() {
             Ok(client) => client,
-            Err(error) => return fail(EXIT_FAILED, &format!("cannot build the HTTP client: {error}")),
+            Err(error) => return fail(ExitStatus::Failed, &format!("cannot build the HTTP client: {error}")),
         };
         let (decision, ollama_up) = DecisionBackend::select(&config, &client).await;
         let adapters = Adapters {
@@ -143,17 +144,17 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
         });
         let address = match listener.local_addr() {
             Ok(address) => address,
-            Err(error) => return fail(EXIT_FAILED, &format!("cannot read the bound address: {error}")),
+            Err(error) => return fail(ExitStatus::Failed, &format!("cannot read the bound address: {error}")),
         };
         announce(&service, &address.to_string());
         let app = app::router(Arc::clone(&service));
         if let Err(error) = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await {
-            return fail(EXIT_FAILED, &format!("server error: {error}"));
+            return fail(ExitStatus::Failed, &format!("server error: {error}"));
         }
         // Every run holds a slot until it has finished and written its records.
         let _all = slots.acquire_many(MAX_CONCURRENT_RUNS).await;
         eprintln!("planrun serve: stopped; every in-flight run finished");
-        ExitCode::from(EXIT_OK)
+        ExitCode::from(ExitStatus::Done)
     })
 }
 
@@ -170,7 +171,7 @@ fn load_service_policy(args: &ServeArgs, policies: &Path) -> Result<ServicePolic
         Some(policy) => Ok(policy),
         None => {
             eprint!("{}", render_all(&sources, &diagnostics));
-            Err(fail(EXIT_INVALID, "invalid service policy; nothing served"))
+            Err(fail(ExitStatus::InvalidInput, "invalid service policy; nothing served"))
         }
     }
 }
@@ -214,7 +215,7 @@ async fn shutdown_signal() {
     eprintln!("planrun serve: shutting down; finishing in-flight runs");
 }
 
-fn fail(code: u8, message: &str) -> ExitCode {
+fn fail(code: ExitStatus, message: &str) -> ExitCode {
     eprintln!("error: {message}");
     ExitCode::from(code)
 }

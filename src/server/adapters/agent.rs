@@ -50,17 +50,9 @@ pub async fn execute(runner: Arc<AgentRunner>, instruction: &str, bridge_run_id:
 }
 
 impl AgentRunner {
-    /// Routes `instruction` and runs the plan as `run_id`. Exit codes as the
-    /// CLI's: 0 done, 1 failed, 2 nothing ran (routing refused, bad run id),
-    /// 3 paused for approval.
+    /// Routes `instruction` and runs the plan as `run_id` through the same
+    /// use case as the command line ([`ops::run`]); exit codes as the CLI's.
     pub fn run(&self, instruction: &str, run_id: &str) -> AdapterResult {
-        let refused = |error: String| AdapterResult {
-            response: String::new(),
-            error: Some(error),
-            exit_code: Some(2),
-            mode: AdapterMode::Real,
-            agent: Some(AgentMetadata::new(run_id.to_string())),
-        };
         let input = RunInput {
             target: RunTarget::Goal { goal: instruction, catalog: &self.catalog },
             run_id: Some(run_id.to_string()),
@@ -68,11 +60,13 @@ impl AgentRunner {
         };
         match ops::run(input, &self.env, &mut NoProgress) {
             Ok(outcome) => self.result(run_id, &outcome.state, &outcome.run_dir, "ran"),
-            Err(error) => {
-                let mut result = refused(error.to_string());
-                result.exit_code = Some(i32::from(error.exit_status()));
-                result
-            }
+            Err(error) => AdapterResult {
+                response: String::new(),
+                error: Some(error.to_string()),
+                exit_code: Some(i32::from(error.exit_status())),
+                mode: AdapterMode::Real,
+                agent: Some(AgentMetadata::new(run_id.to_string())),
+            },
         }
     }
 

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::ops::ExitStatus;
 use crate::server::config::{OllamaSettings, OpenAiSettings};
 
 pub use agent::AgentRunner;
@@ -124,7 +125,7 @@ pub struct AdapterResult {
 
 impl AdapterResult {
     pub fn ok(response: String, mode: AdapterMode) -> Self {
-        AdapterResult { response, error: None, exit_code: Some(0), mode, agent: None }
+        AdapterResult { response, error: None, exit_code: Some(ExitStatus::Done.into()), mode, agent: None }
     }
 
     pub fn failed(error: String, exit_code: Option<i32>, mode: AdapterMode) -> Self {
@@ -132,7 +133,7 @@ impl AdapterResult {
     }
 
     pub fn succeeded(&self) -> bool {
-        self.exit_code == Some(0) && self.error.is_none()
+        self.exit_code == Some(ExitStatus::Done.into()) && self.error.is_none()
     }
 }
 
