@@ -23,7 +23,7 @@ fn every_broken_fixture_has_its_exact_check_output() {
     let settings = snapshot_settings("diagnostics");
     for name in names {
         let relative = format!("tests/fixtures/broken/{name}");
-        let output = sandbox.planrun(&["check", &relative]);
+        let output = sandbox.planrun().args(["check", &relative]).run();
         assert_ne!(output.code, 0, "{name} must not pass `check`: {}", output.snapshot());
         assert!(
             output.stdout.contains(&format!("--> {relative}:"))
@@ -38,14 +38,15 @@ fn every_broken_fixture_has_its_exact_check_output() {
 
 #[test]
 fn all_findings_of_a_file_come_out_in_one_pass() {
-    let output = Sandbox::new().planrun(&["check", "tests/fixtures/broken/many_errors.toml"]);
+    let output = Sandbox::new().planrun().args(["check", "tests/fixtures/broken/many_errors.toml"]).run();
     let codes: Vec<&str> = output.stdout.lines().filter(|line| line.starts_with("error[")).collect();
     assert!(codes.len() >= 3, "{}", output.stdout);
 }
 
 #[test]
 fn check_json_reports_code_severity_and_position() {
-    let output = Sandbox::new().planrun(&["check", "tests/fixtures/broken/unknown_key.toml", "--format", "json"]);
+    let output =
+        Sandbox::new().planrun().args(["check", "tests/fixtures/broken/unknown_key.toml", "--format", "json"]).run();
     assert_eq!(output.code, 2);
     let value: serde_json::Value = serde_json::from_str(&output.stdout).expect("JSON");
     let first = &value["diagnostics"][0];

@@ -12,7 +12,7 @@ fn route_explains_each_documented_goal() {
         ("route_default", "anything else"),
         ("route_two_candidates", "test deny bash or test deny rm"),
     ] {
-        let output = sandbox.planrun(&["route", goal]);
+        let output = sandbox.planrun().args(["route", goal]).run();
         assert_eq!(output.code, 0, "{goal}: {}", output.snapshot());
         settings.bind(|| insta::assert_snapshot!(name, output.snapshot()));
     }
@@ -29,10 +29,10 @@ fn equal_length_matches_are_refused_naming_both_plans() {
     sandbox.write("plans/a.toml", &plan("alpha", "deploy", false));
     sandbox.write("plans/b.toml", &plan("beta", "report", true));
     sandbox.write("policies/default.toml", "version = 1\n");
-    let output = sandbox.planrun_in(sandbox.path(), &["route", "deploy report"]);
+    let output = sandbox.planrun().in_sandbox().args(["route", "deploy report"]).run();
     assert_eq!(output.code, 2, "{}", output.snapshot());
     assert!(output.stdout.contains("`alpha` and `beta`"), "{}", output.stdout);
-    let run = sandbox.planrun_in(sandbox.path(), &["--goal", "deploy report"]);
+    let run = sandbox.planrun().in_sandbox().args(["--goal", "deploy report"]).run();
     assert_eq!(run.code, 2, "{}", run.snapshot());
     assert!(run.stderr.contains("ambiguous"), "{}", run.stderr);
     assert!(!sandbox.workspace().exists(), "an ambiguous goal runs nothing");
@@ -41,7 +41,7 @@ fn equal_length_matches_are_refused_naming_both_plans() {
 #[test]
 fn route_json_lists_candidates() {
     let sandbox = Sandbox::new();
-    let output = sandbox.planrun(&["route", "test flow ls to file", "--json"]);
+    let output = sandbox.planrun().args(["route", "test flow ls to file", "--json"]).run();
     assert_eq!(output.code, 0, "{}", output.snapshot());
     let value: serde_json::Value = serde_json::from_str(&output.stdout).expect("JSON");
     assert_eq!(value["outcome"], "matched");

@@ -24,7 +24,7 @@ const SCENARIOS: &[(&str, &str, i32)] = &[
     ("test flow ls to file", "flow_ls", 0),
     ("test flow bad template", "flow_bad_template", 1),
     ("test retry execution", "retry_execution", 0),
-    // Pauses for approval (exit 3); the rest of its story is in `tests/bounded.rs`.
+    // Pauses for approval (exit 3); the rest of its story is in `tests/ticket_demo.rs`.
     ("close ticket", "ticket_close", 3),
 ];
 
@@ -40,7 +40,7 @@ fn run_scenario(plan_id: &str) {
     if data.is_file() {
         sandbox.write("workspace/tickets.json", &std::fs::read_to_string(&data).expect("sample data"));
     }
-    let output = sandbox.planrun(&["--goal", goal, "--run-id", plan_id]);
+    let output = sandbox.planrun().args(["--goal", goal, "--run-id", plan_id]).run();
     assert_eq!(output.code, expected, "{}", output.snapshot());
     let settings = snapshot_settings("runs");
     settings.bind(|| {
@@ -110,7 +110,7 @@ fn records_are_identical_run_after_run() {
     let first = Sandbox::new();
     let second = Sandbox::new();
     for sandbox in [&first, &second] {
-        let output = sandbox.planrun(&["--plan", "plans/flow_ls.toml", "--run-id", "again"]);
+        let output = sandbox.planrun().args(["--plan", "plans/flow_ls.toml", "--run-id", "again"]).run();
         assert_eq!(output.code, 0, "{}", output.snapshot());
     }
     for file in ["plan.json", "state.json", "history.jsonl", "audit.jsonl"] {

@@ -312,11 +312,14 @@ async fn the_openapi_document_lists_every_route() {
 #[test]
 fn serve_refuses_to_start_on_invalid_files() {
     let sandbox = crate::common::Sandbox::new();
-    let out = sandbox.planrun(&["serve", "--addr", "127.0.0.1:0", "--plans", "tests/fixtures/broken"]);
+    let out = sandbox.planrun().args(["serve", "--addr", "127.0.0.1:0", "--plans", "tests/fixtures/broken"]).run();
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("nothing served"));
     let policy = sandbox.write("service.toml", "version = 1\n[guard]\nforbidden_patterns = [\"(\"]\n");
-    let out = sandbox.planrun(&["serve", "--addr", "127.0.0.1:0", "--service-policy", &policy.display().to_string()]);
+    let out = sandbox
+        .planrun()
+        .args(["serve", "--addr", "127.0.0.1:0", "--service-policy", &policy.display().to_string()])
+        .run();
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("error[invalid-regex]"), "{}", out.stderr);
     assert!(out.stderr.contains("[TMP]/service.toml:3:23"), "{}", out.stderr);
