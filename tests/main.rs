@@ -18,7 +18,7 @@
 //! | `records` | run ids, never overwriting, atomic checkpoints, `show` | `cli/show_*` |
 //! | `routing` | `route` explanations, ambiguity, Unicode | `cli/route_*` |
 //! | `cli` | usage errors and exit codes | `cli/usage_*` |
-//! | `diagnostics` | `check` output for each broken file in `tests/fixtures/broken/` | `diagnostics/` |
+//! | `diagnostics` | `check` output for each broken file in `tests/fixtures/broken/` (one snapshot per fixture, by `insta::glob!`) | `diagnostics/` |
 //! | `preview` | `plan` previews; a preview executes and creates nothing | `preview/` |
 //! | `authoring` | `list`, `policy check`, `schema`, `show` of documented runs | `cli/` |
 //! | `server` | `planrun serve` over loopback HTTP: adapters, guard, controller, auth, errors, shutdown | `server/` |
