@@ -28,8 +28,7 @@ fn help_exits_0() {
 
 #[test]
 fn check_on_the_repository_is_clean() {
-    let output = Sandbox::new().planrun().args(["check"]).run();
-    assert_eq!(output.code, 0, "{}", output.snapshot());
+    let output = Sandbox::new().planrun().args(["check"]).expect_code(0).run();
     snapshot_settings("cli").bind(|| insta::assert_snapshot!("check_repository", output.snapshot()));
 }
 

@@ -9,8 +9,7 @@ use crate::common::{Sandbox, snapshot_settings};
 #[test]
 fn a_named_run_is_never_overwritten() {
     let sandbox = Sandbox::new();
-    let first = sandbox.planrun().args(["--goal", "inspect project", "--run-id", "my-run-01"]).run();
-    assert_eq!(first.code, 0, "{}", first.snapshot());
+    sandbox.planrun().args(["--goal", "inspect project", "--run-id", "my-run-01"]).expect_code(0).run();
     let before: Vec<String> = ["state.json", "audit.jsonl", "history.jsonl", "plan.json"]
         .iter()
         .map(|file| sandbox.record("my-run-01", file))
@@ -47,8 +46,7 @@ fn generated_run_ids_are_sequential_under_the_test_clock_and_never_collide() {
     let sandbox = Sandbox::new();
     for expected in ["run-0001", "run-0002"] {
         // Each process starts counting at 1; the second takes the next free id.
-        let output = sandbox.planrun().args(["--goal", "anything else"]).run();
-        assert_eq!(output.code, 0, "{}", output.snapshot());
+        sandbox.planrun().args(["--goal", "anything else"]).expect_code(0).run();
         assert!(sandbox.workspace().join("runs").join(expected).join("state.json").is_file(), "{expected}");
     }
 }
@@ -69,8 +67,7 @@ fn an_invalid_plan_creates_no_run_folder() {
 #[test]
 fn the_final_state_and_the_log_agree() {
     let sandbox = Sandbox::new();
-    let output = sandbox.planrun().args(["--plan", "plans/flow_pwd.toml", "--run-id", "r"]).run();
-    assert_eq!(output.code, 0, "{}", output.snapshot());
+    sandbox.planrun().args(["--plan", "plans/flow_pwd.toml", "--run-id", "r"]).expect_code(0).run();
     let state = sandbox.state("r");
     assert_eq!(state["status"], "done");
     assert_eq!(state["current_step_id"], Value::Null);
@@ -106,12 +103,9 @@ fn the_final_state_and_the_log_agree() {
 #[test]
 fn show_prints_a_timeline_and_the_seed_shaped_state() {
     let sandbox = Sandbox::new();
-    let output = sandbox.planrun().args(["--goal", "test retry execution", "--run-id", "r"]).run();
-    assert_eq!(output.code, 0, "{}", output.snapshot());
-    let shown = sandbox.planrun().args(["show", "r"]).run();
-    assert_eq!(shown.code, 0, "{}", shown.snapshot());
-    let json = sandbox.planrun().args(["show", "r", "--json"]).run();
-    assert_eq!(json.code, 0, "{}", json.snapshot());
+    sandbox.planrun().args(["--goal", "test retry execution", "--run-id", "r"]).expect_code(0).run();
+    let shown = sandbox.planrun().args(["show", "r"]).expect_code(0).run();
+    let json = sandbox.planrun().args(["show", "r", "--json"]).expect_code(0).run();
     let state: Value = serde_json::from_str(&json.stdout).expect("show --json prints JSON");
     assert_eq!(state["plan"]["steps"][0]["status"], "done");
     assert_eq!(state["plan"]["steps"][0]["attempts"], 2);

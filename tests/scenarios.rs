@@ -124,8 +124,7 @@ fn records_are_identical_run_after_run() {
     let first = Sandbox::new();
     let second = Sandbox::new();
     for sandbox in [&first, &second] {
-        let output = sandbox.planrun().args(["--plan", "plans/flow_ls.toml", "--run-id", "again"]).run();
-        assert_eq!(output.code, 0, "{}", output.snapshot());
+        sandbox.planrun().args(["--plan", "plans/flow_ls.toml", "--run-id", "again"]).expect_code(0).run();
     }
     for file in ["plan.json", "state.json", "history.jsonl", "audit.jsonl"] {
         assert_eq!(first.record("again", file), second.record("again", file), "{file}");

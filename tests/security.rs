@@ -25,8 +25,7 @@ fn blocked_programs_never_run() {
         ("test deny curl", "downloaded.html"),
     ] {
         let sandbox = Sandbox::new();
-        let output = sandbox.planrun().args(["--goal", goal, "--run-id", "t"]).run();
-        assert_eq!(output.code, 1, "{}", output.snapshot());
+        sandbox.planrun().args(["--goal", goal, "--run-id", "t"]).expect_code(1).run();
         assert!(!sandbox.workspace().join(canary).exists(), "{goal}: {canary} was created");
         assert_eq!(failure_of(&sandbox), ("security_denied".to_string(), "shell.blocked".to_string()), "{goal}");
         // Only the run's own records exist in the workspace.
@@ -40,23 +39,20 @@ fn blocked_programs_never_run() {
 fn blocked_rm_leaves_the_canary_untouched() {
     let sandbox = Sandbox::new();
     sandbox.write("workspace/canary.txt", "still here");
-    let output = sandbox.planrun().args(["--goal", "test deny rm", "--run-id", "t"]).run();
-    assert_eq!(output.code, 1, "{}", output.snapshot());
+    sandbox.planrun().args(["--goal", "test deny rm", "--run-id", "t"]).expect_code(1).run();
     assert_eq!(fs::read_to_string(sandbox.workspace().join("canary.txt")).expect("canary"), "still here");
 }
 
 #[test]
 fn traversal_and_absolute_paths_create_nothing() {
     let sandbox = Sandbox::new();
-    let output = sandbox.planrun().args(["--goal", "test traversal", "--run-id", "t"]).run();
-    assert_eq!(output.code, 1, "{}", output.snapshot());
+    sandbox.planrun().args(["--goal", "test traversal", "--run-id", "t"]).expect_code(1).run();
     assert!(!sandbox.path().join("escape.txt").exists());
     assert_eq!(failure_of(&sandbox).0, "security_denied");
 
     let canary = Path::new("/tmp/planrun-absolute-path-canary.txt");
     let _ = fs::remove_file(canary);
-    let output = sandbox.planrun().args(["--goal", "test absolute path", "--run-id", "t2"]).run();
-    assert_eq!(output.code, 1, "{}", output.snapshot());
+    sandbox.planrun().args(["--goal", "test absolute path", "--run-id", "t2"]).expect_code(1).run();
     assert!(!canary.exists(), "the absolute path was written");
 }
 
