@@ -21,7 +21,8 @@
 //! | `diagnostics` | `check` output for each broken file in `tests/fixtures/broken/` (one snapshot per fixture, by `insta::glob!`) | `diagnostics/` |
 //! | `preview` | `plan` previews; a preview executes and creates nothing | `preview/` |
 //! | `authoring` | `list`, `policy check`, `schema`, `show` of documented runs | `cli/` |
-//! | `server` | `planrun serve` over loopback HTTP: adapters, guard, controller, auth, errors, shutdown | `server/` |
+//! | `server` | `planrun serve` over loopback HTTP: bridge runs per adapter, guard, concurrency, shutdown, health, auth, errors, OpenAPI, startup checks | `server/` |
+//! | `server_controller` | `POST /controller/runs`: agent iterations, the one recovery rewrite, stop decisions, blocked goals | `server/controller_*` |
 //! | `server_approvals` | `POST /runs/{id}/approve\|reject`: approval-gated bridge runs, refusals, auth | `server/` |
 //! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers | `server/` |
 //! | `serve_harness` | the service test harness (server process, fake model servers) | |
@@ -46,4 +47,5 @@ mod scenarios;
 mod security;
 mod server;
 mod server_approvals;
+mod server_controller;
 mod ticket_demo;
