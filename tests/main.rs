@@ -15,12 +15,12 @@
 //! | `budgets` | `max_steps`, `max_tool_calls`, `max_run_secs`, plan budgets below the policy's, the deadline across a pause | |
 //! | `completion` | `when` skips, `expect` (exit code, output), `verify` checks deciding `done` | |
 //! | `security` | every security boundary: denied, and nothing executed or created | |
-//! | `records` | run ids, never overwriting, atomic checkpoints, `show` | `cli/show_*` |
+//! | `records` | run ids, never overwriting, atomic checkpoints, `show`, `--json` | `cli/show_retry_execution*` |
 //! | `routing` | `route` explanations, ambiguity, Unicode | `cli/route_*` |
-//! | `cli` | usage errors and exit codes | `cli/usage_*` |
+//! | `cli` | usage errors and exit codes, `check` on the repository, the test clock | `cli/usage_*`, `cli/check_repository` |
 //! | `diagnostics` | `check` output for each broken file in `tests/fixtures/broken/` (one snapshot per fixture, by `insta::glob!`) | `diagnostics/` |
 //! | `preview` | `plan` previews; a preview executes and creates nothing | `preview/` |
-//! | `authoring` | `list`, `policy check`, `schema`, `show` of documented runs | `cli/` |
+//! | `authoring` | `list`, `policy check`, `schema` (and the committed `schemas/`), `show` of documented runs | `cli/list`, `cli/policy_check_*`, `cli/show_*` |
 //! | `server` | `planrun serve` over loopback HTTP: bridge runs per adapter, guard, concurrency, shutdown, health, auth, errors, OpenAPI, startup checks | `server/` |
 //! | `server_controller` | `POST /controller/runs`: agent iterations, the one recovery rewrite, stop decisions, blocked goals | `server/controller_*` |
 //! | `server_approvals` | `POST /runs/{id}/approve\|reject`: approval-gated bridge runs, refusals, auth | `server/` |
