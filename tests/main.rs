@@ -1,29 +1,45 @@
-//! Integration tests: one binary, one module per area.
+//! Integration tests: one binary, one module per area. To find the test of
+//! a behaviour, find its row; to add a test, put it in the module whose row
+//! names the behaviour (or add a module and a row). The harness is in
+//! `common/`: a [`common::Sandbox`] per test and a fluent
+//! `sandbox.planrun().args([..]).env(k, v).run()` per invocation.
+//! Golden snapshots live in the top-level `snapshots/<area>/`.
 //!
-//! | module | what it covers |
-//! |---|---|
-//! | `bounded` | approvals, checkpoint integrity, receipts and crash recovery, budgets, `when`/`expect`/`verify`, the ticket demo |
-//! | `scenarios` | every documented goal: exit code and golden snapshots of all run files |
-//! | `security` | every security boundary: denied, and nothing executed or created |
-//! | `records` | run ids, never overwriting, atomic checkpoints, `show` |
-//! | `routing` | `route` explanations, ambiguity, Unicode |
-//! | `cli` | usage errors and exit codes |
-//! | `diagnostics` | `check` output for broken files in `tests/fixtures/` |
-//! | `preview` | `plan` previews; a preview executes and creates nothing |
-//! | `authoring` | `list`, `policy check`, `schema` |
-//! | `server` | `planrun serve` over loopback HTTP: adapters, guard, controller, auth, errors, shutdown |
-//! | `server_approvals` | `POST /runs/{id}/approve|reject`: approval-gated bridge runs, refusals, auth |
-//! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers |
-//! | `serve_harness` | the service test harness (server process, fake model servers) |
+//! | module | what it covers | snapshots |
+//! |---|---|---|
+//! | `scenarios` | every plan in `plans/`: its documented goal, exit code and every run file | `runs/` |
+//! | `ticket_demo` | the ticket demo: pause for approval, approve and resume, already closed, untrusted ticket data, `planrun demo` | `bounded/` |
+//! | `approvals` | approval matching (fingerprint, scope, state version), expiry, forged approvals, `decision = "prompt"`, changed plans, `reject`, `cancel` | `bounded/rejected@*` |
+//! | `integrity` | tampered `state.json` and `audit.jsonl` refused by every command; HMAC seals and no downgrade | |
+//! | `idempotency` | receipts: crash after an effect, keyed writes reused or in conflict, uncertain outcomes, resume at the checkpoint | `bounded/crash_resume@*` |
+//! | `budgets` | `max_steps`, `max_tool_calls`, `max_run_secs`, plan budgets below the policy's, the deadline across a pause | |
+//! | `completion` | `when` skips, `expect` (exit code, output), `verify` checks deciding `done` | |
+//! | `security` | every security boundary: denied, and nothing executed or created | |
+//! | `records` | run ids, never overwriting, atomic checkpoints, `show`, `--json` | `cli/show_retry_execution*` |
+//! | `routing` | `route` explanations, ambiguity, Unicode | `cli/route_*` |
+//! | `cli` | usage errors and exit codes, `check` on the repository, the test clock | `cli/usage_*`, `cli/check_repository` |
+//! | `diagnostics` | `check` output for each broken file in `tests/fixtures/broken/` (one snapshot per fixture, by `insta::glob!`) | `diagnostics/` |
+//! | `preview` | `plan` previews; a preview executes and creates nothing | `preview/` |
+//! | `authoring` | `list`, `policy check`, `schema` (and the committed `schemas/`), `show` of documented runs | `cli/list`, `cli/policy_check_*`, `cli/show_*` |
+//! | `server` | `planrun serve` over loopback HTTP: bridge runs per adapter, guard, concurrency, shutdown, health, auth, errors, OpenAPI, startup checks | `server/` |
+//! | `server_controller` | `POST /controller/runs`: agent iterations, the one recovery rewrite, stop decisions, blocked goals | `server/controller_*` |
+//! | `server_approvals` | `POST /runs/{id}/approve\|reject`: approval-gated bridge runs, refusals, auth | `server/` |
+//! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers | `server/` |
+//! | `serve_harness` | the service test harness (server process, fake model servers) | |
+//! | `common` | the harness: `Sandbox`, the `Planrun` builder, the ticket demo's sandbox (`common::tickets`) | |
 
 mod common;
 mod serve_harness;
 
+mod approvals;
 mod authoring;
-mod bounded;
+mod budgets;
 mod cli;
+mod completion;
 mod decision_backends;
 mod diagnostics;
+mod idempotency;
+mod integrity;
 mod preview;
 mod records;
 mod routing;
@@ -31,3 +47,5 @@ mod scenarios;
 mod security;
 mod server;
 mod server_approvals;
+mod server_controller;
+mod ticket_demo;

@@ -16,7 +16,8 @@ use axum::extract::State;
 use axum::routing::{get, post as route_post};
 use serde_json::{Value, json};
 
-use crate::common::{ROOT, Sandbox, TEST_CLOCK};
+use crate::common::planrun::CLEARED;
+use crate::common::{ROOT, Sandbox, TEST_CLOCK, snapshot_settings};
 
 /// A running `planrun serve`, killed on drop.
 pub struct Server {
@@ -29,22 +30,17 @@ impl Server {
     /// Starts the service on `127.0.0.1:0` with the stub decision backend,
     /// an unreachable Ollama and no OpenAI key, then `envs` on top.
     pub fn start(envs: &[(&str, &str)]) -> Server {
-        Self::start_with(envs, &[])
-    }
-
-    pub fn start_with(envs: &[(&str, &str)], args: &[&str]) -> Server {
-        Self::start_in(Sandbox::new(), envs, args)
+        Self::start_in(Sandbox::new(), envs)
     }
 
     /// Starts the service on a sandbox the test has prepared (for example
     /// with files in its workspace).
-    pub fn start_in(sandbox: Sandbox, envs: &[(&str, &str)], args: &[&str]) -> Server {
+    pub fn start_in(sandbox: Sandbox, envs: &[(&str, &str)]) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_planrun"));
         command
             .current_dir(ROOT)
             .args(["serve", "--addr", "127.0.0.1:0", "--workspace"])
             .arg(sandbox.workspace())
-            .args(args)
             .env("PLANRUN_TEST_CLOCK", TEST_CLOCK)
             .env("NO_COLOR", "1")
             .env("PLANRUN_DECISION_BACKEND", "stub")
@@ -53,13 +49,12 @@ impl Server {
             .env_remove("OPENAI_API_KEY")
             .env_remove("OPENAI_BASE_URL")
             .env_remove("PLANRUN_API_TOKEN")
-            .env_remove("PLANRUN_WORKSPACE")
-            .env_remove("PLANRUN_PLANS")
-            .env_remove("PLANRUN_POLICIES")
-            .env_remove("PLANRUN_HMAC_KEY")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        for key in CLEARED {
+            command.env_remove(key);
+        }
         for (key, value) in envs {
             command.env(key, value);
         }
@@ -95,6 +90,16 @@ impl Server {
 
     pub fn exists(&self, relative: &str) -> bool {
         self.sandbox.workspace().join(relative).exists()
+    }
+
+    /// Snapshots `files` of a bridge or controller record as
+    /// `snapshots/server/<name>@<file>`.
+    pub fn snapshot_records(&self, name: &str, run_id: &str, files: &[&str]) {
+        snapshot_settings("server").bind(|| {
+            for file in files {
+                insta::assert_snapshot!(format!("{name}@{file}"), self.record(run_id, file));
+            }
+        });
     }
 }
 
