@@ -30,6 +30,7 @@ pub mod bridge;
 pub mod config;
 pub mod controller;
 pub mod decision;
+mod decisions_in_flight;
 pub mod error;
 pub mod guard;
 pub mod ids;
@@ -50,9 +51,9 @@ use crate::diag::{SourceMap, render_all};
 use crate::ops::ExitStatus;
 use crate::runtime::RuntimeEnv;
 use crate::server::adapters::{AdapterKind, Adapters, AgentRunner};
-use crate::server::approvals::Decisions;
 use crate::server::config::ServiceConfig;
 use crate::server::decision::DecisionBackend;
+use crate::server::decisions_in_flight::Decisions;
 use crate::server::ids::ServiceIds;
 use crate::server::service::{MAX_CONCURRENT_RUNS, Service};
 use crate::server::service_policy::ServicePolicy;
@@ -100,7 +101,10 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
     let workspace = match workspace.canonicalize() {
         Ok(path) => path,
         Err(error) => {
-            return fail(ExitStatus::InvalidInput, &format!("cannot open workspace `{}`: {error}", workspace.display()));
+            return fail(
+                ExitStatus::InvalidInput,
+                &format!("cannot open workspace `{}`: {error}", workspace.display()),
+            );
         }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

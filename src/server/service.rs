@@ -8,8 +8,8 @@ use tokio::sync::Semaphore;
 
 use crate::runtime::{RuntimeEnv, format_timestamp};
 use crate::server::adapters::Adapters;
-use crate::server::approvals::Decisions;
 use crate::server::decision::DecisionBackend;
+use crate::server::decisions_in_flight::Decisions;
 use crate::server::ids::ServiceIds;
 use crate::server::records::records_root;
 use crate::server::service_policy::ServicePolicy;
