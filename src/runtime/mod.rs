@@ -12,7 +12,7 @@ mod env;
 mod event;
 pub mod interpreter;
 mod progress;
-mod records;
+mod recorder;
 mod request;
 
 pub use control::{ApproveOutcome, ControlError, ResumeRequest, approve, cancel, reject, resume};
