@@ -16,7 +16,9 @@ use regex::Regex;
 use crate::diag::{Diagnostic, Span};
 use crate::load::keys::{BUDGET, FILES, KeySpec, POLICY, RETRY, RULE, SHELL, TOKEN_TABLE};
 use crate::load::node::{Node, NodeValue};
-use crate::load::table::{TableReader, check_version, expect_array, expect_string, wrong_type};
+use crate::load::table::{
+    TableReader, check_version, error_count, expect_array, expect_string, regex_error, wrong_type,
+};
 use crate::model::{
     ArgMatcher, ArgPattern, Budget, Decision, FailureClass, FilePolicy, Policy, RetryPolicy, ShellPolicy, ShellRule,
     SlotKind, SourceRef,
@@ -67,10 +69,6 @@ pub(crate) fn validate_policy(
         return None;
     }
     Some(Policy { name: name.to_string(), shell: shell?, files: files?, retry: retry?, budget: budget?, source })
-}
-
-fn error_count(diagnostics: &[Diagnostic]) -> usize {
-    diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count()
 }
 
 /// A section's reader; an absent section reads as an empty table.
@@ -340,12 +338,10 @@ fn matcher(node: &Node, where_: &str, diagnostics: &mut Vec<Diagnostic>) -> Opti
             match Regex::new(&format!("^(?:{pattern})$")) {
                 Ok(regex) => Some(ArgMatcher::Regex(regex)),
                 Err(error) => {
-                    let detail = error.to_string();
-                    let last = detail.lines().last().unwrap_or("invalid regex").trim();
                     diagnostics.push(
                         Diagnostic::error("invalid-regex", format!("invalid regex `{pattern}`"))
                             .with_span(pattern_node.span)
-                            .with_label(last.trim_start_matches("error: ").to_string()),
+                            .with_label(regex_error(&error)),
                     );
                     None
                 }
