@@ -13,9 +13,12 @@ use std::path::{Path, PathBuf};
 
 use crate::confine::PathRules;
 use crate::diag::{Diagnostic, SourceMap};
+use crate::load::lint_plan::lint_plan;
+use crate::load::loaded_plan::LoadedPlan;
 use crate::load::loader::{self, ReadFile};
 use crate::load::node::Node;
-use crate::load::validate_plan::{LoadedPlan, lint_plan, validate_plan};
+use crate::load::table::error_count;
+use crate::load::validate_plan::validate_plan;
 use crate::load::validate_policy::validate_policy;
 use crate::model::{Action, Plan, Policy};
 use crate::policy::{display_argv, evaluate_argv};
@@ -81,7 +84,7 @@ impl Loader {
     }
 
     fn error_count(&self) -> usize {
-        self.diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count()
+        error_count(&self.diagnostics)
     }
 
     /// Loads and validates one plan file; `None` when it has errors.

@@ -4,7 +4,8 @@
 //! spanned document tree (`node.rs`); `validate_plan.rs` (with
 //! `validate_step.rs` for each step) and `validate_policy.rs` turn trees into
 //! [`crate::model::Plan`] and [`crate::model::Policy`], collecting every
-//! finding of a file in one pass; `lint_plan.rs` adds the per-plan warnings;
+//! finding of a file in one pass; `lint_plan.rs` adds the per-plan warnings
+//! to the validated plan of `loaded_plan.rs`;
 //! `catalog.rs` checks what only shows across files (routing, references
 //! from plans to policies, plan settings against the policy).
 //!
@@ -16,6 +17,7 @@
 mod catalog;
 mod keys;
 mod lint_plan;
+mod loaded_plan;
 mod loader;
 mod node;
 mod schema;

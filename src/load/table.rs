@@ -326,3 +326,37 @@ pub(crate) fn value_span(text: &str, node: &Node, start: usize, end: usize) -> S
         None => node.span,
     }
 }
+
+/// How many of `diagnostics` are errors: a validator compares the count
+/// before and after a table to know whether the table itself had errors.
+pub(crate) fn error_count(diagnostics: &[Diagnostic]) -> usize {
+    diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count()
+}
+
+/// `name` when it is a valid name of at most `max` bytes, else
+/// `invalid-value` on `node` (naming `what`).
+pub(crate) fn name_or_error(
+    name: &str,
+    node: &Node,
+    what: &str,
+    max: usize,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<String> {
+    if is_name(name, max) {
+        return Some(name.to_string());
+    }
+    let limit = if max == usize::MAX { String::new() } else { format!(" (at most {max})") };
+    diagnostics.push(
+        Diagnostic::error("invalid-value", format!("invalid {what} `{name}`"))
+            .with_span(node.span)
+            .with_label("not a valid name")
+            .with_help(format!("use ASCII letters, digits, `_` and `-`{limit}")),
+    );
+    None
+}
+
+/// The last line of a regex error (the reason, after the pattern and its
+/// caret line), for a label.
+pub(crate) fn regex_error(error: &regex::Error) -> String {
+    error.to_string().lines().last().unwrap_or("invalid regex").trim().trim_start_matches("error: ").to_string()
+}

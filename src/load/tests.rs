@@ -398,6 +398,27 @@ fn rule_examples_are_checked_at_load() {
     assert_eq!(policy_errors(&broken), ["rule-example-mismatch@8:38", "rule-example-mismatch@17:49"]);
 }
 
+/// The examples are judged by the runtime's matcher: a path slot refuses
+/// what confinement refuses (protected folders, `files.deny`), so such a
+/// `not_match` example holds at load and a `match` example fails there, as
+/// `evaluate_argv` decides for the loaded policy.
+#[test]
+fn rule_examples_follow_the_runtime_confinement() {
+    let text = "version = 1\n[files]\ndeny = [\"secret/**\"]\n[[shell.allow]]\nid = \"cat-path\"\nprogram = \"cat\"\n\
+                args = [[{ slot = \"path\" }]]\nmatch = [[\"notes.txt\"]]\n\
+                not_match = [[\".git/config\"], [\"runs/x\"], [\"secret/a\"], [\"../x\"]]\n";
+    let (loader, policy) = policy_text("default.toml", text);
+    assert_eq!(found(&loader), Vec::<String>::new());
+    let policy = policy.expect("policy");
+    let rules = crate::confine::PathRules::new(&policy.files);
+    for token in [".git/config", "runs/x", "secret/a", "../x"] {
+        let argv = vec!["cat".to_string(), token.to_string()];
+        assert_eq!(crate::policy::evaluate_argv(&policy.shell, &rules, &argv).decision, Decision::Forbidden);
+    }
+    let denied = text.replace("match = [[\"notes.txt\"]]", "match = [[\"notes.txt\"], [\"secret/a\"], [\"bridge/b\"]]");
+    assert_eq!(policy_errors(&denied), ["rule-example-mismatch@8:25", "rule-example-mismatch@8:39"]);
+}
+
 #[test]
 fn policy_field_errors() {
     let cases: &[(&str, &str)] = &[

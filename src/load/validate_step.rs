@@ -5,9 +5,11 @@
 
 use crate::diag::{Diagnostic, SourceFile, Span};
 use crate::load::keys::{EXPECT, STEP, WHEN};
+use crate::load::loaded_plan::{PlanSpans, StepSpans, TemplateSite};
 use crate::load::node::Node;
-use crate::load::table::{TableReader, did_you_mean, expect_string, value_span, wrong_type};
-use crate::load::validate_plan::{PlanSpans, StepSpans, TemplateSite, error_count, name_or_error, regex_error};
+use crate::load::table::{
+    TableReader, did_you_mean, error_count, expect_string, name_or_error, regex_error, value_span, wrong_type,
+};
 use crate::model::{Action, Condition, ConditionTest, Expect, Risk, Step, WhenFalse};
 use crate::template::{RefTarget, Template};
 
