@@ -6,10 +6,9 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cli::DirArgs;
-use crate::cli::output::{StderrProgress, fail_with};
-use crate::cli::run::print_full_state;
+use crate::cli::run::report;
 use crate::ops;
-use crate::runtime::{NoProgress, Progress, ResumeRequest, RuntimeEnv};
+use crate::runtime::{ResumeRequest, RuntimeEnv};
 
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
@@ -36,17 +35,5 @@ pub fn resume(args: &ResumeArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         run_id: args.run_id.clone(),
         allow_changed_files: args.allow_changed_files,
     };
-    let mut quiet = NoProgress;
-    let mut printer = StderrProgress;
-    let progress: &mut dyn Progress = if args.quiet { &mut quiet } else { &mut printer };
-    let outcome = match ops::resume(request, env, progress) {
-        Ok(outcome) => outcome,
-        Err(error) => return fail_with(&error),
-    };
-    if args.json
-        && let Err(code) = print_full_state(dirs, &outcome.state.run_id, env)
-    {
-        return code;
-    }
-    outcome.exit_status().into()
+    report(args.quiet, args.json, dirs, env, |progress| ops::resume(request, env, progress))
 }

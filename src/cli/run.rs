@@ -2,9 +2,9 @@
 
 use std::process::ExitCode;
 
-use crate::cli::output::{StderrProgress, fail_with};
+use crate::cli::output::{StderrProgress, fail, fail_with};
 use crate::cli::{DirArgs, RunArgs};
-use crate::ops::{self, OpsError, RunInput, RunTarget};
+use crate::ops::{self, ExitStatus, OpsError, RunInput, RunOutcome, RunTarget};
 use crate::runtime::{NoProgress, Progress, RuntimeEnv};
 
 pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
@@ -21,28 +21,31 @@ pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         return fail_with(&OpsError::NothingToRun);
     };
     let input = RunInput { target, run_id: args.run_id.clone(), workspace: dirs.workspace.clone() };
-    let mut quiet = NoProgress;
+    report(args.quiet, args.json, dirs, env, |progress| ops::run(input, env, progress))
+}
+
+/// Runs `work` with the progress printer (unless `quiet`), then prints the
+/// run's full state when `json`; the exit code is the run's (shared by
+/// `--plan`/`--goal` and `resume`).
+pub fn report(
+    quiet: bool,
+    json: bool,
+    dirs: &DirArgs,
+    env: &RuntimeEnv,
+    work: impl FnOnce(&mut dyn Progress) -> Result<RunOutcome, OpsError>,
+) -> ExitCode {
+    let mut silent = NoProgress;
     let mut printer = StderrProgress;
-    let progress: &mut dyn Progress = if args.quiet { &mut quiet } else { &mut printer };
-    let outcome = match ops::run(input, env, progress) {
+    let progress: &mut dyn Progress = if quiet { &mut silent } else { &mut printer };
+    let outcome = match work(progress) {
         Ok(outcome) => outcome,
         Err(error) => return fail_with(&error),
     };
-    if args.json
-        && let Err(code) = print_full_state(dirs, &outcome.state.run_id, env)
-    {
-        return code;
+    if json {
+        match ops::full_state_json(&dirs.workspace, &outcome.state.run_id, &env.sealer) {
+            Ok(state) => anstream::println!("{}", serde_json::to_string_pretty(&state).unwrap_or_default()),
+            Err(error) => return fail(ExitStatus::Failed, &error.to_string()),
+        }
     }
     outcome.exit_status().into()
-}
-
-/// `--json`: the run's full state, read back from its verified records.
-pub fn print_full_state(dirs: &DirArgs, run_id: &str, env: &RuntimeEnv) -> Result<(), ExitCode> {
-    match ops::full_state_json(&dirs.workspace, run_id, &env.sealer) {
-        Ok(state) => {
-            anstream::println!("{}", serde_json::to_string_pretty(&state).unwrap_or_default());
-            Ok(())
-        }
-        Err(error) => Err(crate::cli::output::fail(crate::ops::ExitStatus::Failed, &error.to_string())),
-    }
 }
