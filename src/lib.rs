@@ -30,6 +30,8 @@
 //!   [`tools::Workspace`].
 //! - [`store`]: the run records: the sealed checkpoint, the hash-chained
 //!   audit log, the history, receipts; strict verification on load.
+//! - [`snapshot`]: golden snapshot files in insta's `.snap` format and the
+//!   unified diff of a mismatch (`planrun test`).
 //! - [`digest`]: SHA-256 as hex, shared by the loader, the store and the
 //!   runtime.
 //! - [`cli`]: the command line; `main.rs` only calls [`cli::main`].
@@ -61,6 +63,7 @@ pub mod router;
 pub mod runtime;
 #[cfg(feature = "server")]
 pub mod server;
+pub mod snapshot;
 pub mod store;
 pub mod template;
 pub mod tools;

@@ -8,7 +8,7 @@ use std::fs;
 
 use serde_json::{Value, json};
 
-use crate::common::tickets::{RUN, T_APPROVE, T_RESUME, close_count, pause, records, snapshot_run, ticket_sandbox};
+use crate::common::tickets::{RUN, T_APPROVE, T_RESUME, close_count, pause, records, ticket_sandbox};
 use crate::common::{Sandbox, TEST_POLICY, one_step_plan};
 
 #[test]
@@ -95,15 +95,14 @@ fn resuming_after_the_plan_changed_is_refused_unless_allowed() {
 #[test]
 fn reject_ends_the_run_with_no_write() {
     let sandbox = ticket_sandbox("open", 0);
-    let run = pause(&sandbox);
-    let reject =
-        sandbox.planrun().args(["reject", RUN, "--reason", "not this week"]).clock(T_APPROVE).expect_code(0).run();
+    pause(&sandbox);
+
+    sandbox.planrun().args(["reject", RUN, "--reason", "not this week"]).clock(T_APPROVE).expect_code(0).run();
     assert_eq!(sandbox.state(RUN)["status"], "rejected");
     assert_eq!(close_count(&sandbox, "ticket-7"), 0);
     let resume = sandbox.planrun().args(["resume", RUN]).clock(T_RESUME).run();
     assert_eq!(resume.code, 1, "a rejected run cannot be resumed: {}", resume.snapshot());
     assert_eq!(close_count(&sandbox, "ticket-7"), 0);
-    snapshot_run(&sandbox, "rejected", &[("run", &run), ("reject", &reject), ("resume", &resume)]);
 }
 
 #[test]

@@ -75,7 +75,7 @@ fn policy_check_bad_input_is_exit_2() {
 #[test]
 fn the_committed_schemas_are_what_planrun_schema_prints() {
     let sandbox = Sandbox::new();
-    for name in ["plan", "policy"] {
+    for name in ["plan", "policy", "scenarios"] {
         let output = sandbox.planrun().args(["schema", name]).expect_code(0).run();
         let path = std::path::Path::new(crate::common::ROOT).join(format!("schemas/{name}.schema.json"));
         let committed = std::fs::read_to_string(&path).unwrap_or_default();
@@ -123,11 +123,15 @@ fn the_schemas_know_every_key_of_the_shipped_files() {
     }
     // Every TOML file of the folder, found by `insta::glob!` (a new example
     // needs no list); YAML plans load to the same model (`diagnostics`).
-    for (folder, name) in [("../plans", "plan"), ("../policies", "policy")] {
+    // Scenario files sit beside the plans and have a schema of their own.
+    for (folder, name) in [("../plans", "plan"), ("../plans", "scenarios"), ("../policies", "policy")] {
         let path = std::path::Path::new(crate::common::ROOT).join(format!("schemas/{name}.schema.json"));
         let schema: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(path).expect("schema")).expect("JSON");
         insta::glob!(folder, "*.toml", |path| {
+            if planrun::load::is_scenario_file(path) != (name == "scenarios") {
+                return;
+            }
             let value: toml::Value = toml::from_str(&std::fs::read_to_string(path).expect("read")).expect("toml");
             walk(&value, &schema, "");
         });

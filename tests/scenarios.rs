@@ -1,120 +1,71 @@
-//! Every goal the seed documents routes to its own plan in `plans/` and
-//! behaves as documented. Each scenario pins the CLI output and every file
-//! of the run (`plan.json`, `state.json`, `history.jsonl`, `audit.jsonl`)
-//! as golden snapshots in `snapshots/runs/`.
+//! The declared scenarios: every `plans/*.scenarios.toml|yaml` file, found
+//! by `insta::glob!`, run through the library (`planrun::ops::run_scenario`,
+//! the runner of `planrun test`) against the real binary, each snapshot
+//! asserted with insta in the top-level `snapshots/<folder>/`. Adding a plan
+//! with a scenario file adds its golden snapshots here with no Rust edited.
 //!
-//! A scenario is a plan id: its goal is the plan's first keyword (the
-//! default plan, which has none, gets a goal no keyword matches) and its
-//! exit code is the one the plan documents (`expected_status`, approval
-//! gates), so the plan file is the only place either is written. A plan
-//! added to `plans/` fails `every_plan_has_a_scenario` until its id is added
-//! to `scenarios!` below.
+//! The scenarios themselves (goal, run id, exit code, fixtures, follow-up
+//! commands) are in the scenario files; `tests/planrun_test.rs` tests the
+//! `planrun test` command on sandbox copies.
 
-use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use planrun::model::{Plan, RunStatus};
+use planrun::ops::{ScenarioContext, run_scenario};
 
-use crate::common::{ROOT, Sandbox, snapshot_settings};
+use crate::common::{ROOT, Sandbox};
 
-/// The goal of the default plan: one that no plan's keyword matches.
-const UNMATCHED_GOAL: &str = "anything else";
-
-/// The repository's plans, which must load without errors.
-fn repository_plans() -> Vec<Plan> {
-    let mut loader = planrun::load::Loader::new();
-    let root = Path::new(ROOT);
-    let catalog = loader.load_catalog(&root.join("plans"), &root.join("policies"));
-    assert!(!loader.has_errors(), "repository plans must load");
-    catalog.plans
-}
-
-/// The goal that routes to `plan`.
-fn goal_of(plan: &Plan) -> &str {
-    match plan.keywords.first() {
-        Some(keyword) => keyword,
-        None if plan.default => UNMATCHED_GOAL,
-        None => panic!("plan {} has no keyword and is not the default: no goal reaches it", plan.id),
+fn context() -> ScenarioContext {
+    ScenarioContext {
+        program: PathBuf::from(env!("CARGO_BIN_EXE_planrun")),
+        plans: Path::new(ROOT).join("plans"),
+        policies: Path::new(ROOT).join("policies"),
     }
 }
 
-/// The exit code `plan` documents: failed runs exit 1, a plan with an
-/// approval gate pauses (exit 3), the rest exit 0.
-fn documented_code(plan: &Plan) -> i32 {
-    if plan.expected_status == RunStatus::Failed {
-        1
-    } else if plan.steps.iter().any(|step| step.approval) {
-        3
-    } else {
-        0
-    }
-}
-
-fn run_scenario(plan_id: &str) {
-    let plans = repository_plans();
-    let plan = plans.iter().find(|plan| plan.id == plan_id).unwrap_or_else(|| panic!("no plan {plan_id}"));
-    let sandbox = Sandbox::new();
-    // A plan's sample data, when it has some, is its workspace's starting state.
-    let data = Path::new(ROOT).join("plans").join(format!("{plan_id}.tickets.json"));
-    if data.is_file() {
-        sandbox.write("workspace/tickets.json", &std::fs::read_to_string(&data).expect("sample data"));
-    }
-    let output = sandbox.planrun().args(["--goal", goal_of(plan), "--run-id", plan_id]).run();
-    assert_eq!(output.code, documented_code(plan), "{}", output.snapshot());
-    let settings = snapshot_settings("runs");
-    settings.bind(|| {
-        insta::assert_snapshot!(format!("{plan_id}@cli"), output.snapshot());
-        for file in ["plan.json", "state.json", "history.jsonl", "audit.jsonl"] {
-            insta::assert_snapshot!(format!("{plan_id}@{file}"), sandbox.record(plan_id, file));
+#[test]
+fn every_declared_scenario_matches_its_snapshots() {
+    insta::glob!("../plans", "*.scenarios.{toml,yaml,yml}", |path| {
+        let mut loader = planrun::load::Loader::new();
+        let file = loader.load_scenarios(path);
+        let rendered: Vec<String> = loader
+            .sorted_diagnostics()
+            .into_iter()
+            .map(|diagnostic| planrun::diag::render(loader.sources(), diagnostic))
+            .collect();
+        let file = file.unwrap_or_else(|| panic!("{} has errors:\n{}", path.display(), rendered.join("\n")));
+        for scenario in &file.scenarios {
+            let run = run_scenario(&file, scenario, &context()).expect("the sandbox is prepared");
+            assert!(run.problems.is_empty(), "scenario `{}`:\n{}", scenario.name, run.problems.join("\n"));
+            for captured in run.captured {
+                // `glob!` suffixes snapshot names with the input file; the
+                // scenario's snapshot names are complete already.
+                let mut settings = insta::Settings::clone_current();
+                settings.remove_snapshot_suffix();
+                settings.set_snapshot_path(Path::new(ROOT).join("snapshots").join(&captured.folder));
+                settings.set_prepend_module_to_snapshot(false);
+                settings.set_omit_expression(true);
+                settings.bind(|| insta::assert_snapshot!(captured.name.as_str(), captured.body));
+            }
         }
     });
 }
 
-/// One test per plan id, plus `SCENARIOS`, the list of them.
-macro_rules! scenarios {
-    ($($name:ident),* $(,)?) => {
-        const SCENARIOS: &[&str] = &[$(stringify!($name)),*];
-        $(
-            #[test]
-            fn $name() {
-                run_scenario(stringify!($name));
-            }
-        )*
-    };
-}
-
-scenarios!(
-    inspect_project,
-    create_hello,
-    inspect_ru,
-    fallback,
-    deny_bash,
-    deny_rm,
-    deny_curl,
-    forbidden_command,
-    traversal,
-    absolute_path,
-    flow_pwd,
-    flow_read_copy,
-    flow_ls,
-    flow_bad_template,
-    retry_execution,
-    // Pauses for approval (exit 3); the rest of its story is in `tests/ticket_demo.rs`.
-    ticket_close,
-);
-
-/// A plan added to `plans/` must get a scenario here (and so snapshots),
-/// and a goal must reach it.
+/// A plan without a scenario file has no golden snapshots: `planrun check`
+/// notes it (`no-scenario`), and this repository requires one.
 #[test]
-fn every_plan_has_a_scenario() {
-    let plans = repository_plans();
-    let ids: BTreeSet<&str> = plans.iter().map(|plan| plan.id.as_str()).collect();
-    let covered: BTreeSet<&str> = SCENARIOS.iter().copied().collect();
-    assert_eq!(ids, covered, "add the missing plan ids to `scenarios!`");
-    for plan in &plans {
-        let route = Sandbox::new().planrun().args(["route", goal_of(plan), "--json"]).run();
-        let value: serde_json::Value = serde_json::from_str(&route.stdout).expect("route --json prints JSON");
-        assert_eq!(value["plan_id"], plan.id.as_str(), "the goal {:?} routes elsewhere", goal_of(plan));
+fn every_plan_of_the_repository_declares_a_scenario() {
+    let mut loader = planrun::load::Loader::new();
+    let root = Path::new(ROOT);
+    let catalog = loader.load_catalog(&root.join("plans"), &root.join("policies"));
+    assert!(!loader.has_errors(), "repository plans must load");
+    for plan in &catalog.plans {
+        let beside = planrun::load::scenario_files_for(&root.join(&plan.source.path));
+        assert!(
+            beside.iter().any(|path| path.is_file()),
+            "plan `{}` has no scenario: declare one in `{}` (README, \"Authoring and review\")",
+            plan.id,
+            beside[0].strip_prefix(root).unwrap_or(&beside[0]).display()
+        );
     }
 }
 

@@ -17,6 +17,7 @@ mod route;
 mod run;
 mod schema;
 mod show;
+mod test;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -109,6 +110,8 @@ pub enum Command {
     Resume(resume::ResumeArgs),
     /// Abandon a run that waits for approval or was interrupted; it ends `cancelled`.
     Cancel(cancel::CancelArgs),
+    /// Run the declared scenarios and compare them with the golden snapshots.
+    Test(test::TestArgs),
     /// Run the ticket demo end to end (pause, approve, crash, recover) and print its summary.
     Demo(demo::DemoArgs),
     /// Run the HTTP service (bridge runs, controller loop).
@@ -148,6 +151,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Resume(args)) => resume::resume(args, &cli.dirs, &env),
         Some(Command::Cancel(args)) => cancel::cancel(args, &cli.dirs, &env),
         Some(Command::Demo(args)) => demo::demo(args, &cli.dirs, &env),
+        Some(Command::Test(args)) => test::test(args, &cli.dirs),
         #[cfg(feature = "server")]
         Some(Command::Serve(args)) => {
             crate::server::serve(args, &cli.dirs.workspace, &cli.dirs.plans, &cli.dirs.policies, env)

@@ -1,4 +1,5 @@
-//! `planrun schema [plan|policy]`: the JSON Schema of plan and policy files.
+//! `planrun schema [plan|policy|scenarios]`: the JSON Schema of plan, policy
+//! and scenario files.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,10 +12,10 @@ use crate::ops::ExitStatus;
 
 #[derive(Debug, Args)]
 pub struct SchemaArgs {
-    /// Which schema; without it, both, as `{"plan": …, "policy": …}`.
+    /// Which schema; without it, all, as `{"plan": …, "policy": …, "scenarios": …}`.
     #[arg(value_enum)]
     pub which: Option<Which>,
-    /// Write `plan.schema.json` and `policy.schema.json` into this folder
+    /// Write `plan.schema.json`, `policy.schema.json` and `scenarios.schema.json` into this folder
     /// instead of printing (how `schemas/` is regenerated).
     #[arg(long, value_name = "DIR", conflicts_with = "which")]
     pub out_dir: Option<PathBuf>,
@@ -24,6 +25,7 @@ pub struct SchemaArgs {
 pub enum Which {
     Plan,
     Policy,
+    Scenarios,
 }
 
 /// Exit code: 0, or 2 when `--out-dir` cannot be written.
@@ -40,8 +42,13 @@ pub fn schema_command(args: &SchemaArgs) -> ExitCode {
     match args.which {
         Some(Which::Plan) => anstream::print!("{}", schema_text(SchemaKind::Plan)),
         Some(Which::Policy) => anstream::print!("{}", schema_text(SchemaKind::Policy)),
+        Some(Which::Scenarios) => anstream::print!("{}", schema_text(SchemaKind::Scenarios)),
         None => {
-            let both = serde_json::json!({"plan": schema(SchemaKind::Plan), "policy": schema(SchemaKind::Policy)});
+            let both = serde_json::json!({
+                "plan": schema(SchemaKind::Plan),
+                "policy": schema(SchemaKind::Policy),
+                "scenarios": schema(SchemaKind::Scenarios),
+            });
             anstream::println!("{}", serde_json::to_string_pretty(&both).unwrap_or_default());
         }
     }

@@ -20,7 +20,8 @@ use crate::load::node::Node;
 use crate::load::table::error_count;
 use crate::load::validate_plan::validate_plan;
 use crate::load::validate_policy::validate_policy;
-use crate::model::{Action, Plan, Policy};
+use crate::load::validate_scenario::{is_scenario_file, validate_scenarios};
+use crate::model::{Action, Plan, Policy, ScenarioFile};
 use crate::policy::{display_argv, evaluate_argv};
 
 /// Valid plans and policies, by file.
@@ -96,6 +97,15 @@ impl Loader {
     pub fn load_policy(&mut self, path: &Path) -> Option<Policy> {
         let (read, root) = self.read(path)?;
         self.policy_from(path, read, &root)
+    }
+
+    /// Loads and validates one scenario file; `None` when it has errors.
+    pub fn load_scenarios(&mut self, path: &Path) -> Option<ScenarioFile> {
+        let (read, root) = self.read(path)?;
+        let parse_errors = self.file_has_errors(read.id);
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let file = validate_scenarios(&root, dir, read.source, &mut self.diagnostics)?;
+        (!parse_errors).then_some(file)
     }
 
     /// Loads every `*.toml`, `*.yaml`, `*.yml` in `plans_dir` (sorted by file
@@ -208,8 +218,9 @@ impl Loader {
         self.read(path).map(|(read, root)| (read.id, root))
     }
 
-    /// Plan and policy files in a folder, sorted by file name. A folder that
-    /// cannot be read is an `io-error`.
+    /// Plan and policy files in a folder, sorted by file name; scenario
+    /// files (`*.scenarios.toml`) are not among them. A folder that cannot
+    /// be read is an `io-error`.
     fn list(&mut self, folder: &Path) -> Vec<PathBuf> {
         let entries = match std::fs::read_dir(folder) {
             Ok(entries) => entries,
@@ -224,7 +235,7 @@ impl Loader {
         let mut paths: Vec<PathBuf> = entries
             .filter_map(Result::ok)
             .map(|entry| entry.path())
-            .filter(|path| path.is_file() && loader::Format::of(path).is_some())
+            .filter(|path| path.is_file() && loader::Format::of(path).is_some() && !is_scenario_file(path))
             .collect();
         paths.sort_by(|left, right| left.file_name().cmp(&right.file_name()));
         paths

@@ -388,6 +388,94 @@ pub(crate) static BUDGET: Section = Section {
     variants: &[],
 };
 
+/// An exit code a scenario expects; -1 is a process killed by a signal.
+const EXIT_CODE: Type = Type::Integer { min: -1 };
+/// The run statuses `expect_status` names.
+const RUN_STATUSES: Type = Type::Enum(&["running", "waiting_approval", "done", "failed", "rejected", "cancelled"]);
+/// The record files of a run a scenario may snapshot.
+pub(crate) const RECORD_FILES: &[&str] = &["plan.json", "state.json", "history.jsonl", "audit.jsonl"];
+
+/// A scenario file (`plans/<plan>.scenarios.toml`).
+pub(crate) static SCENARIO_FILE: Section = Section {
+    title: "planrun scenarios",
+    doc: "the declared scenarios of a plan: runs whose CLI output and records `planrun test` pins as golden snapshots",
+    keys: &[
+        VERSION,
+        required("scenarios", Type::NonEmptyArray(&Type::Table(&SCENARIO)), "the scenarios, run in order"),
+    ],
+    variants: &[],
+};
+
+/// One `[[scenarios]]` table.
+pub(crate) static SCENARIO: Section = Section {
+    title: "scenario",
+    doc: "one run in a fresh sandbox (exactly one of `goal` and `plan`), then its follow-up commands",
+    keys: &[
+        required("name", Type::Name { max: 64 }, "names its snapshots: `<name>@cli.snap`, `<name>@<record>.snap`"),
+        key("goal", STRING, "run this goal (`planrun --goal`)"),
+        key("plan", STRING, "run this plan file (`planrun --plan`), relative to the project root"),
+        required("run_id", Type::Name { max: 64 }, "the run's id (`--run-id`)"),
+        required("expect_code", EXIT_CODE, "the exit code of the run"),
+        key("expect_status", RUN_STATUSES, "the run's status in `state.json` after the last command"),
+        key("folder", Type::Name { max: 64 }, "the snapshot folder below the snapshots root (default `runs`)"),
+        key("label", STRING, "a `===== <label>` line above the run's output in the CLI snapshot (default none)"),
+        key("clock", STRING, "the RFC 3339 start of the run's test clock (default `2026-01-01T00:00:00Z`)"),
+        key(
+            "env",
+            Type::Map(&Type::String),
+            "environment variables of the run (`PLANRUN_HMAC_KEY`, `PLANRUN_CRASH_AT` …)",
+        ),
+        key("fixtures", Type::Array(&Type::Table(&FIXTURE)), "files written into the fresh workspace before the run"),
+        key(
+            "records",
+            Type::Array(&Type::Enum(RECORD_FILES)),
+            "record files of the run to snapshot (default all four)",
+        ),
+        key("files", STRINGS, "workspace files to snapshot after the last command"),
+        key("normalize", Type::Array(&Type::Table(&NORMALIZE)), "rules for volatile text, applied to every snapshot"),
+        key("steps", Type::Array(&Type::Table(&SCENARIO_STEP)), "follow-up commands against the same workspace"),
+    ],
+    variants: &[],
+};
+
+/// One fixture file.
+pub(crate) static FIXTURE: Section = Section {
+    title: "fixture",
+    doc: "a file of the fresh workspace (exactly one of `content` and `source`)",
+    keys: &[
+        required("path", STRING, "workspace-relative path"),
+        key("content", STRING, "the file's text"),
+        key("source", STRING, "a file to copy, relative to the scenario file, with its modification time"),
+    ],
+    variants: &[],
+};
+
+/// One normalisation rule.
+pub(crate) static NORMALIZE: Section = Section {
+    title: "normalisation rule",
+    doc: "every match of `regex` in a snapshot becomes `replacement`",
+    keys: &[
+        required("regex", STRING, "the volatile text"),
+        required("replacement", STRING, "what it becomes; `$1` names a group"),
+    ],
+    variants: &[],
+};
+
+/// One follow-up command of a scenario.
+pub(crate) static SCENARIO_STEP: Section = Section {
+    title: "scenario step",
+    doc: "a follow-up command run in the same sandbox after the run",
+    keys: &[
+        required("command", Type::NonEmptyArray(&Type::String), "planrun's arguments, e.g. `[\"resume\", \"t\"]`"),
+        key("label", STRING, "the `===== <label>` line above its output (default the command's first word)"),
+        key("clock", STRING, "the RFC 3339 start of its test clock (default `2026-01-01T00:00:00Z`)"),
+        key("env", Type::Map(&Type::String), "its environment variables"),
+        key("expect_code", EXIT_CODE, "its exit code (default: not checked)"),
+        key("normalize", Type::Array(&Type::Table(&NORMALIZE)), "rules for volatile text in its output only"),
+    ],
+    variants: &[],
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,9 @@
 //! `catalog.rs` checks what only shows across files (routing, references
 //! from plans to policies, plan settings against the policy).
 //!
+//! `validate_scenario.rs` reads the scenario files beside the plans
+//! (`<plan>.scenarios.toml`), which plan and policy listings skip.
+//!
 //! Both validators read tables through `table.rs`, which reports wrong
 //! types, missing keys and unknown keys (with a did-you-mean) uniformly.
 //! The keys of every table are declared once, in `keys.rs`; `schema.rs`
@@ -24,12 +27,14 @@ mod schema;
 mod table;
 mod validate_plan;
 mod validate_policy;
+mod validate_scenario;
 mod validate_step;
 
 pub use catalog::{Catalog, Loader};
 pub use node::{Key, Node, NodeValue};
 pub use schema::{SchemaKind, schema, schema_text};
 pub use validate_policy::{DEFAULT_FILES_DENY, DEFAULT_SEARCH_PATH};
+pub use validate_scenario::{SCENARIO_SUFFIX, is_scenario_file, scenario_files_for};
 
 #[cfg(test)]
 mod tests;

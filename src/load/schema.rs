@@ -11,22 +11,25 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::load::keys::{KeySpec, PLAN, POLICY, Section, Type};
+use crate::load::keys::{KeySpec, PLAN, POLICY, SCENARIO_FILE, Section, Type};
 
 /// Which file a schema describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchemaKind {
     Plan,
     Policy,
+    /// A scenario file beside a plan (`<plan>.scenarios.toml`).
+    Scenarios,
 }
 
 impl SchemaKind {
-    pub const ALL: [SchemaKind; 2] = [SchemaKind::Plan, SchemaKind::Policy];
+    pub const ALL: [SchemaKind; 3] = [SchemaKind::Plan, SchemaKind::Policy, SchemaKind::Scenarios];
 
     pub fn name(self) -> &'static str {
         match self {
             SchemaKind::Plan => "plan",
             SchemaKind::Policy => "policy",
+            SchemaKind::Scenarios => "scenarios",
         }
     }
 
@@ -41,6 +44,7 @@ pub fn schema(kind: SchemaKind) -> Value {
     let section = match kind {
         SchemaKind::Plan => &PLAN,
         SchemaKind::Policy => &POLICY,
+        SchemaKind::Scenarios => &SCENARIO_FILE,
     };
     let mut out = Map::new();
     out.insert("$schema".into(), json!("https://json-schema.org/draft/2020-12/schema"));

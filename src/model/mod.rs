@@ -10,6 +10,7 @@ mod failure;
 mod plan;
 mod policy;
 mod run_status;
+mod scenario;
 
 pub use condition::{BudgetOverride, Condition, ConditionTest, Expect, Risk, VerifyCheck, WhenFalse};
 pub use failure::FailureClass;
@@ -18,3 +19,6 @@ pub use policy::{
     ArgMatcher, ArgPattern, Budget, Decision, FilePolicy, Policy, RetryPolicy, ShellPolicy, ShellRule, SlotKind,
 };
 pub use run_status::RunStatus;
+pub use scenario::{
+    DEFAULT_CLOCK, DEFAULT_FOLDER, DEFAULT_RECORDS, Fixture, FixtureContent, Normalize, Scenario, ScenarioFile, Stage,
+};

@@ -1,11 +1,13 @@
 //! Validate plan and policy files (`planrun check`): every finding of every
 //! file in one pass, and the cross-file checks when the whole catalog is
-//! read.
+//! read. Each plan's scenario file (`<plan>.scenarios.toml` beside it) is
+//! validated too; a plan without one gets the note `no-scenario`, since
+//! nothing pins its behaviour (`planrun test`).
 
 use std::path::{Path, PathBuf};
 
 use crate::diag::{Diagnostic, Severity, SourceMap};
-use crate::load::Loader;
+use crate::load::{Loader, is_scenario_file, scenario_files_for};
 use crate::ops::ExitStatus;
 
 /// What to check.
@@ -54,13 +56,30 @@ impl CheckOutcome {
 
 pub fn check(input: CheckInput<'_>) -> CheckOutcome {
     let mut loader = Loader::new();
+    let (scenario_paths, paths): (Vec<PathBuf>, Vec<PathBuf>) =
+        input.paths.iter().cloned().partition(|path| is_scenario_file(path));
     let catalog = if input.paths.is_empty() {
         loader.load_catalog(input.plans, input.policies)
     } else {
-        loader.load_paths_with_policies(input.paths, Some(input.policies))
+        loader.load_paths_with_policies(&paths, Some(input.policies))
     };
+    let mut scenario_files = scenario_paths;
+    let mut missing = Vec::new();
+    for plan in &catalog.plans {
+        let beside = scenario_files_for(Path::new(&plan.source.path));
+        match beside.iter().find(|path| path.is_file()) {
+            Some(found) if !scenario_files.contains(found) => scenario_files.push(found.clone()),
+            Some(_) => {}
+            None => missing.push(no_scenario(&plan.id, &beside[0])),
+        }
+    }
+    for path in &scenario_files {
+        loader.load_scenarios(path);
+    }
+    let mut diagnostics: Vec<Diagnostic> = loader.sorted_diagnostics().into_iter().cloned().collect();
+    diagnostics.extend(missing);
     CheckOutcome {
-        diagnostics: loader.sorted_diagnostics().into_iter().cloned().collect(),
+        diagnostics,
         sources: loader.sources().clone(),
         plans: catalog
             .plans
@@ -73,4 +92,13 @@ pub fn check(input: CheckInput<'_>) -> CheckOutcome {
             .map(|policy| CheckedFile { name: policy.name.clone(), path: policy.source.path.clone() })
             .collect(),
     }
+}
+
+/// The note for a plan with no scenario file beside it.
+fn no_scenario(plan: &str, expected: &Path) -> Diagnostic {
+    Diagnostic::note("no-scenario", format!("plan `{plan}` has no scenario: `planrun test` does not pin its behaviour"))
+        .with_help(format!(
+            "declare one in `{}` (README, \"Authoring and review\"), then run `planrun test --review`",
+            expected.display()
+        ))
 }

@@ -18,6 +18,7 @@
 //! | preview a run | [`preview`] | [`Preview`](crate::preview::Preview) |
 //! | ask a policy about a command line | [`policy_check`] | [`PolicyVerdict`] |
 //! | validate files | [`check`] | [`CheckOutcome`] |
+//! | run declared scenarios against golden snapshots | [`test`] (one: [`run_scenario`]) | [`TestOutcome`] |
 //!
 //! Adding a use case: one file here with its input, outcome and function,
 //! re-exported below; then a thin `cli/` command and, if the service offers
@@ -36,7 +37,10 @@ mod reject;
 mod resume;
 mod route;
 mod run;
+mod scenario_run;
+mod scenario_sandbox;
 mod show;
+mod test;
 
 pub use approve::{ApproveInput, Approved, approve};
 pub use cancel::cancel;
@@ -51,4 +55,9 @@ pub use reject::reject;
 pub use resume::resume;
 pub use route::{Routed, route};
 pub use run::{RunInput, RunOutcome, RunTarget, run};
+pub use scenario_run::{Captured, ScenarioContext, ScenarioRun, run_scenario};
+pub use scenario_sandbox::{SandboxError, StageOutput};
 pub use show::{full_state_json, show};
+pub use test::{
+    ScenarioProblems, SnapshotResult, SnapshotState, TestInput, TestOutcome, accept_snapshot, reject_snapshot, test,
+};

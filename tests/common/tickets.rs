@@ -1,14 +1,15 @@
 //! The ticket demo (`plans/ticket_close.toml`) as the bounded-runtime tests
 //! use it: a sandbox seeded with the sample tickets, one clock start per
-//! stage of a trajectory, what the tickets and the audit say afterwards, and
-//! the golden snapshots of a trajectory in `snapshots/bounded/`.
+//! stage of a trajectory and what the tickets and the audit say afterwards.
+//! The golden snapshots of the trajectories are declared scenarios
+//! (`plans/ticket_close.scenarios.toml`).
 
 use std::fs;
 use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::{Output, ROOT, Sandbox, snapshot_settings};
+use super::{Output, ROOT, Sandbox};
 
 pub const PLAN: &str = "plans/ticket_close.toml";
 pub const RUN: &str = "t";
@@ -56,24 +57,6 @@ pub fn event_types(sandbox: &Sandbox) -> Vec<String> {
 /// Every file of the run, for "records unchanged" checks.
 pub fn records(sandbox: &Sandbox) -> Vec<String> {
     ["state.json", "audit.jsonl", "history.jsonl", "plan.json"].iter().map(|file| sandbox.record(RUN, file)).collect()
-}
-
-/// Snapshots a trajectory as `snapshots/bounded/<name>@…`: what each stage
-/// printed, the run's records and the tickets afterwards.
-pub fn snapshot_run(sandbox: &Sandbox, name: &str, outputs: &[(&str, &Output)]) {
-    let settings = snapshot_settings("bounded");
-    settings.bind(|| {
-        let cli: String =
-            outputs.iter().map(|(stage, output)| format!("===== {stage}\n{}", output.snapshot())).collect();
-        insta::assert_snapshot!(format!("{name}@cli"), cli);
-        for file in ["state.json", "history.jsonl", "audit.jsonl"] {
-            insta::assert_snapshot!(format!("{name}@{file}"), sandbox.record(RUN, file));
-        }
-        insta::assert_snapshot!(
-            format!("{name}@tickets.json"),
-            serde_json::to_string_pretty(&tickets(sandbox)).unwrap_or_default()
-        );
-    });
 }
 
 /// Runs the demo plan as run `t` up to its approval gate (exit 3).

@@ -1,0 +1,347 @@
+//! Scenario tree → [`ScenarioFile`], collecting every finding of the file
+//! in one pass.
+//!
+//! A scenario file sits beside its plan (`plans/<plan>.scenarios.toml`, or
+//! `.yaml`/`.yml`); its keys are declared in `keys.rs` (`SCENARIO_FILE` and
+//! the sections below it), like those of plans and policies, so the JSON
+//! Schema and this validator agree. Checked here: exactly one of `goal` and
+//! `plan`, unique scenario names, clocks that parse, regexes that compile,
+//! fixture and snapshot paths that stay inside the workspace.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Component, Path, PathBuf};
+
+use regex::Regex;
+
+use crate::diag::Diagnostic;
+use crate::load::keys::{FIXTURE, NORMALIZE, RECORD_FILES, SCENARIO, SCENARIO_FILE, SCENARIO_STEP};
+use crate::load::node::Node;
+use crate::load::table::{
+    TableReader, check_version, error_count, expect_array, expect_string, name_or_error, regex_error, wrong_type,
+};
+use crate::model::{
+    DEFAULT_CLOCK, DEFAULT_FOLDER, DEFAULT_RECORDS, Fixture, FixtureContent, Normalize, RunStatus, Scenario,
+    ScenarioFile, SourceRef, Stage,
+};
+
+/// The suffix that marks a scenario file: `<plan>.scenarios.toml`.
+pub const SCENARIO_SUFFIX: &str = ".scenarios";
+
+/// Whether `path` names a scenario file (`*.scenarios.toml|yaml|yml`).
+pub fn is_scenario_file(path: &Path) -> bool {
+    path.file_stem().and_then(|stem| stem.to_str()).is_some_and(|stem| stem.ends_with(SCENARIO_SUFFIX))
+}
+
+/// The scenario files a plan file may have beside it, in the order looked for.
+pub fn scenario_files_for(plan_path: &Path) -> Vec<PathBuf> {
+    let stem = plan_path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = plan_path.parent().unwrap_or(Path::new(""));
+    ["toml", "yaml", "yml"].iter().map(|extension| dir.join(format!("{stem}{SCENARIO_SUFFIX}.{extension}"))).collect()
+}
+
+/// Builds the scenario file, or returns `None` when it has errors (all of
+/// them reported).
+pub(crate) fn validate_scenarios(
+    root: &Node,
+    dir: PathBuf,
+    source: SourceRef,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<ScenarioFile> {
+    let errors_before = error_count(diagnostics);
+    let mut reader = TableReader::new(root, "a scenario file", "", SCENARIO_FILE.keys, diagnostics)?;
+    check_version(&mut reader, diagnostics);
+    let mut scenarios = Vec::new();
+    let mut names = HashSet::new();
+    if let Some(items) = reader.required("scenarios", diagnostics) {
+        for (index, item) in expect_array(items, "`scenarios`", diagnostics).unwrap_or_default().iter().enumerate() {
+            let Some(scenario) = scenario(item, index, diagnostics) else { continue };
+            if !names.insert(scenario.name.clone()) {
+                diagnostics.push(
+                    Diagnostic::error("duplicate-scenario", format!("scenario `{}` is declared twice", scenario.name))
+                        .with_span(item.span)
+                        .with_help("its snapshots would overwrite each other: give every scenario its own name"),
+                );
+            }
+            scenarios.push(scenario);
+        }
+        if items.as_array().is_some_and(<[Node]>::is_empty) {
+            diagnostics.push(
+                Diagnostic::error("invalid-value", "`scenarios` may not be empty")
+                    .with_span(items.span)
+                    .with_label("no scenario")
+                    .with_help("declare at least one `[[scenarios]]` table"),
+            );
+        }
+    }
+    reader.finish(diagnostics);
+    (error_count(diagnostics) == errors_before).then_some(ScenarioFile { source, dir, scenarios })
+}
+
+fn scenario(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Option<Scenario> {
+    let errors_before = error_count(diagnostics);
+    let context = format!(" in `scenarios[{index}]`");
+    let mut reader = TableReader::new(node, &format!("`scenarios[{index}]`"), context, SCENARIO.keys, diagnostics)?;
+    let name = reader
+        .required_string("name", diagnostics)
+        .and_then(|(name, node)| name_or_error(name, node, "scenario name", 64, diagnostics));
+    if let Some(name) = &name {
+        reader.set_context(format!(" in scenario `{name}`"));
+    }
+    let goal = reader.string("goal", diagnostics);
+    let plan = reader.string("plan", diagnostics);
+    let mut args = match (goal, plan) {
+        (Some((goal, _)), None) => vec!["--goal".to_string(), goal.to_string()],
+        (None, Some((plan, _))) => vec!["--plan".to_string(), plan.to_string()],
+        (Some(_), Some((_, node))) => {
+            diagnostics.push(
+                Diagnostic::error("conflicting-keys", format!("{} and `goal` are both given", reader.describe("plan")))
+                    .with_span(node.span)
+                    .with_help("a scenario runs either a goal or a plan file: keep one"),
+            );
+            Vec::new()
+        }
+        (None, None) => {
+            diagnostics.push(
+                Diagnostic::error("missing-key", format!("missing key `goal` or `plan`{}", scenario_context(&name)))
+                    .with_span(node.span)
+                    .with_label("one of `goal` and `plan` is required here"),
+            );
+            Vec::new()
+        }
+    };
+    let run_id = reader
+        .required_string("run_id", diagnostics)
+        .and_then(|(id, node)| name_or_error(id, node, "run id", 64, diagnostics));
+    if let Some(run_id) = &run_id {
+        args.extend(["--run-id".to_string(), run_id.clone()]);
+    }
+    let expect_code = reader.required_integer("expect_code", -1, diagnostics).map(|(code, _)| code as i32);
+    let expect_status =
+        reader.string("expect_status", diagnostics).and_then(|(text, node)| status(text, node, diagnostics));
+    let folder = match reader.string("folder", diagnostics) {
+        Some((folder, node)) => name_or_error(folder, node, "snapshot folder", 64, diagnostics),
+        None => Some(DEFAULT_FOLDER.to_string()),
+    };
+    let label = reader.string("label", diagnostics).map(|(label, _)| label.to_string());
+    let clock = clock(reader.string("clock", diagnostics), diagnostics);
+    let env = reader.get("env").map(|node| env(node, &reader.describe("env"), diagnostics)).unwrap_or_default();
+    let fixtures = match reader.array("fixtures", diagnostics) {
+        Some(items) => items.iter().enumerate().filter_map(|(at, item)| fixture(item, at, diagnostics)).collect(),
+        None => Vec::new(),
+    };
+    let records = match reader.array("records", diagnostics) {
+        Some(items) => items.iter().filter_map(|item| record(item, diagnostics)).collect(),
+        None => DEFAULT_RECORDS.iter().map(|record| (*record).to_string()).collect(),
+    };
+    let files = match reader.array("files", diagnostics) {
+        Some(items) => items.iter().filter_map(|item| workspace_path(item, "`files` entry", diagnostics)).collect(),
+        None => Vec::new(),
+    };
+    let normalize = normalize_rules(reader.array("normalize", diagnostics), diagnostics);
+    let steps = match reader.array("steps", diagnostics) {
+        Some(items) => items.iter().enumerate().filter_map(|(at, item)| follow_up(item, at, diagnostics)).collect(),
+        None => Vec::new(),
+    };
+    reader.finish(diagnostics);
+    if error_count(diagnostics) > errors_before {
+        return None;
+    }
+    let run = Stage { args, label, clock: clock?, env, expect_code, normalize: Vec::new() };
+    Some(Scenario {
+        name: name?,
+        folder: folder?,
+        run,
+        run_id: run_id?,
+        expect_status,
+        fixtures,
+        records,
+        files,
+        normalize,
+        steps,
+    })
+}
+
+fn scenario_context(name: &Option<String>) -> String {
+    name.as_ref().map_or_else(String::new, |name| format!(" in scenario `{name}`"))
+}
+
+fn status(text: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> Option<RunStatus> {
+    let known = [
+        RunStatus::Running,
+        RunStatus::WaitingApproval,
+        RunStatus::Done,
+        RunStatus::Failed,
+        RunStatus::Rejected,
+        RunStatus::Cancelled,
+    ];
+    let found = known.into_iter().find(|status| status.as_str() == text);
+    if found.is_none() {
+        diagnostics.push(
+            Diagnostic::error("invalid-value", format!("unknown `expect_status` `{text}`"))
+                .with_span(node.span)
+                .with_label("not a run status")
+                .with_help("use `done`, `failed`, `waiting_approval`, `rejected`, `cancelled` or `running`"),
+        );
+    }
+    found
+}
+
+/// The clock start as written, once it parses as an RFC 3339 instant.
+fn clock(value: Option<(&str, &Node)>, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
+    let Some((text, node)) = value else { return Some(DEFAULT_CLOCK.to_string()) };
+    match text.parse::<jiff::Timestamp>() {
+        Ok(_) => Some(text.to_string()),
+        Err(error) => {
+            diagnostics.push(
+                Diagnostic::error("invalid-value", format!("`clock` `{text}` is not an RFC 3339 instant"))
+                    .with_span(node.span)
+                    .with_label(error.to_string())
+                    .with_help("write an instant such as `2026-01-01T00:10:00Z`"),
+            );
+            None
+        }
+    }
+}
+
+fn env(node: &Node, what: &str, diagnostics: &mut Vec<Diagnostic>) -> BTreeMap<String, String> {
+    let Some(entries) = node.as_table() else {
+        diagnostics.push(wrong_type(node, what, "a table of strings"));
+        return BTreeMap::new();
+    };
+    let mut env = BTreeMap::new();
+    for (key, value) in entries {
+        if let Some(text) = expect_string(value, &format!("`env.{}`", key.name), diagnostics) {
+            env.insert(key.name.clone(), text.to_string());
+        }
+    }
+    env
+}
+
+fn record(node: &Node, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
+    let text = expect_string(node, "a `records` entry", diagnostics)?;
+    if RECORD_FILES.contains(&text) {
+        return Some(text.to_string());
+    }
+    diagnostics.push(
+        Diagnostic::error("invalid-value", format!("`{text}` is not a record file of a run"))
+            .with_span(node.span)
+            .with_label("unknown record")
+            .with_help(format!("record files: {}", RECORD_FILES.join(", "))),
+    );
+    None
+}
+
+/// A workspace-relative path with no `..`, not absolute and not in `runs/`.
+fn workspace_path(node: &Node, what: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
+    let text = expect_string(node, what, diagnostics)?;
+    let path = Path::new(text);
+    let inside = !text.is_empty() && path.components().all(|component| matches!(component, Component::Normal(_)));
+    let records = path.components().next().is_some_and(|first| first.as_os_str() == "runs");
+    if inside && !records {
+        return Some(text.to_string());
+    }
+    diagnostics.push(
+        Diagnostic::error("invalid-path", format!("{what} `{text}` is not a workspace file"))
+            .with_span(node.span)
+            .with_label("expected a relative path inside the workspace")
+            .with_help("write a path such as `tickets.json`, without `..`, `/` at the start, or `runs/`"),
+    );
+    None
+}
+
+fn fixture(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Option<Fixture> {
+    let errors_before = error_count(diagnostics);
+    let what = format!("`fixtures[{index}]`");
+    let mut reader = TableReader::new(node, &what, format!(" in {what}"), FIXTURE.keys, diagnostics)?;
+    let path = reader.required("path", diagnostics).and_then(|path| workspace_path(path, "fixture path", diagnostics));
+    let content = match (reader.string("content", diagnostics), reader.string("source", diagnostics)) {
+        (Some((text, _)), None) => Some(FixtureContent::Text(text.to_string())),
+        (None, Some((source, _))) => Some(FixtureContent::Source(PathBuf::from(source))),
+        (Some(_), Some((_, node))) => {
+            diagnostics.push(
+                Diagnostic::error(
+                    "conflicting-keys",
+                    format!("{} and `content` are both given", reader.describe("source")),
+                )
+                .with_span(node.span)
+                .with_help("a fixture is either inline text or a copied file: keep one"),
+            );
+            None
+        }
+        (None, None) => {
+            diagnostics.push(
+                Diagnostic::error("missing-key", format!("missing key `content` or `source` in {what}"))
+                    .with_span(node.span)
+                    .with_label("one of `content` and `source` is required here"),
+            );
+            None
+        }
+    };
+    reader.finish(diagnostics);
+    (error_count(diagnostics) == errors_before).then_some(Fixture { path: path?, content: content? })
+}
+
+fn normalize_rules(items: Option<&[Node]>, diagnostics: &mut Vec<Diagnostic>) -> Vec<Normalize> {
+    let mut rules = Vec::new();
+    for (index, item) in items.unwrap_or_default().iter().enumerate() {
+        let what = format!("`normalize[{index}]`");
+        let Some(mut reader) = TableReader::new(item, &what, format!(" in {what}"), NORMALIZE.keys, diagnostics) else {
+            continue;
+        };
+        let regex = reader.required_string("regex", diagnostics).and_then(|(pattern, node)| {
+            Regex::new(pattern)
+                .map_err(|error| {
+                    diagnostics.push(
+                        Diagnostic::error("invalid-regex", format!("invalid regex in {what}"))
+                            .with_span(node.span)
+                            .with_label(regex_error(&error)),
+                    );
+                })
+                .ok()
+        });
+        let replacement = reader.required_string("replacement", diagnostics).map(|(text, _)| text.to_string());
+        reader.finish(diagnostics);
+        if let (Some(regex), Some(replacement)) = (regex, replacement) {
+            rules.push(Normalize { regex, replacement });
+        }
+    }
+    rules
+}
+
+fn follow_up(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Option<Stage> {
+    let errors_before = error_count(diagnostics);
+    let what = format!("`steps[{index}]`");
+    let mut reader = TableReader::new(node, &what, format!(" in {what}"), SCENARIO_STEP.keys, diagnostics)?;
+    let mut args = Vec::new();
+    if let Some(command) = reader.required("command", diagnostics)
+        && let Some(items) = expect_array(command, &reader.describe("command"), diagnostics)
+    {
+        for (at, item) in items.iter().enumerate() {
+            args.extend(expect_string(item, &format!("`command[{at}]`"), diagnostics).map(str::to_string));
+        }
+        if items.is_empty() {
+            diagnostics.push(
+                Diagnostic::error("invalid-value", format!("`command` may not be empty in {what}"))
+                    .with_span(command.span)
+                    .with_help("name a planrun command, e.g. `[\"resume\", \"t\"]`"),
+            );
+        }
+    }
+    let label = match reader.string("label", diagnostics) {
+        Some((label, _)) => label.to_string(),
+        None => args.first().cloned().unwrap_or_default(),
+    };
+    let clock = clock(reader.string("clock", diagnostics), diagnostics);
+    let env = reader.get("env").map(|node| env(node, &reader.describe("env"), diagnostics)).unwrap_or_default();
+    let expect_code = reader.integer("expect_code", -1, diagnostics).map(|(code, _)| code as i32);
+    let normalize = normalize_rules(reader.array("normalize", diagnostics), diagnostics);
+    reader.finish(diagnostics);
+    (error_count(diagnostics) == errors_before).then_some(Stage {
+        args,
+        label: Some(label),
+        clock: clock?,
+        env,
+        expect_code,
+        normalize,
+    })
+}

@@ -1,0 +1,109 @@
+//! A validated scenario file: the declared runs of a plan whose CLI output
+//! and records `planrun test` pins as golden snapshots.
+//!
+//! A scenario is one run (`--goal` or `--plan`) in a fresh sandbox, then
+//! optional follow-up commands (`approve`, `resume`, `reject` …) against
+//! the same workspace. Everything that varies from machine to machine is
+//! either fixed by the sandbox (clock, ids, paths) or declared here as a
+//! normalisation rule, so a snapshot diff is a change in behaviour.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use regex::Regex;
+
+use crate::model::{RunStatus, SourceRef};
+
+/// The record files of a run a scenario snapshots by default.
+pub const DEFAULT_RECORDS: &[&str] = &["plan.json", "state.json", "history.jsonl", "audit.jsonl"];
+
+/// The clock start of a scenario's first command unless it says otherwise.
+pub const DEFAULT_CLOCK: &str = "2026-01-01T00:00:00Z";
+
+/// The snapshot folder (below the snapshots root) of a scenario that names none.
+pub const DEFAULT_FOLDER: &str = "runs";
+
+/// A scenario file (`plans/<plan>.scenarios.toml`) after validation.
+///
+/// Invariants: scenario names are unique in the file and valid names; every
+/// regex compiled; fixture and snapshot paths are workspace-relative.
+#[derive(Debug, Clone)]
+pub struct ScenarioFile {
+    pub source: SourceRef,
+    /// The folder that holds the file: fixture `source` paths are relative to it.
+    pub dir: PathBuf,
+    pub scenarios: Vec<Scenario>,
+}
+
+/// One declared scenario.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Names its snapshots: `<name>@cli.snap`, `<name>@<record>.snap`.
+    pub name: String,
+    /// The folder below the snapshots root that holds its snapshots.
+    pub folder: String,
+    /// The first command: the run itself.
+    pub run: Stage,
+    pub run_id: String,
+    /// The status `state.json` must hold once every stage has run.
+    pub expect_status: Option<RunStatus>,
+    /// Files written into the fresh workspace before the run.
+    pub fixtures: Vec<Fixture>,
+    /// Record files of `runs/<run_id>/` to snapshot.
+    pub records: Vec<String>,
+    /// Workspace files to snapshot after the last stage.
+    pub files: Vec<String>,
+    /// Applied to every snapshot of the scenario.
+    pub normalize: Vec<Normalize>,
+    /// Follow-up commands, in order.
+    pub steps: Vec<Stage>,
+}
+
+/// One process of a scenario: its arguments (before the sandbox's
+/// `--workspace`), clock start, environment and expected exit code.
+#[derive(Debug, Clone)]
+pub struct Stage {
+    pub args: Vec<String>,
+    /// The `===== <label>` line above this stage's output in the CLI
+    /// snapshot; `None` prints the output alone (a one-command scenario).
+    pub label: Option<String>,
+    pub clock: String,
+    pub env: BTreeMap<String, String>,
+    /// `None`: not checked (the snapshot still records it). `-1` is a
+    /// process killed by a signal (a crash point).
+    pub expect_code: Option<i32>,
+    /// Applied to this stage's output only.
+    pub normalize: Vec<Normalize>,
+}
+
+/// A file of the fresh workspace.
+#[derive(Debug, Clone)]
+pub struct Fixture {
+    /// Workspace-relative path.
+    pub path: String,
+    pub content: FixtureContent,
+}
+
+/// Where a fixture's bytes come from.
+#[derive(Debug, Clone)]
+pub enum FixtureContent {
+    Text(String),
+    /// A file relative to the scenario file's folder, copied with its
+    /// modification time.
+    Source(PathBuf),
+}
+
+/// A rule for volatile text: every match of `regex` becomes `replacement`
+/// (`$1` names a group), like an insta filter.
+#[derive(Debug, Clone)]
+pub struct Normalize {
+    pub regex: Regex,
+    pub replacement: String,
+}
+
+impl Normalize {
+    /// `text` with every match replaced.
+    pub fn apply(&self, text: &str) -> String {
+        self.regex.replace_all(text, self.replacement.as_str()).into_owned()
+    }
+}
