@@ -1,0 +1,282 @@
+//! `planrun test`: the declared scenarios against their golden snapshots.
+//! Green on the repository; on a sandbox copy with changed plans, exit 1
+//! with every mismatch and its diff, `.snap.new` files pending, and
+//! `--accept` (or `--review` with piped answers) making it green again; a
+//! new scenario reported as new and failing under `CI=true`; normalisation
+//! rules keeping an `ls -la` scenario stable when file times change; a bad
+//! scenario file refused with its location (exit 2).
+//!
+//! The harness does not clear `CI`, so each test sets it to what it means.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime};
+
+use crate::common::{Output, ROOT, Sandbox};
+
+/// Copies the repository's `plans/` and `policies/`, and the given
+/// snapshot folders (`snapshots/runs`), into the sandbox.
+fn project_copy(sandbox: &Sandbox, snapshot_folders: &[&str]) {
+    for folder in ["plans", "policies"].iter().chain(snapshot_folders) {
+        copy_dir(&Path::new(ROOT).join(folder), &sandbox.path().join(folder));
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).expect("create dir");
+    for entry in fs::read_dir(from).expect("read dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            copy_dir(&path, &to.join(entry.file_name()));
+        } else {
+            fs::copy(&path, to.join(entry.file_name())).expect("copy");
+        }
+    }
+}
+
+/// `planrun test ARGS…` from the sandbox, with `CI` set to `ci`.
+fn planrun_test(sandbox: &Sandbox, args: &[&str], ci: bool) -> Output {
+    sandbox.planrun().in_sandbox().arg("test").args(args).env("CI", if ci { "true" } else { "false" }).run()
+}
+
+/// `planrun test --review ARGS…` from the sandbox with `answers` on stdin
+/// (the harness has no stdin, so this one command is spawned here).
+fn review(sandbox: &Sandbox, args: &[&str], answers: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_planrun"))
+        .current_dir(sandbox.path())
+        .args(["test", "--review"])
+        .args(args)
+        .env("CI", "false")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn planrun");
+    child.stdin.take().expect("stdin").write_all(answers.as_bytes()).expect("answers");
+    let output = child.wait_with_output().expect("planrun test --review");
+    Output {
+        code: output.status.code().unwrap_or(-1),
+        stdout: sandbox.filter(&String::from_utf8_lossy(&output.stdout)),
+        stderr: sandbox.filter(&String::from_utf8_lossy(&output.stderr)),
+    }
+}
+
+fn pending(sandbox: &Sandbox) -> Vec<String> {
+    let mut found: Vec<String> = sandbox.tree().into_iter().filter(|path| path.ends_with(".snap.new")).collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn the_repository_scenarios_are_green() {
+    let sandbox = Sandbox::new();
+    let output = sandbox.planrun().args(["test"]).env("CI", "true").expect_code(0).run();
+    assert!(output.stdout.contains("0 changed, 0 new"), "{}", output.stdout);
+    assert!(output.stdout.contains("21 scenario(s)"), "{}", output.stdout);
+}
+
+#[test]
+fn changed_plans_list_every_mismatch_with_its_diff_until_accepted() {
+    let sandbox = Sandbox::new();
+    project_copy(&sandbox, &["snapshots/runs"]);
+    let flow_ls = fs::read_to_string(sandbox.path().join("plans/flow_ls.toml")).expect("plan");
+    sandbox.write("plans/flow_ls.toml", &flow_ls.replace("listing.txt", "files.txt"));
+    let flow_pwd = fs::read_to_string(sandbox.path().join("plans/flow_pwd.toml")).expect("plan");
+    sandbox.write("plans/flow_pwd.toml", &flow_pwd.replace("report.txt", "where.txt"));
+    let paths = ["plans/flow_ls.toml", "plans/flow_pwd.toml"];
+
+    let failed = planrun_test(&sandbox, &paths, false);
+    assert_eq!(failed.code, 1, "{}", failed.snapshot());
+    // Every changed snapshot of both scenarios, not only the first.
+    for name in [
+        "flow_ls@plan.json",
+        "flow_ls@audit.jsonl",
+        "flow_ls@history.jsonl",
+        "flow_pwd@plan.json",
+        "flow_pwd@history.jsonl",
+    ] {
+        assert!(failed.stdout.contains(&format!("changed snapshots/runs/{name}.snap")), "{name}: {}", failed.stdout);
+    }
+    assert!(failed.stdout.contains("-      \"path\": \"listing.txt\","), "a unified diff: {}", failed.stdout);
+    assert!(failed.stdout.contains("+      \"path\": \"files.txt\","), "{}", failed.stdout);
+    assert!(pending(&sandbox).contains(&"snapshots/runs/flow_ls@plan.json.snap.new".to_string()));
+    let golden = fs::read_to_string(sandbox.path().join("snapshots/runs/flow_ls@plan.json.snap")).expect("snap");
+    assert!(golden.contains("listing.txt"), "a failed test changes no golden file");
+
+    let accepted = planrun_test(&sandbox, &["--accept", "plans/flow_ls.toml", "plans/flow_pwd.toml"], false);
+    assert_eq!(accepted.code, 0, "{}", accepted.snapshot());
+    assert!(accepted.stdout.contains("accepted snapshots/runs/flow_ls@plan.json.snap"), "{}", accepted.stdout);
+    assert_eq!(pending(&sandbox), Vec::<String>::new(), "accepting removes the pending files");
+    let golden = fs::read_to_string(sandbox.path().join("snapshots/runs/flow_ls@plan.json.snap")).expect("snap");
+    assert!(golden.starts_with("---\nsource: tests/scenarios.rs\n---\n"), "the header is kept: {golden}");
+    assert!(golden.contains("files.txt"), "{golden}");
+
+    let green = planrun_test(&sandbox, &paths, true);
+    assert_eq!(green.code, 0, "{}", green.snapshot());
+}
+
+const NEW_PLAN: &str = r#"version = 1
+id = "greet"
+keywords = ["say hello"]
+
+[[steps]]
+id = "hello"
+kind = "shell"
+command = ["echo", "hello"]
+
+[[steps]]
+id = "done"
+kind = "finish"
+"#;
+
+const NEW_SCENARIO: &str = r#"version = 1
+
+[[scenarios]]
+name = "greet"
+goal = "say hello"
+run_id = "greet"
+expect_code = 0
+expect_status = "done"
+records = ["state.json"]
+"#;
+
+#[test]
+fn a_new_scenario_is_reported_as_new_and_fails_under_ci() {
+    let sandbox = Sandbox::new();
+    project_copy(&sandbox, &[]);
+    sandbox.write("plans/greet.toml", NEW_PLAN);
+    sandbox.write("plans/greet.scenarios.toml", NEW_SCENARIO);
+
+    let ci = planrun_test(&sandbox, &["plans/greet.toml"], true);
+    assert_eq!(ci.code, 1, "{}", ci.snapshot());
+    assert!(ci.stdout.contains("new snapshots/runs/greet@cli.snap"), "{}", ci.stdout);
+    assert!(ci.stdout.contains("+planrun: run greet done (finish_step)"), "the new body is shown: {}", ci.stdout);
+    assert!(!sandbox.path().join("snapshots").exists(), "under CI nothing is written");
+
+    let local = planrun_test(&sandbox, &["plans/greet.toml"], false);
+    assert_eq!(local.code, 0, "new is reported, and pending: {}", local.snapshot());
+    assert!(local.stdout.contains("2 new"), "{}", local.stdout);
+    assert_eq!(pending(&sandbox), ["snapshots/runs/greet@cli.snap.new", "snapshots/runs/greet@state.json.snap.new"]);
+
+    // --review: accept the first, reject the second.
+    let review = review(&sandbox, &["plans/greet.toml"], "a\nr\n");
+    assert_eq!(review.code, 0, "the rejected one is new again, reported: {}", review.snapshot());
+    assert!(review.stdout.contains("review [1/2] snapshots/runs/greet@cli.snap"), "{}", review.stdout);
+    assert!(review.stdout.contains("review [2/2] snapshots/runs/greet@state.json.snap"), "{}", review.stdout);
+    let cli = fs::read_to_string(sandbox.path().join("snapshots/runs/greet@cli.snap")).expect("accepted");
+    assert!(cli.starts_with("---\nsource: plans/greet.scenarios.toml\n---\nexit_code: 0\n"), "{cli}");
+    assert!(!sandbox.path().join("snapshots/runs/greet@state.json.snap").exists(), "rejected");
+    assert_eq!(pending(&sandbox), Vec::<String>::new());
+
+    let ci = planrun_test(&sandbox, &["plans/greet.toml"], true);
+    assert_eq!(ci.code, 1, "state.json is still new: {}", ci.snapshot());
+    assert!(ci.stdout.contains("1 matched, 0 changed, 1 new"), "{}", ci.stdout);
+}
+
+const LISTING_PLAN: &str = r#"version = 1
+id = "listing"
+keywords = ["list the files"]
+
+[[steps]]
+id = "list"
+kind = "shell"
+command = ["ls", "-la"]
+
+[[steps]]
+id = "save"
+kind = "write_file"
+path = "listing.txt"
+content = "{{ steps.list.output_text }}"
+
+[[steps]]
+id = "done"
+kind = "finish"
+"#;
+
+/// The listing scenario, with or without the rule for `ls -la`'s times.
+fn listing_scenario(rule: bool) -> String {
+    let normalize = if rule {
+        // `Dec  1 07:43` (this year) or `Jan  1  2001` (older): same width.
+        "normalize = [{ regex = '[A-Z][a-z]{2} [ \\d]\\d ( \\d{4}|\\d\\d:\\d\\d)', replacement = '[DATE]' }]\n"
+    } else {
+        ""
+    };
+    format!(
+        "version = 1\n\n[[scenarios]]\nname = \"listing\"\ngoal = \"list the files\"\nrun_id = \"listing\"\nexpect_code = 0\nfixtures = [{{ path = \"notes.txt\", source = \"notes.txt\" }}]\nrecords = [\"history.jsonl\"]\n{normalize}"
+    )
+}
+
+/// Sets the modification time of the fixture's source file.
+fn touch(path: &Path, time: SystemTime) {
+    fs::File::options().write(true).open(path).expect("open").set_modified(time).expect("set mtime");
+}
+
+#[test]
+fn normalisation_keeps_an_ls_la_scenario_stable_when_file_times_change() {
+    for rule in [true, false] {
+        let sandbox = Sandbox::new();
+        project_copy(&sandbox, &[]);
+        sandbox.write("plans/listing.toml", LISTING_PLAN);
+        sandbox.write("plans/listing.scenarios.toml", &listing_scenario(rule));
+        let notes = sandbox.write("plans/notes.txt", "a fixture\n");
+        touch(&notes, SystemTime::now() - Duration::from_secs(3600));
+        let accepted = planrun_test(&sandbox, &["--accept", "plans/listing.toml"], false);
+        assert_eq!(accepted.code, 0, "{}", accepted.snapshot());
+        let history =
+            fs::read_to_string(sandbox.path().join("snapshots/runs/listing@history.jsonl.snap")).expect("snap");
+        assert!(history.contains("notes.txt"), "{history}");
+        assert_eq!(history.contains("[DATE]"), rule, "{history}");
+
+        // Years later (in file times): the injected clock keeps the records'
+        // own times fixed; only the listing's dates move.
+        touch(&notes, SystemTime::UNIX_EPOCH + Duration::from_secs(978_307_200));
+        let again = planrun_test(&sandbox, &["plans/listing.toml"], true);
+        if rule {
+            assert_eq!(again.code, 0, "stable with the rule: {}", again.snapshot());
+        } else {
+            assert_eq!(again.code, 1, "without the rule the date is a diff: {}", again.snapshot());
+            assert!(again.stdout.contains(" 2001 notes.txt"), "{}", again.stdout);
+        }
+    }
+}
+
+#[test]
+fn a_bad_scenario_file_is_refused_with_its_location_and_nothing_runs() {
+    let sandbox = Sandbox::new();
+    project_copy(&sandbox, &[]);
+    sandbox.write("plans/greet.toml", NEW_PLAN);
+    sandbox.write(
+        "plans/greet.scenarios.toml",
+        "version = 1\n\n[[scenarios]]\nnam = \"greet\"\ngoal = \"say hello\"\nplan = \"plans/greet.toml\"\nrun_id = \"greet\"\nexpect_code = 0\nclock = \"yesterday\"\n",
+    );
+    let output = planrun_test(&sandbox, &["plans/greet.toml"], false);
+    assert_eq!(output.code, 2, "{}", output.snapshot());
+    assert!(output.stderr.contains("plans/greet.scenarios.toml:4:1"), "{}", output.stderr);
+    assert!(output.stderr.contains("did you mean `name`?"), "{}", output.stderr);
+    assert!(
+        output.stderr.contains("`plan` in scenario") || output.stderr.contains("conflicting-keys"),
+        "{}",
+        output.stderr
+    );
+    assert!(output.stderr.contains("`clock` `yesterday` is not an RFC 3339 instant"), "{}", output.stderr);
+    assert!(!sandbox.path().join("snapshots").exists(), "nothing ran");
+    let check = sandbox.planrun().in_sandbox().args(["check", "plans/greet.toml"]).run();
+    assert_eq!(check.code, 2, "`check` validates the plan's scenario file too: {}", check.snapshot());
+    assert!(check.stdout.contains("unknown-key"), "{}", check.stdout);
+}
+
+#[test]
+fn check_notes_a_plan_without_a_scenario() {
+    let sandbox = Sandbox::new();
+    project_copy(&sandbox, &[]);
+    sandbox.write("plans/greet.toml", NEW_PLAN);
+    let check = sandbox.planrun().in_sandbox().args(["check", "plans/greet.toml"]).expect_code(0).run();
+    assert!(check.stdout.contains("note[no-scenario]: plan `greet` has no scenario"), "{}", check.stdout);
+    assert!(check.stdout.contains("declare one in `plans/greet.scenarios.toml`"), "{}", check.stdout);
+    let test = planrun_test(&sandbox, &["plans/greet.toml"], false);
+    assert_eq!(test.code, 2, "{}", test.snapshot());
+    assert!(test.stderr.contains("`plans/greet.toml` has no scenario file"), "{}", test.stderr);
+}
