@@ -8,7 +8,7 @@
 //! | module | what it covers | snapshots |
 //! |---|---|---|
 //! | `scenarios` | every declared scenario (`plans/*.scenarios.toml\|yaml`, by `insta::glob!`): CLI output and every run file; every plan declares one | `runs/`, `bounded/` |
-//! | `planrun_test` | `planrun test`: green on the repository, every mismatch with its diff, `--accept`, `--review`, new under `CI=true`, normalisation, bad scenario files, the `no-scenario` note | (sandbox copies only) |
+//! | `planrun_test` | `planrun test`: green on the repository, the Author's guide example as written, every mismatch with its diff, `--accept`, `--review`, new under `CI=true`, normalisation, bad scenario files, the `no-scenario` note | (sandbox copies only) |
 //! | `ticket_demo` | the ticket demo: pause for approval, approve and resume, already closed, untrusted ticket data, `planrun demo` | `bounded/` |
 //! | `approvals` | approval matching (fingerprint, scope, state version), expiry, forged approvals, `decision = "prompt"`, changed plans, `reject`, `cancel` | `bounded/rejected@*` |
 //! | `integrity` | tampered `state.json` and `audit.jsonl` refused by every command; HMAC seals and no downgrade | |

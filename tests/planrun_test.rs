@@ -280,3 +280,34 @@ fn check_notes_a_plan_without_a_scenario() {
     assert_eq!(test.code, 2, "{}", test.snapshot());
     assert!(test.stderr.contains("`plans/greet.toml` has no scenario file"), "{}", test.stderr);
 }
+
+/// The ```toml block of the README that contains `marker`.
+fn readme_block(marker: &str) -> String {
+    let readme = fs::read_to_string(Path::new(ROOT).join("README.md")).expect("README");
+    readme
+        .split("```toml\n")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("```").map(|(block, _)| block.to_string()))
+        .find(|block| block.contains(marker))
+        .unwrap_or_else(|| panic!("no README block with {marker}"))
+}
+
+/// The Author's guide's plan and scenario, exactly as the README prints
+/// them, check clean and pin a stable run in the sandbox.
+#[test]
+fn the_authors_guide_example_works_as_written() {
+    let sandbox = Sandbox::new();
+    project_copy(&sandbox, &[]);
+    sandbox.write("plans/list_files.toml", &readme_block("id = \"list_files\""));
+    sandbox.write("plans/list_files.scenarios.toml", &readme_block("name = \"list_files\""));
+    let check = sandbox.planrun().in_sandbox().args(["check", "plans/list_files.toml"]).expect_code(0).run();
+    assert!(check.stdout.contains("0 error(s), 0 warning(s), 0 note(s)"), "{}", check.stdout);
+    let accepted = planrun_test(&sandbox, &["--accept", "plans/list_files.toml"], false);
+    assert_eq!(accepted.code, 0, "{}", accepted.snapshot());
+    assert!(accepted.stdout.contains("5 accepted; 0 failed"), "{}", accepted.stdout);
+    let history =
+        fs::read_to_string(sandbox.path().join("snapshots/runs/list_files@history.jsonl.snap")).expect("snap");
+    assert!(history.contains("[DATE] notes.txt"), "{history}");
+    let again = planrun_test(&sandbox, &["plans/list_files.toml"], true);
+    assert_eq!(again.code, 0, "{}", again.snapshot());
+}
