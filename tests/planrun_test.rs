@@ -165,6 +165,8 @@ fn a_new_scenario_is_reported_as_new_and_fails_under_ci() {
     let review = review(&sandbox, &["plans/greet.toml"], "a\nr\n");
     assert_eq!(review.code, 0, "the rejected one is new again, reported: {}", review.snapshot());
     assert!(review.stdout.contains("review [1/2] snapshots/runs/greet@cli.snap"), "{}", review.stdout);
+    let shown = review.stdout.find("new snapshots/runs/greet@cli.snap").expect("the body is shown");
+    assert!(shown < review.stdout.find("review [1/2]").expect("asked"), "each body before its question");
     assert!(review.stdout.contains("review [2/2] snapshots/runs/greet@state.json.snap"), "{}", review.stdout);
     let cli = fs::read_to_string(sandbox.path().join("snapshots/runs/greet@cli.snap")).expect("accepted");
     assert!(cli.starts_with("---\nsource: plans/greet.scenarios.toml\n---\nexit_code: 0\n"), "{cli}");
@@ -174,6 +176,12 @@ fn a_new_scenario_is_reported_as_new_and_fails_under_ci() {
     let ci = planrun_test(&sandbox, &["plans/greet.toml"], true);
     assert_eq!(ci.code, 1, "state.json is still new: {}", ci.snapshot());
     assert!(ci.stdout.contains("1 matched, 0 changed, 1 new"), "{}", ci.stdout);
+
+    // `--snapshots DIR`: another snapshots root, same layout.
+    let elsewhere = planrun_test(&sandbox, &["--accept", "--snapshots", "elsewhere", "plans/greet.toml"], false);
+    assert_eq!(elsewhere.code, 0, "{}", elsewhere.snapshot());
+    assert!(sandbox.path().join("elsewhere/runs/greet@state.json.snap").is_file());
+    assert!(!sandbox.path().join("snapshots/runs/greet@state.json.snap").exists());
 }
 
 const LISTING_PLAN: &str = r#"version = 1
@@ -310,4 +318,25 @@ fn the_authors_guide_example_works_as_written() {
     assert!(history.contains("[DATE] notes.txt"), "{history}");
     let again = planrun_test(&sandbox, &["plans/list_files.toml"], true);
     assert_eq!(again.code, 0, "{}", again.snapshot());
+}
+
+/// An exit code other than the declared one fails the scenario (exit 1)
+/// with the command's output; a step's rule applies to its output only.
+#[test]
+fn unmet_expectations_fail_and_step_rules_apply_to_their_step() {
+    let sandbox = Sandbox::new();
+    project_copy(&sandbox, &[]);
+    sandbox.write("plans/greet.toml", NEW_PLAN);
+    sandbox.write(
+        "plans/greet.scenarios.toml",
+        "version = 1\n\n[[scenarios]]\nname = \"greet\"\ngoal = \"say hello\"\nrun_id = \"greet\"\nexpect_code = 1\nexpect_status = \"failed\"\nrecords = []\n\n[[scenarios.steps]]\ncommand = [\"show\", \"greet\"]\nexpect_code = 0\nnormalize = [{ regex = \"hello\", replacement = \"[GREETING]\" }]\n",
+    );
+    let output = planrun_test(&sandbox, &["--accept", "plans/greet.toml"], false);
+    assert_eq!(output.code, 1, "{}", output.snapshot());
+    assert!(output.stdout.contains("failed scenario `greet` (plans/greet.scenarios.toml): `planrun --goal say hello --run-id greet` exited with 0, expected 1"), "{}", output.stdout);
+    assert!(output.stdout.contains("run `greet` ended `done`, expected `failed`"), "{}", output.stdout);
+    let cli = fs::read_to_string(sandbox.path().join("snapshots/runs/greet@cli.snap")).expect("snap");
+    let (run, show) = cli.split_once("===== show\n").expect("the follow-up is labelled");
+    assert!(run.contains("hello"), "the run's own output is as printed: {run}");
+    assert!(show.contains("[GREETING]") && !show.contains("hello"), "{show}");
 }

@@ -36,6 +36,8 @@ fn every_declared_scenario_matches_its_snapshots() {
         for scenario in &file.scenarios {
             let run = run_scenario(&file, scenario, &context()).expect("the sandbox is prepared");
             assert!(run.problems.is_empty(), "scenario `{}`:\n{}", scenario.name, run.problems.join("\n"));
+            // Inside `glob!`, insta records a mismatch and goes on, so a
+            // change shows every diff of the scenario (each `.snap.new`).
             for captured in run.captured {
                 // `glob!` suffixes snapshot names with the input file; the
                 // scenario's snapshot names are complete already.

@@ -52,16 +52,21 @@ pub fn test(args: &TestArgs, dirs: &DirArgs) -> ExitCode {
     for error in &outcome.errors {
         anstream::eprintln!("{}: {error}", paint(RED, "error"));
     }
-    report(&outcome);
-    if args.review && !ci {
+    let review_now = args.review && !ci;
+    if args.review && ci {
+        anstream::eprintln!("{}: `--review` asks nothing under CI=true", paint(YELLOW, "note"));
+    }
+    report(&outcome, !review_now);
+    if review_now {
         review(&mut outcome);
     }
     summary(&outcome);
     outcome.exit_status().into()
 }
 
-/// Every problem, and every changed or new snapshot with its diff.
-fn report(outcome: &TestOutcome) {
+/// Every problem, and every changed or new snapshot with its diff (unless
+/// `--review` shows each diff with its question).
+fn report(outcome: &TestOutcome, show_pending: bool) {
     for scenario in &outcome.problems {
         for problem in &scenario.problems {
             anstream::println!(
@@ -78,25 +83,23 @@ fn report(outcome: &TestOutcome) {
             SnapshotState::Accepted => {
                 anstream::println!("{} {}", paint(GREEN, "accepted"), display_path(&result.path));
             }
-            SnapshotState::Changed { diff } => {
-                anstream::println!(
-                    "{} {} (scenario `{}`)",
-                    paint(RED, "changed"),
-                    display_path(&result.path),
-                    result.scenario
-                );
-                anstream::print!("{diff}");
-            }
-            SnapshotState::New => {
-                anstream::println!(
-                    "{} {} (scenario `{}`)",
-                    paint(YELLOW, "new"),
-                    display_path(&result.path),
-                    result.scenario
-                );
-                anstream::print!("{}", new_body(result));
-            }
+            SnapshotState::Changed { .. } | SnapshotState::New if show_pending => print_pending(result),
+            SnapshotState::Changed { .. } | SnapshotState::New => {}
         }
+    }
+}
+
+/// A changed snapshot with its diff, or a new one with its body.
+fn print_pending(result: &SnapshotResult) {
+    let (word, style) = match result.state {
+        SnapshotState::Changed { .. } => ("changed", RED),
+        SnapshotState::New => ("new", YELLOW),
+        SnapshotState::Matched | SnapshotState::Accepted => return,
+    };
+    anstream::println!("{} {} (scenario `{}`)", paint(style, word), display_path(&result.path), result.scenario);
+    match &result.state {
+        SnapshotState::Changed { diff } => anstream::print!("{diff}"),
+        _ => anstream::print!("{}", new_body(result)),
     }
 }
 
@@ -137,6 +140,7 @@ fn review(outcome: &mut TestOutcome) {
     let mut lines = stdin.lock().lines();
     for (position, index) in pending.iter().enumerate() {
         let result = &outcome.snapshots[*index];
+        print_pending(result);
         anstream::println!(
             "{} [{}/{}] {} (scenario `{}`): [a]ccept, [r]eject, [s]kip?",
             paint(BOLD, "review"),

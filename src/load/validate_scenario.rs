@@ -54,14 +54,20 @@ pub(crate) fn validate_scenarios(
     let mut names = HashSet::new();
     if let Some(items) = reader.required("scenarios", diagnostics) {
         for (index, item) in expect_array(items, "`scenarios`", diagnostics).unwrap_or_default().iter().enumerate() {
-            let Some(scenario) = scenario(item, index, diagnostics) else { continue };
-            if !names.insert(scenario.name.clone()) {
+            // Checked on the name as written, so a scenario with other
+            // errors is still seen as a duplicate.
+            if let Some(name) = item.get("name")
+                && let Some(text) = name.as_str()
+                && !names.insert(text.to_string())
+            {
                 diagnostics.push(
-                    Diagnostic::error("duplicate-scenario", format!("scenario `{}` is declared twice", scenario.name))
-                        .with_span(item.span)
+                    Diagnostic::error("duplicate-scenario", format!("scenario `{text}` is declared twice"))
+                        .with_span(name.span)
+                        .with_label("declared again here")
                         .with_help("its snapshots would overwrite each other: give every scenario its own name"),
                 );
             }
+            let Some(scenario) = scenario(item, index, diagnostics) else { continue };
             scenarios.push(scenario);
         }
         if items.as_array().is_some_and(<[Node]>::is_empty) {
@@ -344,4 +350,99 @@ fn follow_up(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Op
         expect_code,
         normalize,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diag::render;
+    use crate::load::Loader;
+
+    /// Loads `text` as `plans/x.scenarios.toml`: the file and every finding.
+    fn load(text: &str) -> (Option<ScenarioFile>, Vec<String>) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("x.scenarios.toml");
+        std::fs::write(&path, text).expect("write");
+        let mut loader = Loader::new();
+        let file = loader.load_scenarios(&path);
+        let findings = loader.sorted_diagnostics().into_iter().map(|d| render(loader.sources(), d)).collect();
+        (file, findings)
+    }
+
+    #[test]
+    fn a_scenario_gets_its_defaults_and_its_command_line() {
+        let (file, findings) = load(
+            "version = 1\n[[scenarios]]\nname = \"a\"\ngoal = \"say hi\"\nrun_id = \"r\"\nexpect_code = 0\n\n[[scenarios.steps]]\ncommand = [\"resume\", \"r\"]\n",
+        );
+        assert_eq!(findings, Vec::<String>::new());
+        let scenario = &file.expect("loads").scenarios[0];
+        assert_eq!(scenario.run.args, ["--goal", "say hi", "--run-id", "r"]);
+        assert_eq!(scenario.run.label, None);
+        assert_eq!(scenario.run.clock, DEFAULT_CLOCK);
+        assert_eq!(scenario.folder, "runs");
+        assert_eq!(scenario.records, DEFAULT_RECORDS);
+        assert_eq!(scenario.steps[0].label.as_deref(), Some("resume"), "a step's label is its command");
+        assert_eq!(scenario.steps[0].expect_code, None);
+    }
+
+    #[test]
+    fn every_mistake_of_a_file_is_reported_in_one_pass() {
+        let (file, findings) = load(
+            r#"version = 1
+[[scenarios]]
+name = "a"
+goal = "g"
+plan = "plans/a.toml"
+run_id = "r"
+expect_code = 0
+expect_status = "finished"
+records = ["log.txt"]
+files = ["../secret"]
+fixtures = [{ path = "a.txt", content = "x", source = "a.txt" }]
+normalize = [{ regex = "(", replacement = "" }]
+
+[[scenarios]]
+name = "a"
+plan = "plans/a.toml"
+run_id = "r"
+expect_code = 0
+"#,
+        );
+        assert!(file.is_none());
+        let codes: Vec<&str> =
+            findings.iter().map(|f| f.split(']').next().unwrap_or("").trim_start_matches("error[")).collect();
+        assert_eq!(
+            codes,
+            [
+                "conflicting-keys",
+                "invalid-value",
+                "invalid-value",
+                "invalid-path",
+                "conflicting-keys",
+                "invalid-regex",
+                "duplicate-scenario"
+            ],
+            "{findings:#?}"
+        );
+        assert!(findings[1].contains("unknown `expect_status` `finished`"), "{}", findings[1]);
+        assert!(findings[3].contains("x.scenarios.toml:10:10"), "a position: {}", findings[3]);
+    }
+
+    #[test]
+    fn a_missing_run_and_an_unknown_key_name_the_fix() {
+        let (file, findings) = load("version = 1\n[[scenarios]]\nname = \"a\"\nrun_idd = \"r\"\nexpect_code = 0\n");
+        assert!(file.is_none());
+        let all = findings.join("\n");
+        assert!(all.contains("missing key `goal` or `plan` in scenario `a`"), "{all}");
+        assert!(all.contains("missing key `run_id` in scenario `a`"), "{all}");
+        assert!(all.contains("did you mean `run_id`?"), "{all}");
+    }
+
+    #[test]
+    fn scenario_files_are_recognised_by_name_and_found_beside_their_plan() {
+        assert!(is_scenario_file(Path::new("plans/a.scenarios.toml")));
+        assert!(is_scenario_file(Path::new("plans/a.scenarios.yaml")));
+        assert!(!is_scenario_file(Path::new("plans/a.toml")));
+        assert_eq!(scenario_files_for(Path::new("plans/a.yaml"))[0], PathBuf::from("plans/a.scenarios.toml"));
+    }
 }
