@@ -112,7 +112,7 @@ impl Drop for Server {
 
 /// A client that never uses a proxy (traffic stays on loopback).
 pub fn client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(60)).build().expect("client")
+    planrun::server::http_client::client_builder().no_proxy().timeout(Duration::from_secs(60)).build().expect("client")
 }
 
 /// Sends a request that must fail; returns its status and the `error.code`

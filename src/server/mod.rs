@@ -33,6 +33,7 @@ pub mod decision;
 mod decisions_in_flight;
 pub mod error;
 pub mod guard;
+pub mod http_client;
 pub mod ids;
 pub mod openapi;
 pub mod records;
@@ -120,7 +121,7 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
             Ok(listener) => listener,
             Err(error) => return fail(ExitStatus::Failed, &format!("cannot listen on `{}`: {error}", args.addr)),
         };
-        let client = match reqwest::Client::builder().build() {
+        let client = match http_client::client_builder().build() {
             Ok(client) => client,
             Err(error) => return fail(ExitStatus::Failed, &format!("cannot build the HTTP client: {error}")),
         };
