@@ -77,7 +77,8 @@ fn policy_check_bad_input_is_exit_2() {
 #[test]
 fn the_committed_schemas_are_what_planrun_schema_prints() {
     let sandbox = Sandbox::new();
-    for name in ["plan", "policy"] {
+    for kind in planrun::load::SchemaKind::ALL {
+        let name = kind.name();
         let output = sandbox.planrun(&["schema", name]);
         assert_eq!(output.code, 0, "{}", output.snapshot());
         let path = std::path::Path::new(crate::common::ROOT).join(format!("schemas/{name}.schema.json"));
@@ -93,6 +94,7 @@ fn the_committed_schemas_are_what_planrun_schema_prints() {
     let value: serde_json::Value = serde_json::from_str(&both.stdout).expect("JSON");
     assert_eq!(value["plan"]["title"], "planrun plan");
     assert_eq!(value["policy"]["title"], "planrun policy");
+    assert_eq!(value["service"]["title"], "planrun service policy");
     assert_eq!(sandbox.planrun(&["schema", "manifest"]).code, 2);
 }
 
@@ -125,7 +127,7 @@ fn the_schemas_know_every_key_of_the_shipped_files() {
         }
     }
     let root = std::path::Path::new(crate::common::ROOT);
-    for (folder, name) in [("plans", "plan"), ("policies", "policy")] {
+    for (folder, name) in [("plans", "plan"), ("policies", "policy"), ("policies/service", "service")] {
         let schema: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(root.join(format!("schemas/{name}.schema.json"))).expect("schema"),
         )

@@ -15,6 +15,7 @@
 //! | `server_approvals` | `POST /runs/{id}/approve|reject`: approval-gated bridge runs, refusals, auth |
 //! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers |
 //! | `serve_harness` | the service test harness (server process, fake model servers) |
+//! | `service_policy` | the service policy on the loader: `check` (TOML/YAML, path or `<policies>/service/`), `serve` refusing a broken one |
 
 mod common;
 mod serve_harness;
@@ -31,3 +32,4 @@ mod scenarios;
 mod security;
 mod server;
 mod server_approvals;
+mod service_policy;

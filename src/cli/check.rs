@@ -14,9 +14,10 @@ use crate::ops::ExitStatus;
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// Plan or policy files, or folders of them. Without paths: the
-    /// `--plans` and `--policies` folders, with the cross-file checks
-    /// (routing, policy references).
+    /// Plan, policy or service policy files, or folders of them. Without
+    /// paths: the `--plans` and `--policies` folders, with the cross-file
+    /// checks (routing, policy references), and the service policy
+    /// `<policies>/service/service.toml` (or `.yaml`) when it exists.
     pub paths: Vec<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -34,7 +35,11 @@ pub enum Format {
 pub fn check(args: &CheckArgs, dirs: &DirArgs) -> ExitCode {
     let mut loader = Loader::new();
     let catalog = if args.paths.is_empty() {
-        loader.load_catalog(&dirs.plans, &dirs.policies)
+        let catalog = loader.load_catalog(&dirs.plans, &dirs.policies);
+        if let Some(path) = Loader::service_policy_file(&dirs.policies) {
+            loader.load_service_policy(&path);
+        }
+        catalog
     } else {
         loader.load_paths_with_policies(&args.paths, Some(&dirs.policies))
     };

@@ -8,7 +8,7 @@ use crate::load::keys::{EXPECT, STEP, WHEN};
 use crate::load::loaded_plan::{PlanSpans, StepSpans, TemplateSite};
 use crate::load::node::Node;
 use crate::load::table::{
-    TableReader, did_you_mean, error_count, expect_string, name_or_error, regex_error, value_span, wrong_type,
+    TableReader, compile_regex, did_you_mean, error_count, expect_string, name_or_error, value_span, wrong_type,
 };
 use crate::model::{Action, Condition, ConditionTest, Expect, Risk, Step, WhenFalse};
 use crate::template::{RefTarget, Template};
@@ -276,17 +276,7 @@ impl ActionBuilder<'_, '_, '_> {
                 "equals" => Some(ConditionTest::Equals((*text).to_string())),
                 "not_equals" => Some(ConditionTest::NotEquals((*text).to_string())),
                 "contains" => Some(ConditionTest::Contains((*text).to_string())),
-                _ => match regex::Regex::new(text) {
-                    Ok(regex) => Some(ConditionTest::Matches(regex)),
-                    Err(error) => {
-                        self.diagnostics.push(
-                            Diagnostic::error("invalid-regex", format!("invalid regex `{text}`"))
-                                .with_span(node.span)
-                                .with_label(regex_error(&error)),
-                        );
-                        None
-                    }
-                },
+                _ => compile_regex(text, false, node, self.diagnostics).map(ConditionTest::Matches),
             },
             _ => {
                 self.diagnostics.push(
@@ -311,17 +301,9 @@ impl ActionBuilder<'_, '_, '_> {
             .and_then(|(code, node)| small(code, node, "`exit_code`", self.diagnostics))
             .map(|code| i32::try_from(code).unwrap_or(i32::MAX));
         let output_contains = reader.string("output_contains", self.diagnostics).map(|(text, _)| text.to_string());
-        let output_matches = reader.string("output_matches", self.diagnostics).and_then(|(text, node)| {
-            regex::Regex::new(text)
-                .map_err(|error| {
-                    self.diagnostics.push(
-                        Diagnostic::error("invalid-regex", format!("invalid regex `{text}`"))
-                            .with_span(node.span)
-                            .with_label(regex_error(&error)),
-                    );
-                })
-                .ok()
-        });
+        let output_matches = reader
+            .string("output_matches", self.diagnostics)
+            .and_then(|(text, node)| compile_regex(text, false, node, self.diagnostics));
         reader.finish(self.diagnostics);
         Some(Expect { exit_code, output_contains, output_matches })
     }
