@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use crate::cli::DirArgs;
 use crate::cli::output::{fail, print_diagnostics};
 use crate::confine::{PathRules, ProgramResolver, Workspace};
-use crate::diag::Severity;
+use crate::diag::{Severity, display_path};
 use crate::load::Loader;
 use crate::ops::ExitStatus;
 use crate::policy::evaluate_shell_with;
@@ -59,7 +59,7 @@ fn policy_check(args: &PolicyCheckArgs, dirs: &DirArgs) -> ExitCode {
     else {
         return fail(
             ExitStatus::InvalidInput,
-            &format!("no policy `{}` in `{}`", args.policy, dirs.policies.display()),
+            &format!("no policy `{}` in `{}`", args.policy, display_path(&dirs.policies)),
         );
     };
     let mut loader = Loader::new();
@@ -74,7 +74,7 @@ fn policy_check(args: &PolicyCheckArgs, dirs: &DirArgs) -> ExitCode {
             Err(error) => {
                 return fail(
                     ExitStatus::InvalidInput,
-                    &format!("cannot open workspace `{}`: {error}", dirs.workspace.display()),
+                    &format!("cannot open workspace `{}`: {error}", display_path(&dirs.workspace)),
                 );
             }
         }

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 
 use crate::cli::output::fail;
+use crate::diag::display_path;
 use crate::load::{SchemaKind, schema, schema_text};
 use crate::ops::ExitStatus;
 
@@ -47,7 +48,7 @@ pub fn schema_command(args: &SchemaArgs) -> ExitCode {
         for kind in SchemaKind::ALL {
             let path = dir.join(kind.file_name());
             if let Err(error) = std::fs::write(&path, schema_text(kind)) {
-                return fail(ExitStatus::InvalidInput, &format!("cannot write `{}`: {error}", path.display()));
+                return fail(ExitStatus::InvalidInput, &format!("cannot write `{}`: {error}", display_path(&path)));
             }
         }
         return ExitStatus::Done.into();

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::confine::PathRules;
-use crate::diag::{Diagnostic, SourceMap};
+use crate::diag::{Diagnostic, SourceMap, display_path};
 use crate::load::lint_plan::lint_plan;
 use crate::load::loaded_plan::LoadedPlan;
 use crate::load::loader::{self, ReadFile};
@@ -244,7 +244,7 @@ impl Loader {
             Err(error) => {
                 self.diagnostics.push(Diagnostic::error(
                     "io-error",
-                    format!("cannot read folder `{}`: {error}", loader::display_name(folder)),
+                    format!("cannot read folder `{}`: {error}", display_path(folder)),
                 ));
                 return Vec::new();
             }

@@ -14,7 +14,7 @@ use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, StrInput};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use crate::diag::{Diagnostic, SourceFile, SourceId, SourceMap, Span};
+use crate::diag::{Diagnostic, SourceFile, SourceId, SourceMap, Span, display_path};
 use crate::load::node::{Key, Node, NodeValue};
 use crate::model::SourceRef;
 
@@ -44,22 +44,10 @@ pub(crate) struct ReadFile {
     pub format: Format,
 }
 
-/// The path as shown to users: relative to the current directory when it is
-/// below it, else as given.
-pub(crate) fn display_name(path: &Path) -> String {
-    let shown = std::env::current_dir()
-        .ok()
-        .filter(|_| path.is_absolute())
-        .and_then(|current| path.strip_prefix(current).ok().map(Path::to_path_buf))
-        .filter(|relative| !relative.as_os_str().is_empty())
-        .unwrap_or_else(|| path.to_path_buf());
-    shown.to_string_lossy().into_owned()
-}
-
 /// Reads `path` into `sources`. Reports `unsupported-extension` and
 /// `io-error` (both without a span) and returns `None` on either.
 pub(crate) fn read(sources: &mut SourceMap, diagnostics: &mut Vec<Diagnostic>, path: &Path) -> Option<ReadFile> {
-    let name = display_name(path);
+    let name = display_path(path);
     let Some(format) = Format::of(path) else {
         diagnostics.push(
             Diagnostic::error("unsupported-extension", format!("cannot read `{name}`: unsupported file extension"))

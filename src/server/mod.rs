@@ -45,7 +45,7 @@ use std::sync::Arc;
 use clap::Args;
 use tokio::sync::Semaphore;
 
-use crate::diag::render_all;
+use crate::diag::{display_path, render_all};
 use crate::load::Loader;
 use crate::model::ServicePolicy;
 use crate::runtime::RuntimeEnv;
@@ -95,11 +95,13 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
         Err(code) => return code,
     };
     if let Err(error) = std::fs::create_dir_all(workspace) {
-        return fail(EXIT_INVALID, &format!("cannot create workspace `{}`: {error}", workspace.display()));
+        return fail(EXIT_INVALID, &format!("cannot create workspace `{}`: {error}", display_path(workspace)));
     }
     let workspace = match workspace.canonicalize() {
         Ok(path) => path,
-        Err(error) => return fail(EXIT_INVALID, &format!("cannot open workspace `{}`: {error}", workspace.display())),
+        Err(error) => {
+            return fail(EXIT_INVALID, &format!("cannot open workspace `{}`: {error}", display_path(workspace)));
+        }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
