@@ -329,13 +329,7 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
                 Ok(Node::new(at, NodeValue::Null))
             }
             Event::Scalar(text, style, anchor, tag) => {
-                self.refuse_anchor(anchor, at);
-                let forced_string = self.refuse_tag(tag.as_deref(), at, true);
-                let value = if style == ScalarStyle::Plain && !forced_string {
-                    self.resolve_plain(&text, at)
-                } else {
-                    NodeValue::String(text.into_owned())
-                };
+                let value = self.scalar(&text, style, anchor, tag.as_deref(), at);
                 Ok(Node::new(at, value))
             }
             Event::SequenceStart(anchor, tag) => {
@@ -362,6 +356,25 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
         }
     }
 
+    /// A scalar's value (a key's or a value's): anchors and tags refused,
+    /// a plain scalar resolved by the core schema, a quoted one a string.
+    fn scalar(
+        &mut self,
+        text: &str,
+        style: ScalarStyle,
+        anchor: usize,
+        tag: Option<&saphyr_parser::Tag>,
+        at: Span,
+    ) -> NodeValue {
+        self.refuse_anchor(anchor, at);
+        let forced_string = self.refuse_tag(tag, at, true);
+        if style == ScalarStyle::Plain && !forced_string {
+            self.resolve_plain(text, at)
+        } else {
+            NodeValue::String(text.to_string())
+        }
+    }
+
     fn mapping(&mut self, at: Span) -> Result<Node, Fatal> {
         let mut entries: Vec<(Key, Node)> = Vec::new();
         loop {
@@ -374,13 +387,7 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
                     return Ok(Node::new(span, NodeValue::Table(entries)));
                 }
                 Event::Scalar(text, style, anchor, tag) => {
-                    self.refuse_anchor(anchor, key_span);
-                    let forced_string = self.refuse_tag(tag.as_deref(), key_span, true);
-                    let resolved = if style == ScalarStyle::Plain && !forced_string {
-                        self.resolve_plain(&text, key_span)
-                    } else {
-                        NodeValue::String(text.to_string())
-                    };
+                    let resolved = self.scalar(&text, style, anchor, tag.as_deref(), key_span);
                     if !matches!(resolved, NodeValue::String(_)) {
                         self.diagnostics.push(
                             Diagnostic::error(

@@ -134,6 +134,42 @@ impl<'n> TableReader<'n> {
         }
     }
 
+    /// One of the strings `choices` names (the values `keys.rs` declares
+    /// for `key`), as its value: `Some(None)` when the key is absent, `None`
+    /// after a reported `wrong-type` or `invalid-value` (`unknown <what>`,
+    /// listing the choices).
+    pub(crate) fn choice<T: Copy>(
+        &mut self,
+        key: &str,
+        what: &str,
+        choices: &[(&str, T)],
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Option<Option<T>> {
+        self.declared_as(
+            key,
+            |ty| matches!(ty, Type::Enum(values) if values.iter().eq(choices.iter().map(|(name, _)| name))),
+        );
+        let Some(node) = self.get(key) else {
+            return Some(None);
+        };
+        let (text, node) = self.typed_string(key, node, diagnostics)?;
+        if let Some((_, value)) = choices.iter().find(|(name, _)| *name == text) {
+            return Some(Some(*value));
+        }
+        let names: Vec<String> = choices.iter().map(|(name, _)| format!("`{name}`")).collect();
+        let expected = match names.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        diagnostics.push(
+            Diagnostic::error("invalid-value", format!("unknown {what} `{text}`"))
+                .with_span(node.span)
+                .with_label(format!("expected {expected}")),
+        );
+        None
+    }
+
     /// An integer of at least `min`, or `wrong-type` / `invalid-value`.
     pub(crate) fn integer(
         &mut self,

@@ -192,20 +192,14 @@ fn rule(node: &Node, index: usize, slots: &PathRules, diagnostics: &mut Vec<Diag
                 .with_help("list the exact argument lists in `args` instead"),
         );
     }
-    let decision = match reader.string("decision", diagnostics) {
-        None => Some(Decision::Allow),
-        Some(("allow", _)) => Some(Decision::Allow),
-        Some(("prompt", _)) => Some(Decision::Prompt),
-        Some(("forbidden", _)) => Some(Decision::Forbidden),
-        Some((other, node)) => {
-            diagnostics.push(
-                Diagnostic::error("invalid-value", format!("unknown decision `{other}`"))
-                    .with_span(node.span)
-                    .with_label("expected `allow`, `prompt` or `forbidden`"),
-            );
-            None
-        }
-    };
+    let decision = reader
+        .choice(
+            "decision",
+            "decision",
+            &[("allow", Decision::Allow), ("prompt", Decision::Prompt), ("forbidden", Decision::Forbidden)],
+            diagnostics,
+        )
+        .map(|decision| decision.unwrap_or(Decision::Allow));
     let reason = reader.string("reason", diagnostics).map(|(text, _)| text.to_string());
     let matching = examples(&mut reader, "match", diagnostics);
     let not_matching = examples(&mut reader, "not_match", diagnostics);
