@@ -14,7 +14,7 @@ use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, StrInput};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use crate::diag::{Diagnostic, SourceFile, SourceId, SourceMap, Span};
+use crate::diag::{Diagnostic, SourceFile, SourceId, SourceMap, Span, display_path};
 use crate::load::node::{Key, Node, NodeValue};
 use crate::model::SourceRef;
 
@@ -44,22 +44,10 @@ pub(crate) struct ReadFile {
     pub format: Format,
 }
 
-/// The path as shown to users: relative to the current directory when it is
-/// below it, else as given.
-pub(crate) fn display_name(path: &Path) -> String {
-    let shown = std::env::current_dir()
-        .ok()
-        .filter(|_| path.is_absolute())
-        .and_then(|current| path.strip_prefix(current).ok().map(Path::to_path_buf))
-        .filter(|relative| !relative.as_os_str().is_empty())
-        .unwrap_or_else(|| path.to_path_buf());
-    shown.to_string_lossy().into_owned()
-}
-
 /// Reads `path` into `sources`. Reports `unsupported-extension` and
 /// `io-error` (both without a span) and returns `None` on either.
 pub(crate) fn read(sources: &mut SourceMap, diagnostics: &mut Vec<Diagnostic>, path: &Path) -> Option<ReadFile> {
-    let name = display_name(path);
+    let name = display_path(path);
     let Some(format) = Format::of(path) else {
         diagnostics.push(
             Diagnostic::error("unsupported-extension", format!("cannot read `{name}`: unsupported file extension"))
@@ -341,13 +329,7 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
                 Ok(Node::new(at, NodeValue::Null))
             }
             Event::Scalar(text, style, anchor, tag) => {
-                self.refuse_anchor(anchor, at);
-                let forced_string = self.refuse_tag(tag.as_deref(), at, true);
-                let value = if style == ScalarStyle::Plain && !forced_string {
-                    self.resolve_plain(&text, at)
-                } else {
-                    NodeValue::String(text.into_owned())
-                };
+                let value = self.scalar(&text, style, anchor, tag.as_deref(), at);
                 Ok(Node::new(at, value))
             }
             Event::SequenceStart(anchor, tag) => {
@@ -374,6 +356,25 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
         }
     }
 
+    /// A scalar's value (a key's or a value's): anchors and tags refused,
+    /// a plain scalar resolved by the core schema, a quoted one a string.
+    fn scalar(
+        &mut self,
+        text: &str,
+        style: ScalarStyle,
+        anchor: usize,
+        tag: Option<&saphyr_parser::Tag>,
+        at: Span,
+    ) -> NodeValue {
+        self.refuse_anchor(anchor, at);
+        let forced_string = self.refuse_tag(tag, at, true);
+        if style == ScalarStyle::Plain && !forced_string {
+            self.resolve_plain(text, at)
+        } else {
+            NodeValue::String(text.to_string())
+        }
+    }
+
     fn mapping(&mut self, at: Span) -> Result<Node, Fatal> {
         let mut entries: Vec<(Key, Node)> = Vec::new();
         loop {
@@ -386,13 +387,7 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
                     return Ok(Node::new(span, NodeValue::Table(entries)));
                 }
                 Event::Scalar(text, style, anchor, tag) => {
-                    self.refuse_anchor(anchor, key_span);
-                    let forced_string = self.refuse_tag(tag.as_deref(), key_span, true);
-                    let resolved = if style == ScalarStyle::Plain && !forced_string {
-                        self.resolve_plain(&text, key_span)
-                    } else {
-                        NodeValue::String(text.to_string())
-                    };
+                    let resolved = self.scalar(&text, style, anchor, tag.as_deref(), key_span);
                     if !matches!(resolved, NodeValue::String(_)) {
                         self.diagnostics.push(
                             Diagnostic::error(

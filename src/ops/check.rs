@@ -11,7 +11,8 @@ use crate::ops::ExitStatus;
 /// What to check.
 pub struct CheckInput<'a> {
     /// Files or folders; empty means the whole catalog in `plans` and
-    /// `policies`, with the cross-file checks (routing, policy references).
+    /// `policies` (and the service policy in `policies/service/`), with the
+    /// cross-file checks (routing, policy references).
     pub paths: &'a [PathBuf],
     pub plans: &'a Path,
     pub policies: &'a Path,
@@ -55,7 +56,11 @@ impl CheckOutcome {
 pub fn check(input: CheckInput<'_>) -> CheckOutcome {
     let mut loader = Loader::new();
     let catalog = if input.paths.is_empty() {
-        loader.load_catalog(input.plans, input.policies)
+        let catalog = loader.load_catalog(input.plans, input.policies);
+        if let Some(path) = Loader::service_policy_file(input.policies) {
+            loader.load_service_policy(&path);
+        }
+        catalog
     } else {
         loader.load_paths_with_policies(input.paths, Some(input.policies))
     };

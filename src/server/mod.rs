@@ -10,7 +10,6 @@
 //! | `adapters/` | `stub`, `local_echo`, `agent`, `openai`, `ollama`, `cloudcode` |
 //! | `decision/` | decision backends (`stub`, `ollama`, `openai`) and answer validation |
 //! | `guard.rs` | the prompt guard |
-//! | `service_policy.rs` | `policies/service/service.toml`: guard, controller limits, recovery rules |
 //! | `config.rs` | environment settings |
 //! | `records.rs` | `<workspace>/bridge/runs/<id>/` state and audit files |
 //! | `ids.rs` | `br-…`, `ctrl-…`, `bri-ctrl-…-i<n>`, `agent-<bridge id>` |
@@ -18,7 +17,8 @@
 //! | `openapi.rs` | the OpenAPI document |
 //!
 //! Start-up loads and validates the plans, the run policies and the service
-//! policy once (any error: diagnostics on stderr, exit 2, nothing served),
+//! policy (`--service-policy`, else `policies/service/service.toml` or
+//! `.yaml`, all through [`crate::load::Loader`]) once (any error: diagnostics on stderr, exit 2, nothing served),
 //! picks the decision backend, binds, prints `listening on http://<addr>` on
 //! stdout and serves until SIGINT or SIGTERM; then it stops accepting
 //! connections and waits for every in-flight run to finish before exiting 0.
@@ -38,7 +38,6 @@ pub mod ids;
 pub mod openapi;
 pub mod records;
 pub mod service;
-pub mod service_policy;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -48,7 +47,9 @@ use std::sync::Arc;
 use clap::Args;
 use tokio::sync::Semaphore;
 
-use crate::diag::{SourceMap, render_all};
+use crate::diag::{display_path, render_all};
+use crate::load::Loader;
+use crate::model::ServicePolicy;
 use crate::ops::ExitStatus;
 use crate::runtime::RuntimeEnv;
 use crate::server::adapters::{AdapterKind, Adapters, AgentRunner};
@@ -57,7 +58,6 @@ use crate::server::decision::DecisionBackend;
 use crate::server::decisions_in_flight::Decisions;
 use crate::server::ids::ServiceIds;
 use crate::server::service::{MAX_CONCURRENT_RUNS, Service};
-use crate::server::service_policy::ServicePolicy;
 
 // Exit status: `Done` stopped cleanly after a signal; `Failed` the address
 // could not be bound or the runtime failed; `InvalidInput` invalid plans,
@@ -70,9 +70,9 @@ pub struct ServeArgs {
     /// address is printed on stdout).
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8000", env = "PLANRUN_ADDR")]
     pub addr: String,
-    /// The service policy (prompt guard, controller limits, recovery rules);
-    /// default `<policies>/service/service.toml`, or built-in defaults when
-    /// that file does not exist.
+    /// The service policy (prompt guard, controller limits, recovery rules),
+    /// TOML or YAML; default `<policies>/service/service.toml` (or `.yaml`,
+    /// `.yml`), or built-in defaults when no such file exists.
     #[arg(long, value_name = "FILE")]
     pub service_policy: Option<PathBuf>,
 }
@@ -97,14 +97,17 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
         Err(code) => return code,
     };
     if let Err(error) = std::fs::create_dir_all(workspace) {
-        return fail(ExitStatus::InvalidInput, &format!("cannot create workspace `{}`: {error}", workspace.display()));
+        return fail(
+            ExitStatus::InvalidInput,
+            &format!("cannot create workspace `{}`: {error}", display_path(workspace)),
+        );
     }
     let workspace = match workspace.canonicalize() {
         Ok(path) => path,
         Err(error) => {
             return fail(
                 ExitStatus::InvalidInput,
-                &format!("cannot open workspace `{}`: {error}", workspace.display()),
+                &format!("cannot open workspace `{}`: {error}", display_path(workspace)),
             );
         }
     };
@@ -163,19 +166,19 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
     })
 }
 
+/// The service policy through the loader (`--service-policy`, else
+/// `<policies>/service/service.toml` or `.yaml`, else the built-in
+/// defaults); on errors their diagnostics on stderr and exit 2.
 fn load_service_policy(args: &ServeArgs, policies: &Path) -> Result<ServicePolicy, ExitCode> {
-    let default_path = policies.join("service").join("service.toml");
-    let path = match &args.service_policy {
-        Some(path) => path.clone(),
-        None if default_path.is_file() => default_path,
-        None => return Ok(ServicePolicy::default()),
+    let Some(path) = args.service_policy.clone().or_else(|| Loader::service_policy_file(policies)) else {
+        return Ok(ServicePolicy::default());
     };
-    let mut sources = SourceMap::new();
-    let mut diagnostics = Vec::new();
-    match service_policy::load(&path, &mut sources, &mut diagnostics) {
-        Some(policy) => Ok(policy),
-        None => {
-            eprint!("{}", render_all(&sources, &diagnostics));
+    let mut loader = Loader::new();
+    match loader.load_service_policy(&path) {
+        Some(policy) if !loader.has_errors() => Ok(policy),
+        _ => {
+            let findings: Vec<_> = loader.sorted_diagnostics().into_iter().cloned().collect();
+            eprint!("{}", render_all(loader.sources(), &findings));
             Err(fail(ExitStatus::InvalidInput, "invalid service policy; nothing served"))
         }
     }

@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 
+use crate::model::ServicePolicy;
 use crate::runtime::{RuntimeEnv, format_timestamp};
 use crate::server::adapters::Adapters;
 use crate::server::decision::DecisionBackend;
 use crate::server::decisions_in_flight::Decisions;
 use crate::server::ids::ServiceIds;
 use crate::server::records::records_root;
-use crate::server::service_policy::ServicePolicy;
 
 /// How many runs may execute at once; further requests wait for a slot.
 /// Shutdown takes every slot, which waits for in-flight runs to finish.
