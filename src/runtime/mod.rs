@@ -9,7 +9,7 @@
 pub mod approval;
 mod control;
 mod env;
-mod event;
+pub mod event;
 pub mod interpreter;
 mod progress;
 mod recorder;
@@ -19,6 +19,6 @@ pub use control::{ApproveOutcome, ControlError, ResumeRequest, approve, cancel, 
 pub use env::{
     Clock, CrashAt, CrashPoint, FixedClock, IdGen, RuntimeEnv, SequentialIds, SystemClock, SystemIds, format_timestamp,
 };
-pub use event::EventType;
+pub use event::Event;
 pub use progress::{NoProgress, Progress};
 pub use request::{RunError, RunOutcome, RunRequest, execute};

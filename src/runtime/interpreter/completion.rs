@@ -2,11 +2,11 @@
 //! plan's `[[verify]]` checks on fresh evidence ([`Verifier`]). A failed
 //! check cannot produce `done`.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::confine::Workspace;
 use crate::model::{FailureClass, Plan, Policy, RunStatus, Step, VerifyCheck};
-use crate::runtime::EventType;
+use crate::runtime::event::{CompletionVerified, Event};
 use crate::runtime::recorder::Recorder;
 use crate::store::{Evidence, ReceiptState, ReceiptStore, RunState, StoreError};
 use crate::tools::{ToolOutcome, ToolSuccess, tickets};
@@ -46,18 +46,15 @@ impl<'r> Verifier<'r> {
             state.evidence.push(Evidence { kind: "verify".to_string(), step_id: None, passed, detail: detail.clone() });
             checks.push(detail);
         }
-        let mut details = Map::new();
-        details.insert("passed".into(), json!(all_passed));
-        details.insert("checks".into(), json!(checks));
-        recorder.emit(EventType::CompletionVerified, None, Some(if all_passed { "ok" } else { "failed" }), details)?;
+        let failed: Vec<String> = checks
+            .iter()
+            .filter(|check| check["passed"] == json!(false))
+            .map(|check| check["check"].as_str().unwrap_or_default().to_string())
+            .collect();
+        recorder.emit(Event::CompletionVerified(CompletionVerified { passed: all_passed, checks }))?;
         if all_passed {
             recorder.end(state, RunStatus::Done, reason, None);
         } else {
-            let failed: Vec<String> = checks
-                .iter()
-                .filter(|check| check["passed"] == json!(false))
-                .map(|check| check["check"].as_str().unwrap_or_default().to_string())
-                .collect();
             let message = format!("completion could not be verified: {}", failed.join("; "));
             recorder.end(state, RunStatus::Failed, "verification_failed", Some(message));
         }
