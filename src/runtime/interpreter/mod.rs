@@ -25,6 +25,8 @@ mod completion;
 mod idempotency;
 mod outcome;
 mod outputs;
+#[cfg(test)]
+mod tests;
 
 use serde_json::{Value, json};
 
