@@ -1,7 +1,7 @@
 //! The step loop in process, with the injected [`FixedClock`] and
 //! [`SequentialIds`] of [`RuntimeEnv::fixed`]: the event sequence of a run
 //! that completes, a retry, a budget that stops a run before its step runs,
-//! and a template error that is never retried.
+//! a template error that is never retried, and a failed `[[verify]]` check.
 //!
 //! [`FixedClock`]: crate::runtime::FixedClock
 //! [`SequentialIds`]: crate::runtime::SequentialIds
@@ -293,4 +293,51 @@ retry = 3
     assert_eq!((record.attempt, record.failure_class), (1, Some(FailureClass::TemplateError)));
     assert_eq!(record.action, None, "nothing was resolved, so nothing ran");
     assert_eq!(ran.state.counters.tool_calls, 0);
+}
+
+#[test]
+fn a_failed_verify_check_ends_the_run_failed_and_records_every_check() {
+    let case = Case::new(
+        "verify",
+        r#"
+[[steps]]
+id = "write"
+kind = "write_file"
+path = "a.txt"
+content = "hello"
+
+[[verify]]
+kind = "file"
+path = "a.txt"
+contains = "hello"
+
+[[verify]]
+kind = "file"
+path = "a.txt"
+contains = "goodbye"
+"#,
+    );
+    let ran = case.run("ws");
+    assert_eq!(ran.state.status, RunStatus::Failed);
+    assert_eq!(ran.state.stop_reason.as_deref(), Some("verification_failed"));
+    assert_eq!(
+        ran.state.error.as_deref(),
+        Some(r#"completion could not be verified: file `a.txt` contains "goodbye""#),
+        "only the failed check is named"
+    );
+    let verified = ran.event("completion_verified");
+    assert_eq!((verified.step_id.as_deref(), verified.status.as_deref()), (None, Some("failed")));
+    assert_eq!(
+        serde_json::to_string(&verified.details).expect("json"),
+        concat!(
+            r#"{"passed":false,"checks":["#,
+            r#"{"check":"file `a.txt` contains \"hello\"","passed":true,"observed":"5 bytes","source":"fresh_read"},"#,
+            r#"{"check":"file `a.txt` contains \"goodbye\"","passed":false,"observed":"5 bytes","source":"fresh_read"}"#,
+            r#"]}"#
+        )
+    );
+    let evidence: Vec<(&str, bool)> =
+        ran.state.evidence.iter().map(|evidence| (evidence.kind.as_str(), evidence.passed)).collect();
+    assert_eq!(evidence, [("verify", true), ("verify", false)]);
+    assert_eq!(ran.state.evidence[1].detail, verified.details["checks"][1], "evidence and event agree");
 }
