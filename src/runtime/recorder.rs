@@ -7,12 +7,14 @@
 //! run with `run_finished`. Nothing else in the runtime touches the store's
 //! run files, so swapping the store behind a trait changes this file only.
 
+use std::io;
 use std::path::Path;
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use crate::model::RunStatus;
-use crate::runtime::{Clock, EventType, format_timestamp};
+use crate::runtime::event::{Event, RunFinished, StateSaved};
+use crate::runtime::{Clock, format_timestamp};
 use crate::store::{RunDir, RunState, StepRecord, StoreError};
 
 /// Writes one run's records. Invariant: every event carries the clock's
@@ -45,17 +47,16 @@ impl<'c> Recorder<'c> {
     }
 
     /// Appends one event to the run's audit log.
-    pub fn emit(
-        &mut self,
-        event: EventType,
-        step_id: Option<&str>,
-        status: Option<&str>,
-        details: Map<String, Value>,
-    ) -> Result<(), StoreError> {
+    pub fn emit(&mut self, event: Event) -> Result<(), StoreError> {
+        let path = &self.run_dir.path;
+        let io_error = |source| StoreError::Io { action: "append to", path: path.join("audit.jsonl"), source };
+        let columns = event.columns().map_err(|error| io_error(io::Error::from(error)))?;
         let ts = format_timestamp(self.clock.now());
-        self.run_dir.audit.append(ts, &self.run_id, event.as_str(), step_id, status, details).map(|_| ()).map_err(
-            |source| StoreError::Io { action: "append to", path: self.run_dir.path.join("audit.jsonl"), source },
-        )
+        self.run_dir
+            .audit
+            .append(ts, &self.run_id, &columns.event_type, event.step_id(), Some(event.status()), columns.details)
+            .map(|_| ())
+            .map_err(io_error)
     }
 
     /// Appends one attempt's record to `history.jsonl` and counts it.
@@ -77,10 +78,8 @@ impl<'c> Recorder<'c> {
         state.audit_hash = self.run_dir.audit.last_hash().map(str::to_string);
         state.updated_at = format_timestamp(self.clock.now());
         self.run_dir.checkpoint(state)?;
-        let mut details = Map::new();
-        details.insert("state_version".into(), json!(state.state_version));
         let step_id = state.current_step_id.clone();
-        self.emit(EventType::StateSaved, step_id.as_deref(), Some("ok"), details)
+        self.emit(Event::StateSaved(StateSaved { step_id, state_version: state.state_version }))
     }
 
     /// Marks the run ended in memory (the next checkpoint makes it durable).
@@ -94,16 +93,13 @@ impl<'c> Recorder<'c> {
 
     /// `run_finished` with the run's outcome and counters.
     pub fn run_finished(&mut self, state: &RunState) -> Result<(), StoreError> {
-        let mut details = Map::new();
-        details.insert("status".into(), json!(state.status));
-        details.insert("stop_reason".into(), json!(state.stop_reason));
-        details.insert("steps".into(), json!(state.counters.steps));
-        details.insert("tool_calls".into(), json!(state.counters.tool_calls));
-        if let Some(error) = &state.error {
-            details.insert("error".into(), json!(error));
-        }
-        let status = state.status.as_str();
-        self.emit(EventType::RunFinished, None, Some(status), details)
+        self.emit(Event::RunFinished(RunFinished {
+            status: state.status,
+            stop_reason: state.stop_reason.clone(),
+            steps: state.counters.steps,
+            tool_calls: state.counters.tool_calls,
+            error: state.error.clone(),
+        }))
     }
 
     /// Ends a paused or interrupted run on a person's word (`reject`,

@@ -13,8 +13,9 @@ use serde_json::{Map, Value, json};
 use crate::confine::Workspace;
 use crate::model::{FailureClass, Step};
 use crate::runtime::env::CrashPoint;
+use crate::runtime::event::{Event, ReceiptLookup, ReceiptRecorded, ReceiptReused, ReconciliationRecorded};
 use crate::runtime::recorder::Recorder;
-use crate::runtime::{EventType, RuntimeEnv, format_timestamp};
+use crate::runtime::{RuntimeEnv, format_timestamp};
 use crate::store::canonical::canonical_digest;
 use crate::store::{Evidence, Receipt, ReceiptState, ReceiptStore, Reconciliation, RunState, StoreError};
 use crate::tools::{ResolvedAction, ToolOutcome, ToolSuccess};
@@ -76,10 +77,11 @@ impl<'r> Idempotency<'r> {
             Err(error) => return self.uncertain(&keyed, format!("{error}"), details, state, recorder),
         };
         if self.recovering {
-            let mut lookup = Map::new();
-            lookup.insert("idempotency_key".into(), json!(key));
-            lookup.insert("found".into(), json!(existing.as_ref().map(|receipt| receipt.state)));
-            recorder.emit(EventType::ReceiptLookup, Some(&step.id), Some("ok"), lookup)?;
+            recorder.emit(Event::ReceiptLookup(ReceiptLookup {
+                step_id: step.id.clone(),
+                idempotency_key: key.clone(),
+                found: existing.as_ref().map(|receipt| receipt.state),
+            }))?;
         }
         match existing {
             Some(receipt) if receipt.intent_digest != intent => Ok(ToolOutcome::err_with(
@@ -109,10 +111,11 @@ impl<'r> Idempotency<'r> {
                     passed: true,
                     detail: json!({"idempotency_key": key, "intent_digest": intent, "run_id": receipt.run_id}),
                 });
-                let mut event = Map::new();
-                event.insert("idempotency_key".into(), json!(key));
-                event.insert("recovered".into(), json!(self.recovering));
-                recorder.emit(EventType::ReceiptReused, Some(&step.id), Some("ok"), event)?;
+                recorder.emit(Event::ReceiptReused(ReceiptReused {
+                    step_id: step.id.clone(),
+                    idempotency_key: key.clone(),
+                    recovered: self.recovering,
+                }))?;
                 let success = ToolSuccess {
                     output_text: result.get("output_text").and_then(Value::as_str).unwrap_or_default().to_string(),
                     output_json: result.get("output_json").cloned().filter(|value| !value.is_null()),
@@ -164,10 +167,11 @@ impl<'r> Idempotency<'r> {
                     passed: true,
                     detail: json!({"idempotency_key": key, "intent_digest": intent}),
                 });
-                let mut event = Map::new();
-                event.insert("idempotency_key".into(), json!(key));
-                event.insert("intent_digest".into(), json!(intent));
-                recorder.emit(EventType::ReceiptRecorded, Some(&step.id), Some("ok"), event)?;
+                recorder.emit(Event::ReceiptRecorded(ReceiptRecorded {
+                    step_id: step.id.clone(),
+                    idempotency_key: key.to_string(),
+                    intent_digest: intent.to_string(),
+                }))?;
                 crash_hook(self.env, step, CrashPoint::AfterEffect);
             }
             Err(error) if error.class == FailureClass::ToolResultUncertain => {
@@ -223,10 +227,11 @@ impl<'r> Idempotency<'r> {
             ),
             recorded_at: format_timestamp(self.env.clock.now()),
         };
-        let mut event = Map::new();
-        event.insert("idempotency_key".into(), json!(key));
-        event.insert("reason".into(), json!(reason));
-        recorder.emit(EventType::ReconciliationRecorded, Some(&step.id), Some("uncertain"), event)?;
+        recorder.emit(Event::ReconciliationRecorded(ReconciliationRecorded {
+            step_id: step.id.clone(),
+            idempotency_key: key.to_string(),
+            reason: reason.clone(),
+        }))?;
         state.reconciliation = Some(reconciliation);
         Ok(ToolOutcome::err_with(
             failure(FailureClass::ToolResultUncertain, format!("the outcome of this write is unknown: {reason}")),

@@ -1,7 +1,7 @@
 //! The step loop.
 //!
 //! A run opens with `run_started`, `plan_created`, `state_saved` (or
-//! `run_resumed` when it continues), then runs one [`Attempt`] after another,
+//! `run_resumed` when it continues), then runs one `Attempt` after another,
 //! each followed by one durable checkpoint (`state_saved`), and closes with
 //! the plan's `[[verify]]` checks (`completion_verified`) and
 //! `run_finished`.
@@ -14,7 +14,7 @@
 //! - `completion.rs`: `expect` post-conditions and `[[verify]]`;
 //! - `outputs.rs`: the step outputs templates may read;
 //! - `outcome.rs`: failures the interpreter makes itself;
-//! - [`crate::runtime::recorder::Recorder`]: every record the run writes.
+//! - `Recorder` (`runtime/recorder.rs`): every record the run writes.
 //!
 //! Cost per step is the tool's own cost plus one checkpoint of constant size:
 //! nothing here grows with the number of steps already run.
@@ -25,14 +25,17 @@ mod completion;
 mod idempotency;
 mod outcome;
 mod outputs;
+#[cfg(test)]
+mod tests;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::confine::Workspace;
 use crate::model::{Decision, Plan, Policy, RunStatus};
 use crate::runtime::approval::{ApprovalInvalid, check_approval};
+use crate::runtime::event::{ApprovalVerified, Event, PlanCreated, RunResumed, RunStarted};
 use crate::runtime::recorder::Recorder;
-use crate::runtime::{EventType, Progress, RuntimeEnv, format_timestamp};
+use crate::runtime::{Progress, RuntimeEnv, format_timestamp};
 use crate::store::{Counters, Cursor, LoadedRun, PlanRef, RunDir, RunState, StoreError};
 use crate::tools::{ResolvedAction, Tools};
 
@@ -147,22 +150,22 @@ impl<'r> Interpreter<'r> {
     /// Starts a new run and runs it until it ends or pauses for approval.
     pub fn run(mut self, progress: &mut dyn Progress) -> Result<RunState, StoreError> {
         progress.run_started(&self.state.run_id, self.plan, self.policy, self.recorder.path());
-        let mut details = Map::new();
-        details.insert("plan_id".into(), json!(self.plan.id));
-        details.insert("plan_path".into(), json!(self.plan.source.path));
-        details.insert("policy".into(), json!(self.policy.name));
-        details.insert("goal".into(), json!(self.state.goal));
-        self.recorder.emit(EventType::RunStarted, None, Some("running"), details)?;
+        self.recorder.emit(Event::RunStarted(RunStarted {
+            plan_id: self.plan.id.clone(),
+            plan_path: self.plan.source.path.clone(),
+            policy: self.policy.name.clone(),
+            goal: self.state.goal.clone(),
+        }))?;
         let mut plan_json = serde_json::to_value(self.plan).unwrap_or(Value::Null);
         if let Value::Object(map) = &mut plan_json {
             map.insert("version".into(), json!(1));
         }
         self.recorder.write_plan(&plan_json)?;
-        let mut details = Map::new();
-        details.insert("step_count".into(), json!(self.plan.steps.len()));
-        details.insert("plan_sha256".into(), json!(self.plan.source.sha256));
-        details.insert("policy_sha256".into(), json!(self.policy.source.sha256));
-        self.recorder.emit(EventType::PlanCreated, None, Some("ok"), details)?;
+        self.recorder.emit(Event::PlanCreated(PlanCreated {
+            step_count: self.plan.steps.len(),
+            plan_sha256: self.plan.source.sha256.clone(),
+            policy_sha256: self.policy.source.sha256.clone(),
+        }))?;
         self.recorder.checkpoint(&mut self.state)?;
         self.drive(progress)
     }
@@ -180,19 +183,20 @@ impl<'r> Interpreter<'r> {
             }
             _ => None,
         };
-        let mut details = Map::new();
-        details.insert("from_status".into(), json!(self.state.status));
-        details.insert("from_state_version".into(), json!(self.state.state_version));
-        details.insert("events_after_checkpoint".into(), json!(self.recorder.audit_seq() - self.state.audit_seq));
-        details.insert("discarded_history_records".into(), json!(discarded_history));
-        let step_id = self.state.current_step_id.clone();
-        self.recorder.emit(EventType::RunResumed, step_id.as_deref(), Some("running"), details)?;
+        self.recorder.emit(Event::RunResumed(RunResumed {
+            step_id: self.state.current_step_id.clone(),
+            from_status: self.state.status,
+            from_state_version: self.state.state_version,
+            events_after_checkpoint: self.recorder.audit_seq() - self.state.audit_seq,
+            discarded_history_records: discarded_history,
+        }))?;
         if let Some(pending) = pending {
-            let mut details = Map::new();
-            details.insert("fingerprint".into(), json!(pending.fingerprint));
-            details.insert("scope".into(), json!(pending.scope));
-            details.insert("state_version".into(), json!(pending.state_version));
-            self.recorder.emit(EventType::ApprovalVerified, Some(&pending.step_id), Some("ok"), details)?;
+            self.recorder.emit(Event::ApprovalVerified(ApprovalVerified {
+                step_id: pending.step_id.clone(),
+                fingerprint: pending.fingerprint.clone(),
+                scope: pending.scope.clone(),
+                state_version: pending.state_version,
+            }))?;
             self.state.status = RunStatus::Running;
             let index = self.state.cursor.next_step;
             let step = self.plan.steps.get(index).filter(|step| step.id == pending.step_id).ok_or_else(|| {
