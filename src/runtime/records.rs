@@ -29,11 +29,12 @@ pub fn emit(
 /// One durable checkpoint: a new `state_version` that records the audit
 /// line it has seen, written atomically, then `state_saved`.
 pub fn checkpoint(run_dir: &mut RunDir, clock: &dyn Clock, state: &mut RunState) -> Result<(), StoreError> {
+    let expected = state.state_version;
     state.state_version += 1;
     state.audit_seq = run_dir.audit.seq();
     state.audit_hash = run_dir.audit.last_hash().map(str::to_string);
     state.updated_at = format_timestamp(clock.now());
-    run_dir.checkpoint(state)?;
+    run_dir.checkpoint(state, expected)?;
     let mut details = Map::new();
     details.insert("state_version".into(), json!(state.state_version));
     let step_id = state.current_step_id.clone();

@@ -4,7 +4,7 @@
 //! | file | holds |
 //! |---|---|
 //! | `app.rs` | routes and thin handlers, bearer auth, body limit |
-//! | `bridge.rs` | the bridge run manager: instruction, guard, adapter, records |
+//! | `bridge.rs` | the bridge run manager: instruction, guard, adapter, records (through the store) |
 //! | `approvals.rs` | approve / reject a bridge run whose agent run waits for approval |
 //! | `controller.rs` | the controller loop: decisions, recovery, limits |
 //! | `adapters/` | `stub`, `local_echo`, `agent`, `openai`, `ollama`, `cloudcode` |
@@ -12,8 +12,7 @@
 //! | `guard.rs` | the prompt guard |
 //! | `service_policy.rs` | `policies/service/service.toml`: guard, controller limits, recovery rules |
 //! | `config.rs` | environment settings |
-//! | `records.rs` | `<workspace>/bridge/runs/<id>/` state and audit files |
-//! | `ids.rs` | `br-…`, `ctrl-…`, `bri-ctrl-…-i<n>`, `agent-<bridge id>` |
+//! | `ids.rs` | the derived ids `bri-ctrl-…-i<n>` and `agent-<bridge id>` |
 //! | `error.rs` | typed errors and their JSON bodies |
 //! | `openapi.rs` | the OpenAPI document |
 //!
@@ -34,7 +33,6 @@ pub mod error;
 pub mod guard;
 pub mod ids;
 pub mod openapi;
-pub mod records;
 pub mod service;
 pub mod service_policy;
 
@@ -50,12 +48,11 @@ use crate::diag::{SourceMap, render_all};
 use crate::load::Loader;
 use crate::runtime::RuntimeEnv;
 use crate::server::adapters::{AdapterKind, Adapters, AgentRunner};
-use crate::server::approvals::Decisions;
 use crate::server::config::ServiceConfig;
 use crate::server::decision::DecisionBackend;
-use crate::server::ids::ServiceIds;
 use crate::server::service::{MAX_CONCURRENT_RUNS, Service};
 use crate::server::service_policy::ServicePolicy;
+use crate::store::{FileStore, RunStore};
 
 /// Exit code: stopped cleanly after a signal.
 const EXIT_OK: u8 = 0;
@@ -106,10 +103,14 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
         Ok(runtime) => runtime,
         Err(error) => return fail(EXIT_FAILED, &format!("cannot start the async runtime: {error}")),
     };
-    let ids =
-        if std::env::var_os("PLANRUN_TEST_CLOCK").is_some() { ServiceIds::sequential() } else { ServiceIds::System };
     let env = Arc::new(env);
-    let agent = Arc::new(AgentRunner { catalog, workspace: workspace.clone(), env: Arc::clone(&env) });
+    let store: Arc<dyn RunStore> = Arc::new(FileStore::new(&workspace, env.sealer.clone()));
+    let agent = Arc::new(AgentRunner {
+        catalog,
+        workspace: workspace.clone(),
+        env: Arc::clone(&env),
+        store: Arc::clone(&store),
+    });
     runtime.block_on(async move {
         let listener = match tokio::net::TcpListener::bind(&args.addr).await {
             Ok(listener) => listener,
@@ -136,10 +137,9 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
             adapters,
             decision,
             env,
-            ids,
+            store,
             api_token: config.api_token.clone(),
             slots: Arc::clone(&slots),
-            decisions: Decisions::default(),
         });
         let address = match listener.local_addr() {
             Ok(address) => address,

@@ -12,7 +12,7 @@
 //! by [`AgentRunner::reject`] (the runtime's control API; each locks the run
 //! folder, so two decisions on one run never both execute).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,14 +26,16 @@ use crate::runtime::{
 };
 use crate::server::adapters::{AdapterMode, AdapterResult, AgentMetadata};
 use crate::server::ids::agent_run_id;
-use crate::store::{RunState, StepRecordStatus, load_run};
+use crate::store::{RunState, RunStore, StepRecordStatus};
 
-/// What agent runs need: the validated catalog, the workspace and the clock.
+/// What agent runs need: the validated catalog, the workspace, the clock
+/// and the store the runs are read back from.
 pub struct AgentRunner {
     pub catalog: Catalog,
     /// Absolute.
     pub workspace: PathBuf,
     pub env: Arc<RuntimeEnv>,
+    pub store: Arc<dyn RunStore>,
 }
 
 pub async fn execute(runner: Arc<AgentRunner>, instruction: &str, bridge_run_id: &str) -> AdapterResult {
@@ -76,7 +78,7 @@ impl AgentRunner {
             workspace: self.workspace.clone(),
         };
         match run_plan(request, &self.env, &mut NoProgress) {
-            Ok(outcome) => self.result(run_id, &outcome.state, &outcome.run_dir, "ran"),
+            Ok(outcome) => self.result(run_id, &outcome.state, "ran"),
             Err(error) => {
                 let code = if error.nothing_ran() { 2 } else { 1 };
                 let mut result = refused(error.to_string());
@@ -104,25 +106,25 @@ impl AgentRunner {
         let request =
             ResumeRequest { workspace: self.workspace.clone(), run_id: run_id.to_string(), allow_changed_files: false };
         let outcome = resume(request, &self.env, &mut NoProgress)?;
-        Ok(self.result(run_id, &outcome.state, &outcome.run_dir, "resumed"))
+        Ok(self.result(run_id, &outcome.state, "resumed"))
     }
 
     /// Ends agent run `run_id` `rejected` (`runtime::reject`).
     pub fn reject(&self, run_id: &str, reason: Option<String>) -> Result<AdapterResult, ControlError> {
         let state = reject(&self.workspace, run_id, reason, &self.env)?;
-        Ok(self.result(run_id, &state, &self.workspace.join("runs").join(run_id), "stopped"))
+        Ok(self.result(run_id, &state, "stopped"))
     }
 
     /// The adapter result of agent run `run_id` that ended (or paused) with
     /// `state`; `verb` says what happened to it (`ran`, `resumed`, `stopped`).
-    fn result(&self, run_id: &str, state: &RunState, run_dir: &Path, verb: &str) -> AdapterResult {
+    fn result(&self, run_id: &str, state: &RunState, verb: &str) -> AdapterResult {
         let status = state.status.as_str();
         let waiting = state.status == RunStatus::WaitingApproval;
         let metadata = AgentMetadata {
             agent_run_id: run_id.to_string(),
-            agent_final_status: Some(status.to_string()),
-            agent_state_path: Some(run_dir.join("state.json").display().to_string()),
-            failure_class: last_failure_class(&self.workspace, run_id, &self.env.sealer),
+            agent_final_status: Some(state.status),
+            agent_state_path: Some(self.store.run_state_location(run_id)),
+            failure_class: last_failure_class(self.store.as_ref(), run_id),
             pending_action: state.pending_action.clone().filter(|_| waiting),
         };
         let response = match metadata.pending_action.as_ref() {
@@ -153,8 +155,8 @@ impl AgentRunner {
 }
 
 /// The failure class of the run's last failed attempt, from its history.
-fn last_failure_class(workspace: &Path, run_id: &str, sealer: &crate::store::Sealer) -> Option<FailureClass> {
-    let records = load_run(workspace, run_id, sealer).ok()?;
+fn last_failure_class(store: &dyn RunStore, run_id: &str) -> Option<FailureClass> {
+    let records = store.read_run(run_id).ok()?;
     records
         .history
         .iter()
