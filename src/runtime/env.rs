@@ -1,4 +1,4 @@
-//! The injected clock and id generator.
+//! The injected environment: clock, id generator, run store.
 //!
 //! Production uses [`SystemClock`] and [`SystemIds`]. Tests (and the
 //! `PLANRUN_TEST_CLOCK` hook of the binary) use [`FixedClock`], which starts
@@ -6,11 +6,13 @@
 //! [`SequentialIds`] (`run-0001`, `br-0001`, `ctrl-0001`, …), so that every
 //! byte of a run's records is the same run after run.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use jiff::{Timestamp, Unit};
 
-use crate::store::Sealer;
+use crate::store::{FileStores, RunStore, Sealer, StoreFactory};
 
 /// A source of the current time.
 pub trait Clock: Send + Sync {
@@ -150,18 +152,32 @@ impl CrashAt {
     }
 }
 
-/// The clock, id generator, checkpoint sealer and test hooks a command
-/// runs with.
+/// The clock, id generator, run store, checkpoint sealer and test hooks a
+/// command runs with.
 pub struct RuntimeEnv {
     pub clock: Box<dyn Clock>,
     pub ids: Box<dyn IdGen>,
+    /// Where runs are kept: [`FileStores`] (the documented folders) unless
+    /// another store is injected.
+    pub stores: Box<dyn StoreFactory>,
     pub sealer: Sealer,
     pub crash_at: Option<CrashAt>,
 }
 
 impl RuntimeEnv {
     pub fn system() -> Self {
-        RuntimeEnv { clock: Box::new(SystemClock), ids: Box::new(SystemIds), sealer: Sealer::plain(), crash_at: None }
+        RuntimeEnv {
+            clock: Box::new(SystemClock),
+            ids: Box::new(SystemIds),
+            stores: Box::new(FileStores),
+            sealer: Sealer::plain(),
+            crash_at: None,
+        }
+    }
+
+    /// The run store of `workspace`, sealing with this environment's sealer.
+    pub fn store(&self, workspace: &Path) -> Arc<dyn RunStore> {
+        self.stores.open(workspace, &self.sealer)
     }
 
     /// The deterministic environment of tests: a [`FixedClock`] from `start`
@@ -170,6 +186,7 @@ impl RuntimeEnv {
         RuntimeEnv {
             clock: Box::new(FixedClock::new(start, 1000)),
             ids: Box::new(SequentialIds::default()),
+            stores: Box::new(FileStores),
             sealer: Sealer::plain(),
             crash_at: None,
         }

@@ -52,7 +52,6 @@ use crate::server::config::ServiceConfig;
 use crate::server::decision::DecisionBackend;
 use crate::server::service::{MAX_CONCURRENT_RUNS, Service};
 use crate::server::service_policy::ServicePolicy;
-use crate::store::{FileStore, RunStore};
 
 /// Exit code: stopped cleanly after a signal.
 const EXIT_OK: u8 = 0;
@@ -104,7 +103,7 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
         Err(error) => return fail(EXIT_FAILED, &format!("cannot start the async runtime: {error}")),
     };
     let env = Arc::new(env);
-    let store: Arc<dyn RunStore> = Arc::new(FileStore::new(&workspace, env.sealer.clone()));
+    let store = env.store(&workspace);
     let agent = Arc::new(AgentRunner {
         catalog,
         workspace: workspace.clone(),

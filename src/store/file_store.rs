@@ -11,6 +11,7 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use serde_json::Value;
@@ -20,8 +21,18 @@ use crate::store::record_dir::load_record;
 use crate::store::run_dir::runs_folder;
 use crate::store::{
     LoadedRecord, LoadedRun, Receipt, ReceiptError, ReceiptStore, RecordDir, RecordHandle, RecordKind, RunDir,
-    RunHandle, RunListing, RunStore, Sealer, StoreError, load_run, validate_run_id,
+    RunHandle, RunListing, RunStore, Sealer, StoreError, StoreFactory, load_run, validate_run_id,
 };
+
+/// The [`StoreFactory`] of [`FileStore`]s.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FileStores;
+
+impl StoreFactory for FileStores {
+    fn open(&self, workspace: &Path, sealer: &Sealer) -> Arc<dyn RunStore> {
+        Arc::new(FileStore::new(workspace, sealer.clone()))
+    }
+}
 
 /// The file store of one workspace.
 #[derive(Debug, Clone)]

@@ -42,7 +42,7 @@ pub use atomic::write_atomic;
 pub use audit::{AuditError, AuditEvent, AuditLog, AuditTail, verify_audit};
 pub use envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
 pub use error::StoreError;
-pub use file_store::FileStore;
+pub use file_store::{FileStore, FileStores};
 pub use history::{HistoryLog, StepRecord, StepRecordStatus};
 pub use lease::Lease;
 pub use receipts::{Receipt, ReceiptError, ReceiptState, ReceiptStore};
@@ -51,6 +51,6 @@ pub use run_dir::{LoadedRun, RunDir, full_state, load_run};
 pub use run_id::{RunIdError, validate_run_id};
 pub use run_store::{
     CREATE_ATTEMPTS, LoadedRecord, NewEvent, RecordHandle, RecordKind, RecordWriter, RunHandle, RunListing, RunStore,
-    create_unique, details,
+    StoreFactory, create_unique, details,
 };
 pub use state::{Approval, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState};

@@ -19,12 +19,13 @@
 //! the store is used as `&dyn RunStore` or `Arc<dyn RunStore>`.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::store::error::serialize_error;
-use crate::store::{AuditEvent, AuditTail, LoadedRun, Receipt, ReceiptError, RunState, StepRecord, StoreError};
+use crate::store::{AuditEvent, AuditTail, LoadedRun, Receipt, ReceiptError, RunState, Sealer, StepRecord, StoreError};
 
 /// How many ids [`create_unique`] tries before it gives up.
 pub const CREATE_ATTEMPTS: usize = 100;
@@ -144,6 +145,13 @@ pub trait RunStore: Send + Sync {
     fn put_receipt(&self, receipt: &Receipt) -> Result<(), StoreError>;
     /// Removes the receipt for `key` (no error when there is none).
     fn remove_receipt(&self, key: &str) -> Result<(), StoreError>;
+}
+
+/// Opens the store of a workspace: how the runtime and the service get a
+/// [`RunStore`] without naming its implementation (injected through
+/// [`crate::runtime::RuntimeEnv`]).
+pub trait StoreFactory: Send + Sync {
+    fn open(&self, workspace: &Path, sealer: &Sealer) -> Arc<dyn RunStore>;
 }
 
 /// Builds the `details` object of an event from `(key, value)` pairs.
