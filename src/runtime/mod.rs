@@ -9,10 +9,10 @@
 pub mod approval;
 mod control;
 mod env;
-mod event;
+pub mod event;
 pub mod interpreter;
 mod progress;
-mod records;
+mod recorder;
 mod request;
 
 pub use control::{ApproveOutcome, ControlError, ResumeRequest, approve, cancel, reject, resume};
@@ -20,6 +20,6 @@ pub use env::{
     Clock, CrashAt, CrashPoint, FixedClock, IdGen, IdKind, RuntimeEnv, SequentialIds, SystemClock, SystemIds,
     format_timestamp,
 };
-pub use event::EventType;
+pub use event::Event;
 pub use progress::{NoProgress, Progress};
 pub use request::{RunError, RunOutcome, RunRequest, execute};
