@@ -8,7 +8,7 @@ use crate::confine::Workspace;
 use crate::model::{Plan, Policy};
 use crate::runtime::interpreter::Interpreter;
 use crate::runtime::{IdKind, Progress, RuntimeEnv};
-use crate::store::{RunDir, RunIdError, RunState, StoreError, create_unique, validate_run_id};
+use crate::store::{RunIdError, RunState, StoreError, create_unique, validate_run_id};
 
 /// What to run.
 pub struct RunRequest<'a> {
@@ -67,13 +67,15 @@ pub fn execute(request: RunRequest<'_>, env: &RuntimeEnv, progress: &mut dyn Pro
     let workspace_error = |source| RunError::Workspace { path: request.workspace.clone(), source };
     fs::create_dir_all(&request.workspace).map_err(workspace_error)?;
     let workspace = Workspace::open(&request.workspace, &request.policy.files).map_err(workspace_error)?;
-    let create = |run_id: &str| RunDir::create(workspace.root(), run_id, env.sealer.clone());
-    let (run_id, run_dir) = match &request.run_id {
-        Some(run_id) => (run_id.clone(), create(run_id).map_err(RunError::Start)?),
-        None => create_unique(|| env.ids.next_id(IdKind::Run, env.clock.as_ref()), create).map_err(RunError::Start)?,
-    };
-    let path = run_dir.path.clone();
-    let interpreter = Interpreter::new(request.plan, request.policy, &workspace, run_dir, run_id, request.goal, env);
+    let store = env.store(workspace.root());
+    let create = |run_id: &str| store.create_run(run_id);
+    let run = match &request.run_id {
+        Some(run_id) => create(run_id),
+        None => create_unique(|| env.ids.next_id(IdKind::Run, env.clock.as_ref()), create).map(|(_, run)| run),
+    }
+    .map_err(RunError::Start)?;
+    let path = run.location().to_path_buf();
+    let interpreter = Interpreter::new(request.plan, request.policy, &workspace, run, store, request.goal, env);
     let state = interpreter.run(progress)?;
     Ok(RunOutcome { state, run_dir: path })
 }

@@ -19,9 +19,9 @@ use crate::store::{
 
 /// An open run folder, locked for this process.
 pub struct RunDir {
-    pub path: PathBuf,
-    pub audit: AuditLog,
-    pub history: HistoryLog,
+    path: PathBuf,
+    audit: AuditLog,
+    history: HistoryLog,
     run_id: String,
     state_path: PathBuf,
     state_buffer: Vec<u8>,
