@@ -13,6 +13,7 @@
 //! | `authoring` | `list`, `policy check`, `schema` |
 //! | `server` | `planrun serve` over loopback HTTP: adapters, guard, controller, auth, errors, shutdown |
 //! | `server_approvals` | `POST /runs/{id}/approve|reject`: approval-gated bridge runs, refusals, auth |
+//! | `server_records` | bridge and controller records: sealed, chained, refused when tampered |
 //! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers |
 //! | `serve_harness` | the service test harness (server process, fake model servers) |
 
@@ -31,3 +32,4 @@ mod scenarios;
 mod security;
 mod server;
 mod server_approvals;
+mod server_records;
