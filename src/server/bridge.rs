@@ -57,7 +57,7 @@ impl BridgeStatus {
 }
 
 /// The state of a bridge run, checkpointed in `bridge/runs/<run_id>/state.json`
-/// (sealed, see [`crate::store::RecordDir`]). Field order is the file's.
+/// (sealed by the run store). Field order is the file's.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BridgeState {

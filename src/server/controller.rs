@@ -51,8 +51,7 @@ impl ControllerStatus {
 }
 
 /// The state of a controller run, checkpointed in
-/// `bridge/runs/<id>/controller_state.json` (sealed, see
-/// [`crate::store::RecordDir`]). Field order is the file's.
+/// `bridge/runs/<id>/controller_state.json` (sealed by the run store). Field order is the file's.
 #[derive(Debug, Clone, Serialize)]
 pub struct ControllerState {
     pub controller_run_id: String,

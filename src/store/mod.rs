@@ -1,7 +1,7 @@
 //! Run records, behind one seam: [`RunStore`], implemented by
 //! [`FileStore`]. Everything a run writes goes through it: agent runs
 //! (`<workspace>/runs/<run_id>/`), bridge and controller records
-//! (`<workspace>/bridge/runs/<id>/`, see [`RecordDir`]) and idempotency
+//! (`<workspace>/bridge/runs/<id>/`, see `record_dir.rs`) and idempotency
 //! receipts (`<workspace>/.planrun/receipts/`). No code outside this module
 //! opens, renames, syncs or lists files there.
 //!
@@ -24,6 +24,8 @@
 mod atomic;
 mod audit;
 pub mod canonical;
+#[cfg(test)]
+mod conformance;
 mod envelope;
 mod error;
 mod file_store;
@@ -35,19 +37,24 @@ mod run_dir;
 mod run_id;
 mod run_store;
 mod state;
-#[cfg(test)]
-mod tests;
 
-pub use atomic::write_atomic;
-pub use audit::{AuditError, AuditEvent, AuditLog, AuditTail, verify_audit};
+// The file store's parts stay inside this module: everything else reaches
+// records through `RunStore`.
+use atomic::write_atomic;
+use audit::AuditLog;
+use history::HistoryLog;
+use lease::Lease;
+use receipts::ReceiptStore;
+use record_dir::RecordDir;
+use run_dir::RunDir;
+
+pub use audit::{AuditError, AuditEvent, AuditTail, verify_audit};
 pub use envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
 pub use error::StoreError;
 pub use file_store::{FileStore, FileStores};
-pub use history::{HistoryLog, StepRecord, StepRecordStatus};
-pub use lease::Lease;
-pub use receipts::{Receipt, ReceiptError, ReceiptState, ReceiptStore};
-pub use record_dir::{RecordDir, load_record};
-pub use run_dir::{LoadedRun, RunDir, full_state, load_run};
+pub use history::{StepRecord, StepRecordStatus};
+pub use receipts::{Receipt, ReceiptError, ReceiptState};
+pub use run_dir::{LoadedRun, full_state, load_run};
 pub use run_id::{RunIdError, validate_run_id};
 pub use run_store::{
     CREATE_ATTEMPTS, LoadedRecord, NewEvent, RecordHandle, RecordKind, RecordWriter, RunHandle, RunListing, RunStore,

@@ -233,7 +233,8 @@ pub struct LoadedRun {
     pub history: Vec<StepRecord>,
     pub audit: Vec<AuditEvent>,
     pub audit_tail: AuditTail,
-    /// History lines past the checkpoint that [`RunDir::open`] dropped.
+    /// History lines past the checkpoint that opening the run for writing
+    /// ([`RunStore::open_run`](crate::store::RunStore::open_run)) dropped.
     pub discarded_history: usize,
 }
 

@@ -101,6 +101,12 @@ pub trait RunHandle: Send {
     /// checkpoint with `state` if the stored `state_version` is `expected`;
     /// otherwise [`StoreError::VersionConflict`] and nothing is written.
     fn checkpoint(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError>;
+    /// Gives the run's lock or lease back. Dropping the handle does the
+    /// same without a report; a store whose release can fail (a database
+    /// lease) says so here. The file store's `flock` cannot fail to go.
+    fn release(self: Box<Self>) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// An open bridge or controller record, locked for the holder while it lives.
@@ -114,6 +120,10 @@ pub trait RecordHandle: Send {
     /// Replaces the record's checkpoint with `state` (a JSON object) if the
     /// stored `state_version` is `expected`; returns the new version.
     fn checkpoint(&mut self, state: &Value, expected: u64) -> Result<u64, StoreError>;
+    /// Gives the record's lock or lease back (see [`RunHandle::release`]).
+    fn release(self: Box<Self>) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Where runs, records and receipts are kept.
@@ -122,7 +132,8 @@ pub trait RunStore: Send + Sync {
     /// when it exists.
     fn create_run(&self, run_id: &str) -> Result<Box<dyn RunHandle>, StoreError>;
     /// Locks agent run `run_id`, reads it back strictly, and drops history
-    /// written after its last checkpoint (see [`crate::store::RunDir::open`]).
+    /// written after its last checkpoint (an attempt the checkpoint does not
+    /// cover did not happen as far as the run is concerned).
     fn open_run(&self, run_id: &str) -> Result<(Box<dyn RunHandle>, LoadedRun), StoreError>;
     /// Reads agent run `run_id` back strictly, without locking it.
     fn read_run(&self, run_id: &str) -> Result<LoadedRun, StoreError>;

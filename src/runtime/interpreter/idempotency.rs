@@ -4,7 +4,7 @@
 //! Order for a first execution: intent receipt (`started`, durable) →
 //! effect → receipt `done` with the result (durable) → the interpreter's
 //! checkpoint. A crash between any two leaves evidence that tells `resume`
-//! what happened (see `crate::store::ReceiptStore`, reached through
+//! what happened (see the store's `receipts.rs`, reached through
 //! [`RunStore`]). Only the first attempt
 //! after a resume is *recovering*: it looks its receipt up before anything
 //! runs and records the look-up.

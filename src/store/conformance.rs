@@ -1,4 +1,4 @@
-//! Conformance tests of the [`RunStore`] seam, run against [`FileStore`]
+//! Conformance tests of the [`RunStore`](crate::store::RunStore) seam, run against [`FileStore`]
 //! through `&dyn RunStore` only, so that another implementation can be
 //! held to the same list.
 
@@ -118,6 +118,8 @@ fn a_held_run_cannot_be_opened_again_until_released() {
     started(store, "r1", "2026-01-01T00:00:00Z");
     let (held, _) = store.open_run("r1").expect("open");
     assert!(matches!(store.open_run("r1"), Err(StoreError::Locked { .. })));
+    held.release().expect("release");
+    let (held, _) = store.open_run("r1").expect("released explicitly");
     drop(held);
     assert!(store.open_run("r1").is_ok(), "released with the handle");
 
