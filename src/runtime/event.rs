@@ -359,7 +359,22 @@ pub struct ReconciliationRecorded {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CompletionVerified {
     pub passed: bool,
-    pub checks: Vec<Value>,
+    pub checks: Vec<CheckOutcome>,
+}
+
+/// One `[[verify]]` check as `completion_verified` and the run's evidence
+/// record it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckOutcome {
+    /// What was checked, in words (``file `x` exists``).
+    pub check: String,
+    pub passed: bool,
+    /// What the check saw: a byte count, a ticket's status, a receipt, or
+    /// the error that made it fail.
+    pub observed: Value,
+    /// Where the evidence came from: `fresh_read`, `fresh_lookup` or
+    /// `receipt_store`.
+    pub source: String,
 }
 
 /// `run_cancelled`: `cancel` ended the run.

@@ -1,7 +1,7 @@
 //! The step loop.
 //!
 //! A run opens with `run_started`, `plan_created`, `state_saved` (or
-//! `run_resumed` when it continues), then runs one [`Attempt`] after another,
+//! `run_resumed` when it continues), then runs one `Attempt` after another,
 //! each followed by one durable checkpoint (`state_saved`), and closes with
 //! the plan's `[[verify]]` checks (`completion_verified`) and
 //! `run_finished`.
@@ -14,7 +14,7 @@
 //! - `completion.rs`: `expect` post-conditions and `[[verify]]`;
 //! - `outputs.rs`: the step outputs templates may read;
 //! - `outcome.rs`: failures the interpreter makes itself;
-//! - [`crate::runtime::recorder::Recorder`]: every record the run writes.
+//! - `Recorder` (`runtime/recorder.rs`): every record the run writes.
 //!
 //! Cost per step is the tool's own cost plus one checkpoint of constant size:
 //! nothing here grows with the number of steps already run.
@@ -25,6 +25,8 @@ mod completion;
 mod idempotency;
 mod outcome;
 mod outputs;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
