@@ -204,3 +204,27 @@ fn receipts_round_trip_through_the_store() {
     store.remove_receipt("k").expect("removing twice is fine");
     assert_eq!(store.get_receipt("k").expect("get"), None);
 }
+
+#[test]
+fn a_record_checkpoint_must_be_its_own_object_without_the_store_fields() {
+    let (dir, store) = file_store();
+    let store: &dyn RunStore = &store;
+    let mut record = store.create_record(RecordKind::Bridge, "br-1").expect("record");
+    for bad in [
+        json!(["not", "an", "object"]),
+        json!({"run_id": "br-2"}),
+        json!({"controller_run_id": "br-1"}),
+        json!({"run_id": "br-1", "state_version": 7}),
+        json!({"run_id": "br-1", "audit_hash": null}),
+    ] {
+        assert!(matches!(record.checkpoint(&bad, 0), Err(StoreError::Io { .. })), "{bad}");
+    }
+    assert!(!dir.path().join("bridge/runs/br-1/state.json").exists(), "nothing was written");
+    assert_eq!(record.stored_version(), 0);
+    let mut writer = crate::store::RecordWriter::new(record);
+    for status in ["created", "running", "done"] {
+        writer.save(&json!({"run_id": "br-1", "status": status})).expect("save");
+    }
+    let loaded = store.read_record(RecordKind::Bridge, "br-1").expect("read");
+    assert_eq!((loaded.state_version, loaded.state["status"].as_str()), (3, Some("done")));
+}
