@@ -25,6 +25,7 @@
 //! | `server_controller` | `POST /controller/runs`: agent iterations, the one recovery rewrite, stop decisions, blocked goals | `server/controller_*` |
 //! | `server_approvals` | `POST /runs/{id}/approve\|reject`: approval-gated bridge runs, refusals, auth | `server/` |
 //! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers | `server/` |
+//! | `server_records` | bridge and controller records: sealed, chained, refused when tampered | |
 //! | `service_policy` | the service policy file on the common loader: TOML and YAML, findings with positions, `check` and `serve` | |
 //! | `serve_harness` | the service test harness (server process, fake model servers) | |
 //! | `common` | the harness: `Sandbox`, the `Planrun` builder, the ticket demo's sandbox (`common::tickets`) | |
@@ -49,5 +50,6 @@ mod security;
 mod server;
 mod server_approvals;
 mod server_controller;
+mod server_records;
 mod service_policy;
 mod ticket_demo;

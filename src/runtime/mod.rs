@@ -27,7 +27,8 @@ mod request;
 
 pub use control::{ApproveOutcome, ControlError, ResumeRequest, approve, cancel, reject, resume};
 pub use env::{
-    Clock, CrashAt, CrashPoint, FixedClock, IdGen, RuntimeEnv, SequentialIds, SystemClock, SystemIds, format_timestamp,
+    Clock, CrashAt, CrashPoint, FixedClock, IdGen, IdKind, RuntimeEnv, SequentialIds, SystemClock, SystemIds,
+    format_timestamp,
 };
 pub use event::Event;
 pub use progress::{NoProgress, Progress};

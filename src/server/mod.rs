@@ -4,15 +4,14 @@
 //! | file | holds |
 //! |---|---|
 //! | `app.rs` | routes and thin handlers, bearer auth, body limit |
-//! | `bridge.rs` | the bridge run manager: instruction, guard, adapter, records |
+//! | `bridge.rs` | the bridge run manager: instruction, guard, adapter, records (through the store) |
 //! | `approvals.rs` | approve / reject a bridge run whose agent run waits for approval |
 //! | `controller.rs` | the controller loop: decisions, recovery, limits |
 //! | `adapters/` | `stub`, `local_echo`, `agent`, `openai`, `ollama`, `cloudcode` |
 //! | `decision/` | decision backends (`stub`, `ollama`, `openai`) and answer validation |
 //! | `guard.rs` | the prompt guard |
 //! | `config.rs` | environment settings |
-//! | `records.rs` | `<workspace>/bridge/runs/<id>/` state and audit files |
-//! | `ids.rs` | `br-…`, `ctrl-…`, `bri-ctrl-…-i<n>`, `agent-<bridge id>` |
+//! | `ids.rs` | the derived ids `bri-ctrl-…-i<n>` and `agent-<bridge id>` |
 //! | `error.rs` | typed errors and their JSON bodies |
 //! | `openapi.rs` | the OpenAPI document |
 //!
@@ -30,13 +29,11 @@ pub mod bridge;
 pub mod config;
 pub mod controller;
 pub mod decision;
-mod decisions_in_flight;
 pub mod error;
 pub mod guard;
 pub mod http_client;
 pub mod ids;
 pub mod openapi;
-pub mod records;
 pub mod service;
 
 use std::io::Write as _;
@@ -55,8 +52,6 @@ use crate::runtime::RuntimeEnv;
 use crate::server::adapters::{AdapterKind, Adapters, AgentRunner};
 use crate::server::config::ServiceConfig;
 use crate::server::decision::DecisionBackend;
-use crate::server::decisions_in_flight::Decisions;
-use crate::server::ids::ServiceIds;
 use crate::server::service::{MAX_CONCURRENT_RUNS, Service};
 
 // Exit status: `Done` stopped cleanly after a signal; `Failed` the address
@@ -115,10 +110,14 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
         Ok(runtime) => runtime,
         Err(error) => return fail(ExitStatus::Failed, &format!("cannot start the async runtime: {error}")),
     };
-    let ids =
-        if std::env::var_os("PLANRUN_TEST_CLOCK").is_some() { ServiceIds::sequential() } else { ServiceIds::System };
     let env = Arc::new(env);
-    let agent = Arc::new(AgentRunner { catalog, workspace: workspace.clone(), env: Arc::clone(&env) });
+    let store = env.store(&workspace);
+    let agent = Arc::new(AgentRunner {
+        catalog,
+        workspace: workspace.clone(),
+        env: Arc::clone(&env),
+        store: Arc::clone(&store),
+    });
     runtime.block_on(async move {
         let listener = match tokio::net::TcpListener::bind(&args.addr).await {
             Ok(listener) => listener,
@@ -145,10 +144,9 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
             adapters,
             decision,
             env,
-            ids,
+            store,
             api_token: config.api_token.clone(),
             slots: Arc::clone(&slots),
-            decisions: Decisions::default(),
         });
         let address = match listener.local_addr() {
             Ok(address) => address,

@@ -42,7 +42,7 @@ pub fn approve(
         approved_at: format_timestamp(now),
         expires_at: format_timestamp(expires_at),
     };
-    let mut recorder = Recorder::new(run_dir, run_id, env.clock.as_ref());
+    let mut recorder = Recorder::new(run_dir, env.clock.as_ref());
     recorder.emit(Event::ApprovalGranted(ApprovalGranted {
         step_id: pending.step_id.clone(),
         fingerprint: approval.fingerprint.clone(),

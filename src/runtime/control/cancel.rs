@@ -23,7 +23,7 @@ pub fn cancel(
     if state.status.is_terminal() {
         return Err(ControlError::Refused(format!("run `{run_id}` has already ended with status `{}`", state.status)));
     }
-    let mut recorder = Recorder::new(run_dir, run_id, env.clock.as_ref());
+    let mut recorder = Recorder::new(run_dir, env.clock.as_ref());
     recorder.emit(Event::RunCancelled(RunCancelled {
         step_id: state.current_step_id.clone(),
         from_status: state.status,

@@ -18,7 +18,7 @@ pub fn reject(
     env: &RuntimeEnv,
 ) -> Result<RunState, ControlError> {
     let (run_dir, mut state, pending) = open_waiting(workspace, run_id, env)?;
-    let mut recorder = Recorder::new(run_dir, run_id, env.clock.as_ref());
+    let mut recorder = Recorder::new(run_dir, env.clock.as_ref());
     recorder.emit(Event::ApprovalRejected(ApprovalRejected {
         step_id: pending.step_id.clone(),
         fingerprint: pending.fingerprint.clone(),

@@ -8,7 +8,7 @@ use crate::confine::Workspace;
 use crate::model::{FailureClass, Plan, Policy, RunStatus, Step, VerifyCheck};
 use crate::runtime::event::{CheckOutcome, CompletionVerified, Event};
 use crate::runtime::recorder::Recorder;
-use crate::store::{Evidence, ReceiptState, ReceiptStore, RunState, StoreError};
+use crate::store::{Evidence, ReceiptState, RunState, RunStore, StoreError};
 use crate::tools::{ToolOutcome, ToolSuccess, tickets};
 
 use super::outcome::failure;
@@ -32,7 +32,7 @@ impl<'r> Verifier<'r> {
         reason: &str,
         state: &mut RunState,
         recorder: &mut Recorder<'_>,
-        receipts: &ReceiptStore,
+        receipts: &dyn RunStore,
     ) -> Result<(), StoreError> {
         if self.checks.is_empty() {
             recorder.end(state, RunStatus::Done, reason, None);
@@ -57,7 +57,7 @@ impl<'r> Verifier<'r> {
     }
 
     /// One verifier check against fresh evidence.
-    fn verify(&self, check: &VerifyCheck, state: &mut RunState, receipts: &ReceiptStore) -> CheckOutcome {
+    fn verify(&self, check: &VerifyCheck, state: &mut RunState, receipts: &dyn RunStore) -> CheckOutcome {
         let max_bytes = self.max_read_bytes;
         match check {
             VerifyCheck::File { path, contains } => {
@@ -109,7 +109,7 @@ impl<'r> Verifier<'r> {
                 };
                 let key = recorded.detail["idempotency_key"].as_str().unwrap_or_default().to_string();
                 let intent = recorded.detail["intent_digest"].as_str().unwrap_or_default().to_string();
-                let (passed, observed) = match receipts.get(&key) {
+                let (passed, observed) = match receipts.get_receipt(&key) {
                     Ok(Some(receipt)) => (
                         receipt.state == ReceiptState::Done && receipt.intent_digest == intent,
                         json!({"state": receipt.state, "intent_digest": receipt.intent_digest}),

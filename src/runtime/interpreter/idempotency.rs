@@ -4,28 +4,29 @@
 //! Order for a first execution: intent receipt (`started`, durable) →
 //! effect → receipt `done` with the result (durable) → the interpreter's
 //! checkpoint. A crash between any two leaves evidence that tells `resume`
-//! what happened (see `crate::store::ReceiptStore`). Only the first attempt
+//! what happened (see the store's `receipts.rs`, reached through
+//! [`RunStore`]). Only the first attempt
 //! after a resume is *recovering*: it looks its receipt up before anything
 //! runs and records the look-up.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
-use crate::confine::Workspace;
 use crate::model::{FailureClass, Step};
 use crate::runtime::env::CrashPoint;
 use crate::runtime::event::{Event, ReceiptLookup, ReceiptRecorded, ReceiptReused, ReconciliationRecorded};
 use crate::runtime::recorder::Recorder;
 use crate::runtime::{RuntimeEnv, format_timestamp};
 use crate::store::canonical::canonical_digest;
-use crate::store::{Evidence, Receipt, ReceiptState, ReceiptStore, Reconciliation, RunState, StoreError};
+use crate::store::{Evidence, Receipt, ReceiptState, Reconciliation, RunState, RunStore, StoreError};
 use crate::tools::{ResolvedAction, ToolOutcome, ToolSuccess};
 
 use super::outcome::failure;
 
-/// The workspace's receipts and whether the run is recovering.
+/// The run store (for its receipts) and whether the run is recovering.
 pub(super) struct Idempotency<'r> {
-    receipts: ReceiptStore,
-    workspace: &'r Workspace,
+    store: Arc<dyn RunStore>,
     env: &'r RuntimeEnv,
     /// True until the first step attempt after a resume: keyed steps then
     /// consult their receipts before anything runs.
@@ -33,13 +34,13 @@ pub(super) struct Idempotency<'r> {
 }
 
 impl<'r> Idempotency<'r> {
-    pub(super) fn new(workspace: &'r Workspace, env: &'r RuntimeEnv, recovering: bool) -> Self {
-        Idempotency { receipts: ReceiptStore::new(workspace.root()), workspace, env, recovering }
+    pub(super) fn new(store: Arc<dyn RunStore>, env: &'r RuntimeEnv, recovering: bool) -> Self {
+        Idempotency { store, env, recovering }
     }
 
-    /// The receipts, for the `[[verify]]` receipt checks.
-    pub(super) fn receipts(&self) -> &ReceiptStore {
-        &self.receipts
+    /// The store holding the receipts, for the `[[verify]]` receipt checks.
+    pub(super) fn receipts(&self) -> &dyn RunStore {
+        self.store.as_ref()
     }
 
     /// Whether `step`'s next attempt costs a receipt look-up (a tool call).
@@ -72,7 +73,7 @@ impl<'r> Idempotency<'r> {
         let keyed = Keyed { step, key: &key, intent: &intent, action: &action_json };
         // Outside recovery the receipt check is part of the write call.
         state.counters.tool_calls += 1;
-        let existing = match self.receipts.get(&key) {
+        let existing = match self.store.get_receipt(&key) {
             Ok(existing) => existing,
             Err(error) => return self.uncertain(&keyed, format!("{error}"), details, state, recorder),
         };
@@ -189,19 +190,11 @@ impl<'r> Idempotency<'r> {
     }
 
     fn put_receipt(&self, receipt: &Receipt) -> Result<(), StoreError> {
-        self.receipts.put(receipt).map_err(|source| StoreError::Io {
-            action: "write receipt in",
-            path: self.workspace.root().join(".planrun/receipts"),
-            source,
-        })
+        self.store.put_receipt(receipt)
     }
 
     fn remove_receipt(&self, key: &str) -> Result<(), StoreError> {
-        self.receipts.remove(key).map_err(|source| StoreError::Io {
-            action: "remove receipt in",
-            path: self.workspace.root().join(".planrun/receipts"),
-            source,
-        })
+        self.store.remove_receipt(key)
     }
 
     /// A write whose outcome cannot be known: record what to check by hand

@@ -28,6 +28,8 @@ mod outputs;
 #[cfg(test)]
 mod tests;
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use crate::confine::Workspace;
@@ -36,7 +38,7 @@ use crate::runtime::approval::{ApprovalInvalid, check_approval};
 use crate::runtime::event::{ApprovalVerified, Event, PlanCreated, RunResumed, RunStarted};
 use crate::runtime::recorder::Recorder;
 use crate::runtime::{Progress, RuntimeEnv, format_timestamp};
-use crate::store::{Counters, Cursor, LoadedRun, PlanRef, RunDir, RunState, StoreError};
+use crate::store::{Counters, Cursor, LoadedRun, PlanRef, RunHandle, RunState, RunStore, StoreError};
 use crate::tools::{ResolvedAction, Tools};
 
 use attempt::Attempt;
@@ -68,14 +70,14 @@ impl<'r> Interpreter<'r> {
         plan: &'r Plan,
         policy: &'r Policy,
         workspace: &'r Workspace,
-        run_dir: RunDir,
-        run_id: String,
+        run: Box<dyn RunHandle>,
+        store: Arc<dyn RunStore>,
         goal: Option<String>,
         env: &'r RuntimeEnv,
     ) -> Self {
         let now = format_timestamp(env.clock.now());
         let state = RunState {
-            run_id,
+            run_id: run.run_id().to_string(),
             goal,
             plan: PlanRef {
                 id: plan.id.clone(),
@@ -104,7 +106,7 @@ impl<'r> Interpreter<'r> {
             finished_at: None,
         };
         let outputs = Outputs::new(plan, &state.run_id);
-        Self::build(plan, policy, workspace, run_dir, state, outputs, env, false)
+        Self::build(plan, policy, workspace, (run, store), state, outputs, env, false)
     }
 
     /// A run continued from its verified records.
@@ -112,12 +114,13 @@ impl<'r> Interpreter<'r> {
         plan: &'r Plan,
         policy: &'r Policy,
         workspace: &'r Workspace,
-        run_dir: RunDir,
+        run: Box<dyn RunHandle>,
+        store: Arc<dyn RunStore>,
         loaded: LoadedRun,
         env: &'r RuntimeEnv,
     ) -> Self {
         let outputs = Outputs::restored(plan, &loaded.state.run_id, &loaded.history);
-        Self::build(plan, policy, workspace, run_dir, loaded.state, outputs, env, true)
+        Self::build(plan, policy, workspace, (run, store), loaded.state, outputs, env, true)
     }
 
     #[expect(clippy::too_many_arguments, reason = "private constructor shared by `new` and `resumed`")]
@@ -125,7 +128,7 @@ impl<'r> Interpreter<'r> {
         plan: &'r Plan,
         policy: &'r Policy,
         workspace: &'r Workspace,
-        run_dir: RunDir,
+        (run, store): (Box<dyn RunHandle>, Arc<dyn RunStore>),
         state: RunState,
         outputs: Outputs,
         env: &'r RuntimeEnv,
@@ -136,12 +139,12 @@ impl<'r> Interpreter<'r> {
             plan,
             policy,
             env,
-            recorder: Recorder::new(run_dir, &state.run_id, clock),
+            recorder: Recorder::new(run, clock),
             state,
             outputs,
             tools: Tools::new(workspace, policy),
             budgets: Budgets::new(plan, policy, clock),
-            idempotency: Idempotency::new(workspace, env, recovering),
+            idempotency: Idempotency::new(store, env, recovering),
             verifier: Verifier::new(plan, policy, workspace),
             prompt_rules: policy.shell.allow.iter().any(|rule| rule.decision == Decision::Prompt),
         }

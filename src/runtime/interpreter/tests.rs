@@ -14,8 +14,8 @@ use crate::confine::Workspace;
 use crate::load::Loader;
 use crate::model::{FailureClass, Plan, Policy, RunStatus};
 use crate::runtime::interpreter::Interpreter;
-use crate::runtime::{NoProgress, RuntimeEnv};
-use crate::store::{AuditEvent, LoadedRun, RunDir, RunState, StepRecordStatus, load_run};
+use crate::runtime::{IdKind, NoProgress, RuntimeEnv};
+use crate::store::{AuditEvent, LoadedRun, RunState, StepRecordStatus};
 
 const DEFAULT_POLICY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/policies/default.toml");
 
@@ -54,11 +54,12 @@ impl Case {
         let workspace = Workspace::open(&root, &self.policy.files).expect("open workspace");
         let start: Timestamp = "2026-01-01T00:00:00Z".parse().expect("timestamp");
         let env = RuntimeEnv::fixed(start);
-        let run_id = env.ids.next_run_id(env.clock.as_ref());
-        let run_dir = RunDir::create(workspace.root(), &run_id, env.sealer.clone()).expect("run folder");
-        let interpreter = Interpreter::new(&self.plan, &self.policy, &workspace, run_dir, run_id.clone(), None, &env);
+        let run_id = env.ids.next_id(IdKind::Run, env.clock.as_ref());
+        let store = env.store(workspace.root());
+        let run = store.create_run(&run_id).expect("run folder");
+        let interpreter = Interpreter::new(&self.plan, &self.policy, &workspace, run, store.clone(), None, &env);
         let state = interpreter.run(&mut NoProgress).expect("records written");
-        let loaded = load_run(workspace.root(), &run_id, &env.sealer).expect("records verify");
+        let loaded = store.read_run(&run_id).expect("records verify");
         Ran { state, loaded, root }
     }
 }
