@@ -18,10 +18,10 @@ use serde_json::Value;
 
 use crate::store::error::io_error;
 use crate::store::record_dir::load_record;
-use crate::store::run_dir::runs_folder;
+use crate::store::run_dir::{load_run, runs_folder};
 use crate::store::{
     LoadedRecord, LoadedRun, Receipt, ReceiptError, ReceiptStore, RecordDir, RecordHandle, RecordKind, RunDir,
-    RunHandle, RunListing, RunStore, Sealer, StoreError, StoreFactory, load_run, validate_run_id,
+    RunHandle, RunListing, RunStore, Sealer, StoreError, StoreFactory, validate_run_id,
 };
 
 /// The [`StoreFactory`] of [`FileStore`]s.

@@ -54,7 +54,7 @@ pub use error::StoreError;
 pub use file_store::{FileStore, FileStores};
 pub use history::{StepRecord, StepRecordStatus};
 pub use receipts::{Receipt, ReceiptError, ReceiptState};
-pub use run_dir::{LoadedRun, full_state, load_run};
+pub use run_dir::{LoadedRun, full_state};
 pub use run_id::{RunIdError, validate_run_id};
 pub use run_store::{
     CREATE_ATTEMPTS, LoadedRecord, NewEvent, RecordHandle, RecordKind, RecordWriter, RunHandle, RunListing, RunStore,
