@@ -18,6 +18,7 @@
 //! | `records` | run ids, never overwriting, atomic checkpoints, `show`, `--json` | `cli/show_retry_execution*` |
 //! | `routing` | `route` explanations, ambiguity, Unicode | `cli/route_*` |
 //! | `cli` | usage errors and exit codes, `check` on the repository, the test clock | `cli/usage_*`, `cli/check_repository` |
+//! | `nesting_limit` | the parsers' nesting limit: a 10 000-level YAML and a deep TOML plan in `check`, a run, `list`, `--goal` (exit 2, never an abort) | |
 //! | `diagnostics` | `check` output for each broken file in `tests/fixtures/broken/` (one snapshot per fixture, by `insta::glob!`) | `diagnostics/` |
 //! | `preview` | `plan` previews; a preview executes and creates nothing | `preview/` |
 //! | `authoring` | `list`, `policy check`, `schema` (and the committed `schemas/`), `show` of documented runs | `cli/list`, `cli/policy_check_*`, `cli/show_*` |
@@ -40,6 +41,7 @@ mod decision_backends;
 mod diagnostics;
 mod idempotency;
 mod integrity;
+mod nesting_limit;
 mod preview;
 mod records;
 mod routing;

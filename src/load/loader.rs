@@ -6,6 +6,12 @@
 //! duplicate keys and the YAML 1.2 core schema stay under our control. This
 //! is the only file that knows about either parser: swapping one changes
 //! nothing else.
+//!
+//! Both front ends refuse a file whose tables and arrays nest deeper than
+//! [`MAX_NESTING`] levels with `nesting-too-deep` (exit 2), before anything
+//! recursive walks the tree: a 20 KB file of nested block sequences would
+//! otherwise overflow the stack of every walk after it (tree building,
+//! validation, dropping the tree). No real plan comes near the limit.
 
 use std::path::Path;
 
@@ -17,6 +23,12 @@ use toml::de::{DeTable, DeValue};
 use crate::diag::{Diagnostic, SourceFile, SourceId, SourceMap, Span};
 use crate::load::node::{Key, Node, NodeValue};
 use crate::model::SourceRef;
+
+/// How many levels tables and arrays may nest in a plan or policy file (the
+/// document itself is level 0). Deeper files get `nesting-too-deep`. The
+/// `toml` crate's own guard (80 levels of inline arrays and tables) sits
+/// above this, and its refusal is reported under the same code.
+pub const MAX_NESTING: usize = 64;
 
 /// The file formats planrun reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +117,9 @@ pub(crate) fn parse(
     }
 }
 
+/// A finding that stops the tree from being built (already in the findings).
+struct Fatal;
+
 // ---------------------------------------------------------------------------
 // TOML
 
@@ -112,18 +127,31 @@ fn parse_toml(text: &str, id: SourceId, diagnostics: &mut Vec<Diagnostic>) -> Op
     match DeTable::parse(text) {
         Ok(table) => {
             let span = Span::new(id, table.span());
-            Some(toml_table(table.get_ref(), span, id, diagnostics))
+            let mut builder = TomlBuilder { id, diagnostics };
+            builder.table(table.get_ref(), span, 0).ok()
         }
         Err(error) => {
             let range = error.span().unwrap_or(0..0);
-            diagnostics.push(
-                Diagnostic::error("syntax-error", toml_message(error.message()))
-                    .with_span(Span::new(id, range))
-                    .with_label("invalid TOML"),
-            );
+            let message = toml_message(error.message());
+            // The crate's recursion guard (inline arrays and tables, dotted
+            // keys) is our nesting limit too; the unit tests pin its wording.
+            let diagnostic = if message.contains("recursion") || message.contains("recurse") {
+                too_deep(Span::new(id, range))
+            } else {
+                Diagnostic::error("syntax-error", message).with_span(Span::new(id, range)).with_label("invalid TOML")
+            };
+            diagnostics.push(diagnostic);
             None
         }
     }
+}
+
+/// The `nesting-too-deep` finding, at the value that opens one level too many.
+fn too_deep(span: Span) -> Diagnostic {
+    Diagnostic::error("nesting-too-deep", format!("tables and arrays nest deeper than {MAX_NESTING} levels"))
+        .with_span(span)
+        .with_label("one level too many")
+        .with_help("planrun files are shallow data; flatten the structure")
 }
 
 /// The parser's message, in our style: one line, lowercase, no period.
@@ -137,24 +165,59 @@ fn toml_message(message: &str) -> String {
     }
 }
 
-fn toml_table(table: &DeTable<'_>, span: Span, id: SourceId, diagnostics: &mut Vec<Diagnostic>) -> Node {
-    let mut entries: Vec<(Key, Node)> = table
-        .iter()
-        .map(|(key, value)| {
-            (
-                Key { name: key.get_ref().to_string(), span: Span::new(id, key.span()) },
-                toml_value(value, id, diagnostics),
-            )
-        })
-        .collect();
-    // The map is sorted by key; the spans give the file order back.
-    entries.sort_by_key(|(key, _)| key.span.start);
-    let span = if span.start == span.end {
-        cover(span, entries.iter().flat_map(|(key, value)| [key.span, value.span]))
-    } else {
-        span
-    };
-    Node::new(span, NodeValue::Table(entries))
+/// Builds a [`Node`] from the `toml` crate's spanned tree, counting depth.
+struct TomlBuilder<'d> {
+    id: SourceId,
+    diagnostics: &'d mut Vec<Diagnostic>,
+}
+
+impl TomlBuilder<'_> {
+    fn table(&mut self, table: &DeTable<'_>, span: Span, depth: usize) -> Result<Node, Fatal> {
+        let id = self.id;
+        let mut entries = Vec::with_capacity(table.len());
+        for (key, value) in table.iter() {
+            let key = Key { name: key.get_ref().to_string(), span: Span::new(id, key.span()) };
+            entries.push((key, self.value(value, depth + 1)?));
+        }
+        // The map is sorted by key; the spans give the file order back.
+        entries.sort_by_key(|(key, _)| key.span.start);
+        let span = if span.start == span.end {
+            cover(span, entries.iter().flat_map(|(key, value)| [key.span, value.span]))
+        } else {
+            span
+        };
+        Ok(Node::new(span, NodeValue::Table(entries)))
+    }
+
+    fn value(&mut self, value: &Spanned<DeValue<'_>>, depth: usize) -> Result<Node, Fatal> {
+        let span = Span::new(self.id, value.span());
+        if depth > MAX_NESTING && matches!(value.get_ref(), DeValue::Array(_) | DeValue::Table(_)) {
+            self.diagnostics.push(too_deep(span));
+            return Err(Fatal);
+        }
+        let node_value = match value.get_ref() {
+            DeValue::String(text) => NodeValue::String(text.to_string()),
+            DeValue::Integer(integer) => match i64::from_str_radix(integer.as_str(), integer.radix()) {
+                Ok(number) => NodeValue::Integer(number),
+                Err(_) => {
+                    self.diagnostics.push(
+                        Diagnostic::error("invalid-value", "integer out of range")
+                            .with_span(span)
+                            .with_label("does not fit in 64 bits"),
+                    );
+                    NodeValue::Integer(i64::MAX)
+                }
+            },
+            DeValue::Float(float) => NodeValue::Float(float.as_str().parse().unwrap_or(f64::NAN)),
+            DeValue::Boolean(flag) => NodeValue::Bool(*flag),
+            DeValue::Datetime(datetime) => NodeValue::Datetime(datetime.to_string()),
+            DeValue::Array(items) => {
+                NodeValue::Array(items.iter().map(|item| self.value(item, depth + 1)).collect::<Result<_, _>>()?)
+            }
+            DeValue::Table(table) => return self.table(table, span, depth),
+        };
+        Ok(Node::new(span, node_value))
+    }
 }
 
 /// The smallest span covering `spans` (or `fallback` when there are none).
@@ -162,30 +225,6 @@ fn cover(fallback: Span, spans: impl Iterator<Item = Span>) -> Span {
     spans
         .reduce(|all, next| Span { source: all.source, start: all.start.min(next.start), end: all.end.max(next.end) })
         .unwrap_or(fallback)
-}
-
-fn toml_value(value: &Spanned<DeValue<'_>>, id: SourceId, diagnostics: &mut Vec<Diagnostic>) -> Node {
-    let span = Span::new(id, value.span());
-    let node_value = match value.get_ref() {
-        DeValue::String(text) => NodeValue::String(text.to_string()),
-        DeValue::Integer(integer) => match i64::from_str_radix(integer.as_str(), integer.radix()) {
-            Ok(number) => NodeValue::Integer(number),
-            Err(_) => {
-                diagnostics.push(
-                    Diagnostic::error("invalid-value", "integer out of range")
-                        .with_span(span)
-                        .with_label("does not fit in 64 bits"),
-                );
-                NodeValue::Integer(i64::MAX)
-            }
-        },
-        DeValue::Float(float) => NodeValue::Float(float.as_str().parse().unwrap_or(f64::NAN)),
-        DeValue::Boolean(flag) => NodeValue::Bool(*flag),
-        DeValue::Datetime(datetime) => NodeValue::Datetime(datetime.to_string()),
-        DeValue::Array(items) => NodeValue::Array(items.iter().map(|item| toml_value(item, id, diagnostics)).collect()),
-        DeValue::Table(table) => return toml_table(table, span, id, diagnostics),
-    };
-    Node::new(span, node_value)
 }
 
 // ---------------------------------------------------------------------------
@@ -202,18 +241,17 @@ struct YamlBuilder<'a, 'd> {
     file: &'a SourceFile,
     byte_of: Vec<usize>,
     diagnostics: &'d mut Vec<Diagnostic>,
+    /// How many sequences and mappings enclose the current event.
+    depth: usize,
 }
 
 type YamlEvent<'a> = (Event<'a>, saphyr_parser::Span);
-
-/// A finding that stops the tree from being built.
-struct Fatal;
 
 impl<'a, 'd> YamlBuilder<'a, 'd> {
     fn new(file: &'a SourceFile, id: SourceId, diagnostics: &'d mut Vec<Diagnostic>) -> Self {
         let mut byte_of: Vec<usize> = file.text.char_indices().map(|(index, _)| index).collect();
         byte_of.push(file.text.len());
-        YamlBuilder { parser: Parser::new_from_str(&file.text), id, file, byte_of, diagnostics }
+        YamlBuilder { parser: Parser::new_from_str(&file.text), id, file, byte_of, diagnostics, depth: 0 }
     }
 
     fn byte(&self, marker: saphyr_parser::Marker) -> usize {
@@ -239,11 +277,13 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
         let offset = self.byte(*error.marker());
         let end = self.file.text[offset..].chars().next().map_or(offset, |character| offset + character.len_utf8());
         let message = error.info().trim_end_matches('.').to_string();
-        self.fatal(
-            Diagnostic::error("syntax-error", message)
-                .with_span(Span::new(self.id, offset..end))
-                .with_label("invalid YAML"),
-        )
+        let span = Span::new(self.id, offset..end);
+        // The scanner reads flow collections (`[[[…`) ahead of the events and
+        // has its own guard (255 levels); that refusal is our limit too.
+        if message.contains("recursion limit") {
+            return self.fatal(too_deep(span));
+        }
+        self.fatal(Diagnostic::error("syntax-error", message).with_span(span).with_label("invalid YAML"))
     }
 
     fn fatal(&mut self, diagnostic: Diagnostic) -> Fatal {
@@ -353,24 +393,40 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
             Event::SequenceStart(anchor, tag) => {
                 self.refuse_anchor(anchor, at);
                 self.refuse_tag(tag.as_deref(), at, false);
-                let mut items = Vec::new();
-                loop {
-                    let (event, span) = self.next()?;
-                    if let Event::SequenceEnd = event {
-                        let end = self.span(span);
-                        let last = items.last().map_or(end.end, |item: &Node| item.span.end);
-                        let span = Span::new(self.id, at.start..last.max(at.end));
-                        return Ok(Node::new(span, NodeValue::Array(items)));
-                    }
-                    items.push(self.node(event, span)?);
-                }
+                self.nested(at, Self::sequence)
             }
             Event::MappingStart(anchor, tag) => {
                 self.refuse_anchor(anchor, at);
                 self.refuse_tag(tag.as_deref(), at, false);
-                self.mapping(at)
+                self.nested(at, Self::mapping)
             }
             _ => Err(self.fatal(Diagnostic::error("syntax-error", "unexpected YAML event").with_span(at))),
+        }
+    }
+
+    /// Reads one sequence or mapping one level deeper, refusing it past
+    /// [`MAX_NESTING`]: the recursion stops here, before the stack is at risk.
+    fn nested(&mut self, at: Span, read: fn(&mut Self, Span) -> Result<Node, Fatal>) -> Result<Node, Fatal> {
+        if self.depth > MAX_NESTING {
+            return Err(self.fatal(too_deep(at)));
+        }
+        self.depth += 1;
+        let node = read(self, at);
+        self.depth -= 1;
+        node
+    }
+
+    fn sequence(&mut self, at: Span) -> Result<Node, Fatal> {
+        let mut items = Vec::new();
+        loop {
+            let (event, span) = self.next()?;
+            if let Event::SequenceEnd = event {
+                let end = self.span(span);
+                let last = items.last().map_or(end.end, |item: &Node| item.span.end);
+                let span = Span::new(self.id, at.start..last.max(at.end));
+                return Ok(Node::new(span, NodeValue::Array(items)));
+            }
+            items.push(self.node(event, span)?);
         }
     }
 
@@ -500,4 +556,85 @@ fn is_core_float(text: &str) -> bool {
         is_digits(digits, 10)
     });
     mantissa_ok && exponent_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `code@line:col` of each finding of parsing `text` as `format`, and
+    /// whether a tree came out.
+    fn parsed(format: Format, text: &str) -> (bool, Vec<String>) {
+        let mut sources = SourceMap::new();
+        let id = sources.add(SourceFile::new("nested", text));
+        let file = sources.get(id).expect("source");
+        let mut diagnostics = Vec::new();
+        let tree = parse(file, id, format, &mut diagnostics);
+        let found = diagnostics
+            .iter()
+            .map(|diagnostic| {
+                let (line, column) = diagnostic.span.map_or((0, 0), |span| file.line_col(span.start));
+                format!("{}@{line}:{column}", diagnostic.code)
+            })
+            .collect();
+        (tree.is_some(), found)
+    }
+
+    fn toml_array(levels: usize) -> String {
+        format!("a = {}{}\n", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    #[test]
+    fn the_limit_itself_loads_and_one_level_more_is_refused_in_both_formats() {
+        // YAML: the root sequence is level 0, so MAX_NESTING + 1 dashes.
+        assert_eq!(parsed(Format::Yaml, &format!("{}x\n", "- ".repeat(MAX_NESTING + 1))), (true, vec![]));
+        assert_eq!(
+            parsed(Format::Yaml, &format!("{}x\n", "- ".repeat(MAX_NESTING + 2))),
+            (false, vec![format!("nesting-too-deep@1:{}", 2 * (MAX_NESTING + 1) + 1)])
+        );
+        // TOML: the root table is level 0, `a` is level 1.
+        assert_eq!(parsed(Format::Toml, &toml_array(MAX_NESTING)), (true, vec![]));
+        assert_eq!(
+            parsed(Format::Toml, &toml_array(MAX_NESTING + 1)),
+            (false, vec![format!("nesting-too-deep@1:{}", 4 + MAX_NESTING + 1)])
+        );
+    }
+
+    #[test]
+    fn bombs_of_every_shape_end_in_one_finding_not_an_abort() {
+        let levels = 10_000;
+        let block_sequences = format!("{}x\n", "- ".repeat(levels));
+        let block_mappings: String =
+            (0..levels).map(|level| format!("{}k:\n", "  ".repeat(level))).collect::<String>() + "x\n";
+        let flow_sequences = format!("a: {}{}\n", "[".repeat(levels), "]".repeat(levels));
+        let flow_mappings = format!("a: {}1{}\n", "{b: ".repeat(levels), "}".repeat(levels));
+        for (name, text) in [
+            ("block sequences", &block_sequences),
+            ("block mappings", &block_mappings),
+            // saphyr's scanner refuses these first (its 255-level guard).
+            ("flow sequences", &flow_sequences),
+            ("flow mappings", &flow_mappings),
+        ] {
+            let (tree, found) = parsed(Format::Yaml, text);
+            assert!(!tree, "{name}");
+            assert_eq!(found.len(), 1, "{name}: {found:?}");
+            assert!(found[0].starts_with("nesting-too-deep@"), "{name}: {found:?}");
+        }
+        let inline_tables = format!("a = {}1{}\n", "{b = ".repeat(levels), "}".repeat(levels));
+        let dotted_header = format!("[{}]\nx = 1\n", vec!["t"; levels].join("."));
+        let dotted_then_inline = format!("[{}]\n{}", vec!["t"; 60].join("."), toml_array(10));
+        for (name, text) in [
+            // The toml crate's 80-level guard refuses these first.
+            ("inline arrays", toml_array(levels)),
+            ("inline tables", inline_tables),
+            ("dotted header", dotted_header),
+            // Each part is below both guards; together they are too deep.
+            ("dotted header and inline arrays", dotted_then_inline),
+        ] {
+            let (tree, found) = parsed(Format::Toml, &text);
+            assert!(!tree, "{name}");
+            assert_eq!(found.len(), 1, "{name}: {found:?}");
+            assert!(found[0].starts_with("nesting-too-deep@"), "{name}: {found:?}");
+        }
+    }
 }
