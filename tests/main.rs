@@ -8,7 +8,7 @@
 //! | module | what it covers | snapshots |
 //! |---|---|---|
 //! | `scenarios` | every plan in `plans/`: its documented goal, exit code and every run file | `runs/` |
-//! | `ticket_store` | the demo ticket store under faults: injected transient look-up failures (`fail_next_lookups`) retried within budget, an unknown ticket `not_found` and never retried | |
+//! | `ticket_store` | the demo ticket store under faults: injected transient look-up failures (`fail_next_lookups`) retried within budget (plain runs and the ticket demo), an unknown ticket `not_found` and never retried | |
 //! | `ticket_demo` | the ticket demo: pause for approval, approve and resume, already closed, untrusted ticket data, `planrun demo` | `bounded/` |
 //! | `approvals` | approval matching (fingerprint, scope, state version), expiry, forged approvals, `decision = "prompt"`, changed plans, `reject`, `cancel` | `bounded/rejected@*` |
 //! | `integrity` | tampered `state.json` and `audit.jsonl` refused by every command; HMAC seals and no downgrade | |

@@ -1,11 +1,12 @@
 //! The demo ticket store's behaviour under faults, through real runs: the
 //! injected transient look-up failures of `tickets.json`'s
 //! `fail_next_lookups` are retried within the policy's budget and no
-//! further, and a ticket that does not exist is `not_found`, tried once.
+//! further (the ticket demo still pauses with nothing closed), and a ticket
+//! that does not exist is `not_found`, tried once.
 
 use serde_json::{Value, json};
 
-use crate::common::tickets::tickets;
+use crate::common::tickets::{RUN, close_count, pause, ticket_sandbox, tickets};
 use crate::common::{Sandbox, TEST_POLICY, one_step_plan};
 
 /// A sandbox whose plan looks up `ticket_id` (the test policy retries an
@@ -62,6 +63,9 @@ fn transient_failures_beyond_the_retry_budget_end_the_run_failed() {
     sandbox.test_plan().expect_code(1).run();
     let state = sandbox.state("t");
     assert_eq!(state["status"], "failed");
+    assert_eq!(state["stop_reason"], "step_failed");
+    let error = state["error"].as_str().expect("error");
+    assert!(error.starts_with("step `step-1` failed (execution_error): ticket system unavailable"), "{error}");
     assert_eq!(
         lookup_attempts(&sandbox),
         [(1, "failed".to_string(), json!("execution_error")), (2, "failed".to_string(), json!("execution_error"))]
@@ -76,9 +80,31 @@ fn an_unknown_ticket_fails_once_as_not_found_with_no_retry() {
     let sandbox = lookup_sandbox("ticket-99", json!({}));
     let before = tickets(&sandbox);
     let output = sandbox.test_plan().expect_code(1).run();
-    assert_eq!(sandbox.state("t")["status"], "failed");
+    let state = sandbox.state("t");
+    assert_eq!(state["status"], "failed");
+    assert_eq!(state["error"], "step `step-1` failed (not_found): ticket `ticket-99` does not exist");
+    assert_eq!(state["counters"]["tool_calls"], 1);
     assert_eq!(lookup_attempts(&sandbox), [(1, "failed".to_string(), json!("not_found"))]);
     assert_eq!(sandbox.history("t").len(), 1, "exactly one attempt, nothing after it");
     assert!(output.stderr.contains("ticket `ticket-99` does not exist"), "{}", output.snapshot());
     assert_eq!(tickets(&sandbox), before, "the store is unchanged");
+}
+
+#[test]
+fn the_ticket_demo_retries_an_injected_look_up_failure_and_still_pauses_with_nothing_closed() {
+    let sandbox = ticket_sandbox("open", 0);
+    let mut store = tickets(&sandbox);
+    store["fail_next_lookups"] = json!(1);
+    sandbox.write("workspace/tickets.json", &serde_json::to_string_pretty(&store).expect("JSON"));
+    pause(&sandbox);
+    let lookups: Vec<(Value, Value)> = sandbox
+        .history(RUN)
+        .iter()
+        .filter(|line| line["step_id"] == "lookup")
+        .map(|line| (line["attempt"].clone(), line["failure_class"].clone()))
+        .collect();
+    assert_eq!(lookups, [(json!(1), json!("execution_error")), (json!(2), Value::Null)]);
+    assert_eq!(sandbox.state(RUN)["status"], "waiting_approval");
+    assert_eq!(close_count(&sandbox, "ticket-7"), 0);
+    assert_eq!(tickets(&sandbox).get("fail_next_lookups"), None);
 }
