@@ -13,6 +13,7 @@
 //! otherwise overflow the stack of every walk after it (tree building,
 //! validation, dropping the tree). No real plan comes near the limit.
 
+use std::ops::Range;
 use std::path::Path;
 
 use crate::digest::sha256_hex;
@@ -117,18 +118,18 @@ pub(crate) fn parse(
     }
 }
 
-/// A finding that stops the tree from being built (already in the findings).
-struct Fatal;
-
 // ---------------------------------------------------------------------------
 // TOML
 
 fn parse_toml(text: &str, id: SourceId, diagnostics: &mut Vec<Diagnostic>) -> Option<Node> {
     match DeTable::parse(text) {
         Ok(table) => {
+            if let Some(range) = table.get_ref().values().find_map(|value| too_deep_in_toml(value, 1)) {
+                diagnostics.push(too_deep(Span::new(id, range)));
+                return None;
+            }
             let span = Span::new(id, table.span());
-            let mut builder = TomlBuilder { id, diagnostics };
-            builder.table(table.get_ref(), span, 0).ok()
+            Some(toml_table(table.get_ref(), span, id, diagnostics))
         }
         Err(error) => {
             let range = error.span().unwrap_or(0..0);
@@ -165,59 +166,39 @@ fn toml_message(message: &str) -> String {
     }
 }
 
-/// Builds a [`Node`] from the `toml` crate's spanned tree, counting depth.
-struct TomlBuilder<'d> {
-    id: SourceId,
-    diagnostics: &'d mut Vec<Diagnostic>,
+/// The span of the first array or table of `value` (at `level`, the
+/// document's own keys being level 1) that nests deeper than
+/// [`MAX_NESTING`]. Its recursion is bounded by the crate's own guard.
+fn too_deep_in_toml(value: &Spanned<DeValue<'_>>, level: usize) -> Option<Range<usize>> {
+    let children: Vec<&Spanned<DeValue<'_>>> = match value.get_ref() {
+        DeValue::Array(items) => items.iter().collect(),
+        DeValue::Table(table) => table.values().collect(),
+        _ => return None,
+    };
+    if level > MAX_NESTING {
+        return Some(value.span());
+    }
+    children.into_iter().find_map(|child| too_deep_in_toml(child, level + 1))
 }
 
-impl TomlBuilder<'_> {
-    fn table(&mut self, table: &DeTable<'_>, span: Span, depth: usize) -> Result<Node, Fatal> {
-        let id = self.id;
-        let mut entries = Vec::with_capacity(table.len());
-        for (key, value) in table.iter() {
-            let key = Key { name: key.get_ref().to_string(), span: Span::new(id, key.span()) };
-            entries.push((key, self.value(value, depth + 1)?));
-        }
-        // The map is sorted by key; the spans give the file order back.
-        entries.sort_by_key(|(key, _)| key.span.start);
-        let span = if span.start == span.end {
-            cover(span, entries.iter().flat_map(|(key, value)| [key.span, value.span]))
-        } else {
-            span
-        };
-        Ok(Node::new(span, NodeValue::Table(entries)))
-    }
-
-    fn value(&mut self, value: &Spanned<DeValue<'_>>, depth: usize) -> Result<Node, Fatal> {
-        let span = Span::new(self.id, value.span());
-        if depth > MAX_NESTING && matches!(value.get_ref(), DeValue::Array(_) | DeValue::Table(_)) {
-            self.diagnostics.push(too_deep(span));
-            return Err(Fatal);
-        }
-        let node_value = match value.get_ref() {
-            DeValue::String(text) => NodeValue::String(text.to_string()),
-            DeValue::Integer(integer) => match i64::from_str_radix(integer.as_str(), integer.radix()) {
-                Ok(number) => NodeValue::Integer(number),
-                Err(_) => {
-                    self.diagnostics.push(
-                        Diagnostic::error("invalid-value", "integer out of range")
-                            .with_span(span)
-                            .with_label("does not fit in 64 bits"),
-                    );
-                    NodeValue::Integer(i64::MAX)
-                }
-            },
-            DeValue::Float(float) => NodeValue::Float(float.as_str().parse().unwrap_or(f64::NAN)),
-            DeValue::Boolean(flag) => NodeValue::Bool(*flag),
-            DeValue::Datetime(datetime) => NodeValue::Datetime(datetime.to_string()),
-            DeValue::Array(items) => {
-                NodeValue::Array(items.iter().map(|item| self.value(item, depth + 1)).collect::<Result<_, _>>()?)
-            }
-            DeValue::Table(table) => return self.table(table, span, depth),
-        };
-        Ok(Node::new(span, node_value))
-    }
+fn toml_table(table: &DeTable<'_>, span: Span, id: SourceId, diagnostics: &mut Vec<Diagnostic>) -> Node {
+    let mut entries: Vec<(Key, Node)> = table
+        .iter()
+        .map(|(key, value)| {
+            (
+                Key { name: key.get_ref().to_string(), span: Span::new(id, key.span()) },
+                toml_value(value, id, diagnostics),
+            )
+        })
+        .collect();
+    // The map is sorted by key; the spans give the file order back.
+    entries.sort_by_key(|(key, _)| key.span.start);
+    let span = if span.start == span.end {
+        cover(span, entries.iter().flat_map(|(key, value)| [key.span, value.span]))
+    } else {
+        span
+    };
+    Node::new(span, NodeValue::Table(entries))
 }
 
 /// The smallest span covering `spans` (or `fallback` when there are none).
@@ -225,6 +206,30 @@ fn cover(fallback: Span, spans: impl Iterator<Item = Span>) -> Span {
     spans
         .reduce(|all, next| Span { source: all.source, start: all.start.min(next.start), end: all.end.max(next.end) })
         .unwrap_or(fallback)
+}
+
+fn toml_value(value: &Spanned<DeValue<'_>>, id: SourceId, diagnostics: &mut Vec<Diagnostic>) -> Node {
+    let span = Span::new(id, value.span());
+    let node_value = match value.get_ref() {
+        DeValue::String(text) => NodeValue::String(text.to_string()),
+        DeValue::Integer(integer) => match i64::from_str_radix(integer.as_str(), integer.radix()) {
+            Ok(number) => NodeValue::Integer(number),
+            Err(_) => {
+                diagnostics.push(
+                    Diagnostic::error("invalid-value", "integer out of range")
+                        .with_span(span)
+                        .with_label("does not fit in 64 bits"),
+                );
+                NodeValue::Integer(i64::MAX)
+            }
+        },
+        DeValue::Float(float) => NodeValue::Float(float.as_str().parse().unwrap_or(f64::NAN)),
+        DeValue::Boolean(flag) => NodeValue::Bool(*flag),
+        DeValue::Datetime(datetime) => NodeValue::Datetime(datetime.to_string()),
+        DeValue::Array(items) => NodeValue::Array(items.iter().map(|item| toml_value(item, id, diagnostics)).collect()),
+        DeValue::Table(table) => return toml_table(table, span, id, diagnostics),
+    };
+    Node::new(span, node_value)
 }
 
 // ---------------------------------------------------------------------------
@@ -246,6 +251,9 @@ struct YamlBuilder<'a, 'd> {
 }
 
 type YamlEvent<'a> = (Event<'a>, saphyr_parser::Span);
+
+/// A finding that stops the tree from being built.
+struct Fatal;
 
 impl<'a, 'd> YamlBuilder<'a, 'd> {
     fn new(file: &'a SourceFile, id: SourceId, diagnostics: &'d mut Vec<Diagnostic>) -> Self {
