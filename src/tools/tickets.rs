@@ -107,7 +107,8 @@ fn injected_failure(workspace: &Workspace, root: &mut Map<String, Value>, max_by
     }
     let remaining = left - 1;
     if remaining == 0 {
-        root.remove(FAIL_NEXT_LOOKUPS);
+        // `shift_remove` keeps the other fields in file order.
+        root.shift_remove(FAIL_NEXT_LOOKUPS);
     } else {
         root.insert(FAIL_NEXT_LOOKUPS.to_string(), json!(remaining));
     }
@@ -323,15 +324,16 @@ mod tests {
 
     #[test]
     fn injected_failures_are_transient_counted_down_and_then_gone() {
-        let (_tmp, workspace) = store(json!({FAIL_NEXT_LOOKUPS: 2}));
+        let (_tmp, workspace) = store(json!({FAIL_NEXT_LOOKUPS: 2, "a": 1, "b": 2}));
         let first = lookup(&workspace, "ticket-7", MAX).expect_err("injected");
         assert_eq!(first.class, FailureClass::ExecutionError);
         assert!(first.class.is_retryable());
         assert!(first.message.contains("injected transient failure"), "{}", first.message);
         assert_eq!(file(&workspace)[FAIL_NEXT_LOOKUPS], json!(1));
         lookup(&workspace, "ticket-7", MAX).expect_err("injected");
-        // At 0 the field goes: the file is the seed's format again.
-        assert_eq!(file(&workspace).get(FAIL_NEXT_LOOKUPS), None);
+        // At 0 the field goes; the others keep their order.
+        let keys: Vec<String> = file(&workspace).as_object().expect("object").keys().cloned().collect();
+        assert_eq!(keys, ["tickets", "a", "b"]);
         let found = lookup(&workspace, "ticket-7", MAX).expect("third look-up");
         assert_eq!(found.output_json.expect("json")["status"], json!("open"));
         // Tickets were never touched by the count-down.
