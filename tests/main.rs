@@ -8,6 +8,7 @@
 //! | module | what it covers | snapshots |
 //! |---|---|---|
 //! | `scenarios` | every plan in `plans/`: its documented goal, exit code and every run file | `runs/` |
+//! | `ticket_store` | the demo ticket store under faults: injected transient look-up failures (`fail_next_lookups`) retried within budget (plain runs and the ticket demo), an unknown ticket `not_found` and never retried | |
 //! | `ticket_demo` | the ticket demo: pause for approval, approve and resume, already closed, untrusted ticket data, `planrun demo` | `bounded/` |
 //! | `approvals` | approval matching (fingerprint, scope, state version), expiry, forged approvals, `decision = "prompt"`, changed plans, `reject`, `cancel` | `bounded/rejected@*` |
 //! | `integrity` | tampered `state.json` and `audit.jsonl` refused by every command; HMAC seals and no downgrade | |
@@ -18,6 +19,7 @@
 //! | `records` | run ids, never overwriting, atomic checkpoints, `show`, `--json` | `cli/show_retry_execution*` |
 //! | `routing` | `route` explanations, ambiguity, Unicode | `cli/route_*` |
 //! | `cli` | usage errors and exit codes, `check` on the repository, the test clock | `cli/usage_*`, `cli/check_repository` |
+//! | `nesting_limit` | the parsers' nesting limit: a 10 000-level YAML and a deep TOML plan in `check`, a run, `list`, `--goal` (exit 2, never an abort) | |
 //! | `diagnostics` | `check` output for each broken file in `tests/fixtures/broken/` (one snapshot per fixture, by `insta::glob!`) | `diagnostics/` |
 //! | `preview` | `plan` previews; a preview executes and creates nothing | `preview/` |
 //! | `authoring` | `list`, `policy check`, `schema` (and the committed `schemas/`), `show` of documented runs | `cli/list`, `cli/policy_check_*`, `cli/show_*` |
@@ -42,6 +44,7 @@ mod decision_backends;
 mod diagnostics;
 mod idempotency;
 mod integrity;
+mod nesting_limit;
 mod preview;
 mod records;
 mod routing;
@@ -53,3 +56,4 @@ mod server_controller;
 mod server_records;
 mod service_policy;
 mod ticket_demo;
+mod ticket_store;

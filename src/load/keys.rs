@@ -453,6 +453,7 @@ pub(crate) const FAILURE_CLASSES: &[&str] = &[
     "idempotency_conflict",
     "tool_result_uncertain",
     "verification_failed",
+    "not_found",
 ];
 
 pub(crate) static RECOVERY: Section = Section {
