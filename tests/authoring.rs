@@ -75,7 +75,8 @@ fn policy_check_bad_input_is_exit_2() {
 #[test]
 fn the_committed_schemas_are_what_planrun_schema_prints() {
     let sandbox = Sandbox::new();
-    for name in ["plan", "policy", "scenarios"] {
+    for kind in planrun::load::SchemaKind::ALL {
+        let name = kind.name();
         let output = sandbox.planrun().args(["schema", name]).expect_code(0).run();
         let path = std::path::Path::new(crate::common::ROOT).join(format!("schemas/{name}.schema.json"));
         let committed = std::fs::read_to_string(&path).unwrap_or_default();
@@ -90,6 +91,7 @@ fn the_committed_schemas_are_what_planrun_schema_prints() {
     let value: serde_json::Value = serde_json::from_str(&both.stdout).expect("JSON");
     assert_eq!(value["plan"]["title"], "planrun plan");
     assert_eq!(value["policy"]["title"], "planrun policy");
+    assert_eq!(value["service"]["title"], "planrun service policy");
     assert_eq!(sandbox.planrun().args(["schema", "manifest"]).run().code, 2);
 }
 
@@ -124,7 +126,9 @@ fn the_schemas_know_every_key_of_the_shipped_files() {
     // Every TOML file of the folder, found by `insta::glob!` (a new example
     // needs no list); YAML plans load to the same model (`diagnostics`).
     // Scenario files sit beside the plans and have a schema of their own.
-    for (folder, name) in [("../plans", "plan"), ("../plans", "scenarios"), ("../policies", "policy")] {
+    for (folder, name) in
+        [("../plans", "plan"), ("../plans", "scenarios"), ("../policies", "policy"), ("../policies/service", "service")]
+    {
         let path = std::path::Path::new(crate::common::ROOT).join(format!("schemas/{name}.schema.json"));
         let schema: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(path).expect("schema")).expect("JSON");

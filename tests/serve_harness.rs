@@ -14,6 +14,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::routing::{get, post as route_post};
+use planrun::store::canonical::{canonical_json, sha256_hex};
 use serde_json::{Value, json};
 
 use crate::common::planrun::CLEARED;
@@ -81,11 +82,22 @@ impl Server {
         self.child.wait().expect("wait for serve")
     }
 
-    /// A file of a bridge or controller record folder, machine paths filtered.
+    /// A file of a bridge or controller record folder, machine paths
+    /// filtered. A sealed state whose payload names a machine path
+    /// (`agent_state_path`) has a digest that differs from machine to
+    /// machine: it is checked against the real payload here, then shown as
+    /// `[SHA256 OVER MACHINE PATHS]` so that the snapshot stays byte-stable.
     pub fn record(&self, run_id: &str, name: &str) -> String {
         let path = self.sandbox.workspace().join("bridge/runs").join(run_id).join(name);
-        self.sandbox
-            .filter(&std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("read {}: {error}", path.display())))
+        let raw = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("read {}: {error}", path.display()));
+        let filtered = self.sandbox.filter(&raw);
+        if filtered == raw || !name.ends_with("state.json") {
+            return filtered;
+        }
+        let envelope: Value = serde_json::from_str(&raw).expect("a sealed state is JSON");
+        let digest = sha256_hex(canonical_json(&envelope["payload"]).expect("canonical payload").as_bytes());
+        assert_eq!(envelope["sha256"].as_str(), Some(digest.as_str()), "the seal of {} verifies", path.display());
+        filtered.replace(&digest, "[SHA256 OVER MACHINE PATHS]")
     }
 
     pub fn exists(&self, relative: &str) -> bool {
@@ -112,7 +124,7 @@ impl Drop for Server {
 
 /// A client that never uses a proxy (traffic stays on loopback).
 pub fn client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(60)).build().expect("client")
+    planrun::server::http_client::client_builder().no_proxy().timeout(Duration::from_secs(60)).build().expect("client")
 }
 
 /// Sends a request that must fail; returns its status and the `error.code`

@@ -1,5 +1,5 @@
-//! Output helpers: colour, paths relative to the current directory, error
-//! lines, diagnostics and the per-step progress printer.
+//! Output helpers: colour, error lines, diagnostics and the per-step
+//! progress printer (paths are shown with [`crate::diag::display_path`]).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anstyle::{AnsiColor, Style};
 
 use crate::cli::ColorChoice;
-use crate::diag::{Diagnostic, Severity, SourceMap, render};
+use crate::diag::{Diagnostic, Severity, SourceMap, display_path, render};
 use crate::model::{Plan, Policy, RunStatus, Step};
 use crate::ops::{ExitStatus, OpsError};
 use crate::runtime::Progress;
@@ -40,20 +40,6 @@ pub fn paint(style: Style, text: impl std::fmt::Display) -> String {
 pub fn fail(code: ExitStatus, message: &str) -> ExitCode {
     anstream::eprintln!("{}: {message}", paint(RED, "error"));
     ExitCode::from(code)
-}
-
-/// A path as the user would write it: relative to the current directory
-/// when it is below it.
-pub fn display_path(path: &Path) -> String {
-    let cwd = std::env::current_dir().ok();
-    let canonical = path.canonicalize().ok();
-    let cwd_canonical = cwd.as_ref().and_then(|cwd| cwd.canonicalize().ok());
-    if let (Some(path), Some(cwd)) = (&canonical, &cwd_canonical)
-        && let Ok(relative) = path.strip_prefix(cwd)
-    {
-        return relative.display().to_string();
-    }
-    path.display().to_string()
 }
 
 /// Renders diagnostics to stderr (used when invalid files stop a command).

@@ -42,7 +42,7 @@ pub fn report(
         Err(error) => return fail_with(&error),
     };
     if json {
-        match ops::full_state_json(&dirs.workspace, &outcome.state.run_id, &env.sealer) {
+        match ops::full_state_json(&dirs.workspace, &outcome.state.run_id, env) {
             Ok(state) => anstream::println!("{}", serde_json::to_string_pretty(&state).unwrap_or_default()),
             Err(error) => return fail(ExitStatus::Failed, &error.to_string()),
         }

@@ -1,5 +1,5 @@
-//! `planrun schema [plan|policy|scenarios]`: the JSON Schema of plan, policy
-//! and scenario files.
+//! `planrun schema [plan|policy|service|scenarios]`: the JSON Schema of
+//! plan, policy, service policy and scenario files.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,15 +7,18 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 
 use crate::cli::output::fail;
+use crate::diag::display_path;
 use crate::load::{SchemaKind, schema, schema_text};
 use crate::ops::ExitStatus;
 
 #[derive(Debug, Args)]
 pub struct SchemaArgs {
-    /// Which schema; without it, all, as `{"plan": …, "policy": …, "scenarios": …}`.
+    /// Which schema; without it, all, as `{"plan": …, "policy": …,
+    /// "service": …, "scenarios": …}`.
     #[arg(value_enum)]
     pub which: Option<Which>,
-    /// Write `plan.schema.json`, `policy.schema.json` and `scenarios.schema.json` into this folder
+    /// Write `plan.schema.json`, `policy.schema.json`,
+    /// `service.schema.json` and `scenarios.schema.json` into this folder
     /// instead of printing (how `schemas/` is regenerated).
     #[arg(long, value_name = "DIR", conflicts_with = "which")]
     pub out_dir: Option<PathBuf>,
@@ -25,7 +28,21 @@ pub struct SchemaArgs {
 pub enum Which {
     Plan,
     Policy,
+    /// The service policy of `planrun serve`.
+    Service,
+    /// A scenario file beside a plan (`<plan>.scenarios.toml`).
     Scenarios,
+}
+
+impl Which {
+    fn kind(self) -> SchemaKind {
+        match self {
+            Which::Plan => SchemaKind::Plan,
+            Which::Policy => SchemaKind::Policy,
+            Which::Service => SchemaKind::Service,
+            Which::Scenarios => SchemaKind::Scenarios,
+        }
+    }
 }
 
 /// Exit code: 0, or 2 when `--out-dir` cannot be written.
@@ -34,22 +51,17 @@ pub fn schema_command(args: &SchemaArgs) -> ExitCode {
         for kind in SchemaKind::ALL {
             let path = dir.join(kind.file_name());
             if let Err(error) = std::fs::write(&path, schema_text(kind)) {
-                return fail(ExitStatus::InvalidInput, &format!("cannot write `{}`: {error}", path.display()));
+                return fail(ExitStatus::InvalidInput, &format!("cannot write `{}`: {error}", display_path(&path)));
             }
         }
         return ExitStatus::Done.into();
     }
     match args.which {
-        Some(Which::Plan) => anstream::print!("{}", schema_text(SchemaKind::Plan)),
-        Some(Which::Policy) => anstream::print!("{}", schema_text(SchemaKind::Policy)),
-        Some(Which::Scenarios) => anstream::print!("{}", schema_text(SchemaKind::Scenarios)),
+        Some(which) => anstream::print!("{}", schema_text(which.kind())),
         None => {
-            let both = serde_json::json!({
-                "plan": schema(SchemaKind::Plan),
-                "policy": schema(SchemaKind::Policy),
-                "scenarios": schema(SchemaKind::Scenarios),
-            });
-            anstream::println!("{}", serde_json::to_string_pretty(&both).unwrap_or_default());
+            let all: serde_json::Map<String, serde_json::Value> =
+                SchemaKind::ALL.into_iter().map(|kind| (kind.name().to_string(), schema(kind))).collect();
+            anstream::println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
         }
     }
     ExitStatus::Done.into()

@@ -32,7 +32,7 @@ pub struct ShowArgs {
 /// Exit code: 0 when the run was shown, 2 for an unknown or invalid run id
 /// or records that fail verification.
 pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
-    let run = match ops::show(&dirs.workspace, &args.run_id, &env.sealer) {
+    let run = match ops::show(&dirs.workspace, &args.run_id, env) {
         Ok(run) => run,
         Err(error) => return fail_with(&error),
     };

@@ -9,8 +9,9 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cli::DirArgs;
-use crate::cli::output::{BOLD, GREEN, RED, YELLOW, display_path, fail, paint, print_diagnostics};
+use crate::cli::output::{BOLD, GREEN, RED, YELLOW, fail, paint, print_diagnostics};
 use crate::diag::Severity;
+use crate::diag::display_path;
 use crate::ops::{self, ExitStatus, SnapshotResult, SnapshotState, TestInput, TestOutcome};
 
 #[derive(Debug, Args)]

@@ -71,19 +71,14 @@ pub(crate) fn validate_plan(
     };
     spans.default = reader.key_span("default");
     let default = reader.bool("default", diagnostics).unwrap_or(false);
-    let expected_status = match reader.string("expected_status", diagnostics) {
-        None => Some(RunStatus::Done),
-        Some(("done", _)) => Some(RunStatus::Done),
-        Some(("failed", _)) => Some(RunStatus::Failed),
-        Some((other, node)) => {
-            diagnostics.push(
-                Diagnostic::error("invalid-value", format!("unknown `expected_status` `{other}`"))
-                    .with_span(node.span)
-                    .with_label("expected `done` or `failed`"),
-            );
-            None
-        }
-    };
+    let expected_status = reader
+        .choice(
+            "expected_status",
+            "`expected_status`",
+            &[("done", RunStatus::Done), ("failed", RunStatus::Failed)],
+            diagnostics,
+        )
+        .map(|status| status.unwrap_or(RunStatus::Done));
 
     spans.steps_key = reader.key_span("steps");
     let mut steps = Vec::new();

@@ -14,14 +14,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use regex::Regex;
-
 use crate::confine::{PathDenied, PathRules};
 use crate::diag::{Diagnostic, Span};
-use crate::load::keys::{BUDGET, FILES, KeySpec, POLICY, RETRY, RULE, SHELL, TOKEN_TABLE};
-use crate::load::node::{Node, NodeValue};
+use crate::load::keys::{BUDGET, FILES, POLICY, RETRY, RULE, SHELL, TOKEN_TABLE};
+use crate::load::node::Node;
 use crate::load::table::{
-    TableReader, check_version, error_count, expect_array, expect_string, regex_error, wrong_type,
+    TableReader, check_version, compile_regex, empty_table, error_count, expect_array, expect_string, section, strings,
+    wrong_type,
 };
 use crate::model::{
     ArgMatcher, ArgPattern, Budget, Decision, FailureClass, FilePolicy, Policy, RetryPolicy, ShellPolicy, ShellRule,
@@ -80,39 +79,6 @@ pub(crate) fn validate_policy(
         return None;
     }
     Some(Policy { name: name.to_string(), shell: shell?, files: files?, retry: retry?, budget: budget?, source })
-}
-
-/// A section's reader; an absent section reads as an empty table.
-fn section<'n>(
-    node: Option<&'n Node>,
-    name: &str,
-    keys: &'static [KeySpec],
-    empty: &'n Node,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Option<TableReader<'n>> {
-    TableReader::new(node.unwrap_or(empty), &format!("`[{name}]`"), format!(" in `[{name}]`"), keys, diagnostics)
-}
-
-fn empty_table() -> Node {
-    Node::new(Span::default(), NodeValue::Table(Vec::new()))
-}
-
-/// An array of strings, each checked by `check`.
-fn strings(
-    items: &[Node],
-    key: &str,
-    diagnostics: &mut Vec<Diagnostic>,
-    mut check: impl FnMut(&str, &Node, &mut Vec<Diagnostic>) -> bool,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    for (index, item) in items.iter().enumerate() {
-        if let Some(text) = expect_string(item, &format!("`{key}[{index}]`"), diagnostics)
-            && check(text, item, diagnostics)
-        {
-            out.push(text.to_string());
-        }
-    }
-    out
 }
 
 fn bare_name(text: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> bool {
@@ -226,20 +192,14 @@ fn rule(node: &Node, index: usize, slots: &PathRules, diagnostics: &mut Vec<Diag
                 .with_help("list the exact argument lists in `args` instead"),
         );
     }
-    let decision = match reader.string("decision", diagnostics) {
-        None => Some(Decision::Allow),
-        Some(("allow", _)) => Some(Decision::Allow),
-        Some(("prompt", _)) => Some(Decision::Prompt),
-        Some(("forbidden", _)) => Some(Decision::Forbidden),
-        Some((other, node)) => {
-            diagnostics.push(
-                Diagnostic::error("invalid-value", format!("unknown decision `{other}`"))
-                    .with_span(node.span)
-                    .with_label("expected `allow`, `prompt` or `forbidden`"),
-            );
-            None
-        }
-    };
+    let decision = reader
+        .choice(
+            "decision",
+            "decision",
+            &[("allow", Decision::Allow), ("prompt", Decision::Prompt), ("forbidden", Decision::Forbidden)],
+            diagnostics,
+        )
+        .map(|decision| decision.unwrap_or(Decision::Allow));
     let reason = reader.string("reason", diagnostics).map(|(text, _)| text.to_string());
     let matching = examples(&mut reader, "match", diagnostics);
     let not_matching = examples(&mut reader, "not_match", diagnostics);
@@ -352,17 +312,7 @@ fn matcher(node: &Node, where_: &str, diagnostics: &mut Vec<Diagnostic>) -> Opti
                 );
                 return None;
             }
-            match Regex::new(&format!("^(?:{pattern})$")) {
-                Ok(regex) => Some(ArgMatcher::Regex(regex)),
-                Err(error) => {
-                    diagnostics.push(
-                        Diagnostic::error("invalid-regex", format!("invalid regex `{pattern}`"))
-                            .with_span(pattern_node.span)
-                            .with_label(regex_error(&error)),
-                    );
-                    None
-                }
-            }
+            compile_regex(pattern, true, pattern_node, diagnostics).map(ArgMatcher::Regex)
         }
         (None, Some(("path", _))) => {
             Some(ArgMatcher::Slot { kind: SlotKind::Path, allow_dash: allow_dash.unwrap_or(false) })

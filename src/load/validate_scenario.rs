@@ -11,13 +11,11 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
-use regex::Regex;
-
 use crate::diag::Diagnostic;
 use crate::load::keys::{FIXTURE, NORMALIZE, RECORD_FILES, SCENARIO, SCENARIO_FILE, SCENARIO_STEP};
 use crate::load::node::Node;
 use crate::load::table::{
-    TableReader, check_version, error_count, expect_array, expect_string, name_or_error, regex_error, wrong_type,
+    TableReader, check_version, compile_regex, error_count, expect_array, expect_string, name_or_error, wrong_type,
 };
 use crate::model::{
     DEFAULT_CLOCK, DEFAULT_FOLDER, DEFAULT_RECORDS, Fixture, FixtureContent, Normalize, RunStatus, Scenario,
@@ -122,8 +120,15 @@ fn scenario(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Opt
         args.extend(["--run-id".to_string(), run_id.clone()]);
     }
     let expect_code = reader.required_integer("expect_code", -1, diagnostics).map(|(code, _)| code as i32);
-    let expect_status =
-        reader.string("expect_status", diagnostics).and_then(|(text, node)| status(text, node, diagnostics));
+    let statuses = [
+        ("running", RunStatus::Running),
+        ("waiting_approval", RunStatus::WaitingApproval),
+        ("done", RunStatus::Done),
+        ("failed", RunStatus::Failed),
+        ("rejected", RunStatus::Rejected),
+        ("cancelled", RunStatus::Cancelled),
+    ];
+    let expect_status = reader.choice("expect_status", "`expect_status`", &statuses, diagnostics).flatten();
     let folder = match reader.string("folder", diagnostics) {
         Some((folder, node)) => name_or_error(folder, node, "snapshot folder", 64, diagnostics),
         None => Some(DEFAULT_FOLDER.to_string()),
@@ -169,27 +174,6 @@ fn scenario(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Opt
 
 fn scenario_context(name: &Option<String>) -> String {
     name.as_ref().map_or_else(String::new, |name| format!(" in scenario `{name}`"))
-}
-
-fn status(text: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> Option<RunStatus> {
-    let known = [
-        RunStatus::Running,
-        RunStatus::WaitingApproval,
-        RunStatus::Done,
-        RunStatus::Failed,
-        RunStatus::Rejected,
-        RunStatus::Cancelled,
-    ];
-    let found = known.into_iter().find(|status| status.as_str() == text);
-    if found.is_none() {
-        diagnostics.push(
-            Diagnostic::error("invalid-value", format!("unknown `expect_status` `{text}`"))
-                .with_span(node.span)
-                .with_label("not a run status")
-                .with_help("use `done`, `failed`, `waiting_approval`, `rejected`, `cancelled` or `running`"),
-        );
-    }
-    found
 }
 
 /// The clock start as written, once it parses as an RFC 3339 instant.
@@ -294,17 +278,9 @@ fn normalize_rules(items: Option<&[Node]>, diagnostics: &mut Vec<Diagnostic>) ->
         let Some(mut reader) = TableReader::new(item, &what, format!(" in {what}"), NORMALIZE.keys, diagnostics) else {
             continue;
         };
-        let regex = reader.required_string("regex", diagnostics).and_then(|(pattern, node)| {
-            Regex::new(pattern)
-                .map_err(|error| {
-                    diagnostics.push(
-                        Diagnostic::error("invalid-regex", format!("invalid regex in {what}"))
-                            .with_span(node.span)
-                            .with_label(regex_error(&error)),
-                    );
-                })
-                .ok()
-        });
+        let regex = reader
+            .required_string("regex", diagnostics)
+            .and_then(|(pattern, node)| compile_regex(pattern, false, node, diagnostics));
         let replacement = reader.required_string("replacement", diagnostics).map(|(text, _)| text.to_string());
         reader.finish(diagnostics);
         if let (Some(regex), Some(replacement)) = (regex, replacement) {

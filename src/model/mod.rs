@@ -1,7 +1,7 @@
 //! The validated model: what the loader produces and the runtime consumes.
 //!
 //! Every type here upholds its invariants by construction: the only way to get
-//! a [`Plan`] or a [`Policy`] is through the validator in `crate::load`, which
+//! a [`Plan`], a [`Policy`] or a [`ServicePolicy`] from a file is through the validator in `crate::load`, which
 //! has already checked versions, keys, types, references and rule examples.
 //! Later stages never re-validate and never see raw file text.
 
@@ -11,6 +11,7 @@ mod plan;
 mod policy;
 mod run_status;
 mod scenario;
+mod service_policy;
 
 pub use condition::{BudgetOverride, Condition, ConditionTest, Expect, Risk, VerifyCheck, WhenFalse};
 pub use failure::FailureClass;
@@ -22,3 +23,4 @@ pub use run_status::RunStatus;
 pub use scenario::{
     DEFAULT_CLOCK, DEFAULT_FOLDER, DEFAULT_RECORDS, Fixture, FixtureContent, Normalize, Scenario, ScenarioFile, Stage,
 };
+pub use service_policy::{ControllerLimits, GuardRules, MAX_REWRITE_CHARS, RecoveryRule, ServicePolicy};

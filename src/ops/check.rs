@@ -13,7 +13,8 @@ use crate::ops::ExitStatus;
 /// What to check.
 pub struct CheckInput<'a> {
     /// Files or folders; empty means the whole catalog in `plans` and
-    /// `policies`, with the cross-file checks (routing, policy references).
+    /// `policies` (and the service policy in `policies/service/`), with the
+    /// cross-file checks (routing, policy references).
     pub paths: &'a [PathBuf],
     pub plans: &'a Path,
     pub policies: &'a Path,
@@ -59,7 +60,11 @@ pub fn check(input: CheckInput<'_>) -> CheckOutcome {
     let (scenario_paths, paths): (Vec<PathBuf>, Vec<PathBuf>) =
         input.paths.iter().cloned().partition(|path| is_scenario_file(path));
     let catalog = if input.paths.is_empty() {
-        loader.load_catalog(input.plans, input.policies)
+        let catalog = loader.load_catalog(input.plans, input.policies);
+        if let Some(path) = Loader::service_policy_file(input.policies) {
+            loader.load_service_policy(&path);
+        }
+        catalog
     } else {
         loader.load_paths_with_policies(&paths, Some(input.policies))
     };

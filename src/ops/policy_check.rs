@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::confine::{PathRules, ProgramResolver, Workspace};
+use crate::diag::display_path;
 use crate::load::Loader;
 use crate::ops::{ExitStatus, OpsError};
 use crate::policy::{ShellEvaluation, evaluate_shell_with};
@@ -44,7 +45,7 @@ pub fn policy_check(input: PolicyCheckInput<'_>) -> Result<PolicyVerdict, OpsErr
         .map(|extension| input.policies.join(format!("{name}.{extension}")))
         .find(|path: &PathBuf| path.is_file())
     else {
-        return Err(OpsError::Usage(format!("no policy `{name}` in `{}`", input.policies.display())));
+        return Err(OpsError::Usage(format!("no policy `{name}` in `{}`", display_path(input.policies))));
     };
     let mut loader = Loader::new();
     let Some(policy) = loader.load_policy(&path) else {
@@ -53,7 +54,7 @@ pub fn policy_check(input: PolicyCheckInput<'_>) -> Result<PolicyVerdict, OpsErr
     let mut resolver = ProgramResolver::new(&policy.shell);
     let evaluation = if input.workspace.is_dir() {
         let workspace = Workspace::open(input.workspace, &policy.files).map_err(|error| {
-            OpsError::Usage(format!("cannot open workspace `{}`: {error}", input.workspace.display()))
+            OpsError::Usage(format!("cannot open workspace `{}`: {error}", display_path(input.workspace)))
         })?;
         evaluate_shell_with(&policy.shell, &workspace, &mut resolver, input.argv)
     } else {

@@ -29,7 +29,7 @@ use crate::server::controller;
 use crate::server::error::ApiError;
 use crate::server::openapi;
 use crate::server::service::Service;
-use crate::store::validate_run_id;
+use crate::store::{RecordKind, validate_run_id};
 
 /// The largest request body accepted, in bytes.
 pub const BODY_LIMIT: usize = 64 * 1024;
@@ -148,7 +148,7 @@ async fn create_run(
 
 async fn get_run(State(service): State<Arc<Service>>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
     check_id(&id)?;
-    bridge::read(&service, &id)?.map(Json).ok_or_else(|| ApiError::not_found("bridge run", &id))
+    service.read_record(RecordKind::Bridge, &id)?.map(Json).ok_or_else(|| ApiError::not_found("bridge run", &id))
 }
 
 async fn approve_run(
@@ -234,7 +234,10 @@ async fn get_controller_run(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     check_id(&id)?;
-    controller::read(&service, &id)?.map(Json).ok_or_else(|| ApiError::not_found("controller run", &id))
+    service
+        .read_record(RecordKind::Controller, &id)?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found("controller run", &id))
 }
 
 async fn get_openapi() -> Json<Value> {

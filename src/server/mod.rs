@@ -4,21 +4,20 @@
 //! | file | holds |
 //! |---|---|
 //! | `app.rs` | routes and thin handlers, bearer auth, body limit |
-//! | `bridge.rs` | the bridge run manager: instruction, guard, adapter, records |
+//! | `bridge.rs` | the bridge run manager: instruction, guard, adapter, records (through the store) |
 //! | `approvals.rs` | approve / reject a bridge run whose agent run waits for approval |
 //! | `controller.rs` | the controller loop: decisions, recovery, limits |
 //! | `adapters/` | `stub`, `local_echo`, `agent`, `openai`, `ollama`, `cloudcode` |
 //! | `decision/` | decision backends (`stub`, `ollama`, `openai`) and answer validation |
 //! | `guard.rs` | the prompt guard |
-//! | `service_policy.rs` | `policies/service/service.toml`: guard, controller limits, recovery rules |
 //! | `config.rs` | environment settings |
-//! | `records.rs` | `<workspace>/bridge/runs/<id>/` state and audit files |
-//! | `ids.rs` | `br-…`, `ctrl-…`, `bri-ctrl-…-i<n>`, `agent-<bridge id>` |
+//! | `ids.rs` | the derived ids `bri-ctrl-…-i<n>` and `agent-<bridge id>` |
 //! | `error.rs` | typed errors and their JSON bodies |
 //! | `openapi.rs` | the OpenAPI document |
 //!
 //! Start-up loads and validates the plans, the run policies and the service
-//! policy once (any error: diagnostics on stderr, exit 2, nothing served),
+//! policy (`--service-policy`, else `policies/service/service.toml` or
+//! `.yaml`, all through [`crate::load::Loader`]) once (any error: diagnostics on stderr, exit 2, nothing served),
 //! picks the decision backend, binds, prints `listening on http://<addr>` on
 //! stdout and serves until SIGINT or SIGTERM; then it stops accepting
 //! connections and waits for every in-flight run to finish before exiting 0.
@@ -30,14 +29,12 @@ pub mod bridge;
 pub mod config;
 pub mod controller;
 pub mod decision;
-mod decisions_in_flight;
 pub mod error;
 pub mod guard;
+pub mod http_client;
 pub mod ids;
 pub mod openapi;
-pub mod records;
 pub mod service;
-pub mod service_policy;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -47,16 +44,15 @@ use std::sync::Arc;
 use clap::Args;
 use tokio::sync::Semaphore;
 
-use crate::diag::{SourceMap, render_all};
+use crate::diag::{display_path, render_all};
+use crate::load::Loader;
+use crate::model::ServicePolicy;
 use crate::ops::ExitStatus;
 use crate::runtime::RuntimeEnv;
 use crate::server::adapters::{AdapterKind, Adapters, AgentRunner};
 use crate::server::config::ServiceConfig;
 use crate::server::decision::DecisionBackend;
-use crate::server::decisions_in_flight::Decisions;
-use crate::server::ids::ServiceIds;
 use crate::server::service::{MAX_CONCURRENT_RUNS, Service};
-use crate::server::service_policy::ServicePolicy;
 
 // Exit status: `Done` stopped cleanly after a signal; `Failed` the address
 // could not be bound or the runtime failed; `InvalidInput` invalid plans,
@@ -69,9 +65,9 @@ pub struct ServeArgs {
     /// address is printed on stdout).
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8000", env = "PLANRUN_ADDR")]
     pub addr: String,
-    /// The service policy (prompt guard, controller limits, recovery rules);
-    /// default `<policies>/service/service.toml`, or built-in defaults when
-    /// that file does not exist.
+    /// The service policy (prompt guard, controller limits, recovery rules),
+    /// TOML or YAML; default `<policies>/service/service.toml` (or `.yaml`,
+    /// `.yml`), or built-in defaults when no such file exists.
     #[arg(long, value_name = "FILE")]
     pub service_policy: Option<PathBuf>,
 }
@@ -96,14 +92,17 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
         Err(code) => return code,
     };
     if let Err(error) = std::fs::create_dir_all(workspace) {
-        return fail(ExitStatus::InvalidInput, &format!("cannot create workspace `{}`: {error}", workspace.display()));
+        return fail(
+            ExitStatus::InvalidInput,
+            &format!("cannot create workspace `{}`: {error}", display_path(workspace)),
+        );
     }
     let workspace = match workspace.canonicalize() {
         Ok(path) => path,
         Err(error) => {
             return fail(
                 ExitStatus::InvalidInput,
-                &format!("cannot open workspace `{}`: {error}", workspace.display()),
+                &format!("cannot open workspace `{}`: {error}", display_path(workspace)),
             );
         }
     };
@@ -111,16 +110,20 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
         Ok(runtime) => runtime,
         Err(error) => return fail(ExitStatus::Failed, &format!("cannot start the async runtime: {error}")),
     };
-    let ids =
-        if std::env::var_os("PLANRUN_TEST_CLOCK").is_some() { ServiceIds::sequential() } else { ServiceIds::System };
     let env = Arc::new(env);
-    let agent = Arc::new(AgentRunner { catalog, workspace: workspace.clone(), env: Arc::clone(&env) });
+    let store = env.store(&workspace);
+    let agent = Arc::new(AgentRunner {
+        catalog,
+        workspace: workspace.clone(),
+        env: Arc::clone(&env),
+        store: Arc::clone(&store),
+    });
     runtime.block_on(async move {
         let listener = match tokio::net::TcpListener::bind(&args.addr).await {
             Ok(listener) => listener,
             Err(error) => return fail(ExitStatus::Failed, &format!("cannot listen on `{}`: {error}", args.addr)),
         };
-        let client = match reqwest::Client::builder().build() {
+        let client = match http_client::client_builder().build() {
             Ok(client) => client,
             Err(error) => return fail(ExitStatus::Failed, &format!("cannot build the HTTP client: {error}")),
         };
@@ -141,10 +144,9 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
             adapters,
             decision,
             env,
-            ids,
+            store,
             api_token: config.api_token.clone(),
             slots: Arc::clone(&slots),
-            decisions: Decisions::default(),
         });
         let address = match listener.local_addr() {
             Ok(address) => address,
@@ -162,19 +164,19 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
     })
 }
 
+/// The service policy through the loader (`--service-policy`, else
+/// `<policies>/service/service.toml` or `.yaml`, else the built-in
+/// defaults); on errors their diagnostics on stderr and exit 2.
 fn load_service_policy(args: &ServeArgs, policies: &Path) -> Result<ServicePolicy, ExitCode> {
-    let default_path = policies.join("service").join("service.toml");
-    let path = match &args.service_policy {
-        Some(path) => path.clone(),
-        None if default_path.is_file() => default_path,
-        None => return Ok(ServicePolicy::default()),
+    let Some(path) = args.service_policy.clone().or_else(|| Loader::service_policy_file(policies)) else {
+        return Ok(ServicePolicy::default());
     };
-    let mut sources = SourceMap::new();
-    let mut diagnostics = Vec::new();
-    match service_policy::load(&path, &mut sources, &mut diagnostics) {
-        Some(policy) => Ok(policy),
-        None => {
-            eprint!("{}", render_all(&sources, &diagnostics));
+    let mut loader = Loader::new();
+    match loader.load_service_policy(&path) {
+        Some(policy) if !loader.has_errors() => Ok(policy),
+        _ => {
+            let findings: Vec<_> = loader.sorted_diagnostics().into_iter().cloned().collect();
+            eprint!("{}", render_all(loader.sources(), &findings));
             Err(fail(ExitStatus::InvalidInput, "invalid service policy; nothing served"))
         }
     }

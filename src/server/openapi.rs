@@ -172,10 +172,12 @@ pub fn document() -> Value {
                 "summary": "A bridge run's persisted state",
                 "parameters": run_id,
                 "responses": {
-                    "200": {"description": "the bridge state", "content": {"application/json": {"schema": bridge}}},
+                    "200": {"description": "the bridge state (verified: checkpoint seal, audit chain, their agreement)", "content": {"application/json": {"schema": bridge}}},
                     "400": error_response("invalid run id"),
                     "401": error_response("missing or wrong bearer token"),
-                    "404": error_response("unknown run id")
+                    "404": error_response("unknown run id"),
+                    "409": error_response("records_invalid: the record fails verification"),
+                    "500": error_response("records_failed: the record could not be read")
                 }
             }},
             "/runs/{id}/approve": {"post": {
@@ -192,8 +194,8 @@ pub fn document() -> Value {
                     "401": error_response("missing or wrong bearer token"),
                     "404": error_response("unknown run id"),
                     "409": error_response("run_not_waiting, approval_invalid (fingerprint, scope or state version mismatch, expired), \
-                                           run_locked (another decision in progress), refused, records_invalid (the agent run's records \
-                                           fail verification), plan_files_invalid"),
+                                           run_locked (another decision in progress), refused, records_invalid (the bridge record or the agent \
+                                           run's records fail verification), plan_files_invalid"),
                     "413": error_response("body too large"),
                     "415": error_response("not application/json"),
                     "422": error_response("JSON of the wrong shape (fingerprint missing, unknown field, wrong type)"),
@@ -229,10 +231,12 @@ pub fn document() -> Value {
                 "summary": "A controller run's persisted state",
                 "parameters": run_id,
                 "responses": {
-                    "200": {"description": "the controller state", "content": {"application/json": {"schema": controller}}},
+                    "200": {"description": "the controller state (verified: checkpoint seal, audit chain, their agreement)", "content": {"application/json": {"schema": controller}}},
                     "400": error_response("invalid run id"),
                     "401": error_response("missing or wrong bearer token"),
-                    "404": error_response("unknown run id")
+                    "404": error_response("unknown run id"),
+                    "409": error_response("records_invalid: the record fails verification"),
+                    "500": error_response("records_failed: the record could not be read")
                 }
             }},
             "/openapi.json": {"get": {

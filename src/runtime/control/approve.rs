@@ -4,15 +4,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
-use serde_json::{Map, json};
-
 use crate::runtime::approval::{ApprovalClaims, check_claims};
 use crate::runtime::control::error::ControlError;
 use crate::runtime::control::open::open_waiting;
+use crate::runtime::event::{ApprovalGranted, Event};
 use crate::runtime::recorder::Recorder;
-use crate::runtime::{EventType, RuntimeEnv, format_timestamp};
+use crate::runtime::{RuntimeEnv, format_timestamp};
 use crate::store::{Approval, PendingAction};
+use jiff::{SignedDuration, Timestamp};
 
 /// What `approve` recorded.
 pub struct ApproveOutcome {
@@ -43,14 +42,15 @@ pub fn approve(
         approved_at: format_timestamp(now),
         expires_at: format_timestamp(expires_at),
     };
-    let mut details = Map::new();
-    details.insert("fingerprint".into(), json!(approval.fingerprint));
-    details.insert("scope".into(), json!(approval.scope));
-    details.insert("state_version".into(), json!(approval.state_version));
-    details.insert("approved_by".into(), json!(approval.approved_by));
-    details.insert("expires_at".into(), json!(approval.expires_at));
-    let mut recorder = Recorder::new(run_dir, run_id, env.clock.as_ref());
-    recorder.emit(EventType::ApprovalGranted, Some(&pending.step_id), Some("ok"), details)?;
+    let mut recorder = Recorder::new(run_dir, env.clock.as_ref());
+    recorder.emit(Event::ApprovalGranted(ApprovalGranted {
+        step_id: pending.step_id.clone(),
+        fingerprint: approval.fingerprint.clone(),
+        scope: approval.scope.clone(),
+        state_version: approval.state_version,
+        approved_by: approval.approved_by.clone(),
+        expires_at: approval.expires_at.clone(),
+    }))?;
     state.approval = Some(approval.clone());
     recorder.checkpoint(&mut state)?;
     Ok(ApproveOutcome { pending, approval })

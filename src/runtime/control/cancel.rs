@@ -2,13 +2,12 @@
 
 use std::path::Path;
 
-use serde_json::{Map, json};
-
 use crate::model::RunStatus;
+use crate::runtime::RuntimeEnv;
 use crate::runtime::control::error::ControlError;
 use crate::runtime::control::open::open;
+use crate::runtime::event::{Event, RunCancelled};
 use crate::runtime::recorder::Recorder;
-use crate::runtime::{EventType, RuntimeEnv};
 use crate::store::RunState;
 
 /// Ends a run that is waiting for approval or was interrupted: status
@@ -24,12 +23,12 @@ pub fn cancel(
     if state.status.is_terminal() {
         return Err(ControlError::Refused(format!("run `{run_id}` has already ended with status `{}`", state.status)));
     }
-    let mut recorder = Recorder::new(run_dir, run_id, env.clock.as_ref());
-    let mut details = Map::new();
-    details.insert("from_status".into(), json!(state.status));
-    details.insert("reason".into(), json!(reason));
-    let step_id = state.current_step_id.clone();
-    recorder.emit(EventType::RunCancelled, step_id.as_deref(), Some("cancelled"), details)?;
+    let mut recorder = Recorder::new(run_dir, env.clock.as_ref());
+    recorder.emit(Event::RunCancelled(RunCancelled {
+        step_id: state.current_step_id.clone(),
+        from_status: state.status,
+        reason: reason.clone(),
+    }))?;
     let error = match &reason {
         Some(reason) => format!("cancelled: {reason}"),
         None => "cancelled".to_string(),

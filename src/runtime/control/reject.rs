@@ -2,13 +2,12 @@
 
 use std::path::Path;
 
-use serde_json::{Map, json};
-
 use crate::model::RunStatus;
+use crate::runtime::RuntimeEnv;
 use crate::runtime::control::error::ControlError;
 use crate::runtime::control::open::open_waiting;
+use crate::runtime::event::{ApprovalRejected, Event};
 use crate::runtime::recorder::Recorder;
-use crate::runtime::{EventType, RuntimeEnv};
 use crate::store::RunState;
 
 /// Ends a waiting run `rejected`: the frozen action never runs.
@@ -19,12 +18,13 @@ pub fn reject(
     env: &RuntimeEnv,
 ) -> Result<RunState, ControlError> {
     let (run_dir, mut state, pending) = open_waiting(workspace, run_id, env)?;
-    let mut recorder = Recorder::new(run_dir, run_id, env.clock.as_ref());
-    let mut details = Map::new();
-    details.insert("fingerprint".into(), json!(pending.fingerprint));
-    details.insert("scope".into(), json!(pending.scope));
-    details.insert("reason".into(), json!(reason));
-    recorder.emit(EventType::ApprovalRejected, Some(&pending.step_id), Some("rejected"), details)?;
+    let mut recorder = Recorder::new(run_dir, env.clock.as_ref());
+    recorder.emit(Event::ApprovalRejected(ApprovalRejected {
+        step_id: pending.step_id.clone(),
+        fingerprint: pending.fingerprint.clone(),
+        scope: pending.scope.clone(),
+        reason: reason.clone(),
+    }))?;
     let error = match &reason {
         Some(reason) => format!("step `{}` was rejected: {reason}", pending.step_id),
         None => format!("step `{}` was rejected", pending.step_id),

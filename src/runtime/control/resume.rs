@@ -8,7 +8,7 @@ use crate::confine::Workspace;
 use crate::load::Loader;
 use crate::model::{Plan, Policy};
 use crate::runtime::control::error::ControlError;
-use crate::runtime::control::open::open;
+use crate::runtime::control::open::open_in;
 use crate::runtime::interpreter::{Interpreter, ResumeError};
 use crate::runtime::{Progress, RunOutcome, RuntimeEnv};
 use crate::store::{RunState, StoreError};
@@ -29,7 +29,8 @@ pub fn resume(
     env: &RuntimeEnv,
     progress: &mut dyn Progress,
 ) -> Result<RunOutcome, ControlError> {
-    let (run_dir, loaded) = open(&request.workspace, &request.run_id, env)?;
+    let store = env.store(&request.workspace);
+    let (run, loaded) = open_in(store.as_ref(), &request.run_id)?;
     let state = &loaded.state;
     if state.status.is_terminal() {
         return Err(ControlError::Refused(format!(
@@ -44,8 +45,8 @@ pub fn resume(
         ControlError::Store(StoreError::Io { action: "open", path: request.workspace.clone(), source })
     })?;
     let discarded = loaded.discarded_history;
-    let path = run_dir.path.clone();
-    let interpreter = Interpreter::resumed(&plan, &policy, &workspace, run_dir, loaded, env);
+    let path = run.location().to_path_buf();
+    let interpreter = Interpreter::resumed(&plan, &policy, &workspace, run, store, loaded, env);
     let state = interpreter.resume(discarded, progress).map_err(|error| match error {
         ResumeError::Approval(invalid) => ControlError::from(invalid),
         ResumeError::Store(store) => ControlError::Store(store),

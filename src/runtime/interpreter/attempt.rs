@@ -20,8 +20,12 @@ use serde_json::{Map, Value, json};
 use crate::model::{Action, Condition, Decision, FailureClass, Plan, Policy, RunStatus, Step, WhenFalse};
 use crate::runtime::approval::fingerprint;
 use crate::runtime::env::CrashPoint;
+use crate::runtime::event::{
+    ApprovalRequested, AttemptFinished, AttemptStarted, ConditionEvaluated, Event, ResolutionPerformed, RetryScheduled,
+    StepFailed, StepSkipped,
+};
 use crate::runtime::recorder::Recorder;
-use crate::runtime::{EventType, Progress, RuntimeEnv, format_timestamp};
+use crate::runtime::{Progress, RuntimeEnv, format_timestamp};
 use crate::store::{Cursor, Evidence, PendingAction, RunState, StepRecord, StepRecordStatus, StoreError};
 use crate::template::{StepOutput, TemplateError};
 use crate::tools::{ResolvedAction, ToolFailure, ToolOutcome, ToolSuccess, Tools};
@@ -65,11 +69,10 @@ impl Attempt<'_, '_> {
                 self.state.counters.steps += 1;
             }
             self.state.current_step_id = Some(step.id.clone());
-            let started_event = if attempt == 1 { EventType::StepStarted } else { EventType::RetryAttemptStarted };
-            let mut details = Map::new();
-            details.insert("kind".into(), json!(step.action.kind()));
-            details.insert("attempt".into(), json!(attempt));
-            self.recorder.emit(started_event, Some(&step.id), Some("running"), details)?;
+            let details = AttemptStarted { step_id: step.id.clone(), kind: step.action.kind().to_string(), attempt };
+            let started_event =
+                if attempt == 1 { Event::StepStarted(details) } else { Event::RetryAttemptStarted(details) };
+            self.recorder.emit(started_event)?;
         }
         let started = self.env.clock.now();
 
@@ -177,18 +180,19 @@ impl Attempt<'_, '_> {
         };
         self.recorder.append_history(self.state, &record)?;
 
-        let mut details = Map::new();
-        details.insert("kind".into(), json!(step.action.kind()));
-        details.insert("attempt".into(), json!(attempt));
-        details.insert("duration_ms".into(), json!(duration_ms));
-        if let Some(failure) = &failure {
-            details.insert("failure_class".into(), json!(failure.class));
-            details.insert("error".into(), json!(failure.message));
-        }
-        details.extend(outcome.details);
-        let status_text = if failure.is_some() { "failed" } else { "done" };
-        let finished_event = if attempt == 1 { EventType::StepFinished } else { EventType::RetryAttemptFinished };
-        self.recorder.emit(finished_event, Some(&step.id), Some(status_text), details)?;
+        // The event repeats the record's facts, the tool's after its own.
+        let details = AttemptFinished {
+            step_id: record.step_id.clone(),
+            kind: record.kind.clone(),
+            attempt,
+            duration_ms,
+            failure_class: record.failure_class,
+            error: record.error.clone(),
+            tool: outcome.details,
+        };
+        let finished_event =
+            if attempt == 1 { Event::StepFinished(details) } else { Event::RetryAttemptFinished(details) };
+        self.recorder.emit(finished_event)?;
         self.progress.step_finished(index, self.plan.steps.len(), step, &record);
 
         match (success, failure) {
@@ -217,19 +221,21 @@ impl Attempt<'_, '_> {
         let retry_allowed = attempt < max_attempts;
         let exhausted = self.budgets.after_failure(&self.state.counters);
         let retry_scheduled = retry_allowed && exhausted.is_none();
-        let mut details = Map::new();
-        details.insert("failure_class".into(), json!(failure.class));
-        details.insert("attempt".into(), json!(attempt));
-        details.insert("max_attempts".into(), json!(max_attempts));
-        details.insert("retry_scheduled".into(), json!(retry_scheduled));
-        details.insert("error".into(), json!(failure.message));
-        self.recorder.emit(EventType::StepFailed, Some(&step.id), Some("failed"), details)?;
+        self.recorder.emit(Event::StepFailed(StepFailed {
+            step_id: step.id.clone(),
+            failure_class: failure.class,
+            attempt,
+            max_attempts,
+            retry_scheduled,
+            error: failure.message.clone(),
+        }))?;
         if retry_scheduled {
-            let mut details = Map::new();
-            details.insert("failure_class".into(), json!(failure.class));
-            details.insert("next_attempt".into(), json!(attempt + 1));
-            details.insert("max_attempts".into(), json!(max_attempts));
-            self.recorder.emit(EventType::RetryScheduled, Some(&step.id), Some("scheduled"), details)?;
+            self.recorder.emit(Event::RetryScheduled(RetryScheduled {
+                step_id: step.id.clone(),
+                failure_class: failure.class,
+                next_attempt: attempt + 1,
+                max_attempts,
+            }))?;
         } else if let (true, Some(exhausted)) = (retry_allowed, exhausted) {
             exhausted.record(self.plan, self.state, self.recorder)?;
         } else {
@@ -262,12 +268,13 @@ impl Attempt<'_, '_> {
             }
         };
         let holds = condition.test.holds(&value);
-        let mut details = Map::new();
-        details.insert("value".into(), json!(value));
-        details.insert("test".into(), json!(condition.test.describe()));
-        details.insert("holds".into(), json!(holds));
-        let status = if holds { "true" } else { "false" };
-        self.recorder.emit(EventType::ConditionEvaluated, Some(&step.id), Some(status), details)?;
+        let test = condition.test.describe();
+        self.recorder.emit(Event::ConditionEvaluated(ConditionEvaluated {
+            step_id: step.id.clone(),
+            value,
+            test,
+            holds,
+        }))?;
         Ok(Ok(holds))
     }
 
@@ -295,11 +302,12 @@ impl Attempt<'_, '_> {
             duration_ms: u64::try_from(finished.as_millisecond() - started.as_millisecond()).unwrap_or(0),
         };
         self.recorder.append_history(self.state, &record)?;
-        let mut details = Map::new();
-        details.insert("reason".into(), json!(reason));
-        details
-            .insert("condition".into(), json!(format!("{} {}", condition.value.source(), condition.test.describe())));
-        self.recorder.emit(EventType::StepSkipped, Some(&step.id), Some("skipped"), details)?;
+        let described = format!("{} {}", condition.value.source(), condition.test.describe());
+        self.recorder.emit(Event::StepSkipped(StepSkipped {
+            step_id: step.id.clone(),
+            reason: reason.to_string(),
+            condition: described.clone(),
+        }))?;
         self.progress.step_finished(index, self.plan.steps.len(), step, &record);
         self.state.cursor = Cursor { next_step: index + 1, attempts: 0 };
         if condition.otherwise == WhenFalse::AlreadySatisfied {
@@ -307,7 +315,7 @@ impl Attempt<'_, '_> {
                 kind: "already_satisfied".to_string(),
                 step_id: Some(step.id.clone()),
                 passed: true,
-                detail: json!({"condition": format!("{} {}", condition.value.source(), condition.test.describe())}),
+                detail: json!({ "condition": described }),
             });
             self.complete("already_satisfied")?;
         }
@@ -320,14 +328,12 @@ impl Attempt<'_, '_> {
         let has_templates = step.action.templates().iter().any(|template| !template.is_literal());
         let rendered = render_action(&step.action, self.outputs);
         if has_templates {
-            let mut details = Map::new();
-            details.insert("templates_found".into(), json!(true));
-            details.insert("success".into(), json!(rendered.is_ok()));
-            if let Err(error) = &rendered {
-                details.insert("error".into(), json!(error.message));
-            }
-            let status = if rendered.is_ok() { "ok" } else { "failed" };
-            self.recorder.emit(EventType::ResolutionPerformed, Some(&step.id), Some(status), details)?;
+            self.recorder.emit(Event::ResolutionPerformed(ResolutionPerformed {
+                step_id: step.id.clone(),
+                templates_found: true,
+                success: rendered.is_ok(),
+                error: rendered.as_ref().err().map(|error| error.message.clone()),
+            }))?;
         }
         Ok(rendered)
     }
@@ -354,14 +360,15 @@ impl Attempt<'_, '_> {
             required_by: required_by.clone(),
             requested_at: format_timestamp(self.env.clock.now()),
         };
-        let mut details = Map::new();
-        details.insert("fingerprint".into(), json!(print));
-        details.insert("scope".into(), json!(scope));
-        details.insert("risk".into(), json!(risk));
-        details.insert("required_by".into(), json!(required_by));
-        details.insert("state_version".into(), json!(pending.state_version));
-        details.insert("action".into(), action_json);
-        self.recorder.emit(EventType::ApprovalRequested, Some(&step.id), Some("waiting_approval"), details)?;
+        self.recorder.emit(Event::ApprovalRequested(ApprovalRequested {
+            step_id: step.id.clone(),
+            fingerprint: print,
+            scope,
+            risk,
+            required_by,
+            state_version: pending.state_version,
+            action: action_json,
+        }))?;
         self.state.pending_action = Some(pending);
         self.state.status = RunStatus::WaitingApproval;
         Ok(())

@@ -9,13 +9,12 @@
 
 use std::time::Duration;
 
-use jiff::Timestamp;
-use serde_json::{Map, json};
-
 use crate::model::{Budget, Plan, Policy, RunStatus, Step};
+use crate::runtime::Clock;
+use crate::runtime::event::{self, Event};
 use crate::runtime::recorder::Recorder;
-use crate::runtime::{Clock, EventType};
 use crate::store::{Counters, RunState, StoreError};
+use jiff::Timestamp;
 
 /// The run's effective limits.
 pub(super) struct Budgets<'c> {
@@ -91,12 +90,9 @@ impl Exhausted {
         recorder: &mut Recorder<'_>,
     ) -> Result<(), StoreError> {
         let Exhausted { budget, limit, used } = self;
-        let mut details = Map::new();
-        details.insert("budget".into(), json!(budget));
-        details.insert("limit".into(), json!(limit));
-        details.insert("used".into(), json!(used));
-        let step_id = plan.steps.get(state.cursor.next_step).map(|step| step.id.as_str());
-        recorder.emit(EventType::BudgetExhausted, step_id, Some("failed"), details)?;
+        let step_id = plan.steps.get(state.cursor.next_step).map(|step| step.id.clone());
+        let details = event::BudgetExhausted { step_id, budget: budget.to_string(), limit, used };
+        recorder.emit(Event::BudgetExhausted(details))?;
         let message = format!("budget `{budget}` ({limit}) exhausted");
         recorder.end(state, RunStatus::Failed, "budget_exhausted", Some(message));
         Ok(())

@@ -2,13 +2,13 @@
 //! plan's `[[verify]]` checks on fresh evidence ([`Verifier`]). A failed
 //! check cannot produce `done`.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::confine::Workspace;
 use crate::model::{FailureClass, Plan, Policy, RunStatus, Step, VerifyCheck};
-use crate::runtime::EventType;
+use crate::runtime::event::{CheckOutcome, CompletionVerified, Event};
 use crate::runtime::recorder::Recorder;
-use crate::store::{Evidence, ReceiptState, ReceiptStore, RunState, StoreError};
+use crate::store::{Evidence, ReceiptState, RunState, RunStore, StoreError};
 use crate::tools::{ToolOutcome, ToolSuccess, tickets};
 
 use super::outcome::failure;
@@ -32,40 +32,32 @@ impl<'r> Verifier<'r> {
         reason: &str,
         state: &mut RunState,
         recorder: &mut Recorder<'_>,
-        receipts: &ReceiptStore,
+        receipts: &dyn RunStore,
     ) -> Result<(), StoreError> {
         if self.checks.is_empty() {
             recorder.end(state, RunStatus::Done, reason, None);
             return Ok(());
         }
         let mut checks = Vec::new();
-        let mut all_passed = true;
         for check in self.checks {
-            let (passed, detail) = self.verify(check, state, receipts);
-            all_passed &= passed;
-            state.evidence.push(Evidence { kind: "verify".to_string(), step_id: None, passed, detail: detail.clone() });
-            checks.push(detail);
+            let outcome = self.verify(check, state, receipts);
+            // A struct of strings, a bool and a JSON value always serialises.
+            let detail = serde_json::to_value(&outcome).unwrap_or(Value::Null);
+            state.evidence.push(Evidence { kind: "verify".to_string(), step_id: None, passed: outcome.passed, detail });
+            checks.push(outcome);
         }
-        let mut details = Map::new();
-        details.insert("passed".into(), json!(all_passed));
-        details.insert("checks".into(), json!(checks));
-        recorder.emit(EventType::CompletionVerified, None, Some(if all_passed { "ok" } else { "failed" }), details)?;
-        if all_passed {
-            recorder.end(state, RunStatus::Done, reason, None);
-        } else {
-            let failed: Vec<String> = checks
-                .iter()
-                .filter(|check| check["passed"] == json!(false))
-                .map(|check| check["check"].as_str().unwrap_or_default().to_string())
-                .collect();
-            let message = format!("completion could not be verified: {}", failed.join("; "));
-            recorder.end(state, RunStatus::Failed, "verification_failed", Some(message));
+        let failed: Vec<&str> = checks.iter().filter(|check| !check.passed).map(|check| check.check.as_str()).collect();
+        let message = (!failed.is_empty()).then(|| format!("completion could not be verified: {}", failed.join("; ")));
+        recorder.emit(Event::CompletionVerified(CompletionVerified { passed: message.is_none(), checks }))?;
+        match message {
+            None => recorder.end(state, RunStatus::Done, reason, None),
+            Some(message) => recorder.end(state, RunStatus::Failed, "verification_failed", Some(message)),
         }
         Ok(())
     }
 
     /// One verifier check against fresh evidence.
-    fn verify(&self, check: &VerifyCheck, state: &mut RunState, receipts: &ReceiptStore) -> (bool, Value) {
+    fn verify(&self, check: &VerifyCheck, state: &mut RunState, receipts: &dyn RunStore) -> CheckOutcome {
         let max_bytes = self.max_read_bytes;
         match check {
             VerifyCheck::File { path, contains } => {
@@ -81,7 +73,7 @@ impl<'r> Verifier<'r> {
                     }
                     Err(error) => (false, json!(error.to_string())),
                 };
-                (passed, json!({"check": label, "passed": passed, "observed": observed, "source": "fresh_read"}))
+                check_outcome(label, passed, observed, "fresh_read")
             }
             VerifyCheck::TicketStatus { ticket_id, equals } => {
                 state.counters.tool_calls += 1;
@@ -98,7 +90,7 @@ impl<'r> Verifier<'r> {
                     }
                     Err(error) => (false, json!(error.message)),
                 };
-                (passed, json!({"check": label, "passed": passed, "observed": observed, "source": "fresh_lookup"}))
+                check_outcome(label, passed, observed, "fresh_lookup")
             }
             VerifyCheck::Receipt { step } => {
                 let label = format!("receipt of step `{step}` matches its intent");
@@ -113,14 +105,11 @@ impl<'r> Verifier<'r> {
                     } else {
                         "the step recorded no receipt"
                     };
-                    return (
-                        satisfied,
-                        json!({"check": label, "passed": satisfied, "observed": observed, "source": "receipt_store"}),
-                    );
+                    return check_outcome(label, satisfied, json!(observed), "receipt_store");
                 };
                 let key = recorded.detail["idempotency_key"].as_str().unwrap_or_default().to_string();
                 let intent = recorded.detail["intent_digest"].as_str().unwrap_or_default().to_string();
-                let (passed, observed) = match receipts.get(&key) {
+                let (passed, observed) = match receipts.get_receipt(&key) {
                     Ok(Some(receipt)) => (
                         receipt.state == ReceiptState::Done && receipt.intent_digest == intent,
                         json!({"state": receipt.state, "intent_digest": receipt.intent_digest}),
@@ -128,10 +117,14 @@ impl<'r> Verifier<'r> {
                     Ok(None) => (false, json!("no receipt")),
                     Err(error) => (false, json!(error.to_string())),
                 };
-                (passed, json!({"check": label, "passed": passed, "observed": observed, "source": "receipt_store"}))
+                check_outcome(label, passed, observed, "receipt_store")
             }
         }
     }
+}
+
+fn check_outcome(check: String, passed: bool, observed: Value, source: &str) -> CheckOutcome {
+    CheckOutcome { check, passed, observed, source: source.to_string() }
 }
 
 /// Applies a step's `expect` post-conditions to its outcome.

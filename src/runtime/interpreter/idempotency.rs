@@ -4,27 +4,29 @@
 //! Order for a first execution: intent receipt (`started`, durable) →
 //! effect → receipt `done` with the result (durable) → the interpreter's
 //! checkpoint. A crash between any two leaves evidence that tells `resume`
-//! what happened (see `crate::store::ReceiptStore`). Only the first attempt
+//! what happened (see the store's `receipts.rs`, reached through
+//! [`RunStore`]). Only the first attempt
 //! after a resume is *recovering*: it looks its receipt up before anything
 //! runs and records the look-up.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
-use crate::confine::Workspace;
 use crate::model::{FailureClass, Step};
 use crate::runtime::env::CrashPoint;
+use crate::runtime::event::{Event, ReceiptLookup, ReceiptRecorded, ReceiptReused, ReconciliationRecorded};
 use crate::runtime::recorder::Recorder;
-use crate::runtime::{EventType, RuntimeEnv, format_timestamp};
+use crate::runtime::{RuntimeEnv, format_timestamp};
 use crate::store::canonical::canonical_digest;
-use crate::store::{Evidence, Receipt, ReceiptState, ReceiptStore, Reconciliation, RunState, StoreError};
+use crate::store::{Evidence, Receipt, ReceiptState, Reconciliation, RunState, RunStore, StoreError};
 use crate::tools::{ResolvedAction, ToolOutcome, ToolSuccess};
 
 use super::outcome::failure;
 
-/// The workspace's receipts and whether the run is recovering.
+/// The run store (for its receipts) and whether the run is recovering.
 pub(super) struct Idempotency<'r> {
-    receipts: ReceiptStore,
-    workspace: &'r Workspace,
+    store: Arc<dyn RunStore>,
     env: &'r RuntimeEnv,
     /// True until the first step attempt after a resume: keyed steps then
     /// consult their receipts before anything runs.
@@ -32,13 +34,13 @@ pub(super) struct Idempotency<'r> {
 }
 
 impl<'r> Idempotency<'r> {
-    pub(super) fn new(workspace: &'r Workspace, env: &'r RuntimeEnv, recovering: bool) -> Self {
-        Idempotency { receipts: ReceiptStore::new(workspace.root()), workspace, env, recovering }
+    pub(super) fn new(store: Arc<dyn RunStore>, env: &'r RuntimeEnv, recovering: bool) -> Self {
+        Idempotency { store, env, recovering }
     }
 
-    /// The receipts, for the `[[verify]]` receipt checks.
-    pub(super) fn receipts(&self) -> &ReceiptStore {
-        &self.receipts
+    /// The store holding the receipts, for the `[[verify]]` receipt checks.
+    pub(super) fn receipts(&self) -> &dyn RunStore {
+        self.store.as_ref()
     }
 
     /// Whether `step`'s next attempt costs a receipt look-up (a tool call).
@@ -71,15 +73,16 @@ impl<'r> Idempotency<'r> {
         let keyed = Keyed { step, key: &key, intent: &intent, action: &action_json };
         // Outside recovery the receipt check is part of the write call.
         state.counters.tool_calls += 1;
-        let existing = match self.receipts.get(&key) {
+        let existing = match self.store.get_receipt(&key) {
             Ok(existing) => existing,
             Err(error) => return self.uncertain(&keyed, format!("{error}"), details, state, recorder),
         };
         if self.recovering {
-            let mut lookup = Map::new();
-            lookup.insert("idempotency_key".into(), json!(key));
-            lookup.insert("found".into(), json!(existing.as_ref().map(|receipt| receipt.state)));
-            recorder.emit(EventType::ReceiptLookup, Some(&step.id), Some("ok"), lookup)?;
+            recorder.emit(Event::ReceiptLookup(ReceiptLookup {
+                step_id: step.id.clone(),
+                idempotency_key: key.clone(),
+                found: existing.as_ref().map(|receipt| receipt.state),
+            }))?;
         }
         match existing {
             Some(receipt) if receipt.intent_digest != intent => Ok(ToolOutcome::err_with(
@@ -109,10 +112,11 @@ impl<'r> Idempotency<'r> {
                     passed: true,
                     detail: json!({"idempotency_key": key, "intent_digest": intent, "run_id": receipt.run_id}),
                 });
-                let mut event = Map::new();
-                event.insert("idempotency_key".into(), json!(key));
-                event.insert("recovered".into(), json!(self.recovering));
-                recorder.emit(EventType::ReceiptReused, Some(&step.id), Some("ok"), event)?;
+                recorder.emit(Event::ReceiptReused(ReceiptReused {
+                    step_id: step.id.clone(),
+                    idempotency_key: key.clone(),
+                    recovered: self.recovering,
+                }))?;
                 let success = ToolSuccess {
                     output_text: result.get("output_text").and_then(Value::as_str).unwrap_or_default().to_string(),
                     output_json: result.get("output_json").cloned().filter(|value| !value.is_null()),
@@ -164,10 +168,11 @@ impl<'r> Idempotency<'r> {
                     passed: true,
                     detail: json!({"idempotency_key": key, "intent_digest": intent}),
                 });
-                let mut event = Map::new();
-                event.insert("idempotency_key".into(), json!(key));
-                event.insert("intent_digest".into(), json!(intent));
-                recorder.emit(EventType::ReceiptRecorded, Some(&step.id), Some("ok"), event)?;
+                recorder.emit(Event::ReceiptRecorded(ReceiptRecorded {
+                    step_id: step.id.clone(),
+                    idempotency_key: key.to_string(),
+                    intent_digest: intent.to_string(),
+                }))?;
                 crash_hook(self.env, step, CrashPoint::AfterEffect);
             }
             Err(error) if error.class == FailureClass::ToolResultUncertain => {
@@ -185,19 +190,11 @@ impl<'r> Idempotency<'r> {
     }
 
     fn put_receipt(&self, receipt: &Receipt) -> Result<(), StoreError> {
-        self.receipts.put(receipt).map_err(|source| StoreError::Io {
-            action: "write receipt in",
-            path: self.workspace.root().join(".planrun/receipts"),
-            source,
-        })
+        self.store.put_receipt(receipt)
     }
 
     fn remove_receipt(&self, key: &str) -> Result<(), StoreError> {
-        self.receipts.remove(key).map_err(|source| StoreError::Io {
-            action: "remove receipt in",
-            path: self.workspace.root().join(".planrun/receipts"),
-            source,
-        })
+        self.store.remove_receipt(key)
     }
 
     /// A write whose outcome cannot be known: record what to check by hand
@@ -223,10 +220,11 @@ impl<'r> Idempotency<'r> {
             ),
             recorded_at: format_timestamp(self.env.clock.now()),
         };
-        let mut event = Map::new();
-        event.insert("idempotency_key".into(), json!(key));
-        event.insert("reason".into(), json!(reason));
-        recorder.emit(EventType::ReconciliationRecorded, Some(&step.id), Some("uncertain"), event)?;
+        recorder.emit(Event::ReconciliationRecorded(ReconciliationRecorded {
+            step_id: step.id.clone(),
+            idempotency_key: key.to_string(),
+            reason: reason.clone(),
+        }))?;
         state.reconciliation = Some(reconciliation);
         Ok(ToolOutcome::err_with(
             failure(FailureClass::ToolResultUncertain, format!("the outcome of this write is unknown: {reason}")),

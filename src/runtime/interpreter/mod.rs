@@ -1,7 +1,7 @@
 //! The step loop.
 //!
 //! A run opens with `run_started`, `plan_created`, `state_saved` (or
-//! `run_resumed` when it continues), then runs one [`Attempt`] after another,
+//! `run_resumed` when it continues), then runs one `Attempt` after another,
 //! each followed by one durable checkpoint (`state_saved`), and closes with
 //! the plan's `[[verify]]` checks (`completion_verified`) and
 //! `run_finished`.
@@ -14,7 +14,7 @@
 //! - `completion.rs`: `expect` post-conditions and `[[verify]]`;
 //! - `outputs.rs`: the step outputs templates may read;
 //! - `outcome.rs`: failures the interpreter makes itself;
-//! - [`crate::runtime::recorder::Recorder`]: every record the run writes.
+//! - `Recorder` (`runtime/recorder.rs`): every record the run writes.
 //!
 //! Cost per step is the tool's own cost plus one checkpoint of constant size:
 //! nothing here grows with the number of steps already run.
@@ -25,15 +25,20 @@ mod completion;
 mod idempotency;
 mod outcome;
 mod outputs;
+#[cfg(test)]
+mod tests;
 
-use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
 
 use crate::confine::Workspace;
 use crate::model::{Decision, Plan, Policy, RunStatus};
 use crate::runtime::approval::{ApprovalInvalid, check_approval};
+use crate::runtime::event::{ApprovalVerified, Event, PlanCreated, RunResumed, RunStarted};
 use crate::runtime::recorder::Recorder;
-use crate::runtime::{EventType, Progress, RuntimeEnv, format_timestamp};
-use crate::store::{Counters, Cursor, LoadedRun, PlanRef, RunDir, RunState, StoreError};
+use crate::runtime::{Progress, RuntimeEnv, format_timestamp};
+use crate::store::{Counters, Cursor, LoadedRun, PlanRef, RunHandle, RunState, RunStore, StoreError};
 use crate::tools::{ResolvedAction, Tools};
 
 use attempt::Attempt;
@@ -65,14 +70,14 @@ impl<'r> Interpreter<'r> {
         plan: &'r Plan,
         policy: &'r Policy,
         workspace: &'r Workspace,
-        run_dir: RunDir,
-        run_id: String,
+        run: Box<dyn RunHandle>,
+        store: Arc<dyn RunStore>,
         goal: Option<String>,
         env: &'r RuntimeEnv,
     ) -> Self {
         let now = format_timestamp(env.clock.now());
         let state = RunState {
-            run_id,
+            run_id: run.run_id().to_string(),
             goal,
             plan: PlanRef {
                 id: plan.id.clone(),
@@ -101,7 +106,7 @@ impl<'r> Interpreter<'r> {
             finished_at: None,
         };
         let outputs = Outputs::new(plan, &state.run_id);
-        Self::build(plan, policy, workspace, run_dir, state, outputs, env, false)
+        Self::build(plan, policy, workspace, (run, store), state, outputs, env, false)
     }
 
     /// A run continued from its verified records.
@@ -109,12 +114,13 @@ impl<'r> Interpreter<'r> {
         plan: &'r Plan,
         policy: &'r Policy,
         workspace: &'r Workspace,
-        run_dir: RunDir,
+        run: Box<dyn RunHandle>,
+        store: Arc<dyn RunStore>,
         loaded: LoadedRun,
         env: &'r RuntimeEnv,
     ) -> Self {
         let outputs = Outputs::restored(plan, &loaded.state.run_id, &loaded.history);
-        Self::build(plan, policy, workspace, run_dir, loaded.state, outputs, env, true)
+        Self::build(plan, policy, workspace, (run, store), loaded.state, outputs, env, true)
     }
 
     #[expect(clippy::too_many_arguments, reason = "private constructor shared by `new` and `resumed`")]
@@ -122,7 +128,7 @@ impl<'r> Interpreter<'r> {
         plan: &'r Plan,
         policy: &'r Policy,
         workspace: &'r Workspace,
-        run_dir: RunDir,
+        (run, store): (Box<dyn RunHandle>, Arc<dyn RunStore>),
         state: RunState,
         outputs: Outputs,
         env: &'r RuntimeEnv,
@@ -133,12 +139,12 @@ impl<'r> Interpreter<'r> {
             plan,
             policy,
             env,
-            recorder: Recorder::new(run_dir, &state.run_id, clock),
+            recorder: Recorder::new(run, clock),
             state,
             outputs,
             tools: Tools::new(workspace, policy),
             budgets: Budgets::new(plan, policy, clock),
-            idempotency: Idempotency::new(workspace, env, recovering),
+            idempotency: Idempotency::new(store, env, recovering),
             verifier: Verifier::new(plan, policy, workspace),
             prompt_rules: policy.shell.allow.iter().any(|rule| rule.decision == Decision::Prompt),
         }
@@ -147,22 +153,22 @@ impl<'r> Interpreter<'r> {
     /// Starts a new run and runs it until it ends or pauses for approval.
     pub fn run(mut self, progress: &mut dyn Progress) -> Result<RunState, StoreError> {
         progress.run_started(&self.state.run_id, self.plan, self.policy, self.recorder.path());
-        let mut details = Map::new();
-        details.insert("plan_id".into(), json!(self.plan.id));
-        details.insert("plan_path".into(), json!(self.plan.source.path));
-        details.insert("policy".into(), json!(self.policy.name));
-        details.insert("goal".into(), json!(self.state.goal));
-        self.recorder.emit(EventType::RunStarted, None, Some("running"), details)?;
+        self.recorder.emit(Event::RunStarted(RunStarted {
+            plan_id: self.plan.id.clone(),
+            plan_path: self.plan.source.path.clone(),
+            policy: self.policy.name.clone(),
+            goal: self.state.goal.clone(),
+        }))?;
         let mut plan_json = serde_json::to_value(self.plan).unwrap_or(Value::Null);
         if let Value::Object(map) = &mut plan_json {
             map.insert("version".into(), json!(1));
         }
         self.recorder.write_plan(&plan_json)?;
-        let mut details = Map::new();
-        details.insert("step_count".into(), json!(self.plan.steps.len()));
-        details.insert("plan_sha256".into(), json!(self.plan.source.sha256));
-        details.insert("policy_sha256".into(), json!(self.policy.source.sha256));
-        self.recorder.emit(EventType::PlanCreated, None, Some("ok"), details)?;
+        self.recorder.emit(Event::PlanCreated(PlanCreated {
+            step_count: self.plan.steps.len(),
+            plan_sha256: self.plan.source.sha256.clone(),
+            policy_sha256: self.policy.source.sha256.clone(),
+        }))?;
         self.recorder.checkpoint(&mut self.state)?;
         self.drive(progress)
     }
@@ -180,19 +186,20 @@ impl<'r> Interpreter<'r> {
             }
             _ => None,
         };
-        let mut details = Map::new();
-        details.insert("from_status".into(), json!(self.state.status));
-        details.insert("from_state_version".into(), json!(self.state.state_version));
-        details.insert("events_after_checkpoint".into(), json!(self.recorder.audit_seq() - self.state.audit_seq));
-        details.insert("discarded_history_records".into(), json!(discarded_history));
-        let step_id = self.state.current_step_id.clone();
-        self.recorder.emit(EventType::RunResumed, step_id.as_deref(), Some("running"), details)?;
+        self.recorder.emit(Event::RunResumed(RunResumed {
+            step_id: self.state.current_step_id.clone(),
+            from_status: self.state.status,
+            from_state_version: self.state.state_version,
+            events_after_checkpoint: self.recorder.audit_seq() - self.state.audit_seq,
+            discarded_history_records: discarded_history,
+        }))?;
         if let Some(pending) = pending {
-            let mut details = Map::new();
-            details.insert("fingerprint".into(), json!(pending.fingerprint));
-            details.insert("scope".into(), json!(pending.scope));
-            details.insert("state_version".into(), json!(pending.state_version));
-            self.recorder.emit(EventType::ApprovalVerified, Some(&pending.step_id), Some("ok"), details)?;
+            self.recorder.emit(Event::ApprovalVerified(ApprovalVerified {
+                step_id: pending.step_id.clone(),
+                fingerprint: pending.fingerprint.clone(),
+                scope: pending.scope.clone(),
+                state_version: pending.state_version,
+            }))?;
             self.state.status = RunStatus::Running;
             let index = self.state.cursor.next_step;
             let step = self.plan.steps.get(index).filter(|step| step.id == pending.step_id).ok_or_else(|| {

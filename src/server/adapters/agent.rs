@@ -12,7 +12,7 @@
 //! by [`AgentRunner::reject`] (the runtime's control API; each locks the run
 //! folder, so two decisions on one run never both execute).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,14 +23,16 @@ use crate::runtime::approval::ApprovalClaims;
 use crate::runtime::{NoProgress, ResumeRequest, RuntimeEnv};
 use crate::server::adapters::{AdapterMode, AdapterResult, AgentMetadata};
 use crate::server::ids::agent_run_id;
-use crate::store::{RunState, StepRecordStatus};
+use crate::store::{RunState, RunStore, StepRecordStatus};
 
-/// What agent runs need: the validated catalog, the workspace and the clock.
+/// What agent runs need: the validated catalog, the workspace, the clock
+/// and the store the runs are read back from.
 pub struct AgentRunner {
     pub catalog: Catalog,
     /// Absolute.
     pub workspace: PathBuf,
     pub env: Arc<RuntimeEnv>,
+    pub store: Arc<dyn RunStore>,
 }
 
 pub async fn execute(runner: Arc<AgentRunner>, instruction: &str, bridge_run_id: &str) -> AdapterResult {
@@ -59,7 +61,7 @@ impl AgentRunner {
             workspace: self.workspace.clone(),
         };
         match ops::run(input, &self.env, &mut NoProgress) {
-            Ok(outcome) => self.result(run_id, &outcome.state, &outcome.run_dir, "ran"),
+            Ok(outcome) => self.result(run_id, &outcome.state, "ran"),
             Err(error) => AdapterResult {
                 response: String::new(),
                 error: Some(error.to_string()),
@@ -88,25 +90,25 @@ impl AgentRunner {
         let request =
             ResumeRequest { workspace: self.workspace.clone(), run_id: run_id.to_string(), allow_changed_files: false };
         let outcome = ops::resume(request, &self.env, &mut NoProgress)?;
-        Ok(self.result(run_id, &outcome.state, &outcome.run_dir, "resumed"))
+        Ok(self.result(run_id, &outcome.state, "resumed"))
     }
 
     /// Ends agent run `run_id` `rejected` (`runtime::reject`).
     pub fn reject(&self, run_id: &str, reason: Option<String>) -> Result<AdapterResult, OpsError> {
         let ended = ops::reject(&self.workspace, run_id, reason, &self.env)?;
-        Ok(self.result(run_id, &ended.state, &self.workspace.join("runs").join(run_id), "stopped"))
+        Ok(self.result(run_id, &ended.state, "stopped"))
     }
 
     /// The adapter result of agent run `run_id` that ended (or paused) with
     /// `state`; `verb` says what happened to it (`ran`, `resumed`, `stopped`).
-    fn result(&self, run_id: &str, state: &RunState, run_dir: &Path, verb: &str) -> AdapterResult {
+    fn result(&self, run_id: &str, state: &RunState, verb: &str) -> AdapterResult {
         let status = state.status.as_str();
         let waiting = state.status == RunStatus::WaitingApproval;
         let metadata = AgentMetadata {
             agent_run_id: run_id.to_string(),
-            agent_final_status: Some(status.to_string()),
-            agent_state_path: Some(run_dir.join("state.json").display().to_string()),
-            failure_class: last_failure_class(&self.workspace, run_id, &self.env.sealer),
+            agent_final_status: Some(state.status),
+            agent_state_path: Some(self.store.run_state_location(run_id)),
+            failure_class: last_failure_class(self.store.as_ref(), run_id),
             pending_action: state.pending_action.clone().filter(|_| waiting),
         };
         let response = match metadata.pending_action.as_ref() {
@@ -137,8 +139,8 @@ impl AgentRunner {
 }
 
 /// The failure class of the run's last failed attempt, from its history.
-fn last_failure_class(workspace: &Path, run_id: &str, sealer: &crate::store::Sealer) -> Option<FailureClass> {
-    let records = ops::show(workspace, run_id, sealer).ok()?;
+fn last_failure_class(store: &dyn RunStore, run_id: &str) -> Option<FailureClass> {
+    let records = store.read_run(run_id).ok()?;
     records
         .history
         .iter()

@@ -23,8 +23,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::model::RunStatus;
 use crate::ops::ExitStatus;
 use crate::server::config::{OllamaSettings, OpenAiSettings};
 
@@ -68,7 +69,7 @@ impl AdapterKind {
 }
 
 /// Whether an adapter really executes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AdapterMode {
     Real,
@@ -91,7 +92,7 @@ impl AdapterMode {
 pub struct AgentMetadata {
     pub agent_run_id: String,
     /// `None` when the agent run could not start (nothing ran).
-    pub agent_final_status: Option<String>,
+    pub agent_final_status: Option<RunStatus>,
     pub agent_state_path: Option<String>,
     /// The failure class of the agent run's last failed attempt.
     pub failure_class: Option<crate::model::FailureClass>,
