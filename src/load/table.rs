@@ -9,6 +9,8 @@
 //! not listed is a bug, caught by a debug assertion. Adding a key to a
 //! section is one entry in its list plus one getter call.
 
+use std::collections::BTreeMap;
+
 use crate::diag::{Diagnostic, Span};
 use crate::load::keys::{KeySpec, Type};
 use crate::load::node::{Key, Node, NodeValue};
@@ -473,4 +475,21 @@ pub(crate) fn strings(
         }
     }
     out
+}
+
+/// A table of strings (`shell.env`, a scenario's `env`), or `wrong-type`
+/// on the table or on each value that is not a string; `name` is the key's
+/// dotted path, for messages.
+pub(crate) fn string_map(node: &Node, name: &str, diagnostics: &mut Vec<Diagnostic>) -> BTreeMap<String, String> {
+    let Some(entries) = node.as_table() else {
+        diagnostics.push(wrong_type(node, &format!("`{name}`"), "a table of strings"));
+        return BTreeMap::new();
+    };
+    let mut map = BTreeMap::new();
+    for (key, value) in entries {
+        if let Some(text) = expect_string(value, &format!("`{name}.{}`", key.name), diagnostics) {
+            map.insert(key.name.clone(), text.to_string());
+        }
+    }
+    map
 }

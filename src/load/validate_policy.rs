@@ -19,7 +19,7 @@ use crate::diag::{Diagnostic, Span};
 use crate::load::keys::{BUDGET, FILES, POLICY, RETRY, RULE, SHELL, TOKEN_TABLE};
 use crate::load::node::Node;
 use crate::load::table::{
-    TableReader, check_version, compile_regex, empty_table, error_count, expect_array, expect_string, section, strings,
+    TableReader, check_version, compile_regex, empty_table, error_count, expect_array, section, string_map, strings,
     wrong_type,
 };
 use crate::model::{
@@ -127,7 +127,7 @@ fn shell(node: Option<&Node>, slots: &PathRules, diagnostics: &mut Vec<Diagnosti
         None => DEFAULT_SEARCH_PATH.iter().map(PathBuf::from).collect(),
     };
     let env = match reader.get("env") {
-        Some(node) => env(node, diagnostics),
+        Some(node) => string_map(node, "shell.env", diagnostics),
         None => {
             let path =
                 search_path.iter().map(|folder| folder.to_string_lossy().into_owned()).collect::<Vec<_>>().join(":");
@@ -146,21 +146,6 @@ fn shell(node: Option<&Node>, slots: &PathRules, diagnostics: &mut Vec<Diagnosti
     }
     reader.finish(diagnostics);
     rules_ok.then_some(ShellPolicy { blocked, allow, search_path, env })
-}
-
-fn env(node: &Node, diagnostics: &mut Vec<Diagnostic>) -> BTreeMap<String, String> {
-    let Some(entries) = node.as_table() else {
-        diagnostics.push(wrong_type(node, "`shell.env`", "a table of strings"));
-        return BTreeMap::new();
-    };
-    let mut env = BTreeMap::new();
-    for (key, value) in entries {
-        let what = format!("`shell.env.{}`", key.name);
-        if let Some(text) = expect_string(value, &what, diagnostics) {
-            env.insert(key.name.clone(), text.to_string());
-        }
-    }
-    env
 }
 
 fn rule(node: &Node, index: usize, slots: &PathRules, diagnostics: &mut Vec<Diagnostic>) -> Option<ShellRule> {

@@ -8,14 +8,14 @@
 //! `plan`, unique scenario names, clocks that parse, regexes that compile,
 //! fixture and snapshot paths that stay inside the workspace.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Component, Path, PathBuf};
 
 use crate::diag::Diagnostic;
 use crate::load::keys::{FIXTURE, NORMALIZE, RECORD_FILES, SCENARIO, SCENARIO_FILE, SCENARIO_STEP};
 use crate::load::node::Node;
 use crate::load::table::{
-    TableReader, check_version, compile_regex, error_count, expect_array, expect_string, name_or_error, wrong_type,
+    TableReader, check_version, compile_regex, error_count, expect_array, expect_string, name_or_error, string_map,
 };
 use crate::model::{
     DEFAULT_CLOCK, DEFAULT_FOLDER, DEFAULT_RECORDS, Fixture, FixtureContent, Normalize, RunStatus, Scenario,
@@ -135,7 +135,7 @@ fn scenario(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Opt
     };
     let label = reader.string("label", diagnostics).map(|(label, _)| label.to_string());
     let clock = clock(reader.string("clock", diagnostics), diagnostics);
-    let env = reader.get("env").map(|node| env(node, &reader.describe("env"), diagnostics)).unwrap_or_default();
+    let env = reader.get("env").map(|node| string_map(node, "env", diagnostics)).unwrap_or_default();
     let fixtures = match reader.array("fixtures", diagnostics) {
         Some(items) => items.iter().enumerate().filter_map(|(at, item)| fixture(item, at, diagnostics)).collect(),
         None => Vec::new(),
@@ -191,20 +191,6 @@ fn clock(value: Option<(&str, &Node)>, diagnostics: &mut Vec<Diagnostic>) -> Opt
             None
         }
     }
-}
-
-fn env(node: &Node, what: &str, diagnostics: &mut Vec<Diagnostic>) -> BTreeMap<String, String> {
-    let Some(entries) = node.as_table() else {
-        diagnostics.push(wrong_type(node, what, "a table of strings"));
-        return BTreeMap::new();
-    };
-    let mut env = BTreeMap::new();
-    for (key, value) in entries {
-        if let Some(text) = expect_string(value, &format!("`env.{}`", key.name), diagnostics) {
-            env.insert(key.name.clone(), text.to_string());
-        }
-    }
-    env
 }
 
 fn record(node: &Node, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
@@ -314,7 +300,7 @@ fn follow_up(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Op
         None => args.first().cloned().unwrap_or_default(),
     };
     let clock = clock(reader.string("clock", diagnostics), diagnostics);
-    let env = reader.get("env").map(|node| env(node, &reader.describe("env"), diagnostics)).unwrap_or_default();
+    let env = reader.get("env").map(|node| string_map(node, "env", diagnostics)).unwrap_or_default();
     let expect_code = reader.integer("expect_code", -1, diagnostics).map(|(code, _)| code as i32);
     let normalize = normalize_rules(reader.array("normalize", diagnostics), diagnostics);
     reader.finish(diagnostics);
