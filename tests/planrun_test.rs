@@ -160,6 +160,12 @@ fn a_new_scenario_is_reported_as_new_and_fails_under_ci() {
     assert_eq!(local.code, 0, "new is reported, and pending: {}", local.snapshot());
     assert!(local.stdout.contains("2 new"), "{}", local.stdout);
     assert_eq!(pending(&sandbox), ["snapshots/runs/greet@cli.snap.new", "snapshots/runs/greet@state.json.snap.new"]);
+    // The pending files are what insta (and so `cargo insta review`) reads.
+    let new =
+        insta::Snapshot::from_file(&sandbox.path().join("snapshots/runs/greet@cli.snap.new")).expect("insta reads it");
+    assert_eq!(new.metadata().source(), Some("plans/greet.scenarios.toml"));
+    let body = new.as_text().expect("a text snapshot").to_string();
+    assert!(body.starts_with("exit_code: 0\n----- stdout -----\n"), "{body}");
 
     // --review: accept the first, reject the second.
     let review = review(&sandbox, &["plans/greet.toml"], "a\nr\n");

@@ -19,7 +19,7 @@ use crate::load::table::{
 };
 use crate::model::{
     DEFAULT_CLOCK, DEFAULT_FOLDER, DEFAULT_RECORDS, Fixture, FixtureContent, Normalize, RunStatus, Scenario,
-    ScenarioFile, SourceRef, Stage,
+    ScenarioFile, SourceRef, Stage, file_snapshot_name,
 };
 
 /// The suffix that marks a scenario file: `<plan>.scenarios.toml`.
@@ -140,14 +140,28 @@ fn scenario(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Opt
         Some(items) => items.iter().enumerate().filter_map(|(at, item)| fixture(item, at, diagnostics)).collect(),
         None => Vec::new(),
     };
-    let records = match reader.array("records", diagnostics) {
+    let records: Vec<String> = match reader.array("records", diagnostics) {
         Some(items) => items.iter().filter_map(|item| record(item, diagnostics)).collect(),
         None => DEFAULT_RECORDS.iter().map(|record| (*record).to_string()).collect(),
     };
-    let files = match reader.array("files", diagnostics) {
-        Some(items) => items.iter().filter_map(|item| workspace_path(item, "`files` entry", diagnostics)).collect(),
-        None => Vec::new(),
-    };
+    let mut files = Vec::new();
+    // Snapshot names taken so far: a file snapshots under its last path
+    // component, which must not name the CLI snapshot, a record or another file.
+    let mut taken: HashSet<String> = std::iter::once("cli".to_string()).chain(records.iter().cloned()).collect();
+    for item in reader.array("files", diagnostics).unwrap_or_default() {
+        let Some(path) = workspace_path(item, "`files` entry", diagnostics) else { continue };
+        let snapshot = file_snapshot_name(&path).to_string();
+        if !taken.insert(snapshot.clone()) {
+            diagnostics.push(
+                Diagnostic::error("duplicate-snapshot", format!("`files` entry `{path}` would snapshot as `@{snapshot}` twice"))
+                    .with_span(item.span)
+                    .with_label("name taken")
+                    .with_help("a workspace file snapshots under its file name; it must differ from `cli`, the records and the other files"),
+            );
+            continue;
+        }
+        files.push(path);
+    }
     let normalize = normalize_rules(reader.array("normalize", diagnostics), diagnostics);
     let steps = match reader.array("steps", diagnostics) {
         Some(items) => items.iter().enumerate().filter_map(|(at, item)| follow_up(item, at, diagnostics)).collect(),
@@ -359,7 +373,7 @@ run_id = "r"
 expect_code = 0
 expect_status = "finished"
 records = ["log.txt"]
-files = ["../secret"]
+files = ["../secret", "cli"]
 fixtures = [{ path = "a.txt", content = "x", source = "a.txt" }]
 normalize = [{ regex = "(", replacement = "" }]
 
@@ -380,6 +394,7 @@ expect_code = 0
                 "invalid-value",
                 "invalid-value",
                 "invalid-path",
+                "duplicate-snapshot",
                 "conflicting-keys",
                 "invalid-regex",
                 "duplicate-scenario"

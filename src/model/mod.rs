@@ -22,5 +22,6 @@ pub use policy::{
 pub use run_status::RunStatus;
 pub use scenario::{
     DEFAULT_CLOCK, DEFAULT_FOLDER, DEFAULT_RECORDS, Fixture, FixtureContent, Normalize, Scenario, ScenarioFile, Stage,
+    file_snapshot_name,
 };
 pub use service_policy::{ControllerLimits, GuardRules, MAX_REWRITE_CHARS, RecoveryRule, ServicePolicy};

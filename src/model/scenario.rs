@@ -76,6 +76,12 @@ pub struct Stage {
     pub normalize: Vec<Normalize>,
 }
 
+/// What a workspace file of `files` snapshots as: its last path component
+/// (`data/tickets.json` is `<scenario>@tickets.json`).
+pub fn file_snapshot_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
 /// A file of the fresh workspace.
 #[derive(Debug, Clone)]
 pub struct Fixture {

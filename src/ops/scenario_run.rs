@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::model::{Normalize, Scenario, ScenarioFile};
+use crate::model::{Normalize, Scenario, ScenarioFile, file_snapshot_name};
 use crate::ops::scenario_sandbox::{Sandbox, SandboxError};
 
 /// Where a scenario's sandbox comes from.
@@ -77,7 +77,7 @@ pub fn run_scenario(
     }
     for path in &scenario.files {
         match sandbox.workspace_file(path) {
-            Some(text) => captured.push(capture(scenario, file_name(path), text)),
+            Some(text) => captured.push(capture(scenario, file_snapshot_name(path), text)),
             None => problems.push(format!("the workspace has no `{path}` after the last command")),
         }
     }
@@ -100,12 +100,6 @@ pub fn run_scenario(
 
 fn capture(scenario: &Scenario, what: &str, body: String) -> Captured {
     Captured { folder: scenario.folder.clone(), name: format!("{}@{what}", scenario.name), body }
-}
-
-/// The last component of a workspace path: `data/tickets.json` snapshots as
-/// `<scenario>@tickets.json`.
-fn file_name(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
 }
 
 fn normalized(text: &str, rules: &[Normalize]) -> String {
