@@ -245,6 +245,8 @@ fn scenario_paths(paths: &[PathBuf], plans: &Path) -> Result<Vec<PathBuf>, Strin
                 .collect();
             found.sort();
             files.extend(found);
+        } else if !path.exists() {
+            return Err(format!("`{}`: no such file or folder", path.display()));
         } else if is_scenario_file(path) {
             files.push(path.clone());
         } else {
