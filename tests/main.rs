@@ -27,6 +27,7 @@
 //! | `server_controller` | `POST /controller/runs`: agent iterations, the one recovery rewrite, stop decisions, blocked goals | `server/controller_*` |
 //! | `server_approvals` | `POST /runs/{id}/approve\|reject`: approval-gated bridge runs, refusals, auth | `server/` |
 //! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers | `server/` |
+//! | `server_read_through` | a waiting bridge run whose agent run was approved, resumed, rejected or cancelled with the CLI shows the real status; HTTP decisions on it answer 409 | |
 //! | `server_records` | bridge and controller records: sealed, chained, refused when tampered | |
 //! | `service_policy` | the service policy file on the common loader: TOML and YAML, findings with positions, `check` and `serve` | |
 //! | `serve_harness` | the service test harness (server process, fake model servers) | |
@@ -53,6 +54,7 @@ mod security;
 mod server;
 mod server_approvals;
 mod server_controller;
+mod server_read_through;
 mod server_records;
 mod service_policy;
 mod ticket_demo;
