@@ -18,6 +18,7 @@
 //! | `records` | run ids, never overwriting, atomic checkpoints, `show`, `--json` | `cli/show_retry_execution*` |
 //! | `routing` | `route` explanations, ambiguity, Unicode | `cli/route_*` |
 //! | `cli` | usage errors and exit codes, `check` on the repository, the test clock | `cli/usage_*`, `cli/check_repository` |
+//! | `check_catalog` | `check` of one file against the rest of the catalog, unresolvable template references refused before anything runs, the blocked-program hint, the broken-plan error every goal gets | |
 //! | `diagnostics` | `check` output for each broken file in `tests/fixtures/broken/` (one snapshot per fixture, by `insta::glob!`) | `diagnostics/` |
 //! | `preview` | `plan` previews; a preview executes and creates nothing | `preview/` |
 //! | `authoring` | `list`, `policy check`, `schema` (and the committed `schemas/`), `show` of documented runs | `cli/list`, `cli/policy_check_*`, `cli/show_*` |
@@ -35,6 +36,7 @@ mod serve_harness;
 mod approvals;
 mod authoring;
 mod budgets;
+mod check_catalog;
 mod cli;
 mod completion;
 mod decision_backends;

@@ -22,6 +22,7 @@ mod lint_plan;
 mod loaded_plan;
 mod loader;
 mod node;
+mod route_checks;
 mod schema;
 mod table;
 mod validate_plan;
