@@ -22,6 +22,7 @@
 //! | `diagnostics` | `check` output for each broken file in `tests/fixtures/broken/` (one snapshot per fixture, by `insta::glob!`) | `diagnostics/` |
 //! | `preview` | `plan` previews; a preview executes and creates nothing | `preview/` |
 //! | `authoring` | `list`, `policy check`, `schema` (and the committed `schemas/`), `show` of documented runs | `cli/list`, `cli/policy_check_*`, `cli/show_*` |
+//! | `shell_completions` | `completions bash\|zsh\|fish` and `man` (stdout and `--out-dir`) name every subcommand | |
 //! | `server` | `planrun serve` over loopback HTTP: bridge runs per adapter, guard, concurrency, shutdown, health, auth, errors, OpenAPI, startup checks | `server/` |
 //! | `server_controller` | `POST /controller/runs`: agent iterations, the one recovery rewrite, stop decisions, blocked goals | `server/controller_*` |
 //! | `server_approvals` | `POST /runs/{id}/approve\|reject`: approval-gated bridge runs, refusals, auth | `server/` |
@@ -52,4 +53,5 @@ mod server;
 mod server_approvals;
 mod server_controller;
 mod service_policy;
+mod shell_completions;
 mod ticket_demo;
