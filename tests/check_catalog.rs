@@ -205,3 +205,34 @@ fn two_broken_files_are_both_named() {
         run.stderr
     );
 }
+
+#[test]
+fn a_catalog_error_in_no_file_still_says_why_every_goal_is_refused() {
+    let sandbox = catalog_with(&[]);
+    fs::remove_file(sandbox.path().join("plans/fallback.toml")).expect("remove the default plan");
+    let run = planrun(&sandbox, &["--goal", "test flow pwd to file", "--run-id", "unrelated"]);
+    assert_eq!(run.code, 2, "{}", run.snapshot());
+    assert!(run.stderr.contains("error[no-default-plan]"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "error: the catalog has 1 error(s) (run `planrun check`); every goal is refused until it is fixed"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(!sandbox.workspace().join("runs/unrelated").exists(), "nothing ran");
+}
+
+#[test]
+fn a_broken_policy_is_named_as_a_policy() {
+    let sandbox = catalog_with(&[]);
+    sandbox.write("policies/extra.toml", "version = 1\nbogus = true\n");
+    let run = planrun(&sandbox, &["route", "test flow pwd to file", "--plans", "./plans/"]);
+    assert_eq!(run.code, 2, "{}", run.snapshot());
+    assert!(
+        run.stderr
+            .contains("error: policy `policies/extra.toml` has 1 error(s) (run `planrun check policies/extra.toml`)"),
+        "{}",
+        run.stderr
+    );
+}

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::diag::{Diagnostic, SourceMap, display_path};
+use crate::diag::{Diagnostic, SourceMap};
 use crate::load::Loader;
 use crate::ops::ExitStatus;
 use crate::runtime::{ControlError, RunError};
@@ -76,8 +76,11 @@ impl OpsError {
                 None => elsewhere += 1,
             }
         }
-        let plans_dir = format!("{}/", display_path(plans).trim_end_matches('/'));
-        let kind = |name: &str| if name.starts_with(&plans_dir) { "plan" } else { "policy" };
+        // Source names are display paths (relative to the current folder),
+        // so compare canonical paths: `--plans .` and `--plans ./plans/` work.
+        let canonical = |path: &Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        let plans_dir = canonical(plans);
+        let kind = |name: &str| if canonical(Path::new(name)).starts_with(&plans_dir) { "plan" } else { "policy" };
         let refused = "every goal is refused until";
         let why = "because a broken plan or policy could change which plan a goal routes to";
         let summary = match (files.as_slice(), elsewhere) {
@@ -85,7 +88,7 @@ impl OpsError {
                 "{} `{name}` has {count} error(s) (run `planrun check {name}`); {refused} it is fixed, {why}",
                 kind(name)
             ),
-            ([], _) => format!("the catalog has {elsewhere} error(s) (run `planrun check`); {refused} they are fixed"),
+            ([], _) => format!("the catalog has {elsewhere} error(s) (run `planrun check`); {refused} it is fixed"),
             _ => {
                 let mut named: Vec<String> =
                     files.iter().map(|(name, count)| format!("{} `{name}` ({count})", kind(name))).collect();
