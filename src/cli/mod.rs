@@ -5,9 +5,10 @@
 mod approve;
 mod cancel;
 mod check;
+mod completions;
 mod demo;
-
 mod list;
+mod man;
 mod output;
 mod plan;
 mod policy;
@@ -113,6 +114,10 @@ pub enum Command {
     /// Run the HTTP service (bridge runs, controller loop).
     #[cfg(feature = "server")]
     Serve(crate::server::ServeArgs),
+    /// Print a shell completion script (bash, zsh or fish).
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page (roff), or write one page per command with `--out-dir`.
+    Man(man::ManArgs),
 }
 
 /// Entry point called by `main.rs`.
@@ -151,6 +156,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Serve(args)) => {
             crate::server::serve(args, &cli.dirs.workspace, &cli.dirs.plans, &cli.dirs.policies, env)
         }
+        Some(Command::Completions(args)) => completions::completions(args),
+        Some(Command::Man(args)) => man::man(args),
         None => run::run(&cli.run, &cli.dirs, &env),
     }
 }
