@@ -1,53 +1,69 @@
 //! planrun: a declarative plan interpreter for a bounded, local-first agent
 //! runtime.
 //!
-//! # Architecture
-//!
-//! Data flows one way:
+//! # Architecture: three layers
 //!
 //! ```text
-//! plans/*.toml|yaml ─┐
-//!                    ├─ spec (load + validate) ─▶ model ─▶ router ─▶ runtime ─▶ policy ─▶ tools
-//! policies/*.toml  ──┘                                                 │
-//!                                                                      └──────▶ store (runs/<id>/…)
+//!  front ends   cli (one file per command)          server (axum handlers, adapters, controller)
+//!                    │                                   │
+//!  use cases    ops: run · resume · approve · reject · cancel · show · preview · check · route
+//!                    │     (typed inputs and outcomes, one ExitStatus)
+//!  engine       load ──▶ model ◀── router, preview
+//!                │                       │
+//!                └──▶ policy ──▶ confine ◀── tools ◀── runtime ──▶ store (RunStore)
+//!                                                     diag, template, digest below all
 //! ```
 //!
-//! - [`diag`]: spans, diagnostics and their rendering (`file:line:column`).
-//! - [`spec`]: reads plan and policy files (TOML or YAML) into a spanned
-//!   tree and validates it into the [`model`], collecting every finding.
-//! - [`model`]: validated plans and policies; invariants hold by construction.
+//! Imports only run down: a front end may use `ops` and the engine; `ops`
+//! uses the engine; the engine knows no front end and no use case; no two
+//! modules import each other (`python3 ../shared/tools/layers.py .` checks
+//! it). Inside the engine:
+//!
+//! - [`diag`]: spans, diagnostics and their rendering (`file:line:column`),
+//!   and the one path-display helper.
 //! - [`template`]: `{{ … }}` references, parsed at load, rendered per step.
-//! - [`preview`]: what a run would do (`planrun plan`), computed from the
-//!   plan and policy alone, executing and creating nothing.
+//! - [`digest`]: SHA-256 as hex.
+//! - [`model`]: validated plans, policies and the service policy; invariants
+//!   hold by construction; failure classes and run statuses.
+//! - [`confine`]: the workspace confinement (path rules, the cap-std
+//!   handle) and the program resolver, below everything that checks a path
+//!   or a program.
+//! - [`policy`]: decides whether a resolved action may run, naming the rule;
+//!   the one argument matcher (used by the runtime and by the loader's check
+//!   of rule examples).
+//! - [`load`]: reads plan, policy and service policy files (TOML or YAML)
+//!   into a spanned tree and validates it into the [`model`], collecting
+//!   every finding; the key tables behind the validators and `planrun schema`.
 //! - [`router`]: picks the plan for a goal by keywords, explaining why.
-//! - [`runtime`]: the interpreter loop, retry, budgets, approval gates,
-//!   idempotency receipts and crash recovery, `when`/`expect`/`[[verify]]`,
-//!   the control commands (`approve`, `reject`, `resume`), the injected
-//!   clock and id generator, audit events and progress output.
-//! - [`policy`]: decides whether a resolved action may run, naming the rule.
+//! - [`preview`]: what a run would do, computed from the plan and policy
+//!   alone, executing and creating nothing.
 //! - [`tools`]: the step kinds (`shell`, `write_file`, `read_file`,
-//!   `finish`, `flaky`, `ticket_lookup`, `ticket_close`) and the confined
-//!   [`tools::Workspace`].
-//! - [`store`]: the run records: the sealed checkpoint, the hash-chained
-//!   audit log, the history, receipts; strict verification on load.
+//!   `finish`, `flaky`, `ticket_lookup`, `ticket_close`).
+//! - [`store`]: the [`store::RunStore`] seam and its file store: sealed
+//!   checkpoints, hash-chained audit logs, history, receipts, bridge and
+//!   controller records, locks; strict verification on load.
 //! - [`snapshot`]: golden snapshot files in insta's `.snap` format and the
 //!   unified diff of a mismatch (`planrun test`).
-//! - [`digest`]: SHA-256 as hex, shared by the loader, the store and the
-//!   runtime.
-//! - [`cli`]: the command line; `main.rs` only calls [`cli::main`].
-//! - `server` (feature `server`, on by default): `planrun serve`, the HTTP
-//!   bridge, adapters, prompt guard and controller loop with its decision
-//!   backends; records in `<workspace>/bridge/runs/<id>/`.
+//! - [`runtime`]: the interpreter loop (recorder, budgets, one attempt,
+//!   idempotency, completion), approvals, the control commands, typed audit
+//!   events, and the injected clock, ids, store and process environment
+//!   (`runtime::env`, the one module that reads them).
+//!
+//! [`ops`] holds the use cases; [`cli`] the command line (`main.rs` only
+//! calls [`cli::main`]); `server` (feature `server`, on by default)
+//! `planrun serve`: the HTTP bridge, adapters (the agent adapter runs goals
+//! through [`ops::run`], as the CLI does), prompt guard and controller loop
+//! with its decision backends.
 //!
 //! # Files
 //!
 //! | module | reads | writes |
 //! |---|---|---|
-//! | `spec` | `plans/*.toml`, `plans/*.yaml`, `policies/*.toml` | — |
+//! | `load` | `plans/*.toml`, `plans/*.yaml`, `policies/*.toml`, `policies/service/service.{toml,yaml}` | — |
 //! | `tools` | workspace files (confined) | workspace files (confined) |
 //! | `store` | `<workspace>/runs/<id>/*`, `<workspace>/bridge/runs/<id>/*`, `<workspace>/.planrun/receipts/*` | `<workspace>/runs/<id>/{plan.json,state.json,history.jsonl,audit.jsonl,.lock}`, `<workspace>/bridge/runs/<id>/{state.json,audit.jsonl,controller_state.json,controller_audit.jsonl,.lock}`, `<workspace>/.planrun/receipts/<sha256>.json` |
 //! | `tools::tickets` | `<workspace>/tickets.json` | `<workspace>/tickets.json` |
-//! | `server` | plans, policies, `policies/service/service.toml` | — (bridge, controller and agent runs through `store`) |
+//! | `server` | — (files through `load`, records through `store`) | — |
 //! | `load` (scenarios), `ops::test` | `plans/*.scenarios.{toml,yaml,yml}`, their fixtures, `snapshots/**/*.snap` | a sandbox `/tmp/planrun??????/` per scenario (removed after), `snapshots/<folder>/<name>.snap` (`--accept`, `--review`) or `.snap.new` (pending) |
 //! | `cli::demo` | `plans/ticket_close.toml`, `plans/ticket_close.tickets.json` | a new demo folder |
 

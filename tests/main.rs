@@ -21,13 +21,16 @@
 //! | `routing` | `route` explanations, ambiguity, Unicode | `cli/route_*` |
 //! | `cli` | usage errors and exit codes, `check` on the repository, the test clock | `cli/usage_*`, `cli/check_repository` |
 //! | `nesting_limit` | the parsers' nesting limit: a 10 000-level YAML and a deep TOML plan in `check`, a run, `list`, `--goal` (exit 2, never an abort) | |
+//! | `check_catalog` | `check` of one file against the rest of the catalog, unresolvable template references refused before anything runs, the blocked-program hint, the broken-plan error every goal gets | |
 //! | `diagnostics` | `check` output for each broken file in `tests/fixtures/broken/` (one snapshot per fixture, by `insta::glob!`) | `diagnostics/` |
 //! | `preview` | `plan` previews; a preview executes and creates nothing | `preview/` |
 //! | `authoring` | `list`, `policy check`, `schema` (and the committed `schemas/`), `show` of documented runs | `cli/list`, `cli/policy_check_*`, `cli/show_*` |
+//! | `shell_completions` | `completions bash\|zsh\|fish` and `man` (stdout and `--out-dir`) name every subcommand | |
 //! | `server` | `planrun serve` over loopback HTTP: bridge runs per adapter, guard, concurrency, shutdown, health, auth, errors, OpenAPI, startup checks | `server/` |
 //! | `server_controller` | `POST /controller/runs`: agent iterations, the one recovery rewrite, stop decisions, blocked goals | `server/controller_*` |
 //! | `server_approvals` | `POST /runs/{id}/approve\|reject`: approval-gated bridge runs, refusals, auth | `server/` |
 //! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers | `server/` |
+//! | `server_read_through` | a waiting bridge run whose agent run was approved, resumed, rejected or cancelled with the CLI shows the real status; HTTP decisions on it answer 409 | |
 //! | `server_records` | bridge and controller records: sealed, chained, refused when tampered | |
 //! | `service_policy` | the service policy file on the common loader: TOML and YAML, findings with positions, `check` and `serve` | |
 //! | `serve_harness` | the service test harness (server process, fake model servers) | |
@@ -39,6 +42,7 @@ mod serve_harness;
 mod approvals;
 mod authoring;
 mod budgets;
+mod check_catalog;
 mod cli;
 mod completion;
 mod decision_backends;
@@ -55,7 +59,9 @@ mod security;
 mod server;
 mod server_approvals;
 mod server_controller;
+mod server_read_through;
 mod server_records;
 mod service_policy;
+mod shell_completions;
 mod ticket_demo;
 mod ticket_store;

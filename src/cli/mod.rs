@@ -5,9 +5,10 @@
 mod approve;
 mod cancel;
 mod check;
+mod completions;
 mod demo;
-
 mod list;
+mod man;
 mod output;
 mod plan;
 mod policy;
@@ -26,8 +27,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::ops::ExitStatus;
-use crate::runtime::{CrashAt, RuntimeEnv};
-use crate::store::Sealer;
+use crate::runtime::RuntimeEnv;
 
 /// Runs bounded agents from declarative plan files.
 #[derive(Debug, Parser)]
@@ -117,6 +117,10 @@ pub enum Command {
     /// Run the HTTP service (bridge runs, controller loop).
     #[cfg(feature = "server")]
     Serve(crate::server::ServeArgs),
+    /// Print a shell completion script (bash, zsh or fish).
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page (roff), or write one page per command with `--out-dir`.
+    Man(man::ManArgs),
 }
 
 /// Entry point called by `main.rs`.
@@ -134,7 +138,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     };
     output::set_color(cli.dirs.color);
-    let env = match runtime_env() {
+    let env = match RuntimeEnv::from_process() {
         Ok(env) => env,
         Err(message) => return output::fail(ExitStatus::InvalidInput, &message),
     };
@@ -156,24 +160,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Serve(args)) => {
             crate::server::serve(args, &cli.dirs.workspace, &cli.dirs.plans, &cli.dirs.policies, env)
         }
+        Some(Command::Completions(args)) => completions::completions(args),
+        Some(Command::Man(args)) => man::man(args),
         None => run::run(&cli.run, &cli.dirs, &env),
     }
-}
-
-/// The runtime environment from the process environment: the real clock
-/// and ids, or the deterministic test ones when the documented test hook
-/// `PLANRUN_TEST_CLOCK=<RFC 3339 instant>` is set; HMAC checkpoints when
-/// `PLANRUN_HMAC_KEY` is set; the crash hook `PLANRUN_CRASH_AT`.
-fn runtime_env() -> Result<RuntimeEnv, String> {
-    let mut env = match std::env::var("PLANRUN_TEST_CLOCK") {
-        Ok(start) => start.parse().map(RuntimeEnv::fixed).map_err(|error| {
-            format!("`PLANRUN_TEST_CLOCK` must be an RFC 3339 instant such as `2026-01-01T00:00:00Z`: {error}")
-        })?,
-        Err(_) => RuntimeEnv::system(),
-    };
-    env.sealer = Sealer::from_env();
-    if let Ok(text) = std::env::var("PLANRUN_CRASH_AT") {
-        env.crash_at = Some(CrashAt::parse(&text).map_err(|error| format!("`PLANRUN_CRASH_AT`: {error}"))?);
-    }
-    Ok(env)
 }

@@ -94,8 +94,9 @@ pub fn fail_with(error: &OpsError) -> ExitCode {
     fail(error.exit_status(), &error.to_string())
 }
 
-/// Prints why the catalog could not be loaded (for commands that read it
-/// but run nothing) and returns its exit code.
+/// Prints why the files could not be loaded (for commands that read them
+/// but run nothing) and returns its exit code. A broken catalog's error
+/// already names the files and the fix.
 pub fn invalid_catalog(error: &OpsError) -> ExitCode {
     match error {
         OpsError::InvalidFiles { sources, diagnostics } => {

@@ -13,6 +13,7 @@ use crate::cli::output::{BOLD, GREEN, RED, YELLOW, fail, paint, print_diagnostic
 use crate::diag::Severity;
 use crate::diag::display_path;
 use crate::ops::{self, ExitStatus, SnapshotResult, SnapshotState, TestInput, TestOutcome};
+use crate::runtime::process_var;
 
 #[derive(Debug, Args)]
 pub struct TestArgs {
@@ -39,7 +40,7 @@ pub fn test(args: &TestArgs, dirs: &DirArgs) -> ExitCode {
         Ok(program) => program,
         Err(error) => return fail(ExitStatus::InvalidInput, &format!("cannot find the planrun binary: {error}")),
     };
-    let ci = std::env::var("CI").is_ok_and(|value| !matches!(value.as_str(), "" | "0" | "false"));
+    let ci = process_var("CI").is_some_and(|value| !matches!(value.as_str(), "" | "0" | "false"));
     let mut outcome = ops::test(TestInput {
         paths: &args.paths,
         plans: &dirs.plans,

@@ -2,9 +2,9 @@
 //! the policy's search path. They sit below the policy, the loader, the
 //! preview and the tools, which all ask the same questions:
 //!
-//! - [`workspace`]: the confined [`Workspace`] handle and the lexical
+//! - `workspace`: the confined [`Workspace`] handle and the lexical
 //!   [`PathRules`] (components, `..`, protected folders, `files.deny`).
-//! - [`program`]: bare program names and the [`ProgramResolver`].
+//! - `program`: bare program names and the [`ProgramResolver`].
 
 mod program;
 mod workspace;

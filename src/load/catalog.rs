@@ -2,13 +2,14 @@
 //! policy, plus the checks that only show across files.
 //!
 //! Cross-file checks: plan ids and keywords are unique (routing must be
-//! unambiguous), exactly one plan is the default, every plan names an
-//! existing policy, and a plan's step settings stay within its policy
-//! (`retry` ≤ `retry.cap`, `timeout_secs` ≤ `budget.step_timeout_secs`).
-//! A new check goes in `cross_check` (or `plan_vs_policy` when it needs the
-//! plan's policy).
+//! unambiguous), exactly one plan is the default (these routing checks are
+//! in `route_checks.rs`), every plan names an existing policy, and a plan's
+//! step settings stay within its policy (`retry` ≤ `retry.cap`,
+//! `timeout_secs` ≤ `budget.step_timeout_secs`). A new check goes in
+//! `cross_check` (or `plan_vs_policy` when it needs the plan's policy, or
+//! `route_findings` when it is about routing).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::confine::PathRules;
@@ -17,6 +18,7 @@ use crate::load::lint_plan::lint_plan;
 use crate::load::loaded_plan::LoadedPlan;
 use crate::load::loader::{self, ReadFile};
 use crate::load::node::Node;
+use crate::load::route_checks::route_findings;
 use crate::load::table::error_count;
 use crate::load::validate_plan::validate_plan;
 use crate::load::validate_policy::validate_policy;
@@ -55,6 +57,12 @@ fn policy_file(dir: &Path, name: &str) -> Option<PathBuf> {
 fn is_service_policy(path: &Path, root: &Node) -> bool {
     let in_service_folder = path.parent().and_then(Path::file_name).is_some_and(|name| name == "service");
     in_service_folder || ["guard", "controller", "recovery"].iter().any(|key| root.get(key).is_some())
+}
+
+/// A path to compare files by: canonical when it can be resolved, so that
+/// `plans/x.toml` and `./plans/x.toml` are the same file.
+fn same_file_key(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// Which checks `cross_check` runs.
@@ -196,6 +204,50 @@ impl Loader {
     /// findings too. With a readable `policies_dir`, a policy found in
     /// neither place is `unknown-policy`.
     pub fn load_paths_with_policies(&mut self, paths: &[PathBuf], policies_dir: Option<&Path>) -> Catalog {
+        let files = self.given_files(paths);
+        let (plans, policies, checks) = self.load_given(files, policies_dir);
+        self.cross_check(&plans, &policies, &checks);
+        Catalog { plans: plans.into_iter().map(|loaded| loaded.plan).collect(), policies }
+    }
+
+    /// [`Loader::load_paths_with_policies`], and the given plans are also
+    /// checked against the rest of the catalog in `plans_dir`, as routing
+    /// will see them: a keyword or id clash, a keyword inside another plan's
+    /// keyword, a second default plan. Only findings between a given plan and
+    /// another plan are added; the other plans' own findings are not
+    /// repeated (`planrun check` without paths reports them), and another
+    /// plan that does not load is left out.
+    pub fn load_paths_in_catalog(&mut self, paths: &[PathBuf], plans_dir: &Path, policies_dir: &Path) -> Catalog {
+        let files = self.given_files(paths);
+        let given_files: Vec<PathBuf> = files.iter().map(|path| same_file_key(path)).collect();
+        let (given, policies, checks) = self.load_given(files, Some(policies_dir));
+        self.cross_check(&given, &policies, &checks);
+        let mut others = Vec::new();
+        if plans_dir.is_dir() {
+            let mark = self.diagnostics.len();
+            for path in self.list(plans_dir) {
+                if !given_files.contains(&same_file_key(&path)) {
+                    others.extend(self.plan_file(&path));
+                }
+            }
+            // The other files' own findings belong to their own check.
+            self.diagnostics.truncate(mark);
+        }
+        let first_given = others.len();
+        let together: Vec<LoadedPlan> = others.into_iter().chain(given).collect();
+        for finding in route_findings(&together) {
+            let given_involved = finding.plans.iter().any(|&index| index >= first_given);
+            let other_involved = finding.plans.iter().any(|&index| index < first_given);
+            if given_involved && other_involved {
+                self.diagnostics.push(finding.diagnostic);
+            }
+        }
+        let plans = together.into_iter().skip(first_given).map(|loaded| loaded.plan).collect();
+        Catalog { plans, policies }
+    }
+
+    /// The files named by `paths`, folders expanded (not recursive).
+    fn given_files(&mut self, paths: &[PathBuf]) -> Vec<PathBuf> {
         let mut files = Vec::new();
         for path in paths {
             if path.is_dir() {
@@ -204,6 +256,16 @@ impl Loader {
                 files.push(path.clone());
             }
         }
+        files
+    }
+
+    /// The plans and policies in `files` (plus the policies the plans name
+    /// from `policies_dir`) and which cross-file checks apply to them.
+    fn load_given(
+        &mut self,
+        files: Vec<PathBuf>,
+        policies_dir: Option<&Path>,
+    ) -> (Vec<LoadedPlan>, BTreeMap<String, Policy>, Checks) {
         let mut plans = Vec::new();
         let mut policies = BTreeMap::new();
         for path in files {
@@ -236,8 +298,7 @@ impl Loader {
             }
         }
         let checks = Checks { default_required: false, policies_known: dir.is_some() || !policies.is_empty() };
-        self.cross_check(&plans, &policies, &checks);
-        Catalog { plans: plans.into_iter().map(|loaded| loaded.plan).collect(), policies }
+        (plans, policies, checks)
     }
 
     /// Reads and parses a file for tests: its source id and tree.
@@ -283,11 +344,13 @@ impl Loader {
     }
 
     fn plan_from(&mut self, read: ReadFile, root: &Node) -> Option<LoadedPlan> {
-        let parse_errors = self.file_has_errors(read.id);
         let file = self.sources.get(read.id)?;
         let loaded = validate_plan(root, file, read.source, &mut self.diagnostics)?;
         lint_plan(&loaded, file, &mut self.diagnostics);
-        (!parse_errors).then_some(loaded)
+        // A parse error, or a lint error (a template reference that can never
+        // resolve), refuses the plan as a validation error does: nothing of it
+        // may run.
+        (!self.file_has_errors(read.id)).then_some(loaded)
     }
 
     fn policy_from(&mut self, path: &Path, read: ReadFile, root: &Node) -> Option<Policy> {
@@ -329,48 +392,7 @@ impl Loader {
     }
 
     fn cross_check(&mut self, plans: &[LoadedPlan], policies: &BTreeMap<String, Policy>, checks: &Checks) {
-        let mut ids: HashMap<&str, &LoadedPlan> = HashMap::new();
-        for loaded in plans {
-            let plan = &loaded.plan;
-            if let Some(first) = ids.get(plan.id.as_str()) {
-                self.diagnostics.push(
-                    Diagnostic::error(
-                        "duplicate-plan-id",
-                        format!("plan id `{}` is already used by `{}`", plan.id, first.plan.source.path),
-                    )
-                    .with_span(loaded.spans.id)
-                    .with_label("used again here")
-                    .with_help("give every plan its own id"),
-                );
-            } else {
-                ids.insert(&plan.id, loaded);
-            }
-        }
-
-        let mut keywords: HashMap<String, &Plan> = HashMap::new();
-        for loaded in plans {
-            let plan = &loaded.plan;
-            for (keyword, span) in plan.keywords.iter().zip(&plan.keyword_spans) {
-                let folded = keyword.to_lowercase();
-                if let Some(other) = keywords.get(&folded) {
-                    let message = if other.id == plan.id && other.source == plan.source {
-                        format!("keyword `{keyword}` appears twice in plan `{}`", plan.id)
-                    } else {
-                        format!("keyword `{keyword}` is also a keyword of plan `{}`", other.id)
-                    };
-                    self.diagnostics.push(
-                        Diagnostic::error("duplicate-keyword", message)
-                            .with_span(*span)
-                            .with_label("routing would be ambiguous")
-                            .with_help("keywords are compared case-insensitively; keep each in one plan"),
-                    );
-                } else {
-                    keywords.insert(folded, plan);
-                }
-            }
-        }
-
-        self.route_overlaps(plans);
+        self.diagnostics.extend(route_findings(plans).into_iter().map(|finding| finding.diagnostic));
 
         let defaults: Vec<&LoadedPlan> = plans.iter().filter(|loaded| loaded.plan.default).collect();
         if defaults.is_empty() && !plans.is_empty() && checks.default_required {
@@ -379,21 +401,6 @@ impl Loader {
                     .with_help("mark exactly one plan `default = true`; it takes the goals that match no keyword"),
             );
         }
-        if let Some((first, extra)) = defaults.split_first() {
-            for loaded in extra {
-                let mut diagnostic = Diagnostic::error(
-                    "multiple-default-plans",
-                    format!("plan `{}` is a second default plan, after `{}`", loaded.plan.id, first.plan.id),
-                )
-                .with_label("only one plan may set this")
-                .with_help("mark exactly one plan `default = true`");
-                if let Some(span) = loaded.spans.default {
-                    diagnostic = diagnostic.with_span(span);
-                }
-                self.diagnostics.push(diagnostic);
-            }
-        }
-
         for loaded in plans {
             match policies.get(&loaded.plan.policy) {
                 Some(policy) => self.plan_vs_policy(loaded, policy),
@@ -416,63 +423,6 @@ impl Loader {
                 }
                 None => {}
             }
-        }
-    }
-
-    /// `route-overlap` (a note): keyword `a` of one plan is inside keyword
-    /// `b` of another, so every goal containing `b` goes to `b`'s plan (the
-    /// longest keyword wins). Deliberate specialisation looks exactly like
-    /// this, hence a note, not a warning. `unreachable-plan` (a warning): a
-    /// plan that is not the default and has no keyword can be run only with
-    /// `--plan`. Equal keywords are `duplicate-keyword` errors already.
-    fn route_overlaps(&mut self, plans: &[LoadedPlan]) {
-        let keywords: Vec<(usize, String, &str, crate::diag::Span)> = plans
-            .iter()
-            .enumerate()
-            .flat_map(|(index, loaded)| {
-                let plan = &loaded.plan;
-                plan.keywords
-                    .iter()
-                    .zip(&plan.keyword_spans)
-                    .map(move |(keyword, span)| (index, keyword.to_lowercase(), keyword.as_str(), *span))
-            })
-            .collect();
-        for (long_plan, long, long_text, span) in &keywords {
-            for (short_plan, short, short_text, _) in &keywords {
-                if long_plan == short_plan || long.len() <= short.len() || !long.contains(short.as_str()) {
-                    continue;
-                }
-                let (winner, shadowed) = (&plans[*long_plan].plan, &plans[*short_plan].plan);
-                self.diagnostics.push(
-                    Diagnostic::note(
-                        "route-overlap",
-                        format!(
-                            "keyword `{long_text}` of plan `{}` contains keyword `{short_text}` of plan `{}`",
-                            winner.id, shadowed.id
-                        ),
-                    )
-                    .with_span(*span)
-                    .with_label(format!("goals containing this go to `{}`, never to `{}`", winner.id, shadowed.id))
-                    .with_help("the longest matching keyword wins; check with `planrun route \"<goal>\"`"),
-                );
-            }
-        }
-        for loaded in plans {
-            let plan = &loaded.plan;
-            if plan.default || !plan.keywords.is_empty() {
-                continue;
-            }
-            self.diagnostics.push(
-                loaded.soften(
-                    Diagnostic::warning(
-                        "unreachable-plan",
-                        format!("plan `{}` has no keywords and is not the default: no goal routes to it", plan.id),
-                    )
-                    .with_span(loaded.spans.id)
-                    .with_label("reachable only with `--plan`")
-                    .with_help("add `keywords = [\"…\"]`"),
-                ),
-            );
         }
     }
 
@@ -551,14 +501,26 @@ impl Loader {
                 ),
             )
             .with_label(evaluation.reason)
-            .with_help(format!(
-                "allow the command in the policy's `[[shell.allow]]`, or check it with `planrun policy check -- {}`",
-                display_argv(&argv)
-            ));
+            .with_help(denied_help(&evaluation.rule, &argv));
             if let Some(span) = spans.command.or(Some(spans.id)) {
                 diagnostic = diagnostic.with_span(span);
             }
             self.diagnostics.push(loaded.soften(diagnostic));
         }
+    }
+}
+
+/// How to fix a `shell-always-denied` step. `shell.blocked` is checked
+/// before any `[[shell.allow]]` rule, so for a blocked program an allow rule
+/// can never help and the hint must not suggest one (nor suggest that the
+/// plan's author weaken the policy's block list).
+fn denied_help(rule: &str, argv: &[String]) -> String {
+    let check = format!("check it with `planrun policy check -- {}`", display_argv(argv));
+    match argv.first() {
+        Some(program) if rule == "shell.blocked" => format!(
+            "`{program}` is in `shell.blocked`, which no `[[shell.allow]]` rule can override: \
+             use another program or a `write_file`/`read_file` step; {check}"
+        ),
+        _ => format!("allow the command in the policy's `[[shell.allow]]`, or {check}"),
     }
 }

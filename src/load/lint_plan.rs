@@ -1,7 +1,11 @@
-//! Per-plan lints: what is legal but suspicious in one plan (templates
-//! that cannot resolve, fields a step never produces, unreachable steps,
-//! paths outside the workspace). Warnings, or notes in a plan that
-//! documents a failing scenario.
+//! Per-plan lints: what the validators let through but the run would trip
+//! on. A template reference that can never resolve (an unknown step, a
+//! step that runs later or the step itself, `last` in the first step) is an
+//! error: the run would start, execute the steps before it and only then
+//! fail, so the loader refuses the plan instead. What is legal but
+//! suspicious (fields a step never produces, unreachable steps, paths
+//! outside the workspace) is a warning, or a note in a plan that documents
+//! a failing scenario.
 
 use crate::diag::{Diagnostic, SourceFile, Span};
 use crate::load::loaded_plan::LoadedPlan;
@@ -43,7 +47,7 @@ fn field_never_produced(plan: &Plan, site: usize, reference: &Reference, span: S
     )
 }
 
-/// Warnings about one valid plan.
+/// Errors and warnings about one valid plan.
 pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mut Vec<Diagnostic>) {
     let plan = &loaded.plan;
     let spans = &loaded.spans;
@@ -85,21 +89,22 @@ pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mu
             }
             match &reference.target {
                 RefTarget::Last(_) if site.step == 0 => found.push(
-                    Diagnostic::warning(
+                    Diagnostic::error(
                         "template-last-in-first-step",
                         format!("`{{{{ {} }}}}` in the first step: no step has run yet", reference.expr),
                     )
                     .with_span(span)
-                    .with_label("always fails with `template_error`")
+                    .with_label("would fail with `template_error` when the run reaches it")
                     .with_help("refer to a step that runs earlier, or remove the reference"),
                 ),
                 RefTarget::Step { id, .. } => match plan.steps.iter().position(|step| &step.id == id) {
                     None => {
-                        let mut diagnostic = Diagnostic::warning(
+                        let mut diagnostic = Diagnostic::error(
                             "template-unknown-step",
                             format!("`{{{{ {} }}}}` names no step of plan `{}`", reference.expr, plan.id),
                         )
-                        .with_span(span);
+                        .with_span(span)
+                        .with_help("refer to a step of this plan that runs before this one");
                         let ids = plan.steps.iter().map(|step| step.id.as_str());
                         if let Some(suggestion) = did_you_mean(id, ids) {
                             diagnostic = diagnostic.with_label(format!("did you mean `{suggestion}`?"));
@@ -113,7 +118,7 @@ pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mu
                             format!("step `{id}`, which runs later")
                         };
                         found.push(
-                            Diagnostic::warning(
+                            Diagnostic::error(
                                 "template-forward-reference",
                                 format!("`{{{{ {} }}}}` in step `{this}` refers to {when}", reference.expr),
                             )

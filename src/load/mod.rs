@@ -7,9 +7,11 @@
 //! `validate_service_policy.rs` turn trees into [`crate::model::Plan`],
 //! [`crate::model::Policy`] and [`crate::model::ServicePolicy`], collecting
 //! every finding of a file in one pass; `lint_plan.rs` adds the per-plan
-//! warnings to the validated plan of `loaded_plan.rs`; `catalog.rs` checks
-//! what only shows across files (routing, references from plans to
-//! policies, plan settings against the policy).
+//! errors and warnings to the validated plan of `loaded_plan.rs`;
+//! `catalog.rs` checks what only shows across files (references from plans
+//! to policies, plan settings against the policy, and the routing checks of
+//! `route_checks.rs`), also between the files `planrun check` is given and
+//! the rest of the catalog.
 //!
 //! `validate_scenario.rs` reads the scenario files beside the plans
 //! (`<plan>.scenarios.toml`), which plan and policy listings skip.
@@ -25,6 +27,7 @@ mod lint_plan;
 mod loaded_plan;
 mod loader;
 mod node;
+mod route_checks;
 mod schema;
 mod table;
 mod validate_plan;

@@ -335,19 +335,10 @@ fn string_commands_split_with_shell_words() {
 
 #[test]
 fn plan_warnings_and_notes() {
-    let steps = "[[steps]]\nid = \"a\"\nkind = \"write_file\"\npath = \"../x\"\ncontent = \"{{ last.output_text }} {{ steps.zz.output_text }} {{ steps.b.output_text }}\"\n[[steps]]\nid = \"b\"\nkind = \"finish\"\n[[steps]]\nid = \"c\"\nkind = \"finish\"\n";
+    let steps = "[[steps]]\nid = \"a\"\nkind = \"write_file\"\npath = \"../x\"\ncontent = \"x\"\n[[steps]]\nid = \"b\"\nkind = \"finish\"\n[[steps]]\nid = \"c\"\nkind = \"finish\"\n";
     let (loader, plan) = plan_text("p.toml", &with_steps(steps));
     assert!(plan.is_some());
-    assert_eq!(
-        found(&loader),
-        [
-            "unreachable-step@13:6",
-            "template-last-in-first-step@8:12",
-            "template-unknown-step@8:35",
-            "template-forward-reference@8:62",
-            "path-outside-workspace@7:8",
-        ]
-    );
+    assert_eq!(found(&loader), ["unreachable-step@13:6", "path-outside-workspace@7:8"]);
     assert!(loader.diagnostics().iter().all(|d| d.severity == Severity::Warning));
     let failing = with_steps(steps).replace("default = true\n", "default = true\nexpected_status = \"failed\"\n");
     let (loader, plan) = plan_text("p.toml", &failing);
@@ -361,6 +352,31 @@ fn plan_warnings_and_notes() {
     );
     let (loader, _) = plan_text("p.toml", &with_steps("[[steps]]\nid = \"a\"\nkind = \"flaky\"\n"));
     assert_eq!(found(&loader), ["no-finish@4:3"]);
+}
+
+/// A reference that can never resolve is an error that refuses the plan,
+/// also in a plan that documents a failing scenario (errors are never
+/// softened): the run must not start and execute the steps before it.
+#[test]
+fn unresolvable_template_references_refuse_the_plan() {
+    let steps = "[[steps]]\nid = \"a\"\nkind = \"write_file\"\npath = \"x\"\ncontent = \"{{ last.output_text }} {{ steps.zz.output_text }} {{ steps.b.output_text }}\"\n[[steps]]\nid = \"b\"\nkind = \"finish\"\n";
+    for text in [
+        with_steps(steps),
+        with_steps(steps).replace("default = true\n", "default = true\nexpected_status = \"failed\"\n"),
+    ] {
+        let (loader, plan) = plan_text("p.toml", &text);
+        assert!(plan.is_none(), "a plan with an unresolvable reference must not load");
+        let line = if text.contains("expected_status") { 9 } else { 8 };
+        assert_eq!(
+            found(&loader),
+            [
+                format!("template-last-in-first-step@{line}:12"),
+                format!("template-unknown-step@{line}:35"),
+                format!("template-forward-reference@{line}:62"),
+            ]
+        );
+        assert!(loader.diagnostics().iter().all(|d| d.severity == Severity::Error));
+    }
 }
 
 const RULES: &str = r#"version = 1

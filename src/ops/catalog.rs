@@ -9,12 +9,18 @@ use crate::ops::OpsError;
 
 /// Loads and validates every plan and policy; any error refuses the whole
 /// catalog (a broken plan could otherwise change which plan a goal routes
-/// to).
+/// to), with an error that names the broken files.
 pub fn load_catalog(plans: &Path, policies: &Path) -> Result<Catalog, OpsError> {
     let mut loader = Loader::new();
+    load_catalog_with(&mut loader, plans, policies)
+}
+
+/// [`load_catalog`] into `loader`, which keeps every finding (warnings
+/// too) for the caller.
+pub(crate) fn load_catalog_with(loader: &mut Loader, plans: &Path, policies: &Path) -> Result<Catalog, OpsError> {
     let catalog = loader.load_catalog(plans, policies);
     if loader.has_errors() {
-        return Err(OpsError::invalid_files(&loader));
+        return Err(OpsError::broken_catalog(loader, plans));
     }
     Ok(catalog)
 }

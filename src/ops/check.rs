@@ -1,6 +1,8 @@
 //! Validate plan and policy files (`planrun check`): every finding of every
-//! file in one pass, and the cross-file checks when the whole catalog is
-//! read. Each plan's scenario file (`<plan>.scenarios.toml` beside it) is
+//! file in one pass, and the cross-file checks: over the whole catalog when
+//! no paths are given, else between the given plans and the rest of the
+//! catalog (what routing will see once the files are in place).
+//! Each plan's scenario file (`<plan>.scenarios.toml` beside it) is
 //! validated too; a plan without one gets the note `no-scenario`, since
 //! nothing pins its behaviour (`planrun test`).
 
@@ -14,7 +16,8 @@ use crate::ops::ExitStatus;
 pub struct CheckInput<'a> {
     /// Files or folders; empty means the whole catalog in `plans` and
     /// `policies` (and the service policy in `policies/service/`), with the
-    /// cross-file checks (routing, policy references).
+    /// cross-file checks (routing, policy references). Given plans are also
+    /// checked against the other plans in `plans` (routing clashes).
     pub paths: &'a [PathBuf],
     pub plans: &'a Path,
     pub policies: &'a Path,
@@ -66,7 +69,7 @@ pub fn check(input: CheckInput<'_>) -> CheckOutcome {
         }
         catalog
     } else {
-        loader.load_paths_with_policies(&paths, Some(input.policies))
+        loader.load_paths_in_catalog(&paths, input.plans, input.policies)
     };
     let mut scenario_files = scenario_paths;
     let mut missing = Vec::new();

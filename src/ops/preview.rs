@@ -7,6 +7,7 @@ use std::path::Path;
 use crate::diag::to_json;
 use crate::load::Loader;
 use crate::ops::OpsError;
+use crate::ops::catalog::load_catalog_with;
 use crate::preview::Preview;
 use crate::router::Router;
 
@@ -30,10 +31,7 @@ pub fn preview(target: PreviewTarget<'_>) -> Result<Preview, OpsError> {
             _ => return Err(invalid(&loader)),
         },
         PreviewTarget::Goal { goal, plans, policies } => {
-            let mut catalog = loader.load_catalog(plans, policies);
-            if loader.has_errors() {
-                return Err(invalid(&loader));
-            }
+            let mut catalog = load_catalog_with(&mut loader, plans, policies)?;
             let decision = Router::new(&catalog.plans).route(goal);
             let Some(index) = decision.plan() else {
                 return Err(OpsError::NoRoute(decision.explanation()));

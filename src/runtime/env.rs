@@ -23,6 +23,7 @@ pub trait Clock: Send + Sync {
 pub struct SystemClock;
 
 impl Clock for SystemClock {
+    #[expect(clippy::disallowed_methods, reason = "the one reader of the wall clock")]
     fn now(&self) -> Timestamp {
         let now = Timestamp::now();
         now.round(Unit::Millisecond).unwrap_or(now)
@@ -93,6 +94,7 @@ pub trait IdGen: Send + Sync {
 pub struct SystemIds;
 
 impl IdGen for SystemIds {
+    #[expect(clippy::disallowed_methods, reason = "the one source of fresh random ids")]
     fn next_id(&self, kind: IdKind, clock: &dyn Clock) -> String {
         let stamp = clock.now().strftime("%Y%m%dT%H%M%SZ").to_string();
         let random = uuid::Uuid::now_v7().simple().to_string();
@@ -190,6 +192,39 @@ impl RuntimeEnv {
             sealer: Sealer::plain(),
             crash_at: None,
         }
+    }
+}
+
+/// One variable of the process environment (`None` when unset or not
+/// UTF-8). The one place planrun reads its environment (`clippy.toml` bans
+/// `std::env::var` everywhere else): a command reads what it needs at
+/// start-up and passes it in.
+#[expect(clippy::disallowed_methods, reason = "the one reader of the process environment")]
+pub fn process_var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+impl RuntimeEnv {
+    /// The environment a command runs with, from the process environment:
+    /// the real clock and ids, or the deterministic test ones when the
+    /// documented test hook `PLANRUN_TEST_CLOCK=<RFC 3339 instant>` is set;
+    /// HMAC seals when `PLANRUN_HMAC_KEY` is set (and not empty); the crash
+    /// hook `PLANRUN_CRASH_AT=<step_id>:<point>`.
+    pub fn from_process() -> Result<RuntimeEnv, String> {
+        let mut env = match process_var("PLANRUN_TEST_CLOCK") {
+            Some(start) => start.parse().map(RuntimeEnv::fixed).map_err(|error| {
+                format!("`PLANRUN_TEST_CLOCK` must be an RFC 3339 instant such as `2026-01-01T00:00:00Z`: {error}")
+            })?,
+            None => RuntimeEnv::system(),
+        };
+        env.sealer = match process_var("PLANRUN_HMAC_KEY") {
+            Some(key) if !key.is_empty() => Sealer::keyed(key.into_bytes()),
+            _ => Sealer::plain(),
+        };
+        if let Some(text) = process_var("PLANRUN_CRASH_AT") {
+            env.crash_at = Some(CrashAt::parse(&text).map_err(|error| format!("`PLANRUN_CRASH_AT`: {error}"))?);
+        }
+        Ok(env)
     }
 }
 

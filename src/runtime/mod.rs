@@ -28,7 +28,7 @@ mod request;
 pub use control::{ApproveOutcome, ControlError, ResumeRequest, approve, cancel, reject, resume};
 pub use env::{
     Clock, CrashAt, CrashPoint, FixedClock, IdGen, IdKind, RuntimeEnv, SequentialIds, SystemClock, SystemIds,
-    format_timestamp,
+    format_timestamp, process_var,
 };
 pub use event::Event;
 pub use progress::{NoProgress, Progress};

@@ -146,9 +146,11 @@ async fn create_run(
     Ok((StatusCode::CREATED, Json(outcome.state)).into_response())
 }
 
-async fn get_run(State(service): State<Arc<Service>>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+/// The bridge run, read through to its agent run when it waits for approval
+/// (see [`bridge::read_current`]).
+async fn get_run(State(service): State<Arc<Service>>, Path(id): Path<String>) -> Result<Json<BridgeState>, ApiError> {
     check_id(&id)?;
-    service.read_record(RecordKind::Bridge, &id)?.map(Json).ok_or_else(|| ApiError::not_found("bridge run", &id))
+    bridge::read_current(&service, &id)?.map(Json).ok_or_else(|| ApiError::not_found("bridge run", &id))
 }
 
 async fn approve_run(

@@ -138,15 +138,20 @@ pub async fn reject(service: &Service, run_id: &str, reason: Option<String>) -> 
 /// Locks bridge run `run_id`, which must exist and be waiting for
 /// approval; returns its writer, its state and its agent run id.
 fn open_waiting(service: &Service, run_id: &str) -> Result<(RecordWriter, BridgeState, String), ApiError> {
-    let (records, state) = bridge::open_records(service, run_id).map_err(|error| match error {
+    let (mut records, state) = bridge::open_records(service, run_id).map_err(|error| match error {
         StoreError::NotFound { .. } => ApiError::not_found("bridge run", run_id),
         error => error.into(),
     })?;
+    let state = bridge::sync_with_agent(service, &mut records, state)?;
     if state.status != BridgeStatus::WaitingApproval {
+        let agent = match (&state.agent_run_id, state.agent_final_status) {
+            (Some(agent_run_id), Some(status)) => format!("; its agent run `{agent_run_id}` is `{}`", status.as_str()),
+            _ => String::new(),
+        };
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "run_not_waiting",
-            format!("bridge run `{run_id}` is not waiting for approval (status `{}`)", state.status.as_str()),
+            format!("bridge run `{run_id}` is not waiting for approval (status `{}`{agent})", state.status.as_str()),
         ));
     }
     let agent_run_id = state.agent_run_id.clone().filter(|_| state.pending_action.is_some()).ok_or_else(|| {

@@ -41,6 +41,8 @@ pub enum BridgeStatus {
     Failed,
     /// A person rejected the pending action.
     Rejected,
+    /// A person cancelled the agent run while it waited (`planrun cancel`).
+    Cancelled,
 }
 
 impl BridgeStatus {
@@ -52,6 +54,7 @@ impl BridgeStatus {
             BridgeStatus::Done => "done",
             BridgeStatus::Failed => "failed",
             BridgeStatus::Rejected => "rejected",
+            BridgeStatus::Cancelled => "cancelled",
         }
     }
 }
@@ -235,11 +238,13 @@ pub(crate) fn settle(
         records.save(&state)?;
         return Ok(BridgeOutcome { state, failure_class });
     }
-    let rejected = result.agent.as_ref().and_then(|agent| agent.agent_final_status) == Some(RunStatus::Rejected);
+    let agent_status = result.agent.as_ref().and_then(|agent| agent.agent_final_status);
     state.status = if result.succeeded() {
         BridgeStatus::Done
-    } else if rejected {
+    } else if agent_status == Some(RunStatus::Rejected) {
         BridgeStatus::Rejected
+    } else if agent_status == Some(RunStatus::Cancelled) {
+        BridgeStatus::Cancelled
     } else {
         BridgeStatus::Failed
     };
@@ -268,6 +273,69 @@ pub(crate) fn finish(
     Ok(BridgeOutcome { state, failure_class })
 }
 
+/// Brings a waiting bridge run up to date with its agent run, under the
+/// record's lock. The agent run may have been approved and resumed,
+/// rejected or cancelled outside the service (the CLI on the same
+/// workspace): then the bridge run takes the agent run's real status
+/// (`agent_run_observed`, then `run_finished` or `approval_requested` at
+/// the next gate). A bridge run that is not waiting, or whose agent run
+/// waits at the same gate or cannot be read, is returned unchanged.
+pub(crate) fn sync_with_agent(
+    service: &Service,
+    records: &mut RecordWriter,
+    mut state: BridgeState,
+) -> Result<BridgeState, ServiceError> {
+    let Some(agent_run_id) = state.agent_run_id.clone().filter(|_| state.status == BridgeStatus::WaitingApproval)
+    else {
+        return Ok(state);
+    };
+    let Ok(result) = service.adapters.agent.observe(&agent_run_id) else {
+        return Ok(state);
+    };
+    let Some(agent) = result.agent.as_ref() else {
+        return Ok(state);
+    };
+    let fingerprint = |pending: Option<&PendingAction>| pending.map(|pending| pending.fingerprint.clone());
+    if fingerprint(agent.pending_action.as_ref()) == fingerprint(state.pending_action.as_ref()) {
+        return Ok(state);
+    }
+    records.event(
+        service.now(),
+        "agent_run_observed",
+        agent.agent_final_status.map(RunStatus::as_str),
+        details([
+            ("agent_run_id", json!(agent_run_id)),
+            ("agent_final_status", json!(agent.agent_final_status)),
+            ("reason", json!("the agent run was continued outside the service")),
+        ]),
+    )?;
+    apply_result(&mut state, &result);
+    Ok(settle(service, records, state, &result)?.state)
+}
+
+/// The current state of bridge run `run_id` (`GET /runs/{id}`), read
+/// through to its agent run when it waits for approval; `None` when there
+/// is no such run. While another request holds the record (an approve or
+/// reject in progress), the stored state is returned as it is.
+pub fn read_current(service: &Service, run_id: &str) -> Result<Option<BridgeState>, ServiceError> {
+    let Some(stored) = service.read_record(RecordKind::Bridge, run_id)? else {
+        return Ok(None);
+    };
+    let state: BridgeState = serde_json::from_value(stored).map_err(|error| not_a_bridge_state(run_id, &error))?;
+    if state.status != BridgeStatus::WaitingApproval {
+        return Ok(Some(state));
+    }
+    match open_records(service, run_id) {
+        Ok((mut records, locked)) => Ok(Some(sync_with_agent(service, &mut records, locked)?)),
+        Err(StoreError::Locked { .. }) => Ok(Some(state)),
+        Err(error) => Err(error.into()),
+    }
+}
+
+fn not_a_bridge_state(run_id: &str, error: &serde_json::Error) -> StoreError {
+    StoreError::Tampered { id: run_id.to_string(), reason: format!("`state.json` is not a bridge state: {error}") }
+}
+
 /// Creates the record under a fresh id (or the controller's).
 fn create_records(service: &Service, origin: Origin<'_>) -> Result<(String, RecordWriter), StoreError> {
     match origin {
@@ -284,9 +352,6 @@ fn create_records(service: &Service, origin: Origin<'_>) -> Result<(String, Reco
 /// and the verified, typed state.
 pub fn open_records(service: &Service, run_id: &str) -> Result<(RecordWriter, BridgeState), StoreError> {
     let (handle, loaded) = service.store.open_record(RecordKind::Bridge, run_id)?;
-    let state = serde_json::from_value(loaded.state).map_err(|error| StoreError::Tampered {
-        id: run_id.to_string(),
-        reason: format!("`state.json` is not a bridge state: {error}"),
-    })?;
+    let state = serde_json::from_value(loaded.state).map_err(|error| not_a_bridge_state(run_id, &error))?;
     Ok((RecordWriter::new(handle), state))
 }

@@ -114,7 +114,7 @@ impl ServiceConfig {
     }
 
     pub fn from_env() -> Result<ServiceConfig, String> {
-        Self::from_lookup(|name| std::env::var(name).ok())
+        Self::from_lookup(crate::runtime::process_var)
     }
 }
 

@@ -84,7 +84,7 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
             if let Some((sources, diagnostics)) = error.findings() {
                 eprint!("{}", render_all(sources, diagnostics));
             }
-            return fail(ExitStatus::InvalidInput, "invalid plan or policy files; nothing served");
+            return fail(ExitStatus::InvalidInput, &format!("{error}; nothing served"));
         }
     };
     let policy = match load_service_policy(args, policies) {

@@ -45,10 +45,11 @@ pub fn document() -> Value {
                     "properties": {
                         "run_id": {"type": "string"},
                         "goal": {"type": "string"},
-                        "status": {"type": "string", "enum": ["created", "running", "waiting_approval", "done", "failed", "rejected"],
+                        "status": {"type": "string", "enum": ["created", "running", "waiting_approval", "done", "failed", "rejected", "cancelled"],
                                    "description": "`waiting_approval` is the only status a finished request returns that is not final: \
                                                    the agent run is paused before a step that needs approval (see `pending_action`; \
-                                                   POST /runs/{id}/approve or /reject decides). `rejected`: a person rejected the pending action."},
+                                                   POST /runs/{id}/approve or /reject decides). `rejected`: a person rejected the pending action. \
+                                                   `cancelled`: a person cancelled the agent run (`planrun cancel`)."},
                         "adapter": {"type": "string"},
                         "adapter_mode": {"type": "string", "enum": ["real", "stub", "unavailable"]},
                         "instruction": {"type": "string"},
@@ -169,7 +170,8 @@ pub fn document() -> Value {
                 }
             }},
             "/runs/{id}": {"get": {
-                "summary": "A bridge run's persisted state",
+                "summary": "A bridge run's state; a waiting run is read through to its agent run, so an approval, resume, \
+                            rejection or cancel made outside the service (the CLI) shows as the agent run's real status",
                 "parameters": run_id,
                 "responses": {
                     "200": {"description": "the bridge state (verified: checkpoint seal, audit chain, their agreement)", "content": {"application/json": {"schema": bridge}}},

@@ -61,14 +61,6 @@ impl Sealer {
         Sealer { key: Some(key.into()) }
     }
 
-    /// Keyed when `PLANRUN_HMAC_KEY` is set and not empty.
-    pub fn from_env() -> Self {
-        match std::env::var("PLANRUN_HMAC_KEY") {
-            Ok(key) if !key.is_empty() => Sealer::keyed(key.into_bytes()),
-            _ => Sealer::plain(),
-        }
-    }
-
     /// HMAC-SHA256 of `canonical` under `key`, as hex. `None` only if the
     /// key were refused (HMAC takes keys of any length), which fails closed.
     fn mac_hex(key: &[u8], canonical: &str) -> Option<String> {

@@ -12,10 +12,11 @@ use jiff::Timestamp;
 
 use crate::confine::Workspace;
 use crate::load::Loader;
-use crate::model::{FailureClass, Plan, Policy, RunStatus};
+use crate::model::{Action, FailureClass, Plan, Policy, RunStatus};
 use crate::runtime::interpreter::Interpreter;
 use crate::runtime::{IdKind, NoProgress, RuntimeEnv};
 use crate::store::{AuditEvent, LoadedRun, RunState, StepRecordStatus};
+use crate::template::Template;
 
 const DEFAULT_POLICY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/policies/default.toml");
 
@@ -256,7 +257,7 @@ content = "must never be written"
 
 #[test]
 fn a_template_error_fails_the_step_and_is_not_retried() {
-    let case = Case::new(
+    let mut case = Case::new(
         "bad_template",
         r#"
 expected_status = "failed"
@@ -265,10 +266,17 @@ expected_status = "failed"
 id = "write"
 kind = "write_file"
 path = "canary.txt"
-content = "{{ steps.missing.output_text }}"
+content = "replaced below"
 retry = 3
 "#,
     );
+    // The loader refuses a reference to an unknown step
+    // (`template-unknown-step`), so the reference is put into the loaded
+    // plan: a plan built another way must still fail the step, never run it.
+    let Action::WriteFile { content, .. } = &mut case.plan.steps[0].action else {
+        panic!("not a write_file step");
+    };
+    *content = Template::parse("{{ steps.missing.output_text }}").expect("valid template");
     let ran = case.run("ws");
     assert_eq!(ran.state.status, RunStatus::Failed);
     assert_eq!(ran.state.stop_reason.as_deref(), Some("step_failed"));

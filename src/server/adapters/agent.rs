@@ -99,6 +99,14 @@ impl AgentRunner {
         Ok(self.result(run_id, &ended.state, "stopped"))
     }
 
+    /// The adapter result of agent run `run_id` as its records stand now:
+    /// a person may have approved and resumed, rejected or cancelled it
+    /// outside the service (the CLI on the same workspace).
+    pub fn observe(&self, run_id: &str) -> Result<AdapterResult, OpsError> {
+        let run = self.store.read_run(run_id).map_err(OpsError::Records)?;
+        Ok(self.result(run_id, &run.state, "was continued outside the service on"))
+    }
+
     /// The adapter result of agent run `run_id` that ended (or paused) with
     /// `state`; `verb` says what happened to it (`ran`, `resumed`, `stopped`).
     fn result(&self, run_id: &str, state: &RunState, verb: &str) -> AdapterResult {
