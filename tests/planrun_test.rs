@@ -350,3 +350,23 @@ fn unmet_expectations_fail_and_step_rules_apply_to_their_step() {
     assert!(run.contains("hello"), "the run's own output is as printed: {run}");
     assert!(show.contains("[GREETING]") && !show.contains("hello"), "{show}");
 }
+
+/// Two scenario files declaring the same snapshot are refused (exit 2)
+/// rather than overwriting each other's golden files.
+#[test]
+fn two_scenarios_producing_one_snapshot_are_refused() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plans/greet.toml", NEW_PLAN);
+    sandbox.write("plans/greet.scenarios.toml", NEW_SCENARIO);
+    sandbox.write("plans/again.scenarios.toml", NEW_SCENARIO);
+    copy_dir(&Path::new(ROOT).join("policies"), &sandbox.path().join("policies"));
+    sandbox
+        .write("plans/fallback.toml", &fs::read_to_string(Path::new(ROOT).join("plans/fallback.toml")).expect("plan"));
+    let output = planrun_test(&sandbox, &[], false);
+    assert_eq!(output.code, 2, "{}", output.snapshot());
+    assert!(
+        output.stderr.contains("snapshot `snapshots/runs/greet@cli.snap` is produced by scenario `greet` (plans/again.scenarios.toml) and by scenario `greet` (plans/greet.scenarios.toml)"),
+        "{}",
+        output.stderr
+    );
+}

@@ -12,7 +12,8 @@
 //! Exit status: 0 when everything matches (new snapshots outside CI are
 //! reported, and pending); 1 on a changed snapshot, an unmet expectation
 //! (exit code, status, a missing record) or, under CI, a new snapshot; 2
-//! when a scenario file has errors or a sandbox cannot be prepared.
+//! when a scenario file has errors, two scenarios produce the same snapshot,
+//! or a sandbox cannot be prepared.
 
 use std::path::{Path, PathBuf};
 
@@ -157,6 +158,19 @@ pub fn test(input: TestInput<'_>) -> TestOutcome {
             }
             for captured in run.captured {
                 let path = snap_path(&root.join(&captured.folder), &captured.name);
+                // Two scenarios (of different files) writing one snapshot
+                // would each overwrite the other's golden file.
+                if let Some(first) = outcome.snapshots.iter().find(|earlier| earlier.path == path) {
+                    outcome.errors.push(format!(
+                        "snapshot `{}` is produced by scenario `{}` ({}) and by scenario `{}` ({}): rename one",
+                        path.display(),
+                        first.scenario,
+                        first.scenario_file,
+                        scenario.name,
+                        file.source.path
+                    ));
+                    continue;
+                }
                 let mut result = SnapshotResult {
                     scenario_file: file.source.path.clone(),
                     scenario: scenario.name.clone(),
