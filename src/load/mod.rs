@@ -40,7 +40,7 @@ pub use catalog::{Catalog, Loader};
 pub use node::{Key, Node, NodeValue};
 pub use schema::{SchemaKind, schema, schema_text};
 pub use validate_policy::{DEFAULT_FILES_DENY, DEFAULT_SEARCH_PATH};
-pub use validate_scenario::{SCENARIO_SUFFIX, is_scenario_file, scenario_files_for};
+pub use validate_scenario::{is_scenario_file, scenario_files_for};
 
 #[cfg(test)]
 mod tests;

@@ -56,7 +56,7 @@ pub use resume::resume;
 pub use route::{Routed, route};
 pub use run::{RunInput, RunOutcome, RunTarget, run};
 pub use scenario_run::{Captured, ScenarioContext, ScenarioRun, run_scenario};
-pub use scenario_sandbox::{SandboxError, StageOutput};
+pub use scenario_sandbox::SandboxError;
 pub use show::{full_state_json, show};
 pub use test::{
     ScenarioProblems, SnapshotResult, SnapshotState, TestInput, TestOutcome, accept_snapshot, reject_snapshot, test,
