@@ -13,7 +13,8 @@
 //! | `authoring` | `list`, `policy check`, `schema` |
 //! | `server` | `planrun serve` over loopback HTTP: adapters, guard, controller, auth, errors, shutdown |
 //! | `server_approvals` | `POST /runs/{id}/approve|reject`: approval-gated bridge runs, refusals, auth |
-//! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers |
+//! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers: schema sent, answers validated, evidence |
+//! | `controller_decisions` | the controller loop with misbehaving models: closed choices, no re-runs, start-up errors |
 //! | `serve_harness` | the service test harness (server process, fake model servers) |
 
 mod common;
@@ -22,6 +23,7 @@ mod serve_harness;
 mod authoring;
 mod bounded;
 mod cli;
+mod controller_decisions;
 mod decision_backends;
 mod diagnostics;
 mod preview;

@@ -111,7 +111,7 @@ async fn health(State(service): State<Arc<Service>>) -> Json<Value> {
         .into_iter()
         .map(|kind| (kind.name().to_string(), json!(service.adapters.mode(kind).as_str())))
         .collect();
-    Json(json!({
+    let mut health = json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "adapters": adapters,
@@ -119,7 +119,12 @@ async fn health(State(service): State<Arc<Service>>) -> Json<Value> {
         "decision_model": service.decision.model(),
         "ollama_model": service.adapters.ollama.model,
         "auth_required": service.api_token.is_some(),
-    }))
+    });
+    // Present only when `auto` fell back to the stub: why.
+    if let Some(note) = &service.decision_note {
+        health["decision_backend_note"] = json!(note);
+    }
+    Json(health)
 }
 
 async fn create_run(

@@ -119,7 +119,11 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
             Ok(client) => client,
             Err(error) => return fail(EXIT_FAILED, &format!("cannot build the HTTP client: {error}")),
         };
-        let (decision, ollama_up) = DecisionBackend::select(&config, &client).await;
+        let selection = match DecisionBackend::select(&config, &policy.decision, &client).await {
+            Ok(selection) => selection,
+            Err(message) => return fail(EXIT_INVALID, &format!("{message}; nothing served")),
+        };
+        let ollama_up = selection.ollama_up;
         let adapters = Adapters {
             agent,
             echo_program: adapters::local_echo::find_echo(),
@@ -134,7 +138,8 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
             workspace,
             policy,
             adapters,
-            decision,
+            decision: selection.backend,
+            decision_note: selection.note,
             env,
             ids,
             api_token: config.api_token.clone(),
@@ -181,9 +186,10 @@ fn announce(service: &Service, address: &str) {
     let adapters =
         AdapterKind::ALL.map(|kind| format!("{}={}", kind.name(), service.adapters.mode(kind).as_str())).join(" ");
     eprintln!(
-        "planrun serve: decision backend {}{}; adapters {adapters}; service policy {}; auth {}",
+        "planrun serve: decision backend {}{}{}; adapters {adapters}; service policy {}; auth {}",
         service.decision.name(),
         service.decision.model().map(|model| format!(" ({model})")).unwrap_or_default(),
+        service.decision_note.as_deref().map(|note| format!(" ({note})")).unwrap_or_default(),
         service.policy.source,
         if service.api_token.is_some() { "bearer token" } else { "none" },
     );

@@ -24,6 +24,8 @@ pub struct Service {
     pub policy: ServicePolicy,
     pub adapters: Adapters,
     pub decision: DecisionBackend,
+    /// Why `auto` chose the stub (start-up line and `/health`).
+    pub decision_note: Option<String>,
     pub env: Arc<RuntimeEnv>,
     pub ids: ServiceIds,
     /// `PLANRUN_API_TOKEN`: when set, every endpoint but `/health` needs it.

@@ -33,6 +33,7 @@ use toml::de::{DeTable, DeValue};
 
 use crate::diag::{Diagnostic, SourceFile, SourceId, SourceMap, Span};
 use crate::model::FailureClass;
+use crate::server::decision::settings::DecisionSettings;
 
 /// The longest goal a recovery rule may write (the decision goal limit).
 pub const MAX_REWRITE_CHARS: usize = 500;
@@ -45,6 +46,8 @@ pub struct ServicePolicy {
     pub guard: GuardRules,
     pub controller: ControllerLimits,
     pub recovery: Vec<RecoveryRule>,
+    /// How decision requests are made (`[decision]`).
+    pub decision: DecisionSettings,
 }
 
 /// Prompt guard rules, checked before anything executes.
@@ -87,6 +90,7 @@ impl Default for ServicePolicy {
             guard: GuardRules { max_goal_chars: 2000, forbidden_patterns: Vec::new() },
             controller: ControllerLimits { max_iterations: 3, max_consecutive_failures: 2 },
             recovery: Vec::new(),
+            decision: DecisionSettings::default(),
         }
     }
 }

@@ -122,7 +122,11 @@ impl AgentRunner {
             agent_run_id: run_id.to_string(),
             agent_final_status: Some(status.to_string()),
             agent_state_path: Some(run_dir.join("state.json").display().to_string()),
-            failure_class: last_failure_class(&self.workspace, run_id, &self.env.sealer),
+            // The final class: a run that ended `done` (or waits for a
+            // person) has none, whatever an earlier retried attempt had.
+            failure_class: (state.status == RunStatus::Failed)
+                .then(|| last_failure_class(&self.workspace, run_id, &self.env.sealer))
+                .flatten(),
             pending_action: state.pending_action.clone().filter(|_| waiting),
         };
         let response = match metadata.pending_action.as_ref() {
