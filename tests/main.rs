@@ -15,6 +15,7 @@
 //! | `server_approvals` | `POST /runs/{id}/approve|reject`: approval-gated bridge runs, refusals, auth |
 //! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers: schema sent, answers validated, evidence |
 //! | `controller_decisions` | the controller loop with misbehaving models: closed choices, no re-runs, start-up errors |
+//! | `server_contract` | the OpenAPI document matches the service: auth, JSON errors, integers, refusals |
 //! | `serve_harness` | the service test harness (server process, fake model servers) |
 
 mod common;
@@ -33,3 +34,4 @@ mod scenarios;
 mod security;
 mod server;
 mod server_approvals;
+mod server_contract;
