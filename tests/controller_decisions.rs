@@ -190,3 +190,24 @@ async fn auto_without_ollama_is_the_stub_and_says_why() {
     let body = controller(&server, "test flow pwd to file").await;
     assert_eq!((&body["decisions"][0]["mode"], &body["decisions"][0]["evidence"]), (&json!("stub"), &json!(null)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_policy_sets_timeout_tokens_temperature_and_system_prompt() {
+    let fake = FakeModel::start(Behaviour::Slow).await;
+    let sandbox = Sandbox::new();
+    let policy = sandbox.write(
+        "service.toml",
+        "version = 1\n[decision]\ntimeout_secs = 1\nmax_tokens = 48\ntemperature = 0.3\nsystem_prompt = \"choose\"\n",
+    );
+    let base = fake.openai_base();
+    let policy = policy.display().to_string();
+    let envs = [("PLANRUN_DECISION_BACKEND", "openai"), ("OPENAI_BASE_URL", base.as_str())];
+    let server = Server::start_in(sandbox, &envs, &["--service-policy", &policy]);
+    let body = controller(&server, "test flow pwd to file").await;
+    let first = &body["decisions"][0];
+    assert_eq!(first["fallback_reason"], "timed out after 1000 ms (the call was cancelled and its connection closed)");
+    assert_eq!(body["final_status"], "done", "the stub decided instead");
+    let request = &fake.bodies()[0];
+    assert_eq!((&request["max_tokens"], &request["temperature"]), (&json!(48), &json!(0.3)));
+    assert_eq!(request["messages"][0], json!({"role": "system", "content": "choose"}));
+}

@@ -15,6 +15,11 @@
 //! match = "(?i)flow bad template"         # a regex on the goal
 //! rewrite = "test flow pwd to file"
 //! reason = "…"
+//! [decision]                               # decision requests (defaults suit a CPU model)
+//! timeout_secs = 60
+//! max_tokens = 128
+//! temperature = 0.0
+//! system_prompt = "…"
 //! ```
 //!
 //! It lives in a sub-folder so that the plan loader, which reads every file
@@ -37,6 +42,8 @@ use crate::server::decision::settings::DecisionSettings;
 
 /// The longest goal a recovery rule may write (the decision goal limit).
 pub const MAX_REWRITE_CHARS: usize = 500;
+/// The longest `decision.system_prompt`, in characters.
+pub const MAX_SYSTEM_PROMPT_CHARS: usize = 4000;
 
 /// The validated service policy.
 #[derive(Debug, Clone)]
@@ -128,7 +135,7 @@ fn parse(text: &str, id: SourceId, name: &str, diagnostics: &mut Vec<Diagnostic>
     let mut reader = Reader { id, diagnostics };
     let mut policy = ServicePolicy { source: name.to_string(), ..ServicePolicy::default() };
     let table = root.get_ref();
-    reader.unknown_keys(table, "", &["version", "description", "guard", "controller", "recovery"]);
+    reader.unknown_keys(table, "", &["version", "description", "guard", "controller", "recovery", "decision"]);
     match table.get("version") {
         Some(value) => {
             if let Some(version) = reader.integer(value, "`version`", 1, 1) {
@@ -169,6 +176,9 @@ fn parse(text: &str, id: SourceId, name: &str, diagnostics: &mut Vec<Diagnostic>
         {
             policy.controller.max_consecutive_failures = max as u32;
         }
+    }
+    if let Some(decision) = table.get("decision").and_then(|value| reader.table(value, "`decision`")) {
+        reader.decision(decision, &mut policy.decision);
     }
     if let Some(value) = table.get("recovery")
         && let Some(items) = reader.array(value, "`recovery`")
@@ -304,6 +314,56 @@ impl Reader<'_> {
         }
     }
 
+    /// `[decision]`: the settings of decision requests.
+    fn decision(&mut self, table: &DeTable<'_>, settings: &mut DecisionSettings) {
+        self.unknown_keys(table, " in `decision`", &["timeout_secs", "max_tokens", "temperature", "system_prompt"]);
+        if let Some(value) = table.get("timeout_secs")
+            && let Some(secs) = self.integer(value, "`decision.timeout_secs`", 1, 3600)
+        {
+            settings.timeout = std::time::Duration::from_secs(secs as u64);
+        }
+        if let Some(value) = table.get("max_tokens")
+            && let Some(tokens) = self.integer(value, "`decision.max_tokens`", 16, 4096)
+        {
+            settings.max_tokens = tokens as u32;
+        }
+        if let Some(value) = table.get("temperature") {
+            let number = match value.get_ref() {
+                DeValue::Float(float) => float.as_str().replace('_', "").parse::<f64>().ok(),
+                DeValue::Integer(integer) => {
+                    i64::from_str_radix(integer.as_str(), integer.radix()).ok().map(|n| n as f64)
+                }
+                _ => {
+                    self.wrong_type(value, "`decision.temperature`", "a number");
+                    return;
+                }
+            };
+            match number {
+                Some(temperature) if (0.0..=2.0).contains(&temperature) => settings.temperature = temperature,
+                _ => self.error(
+                    "invalid-value",
+                    "`decision.temperature` must be between 0.0 and 2.0",
+                    value.span(),
+                    "out of range",
+                ),
+            }
+        }
+        if let Some(value) = table.get("system_prompt")
+            && let Some(text) = self.string(value, "`decision.system_prompt`")
+        {
+            if text.trim().is_empty() || text.chars().count() > MAX_SYSTEM_PROMPT_CHARS {
+                self.error(
+                    "invalid-value",
+                    format!("`decision.system_prompt` must hold 1 to {MAX_SYSTEM_PROMPT_CHARS} characters"),
+                    value.span(),
+                    "here",
+                );
+            } else {
+                settings.system_prompt = text.to_string();
+            }
+        }
+    }
+
     fn recovery_rule(&mut self, value: &Value<'_>) -> Option<RecoveryRule> {
         let table = self.table(value, "a `[[recovery]]` entry")?;
         self.unknown_keys(table, " in `[[recovery]]`", &["id", "when_failure_class", "match", "rewrite", "reason"]);
@@ -424,6 +484,30 @@ mod tests {
     }
 
     #[test]
+    fn decision_settings_are_read_and_checked() {
+        let (policy, rendered) = check(
+            "version = 1\n[decision]\ntimeout_secs = 300\nmax_tokens = 64\ntemperature = 0.2\nsystem_prompt = \"decide\"\n",
+        );
+        assert_eq!(rendered, "");
+        let decision = policy.expect("valid").decision;
+        assert_eq!(decision.timeout, std::time::Duration::from_secs(300));
+        assert_eq!((decision.max_tokens, decision.temperature, decision.system_prompt.as_str()), (64, 0.2, "decide"));
+        let (policy, rendered) = check(
+            "version = 1\n[decision]\ntimeout_secs = 0\nmax_tokens = 8\ntemperature = 3\nsystem_prompt = \" \"\nseed = 1\n",
+        );
+        assert!(policy.is_none());
+        for expected in [
+            "`decision.timeout_secs` must be between 1 and 3600",
+            "`decision.max_tokens` must be between 16 and 4096",
+            "`decision.temperature` must be between 0.0 and 2.0",
+            "`decision.system_prompt` must hold 1 to 4000 characters",
+            "unknown key `seed` in `decision`",
+        ] {
+            assert!(rendered.contains(expected), "missing {expected:?} in:\n{rendered}");
+        }
+    }
+
+    #[test]
     fn a_minimal_file_takes_the_defaults() {
         let (policy, rendered) = check("version = 1\n");
         let policy = policy.expect("valid");
@@ -431,5 +515,6 @@ mod tests {
         assert_eq!(policy.guard.max_goal_chars, 2000);
         assert_eq!(policy.controller.max_iterations, 3);
         assert!(policy.recovery.is_empty());
+        assert_eq!(policy.decision, DecisionSettings::default());
     }
 }
