@@ -211,3 +211,14 @@ async fn the_service_policy_sets_timeout_tokens_temperature_and_system_prompt() 
     assert_eq!((&request["max_tokens"], &request["temperature"]), (&json!(48), &json!(0.3)));
     assert_eq!(request["messages"][0], json!({"role": "system", "content": "choose"}));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_done_bridge_result_has_no_failure_class_from_a_retried_attempt() {
+    let server = Server::start(&[]);
+    let body = controller(&server, "test retry execution").await;
+    let result = &body["bridge_results"][0];
+    assert_eq!((&result["status"], &result["failure_class"]), (&json!("done"), &Value::Null));
+    // The agent run did fail once: the class was there to leak.
+    let history = crate::serve_harness::read(&server.sandbox.workspace(), "runs/agent-bri-ctrl-0001-i0/history.jsonl");
+    assert!(history.contains("\"failure_class\":\"execution_error\""), "{history}");
+}
