@@ -176,6 +176,7 @@ async fn a_server_that_refuses_json_schema_is_asked_for_json_object() {
     let formats: Vec<_> = fake.bodies().iter().map(|body| body["response_format"]["type"].clone()).collect();
     assert_eq!(formats, [json!("json_schema"), json!("json_object"), json!("json_object")], "refused once, remembered");
     assert!(fake.bodies().iter().all(|body| body["authorization"].is_null()), "no key, no Authorization header");
+    assert_eq!(fake.bodies()[1]["response_format"]["schema"], choices.schema(), "llama-cpp-python's schema slot");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,12 +40,17 @@ impl BackendError {
         }
     }
 
-    /// Whether the server refused the request itself (so another shape of
-    /// request may work), as servers without JSON Schema support answer.
+    /// Whether the server may have refused the request's shape (so another
+    /// shape may work): servers without JSON Schema support answer 400, 422
+    /// (a validating framework), 500 or 501.
     pub fn is_refusal(&self) -> bool {
-        matches!(self, BackendError::Status(code) if *code == StatusCode::BAD_REQUEST.as_u16()
-            || *code == StatusCode::UNPROCESSABLE_ENTITY.as_u16()
-            || *code == StatusCode::NOT_IMPLEMENTED.as_u16())
+        let refusals = [
+            StatusCode::BAD_REQUEST,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            StatusCode::NOT_IMPLEMENTED,
+        ];
+        matches!(self, BackendError::Status(code) if refusals.iter().any(|status| status.as_u16() == *code))
     }
 }
 

@@ -195,12 +195,17 @@ impl ModelBackend {
                 }
                 match ask(ResponseFormat::JsonSchema).await {
                     Err(error) if error.is_refusal() => {
-                        if let Ok(mut refused) = self.schema_refused.lock() {
+                        let reply = ask(ResponseFormat::JsonObject).await;
+                        // Remembered only when the other shape worked: a
+                        // server that fails both ways may just be down.
+                        if reply.is_ok()
+                            && let Ok(mut refused) = self.schema_refused.lock()
+                        {
                             *refused = Some(error.to_string());
                         }
                         let note =
                             format!("the server refused `json_schema` ({error}); asked again with `json_object`");
-                        (ask(ResponseFormat::JsonObject).await, ResponseFormat::JsonObject.as_str(), Some(note))
+                        (reply, ResponseFormat::JsonObject.as_str(), Some(note))
                     }
                     reply => (reply, ResponseFormat::JsonSchema.as_str(), None),
                 }

@@ -4,10 +4,11 @@
 //! key (no `Authorization` header is sent without `OPENAI_API_KEY`).
 //!
 //! Decisions ask for `response_format: {"type": "json_schema", …,
-//! "strict": true}`. A server that refuses that (HTTP 400, 422 or 501) is
-//! asked again with `{"type": "json_object"}`, and every later call of the
-//! service uses `json_object` directly; the evidence records which format
-//! was used and why.
+//! "strict": true}`. A server that refuses that (HTTP 400, 422, 500 or
+//! 501) is asked again with `{"type": "json_object", "schema": …}` (the
+//! schema as llama-cpp-python reads it); when that works, every later call
+//! of the service uses it directly. The evidence records which format was
+//! used and why.
 
 use std::time::Duration;
 
@@ -47,7 +48,9 @@ impl ResponseFormat {
                 "type": "json_schema",
                 "json_schema": {"name": SCHEMA_NAME, "schema": schema, "strict": true},
             }),
-            ResponseFormat::JsonObject => json!({"type": "json_object"}),
+            // `schema` next to `json_object` is llama-cpp-python's way of
+            // constraining the answer to a schema; servers ignore it or use it.
+            ResponseFormat::JsonObject => json!({"type": "json_object", "schema": schema}),
         }
     }
 }
