@@ -47,7 +47,7 @@ pub struct ControllerState {
     pub goal: String,
     /// The goal the next bridge run gets (changed by recovery or a model).
     pub current_goal: String,
-    /// `running`, `done` or `failed`.
+    /// `running`, then `done`, `failed` or `waiting_approval` (the final status).
     pub status: String,
     /// `done` or `failed` once finished: the last bridge run's status.
     pub final_status: Option<String>,

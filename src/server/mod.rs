@@ -8,7 +8,7 @@
 //! | `approvals.rs` | approve / reject a bridge run whose agent run waits for approval |
 //! | `controller.rs` | the controller loop: decisions, recovery, limits |
 //! | `adapters/` | `stub`, `local_echo`, `agent`, `openai`, `ollama`, `cloudcode` |
-//! | `decision/` | decision backends (`stub`, `ollama`, `openai`) and answer validation |
+//! | `decision/` | decision backends (`stub`, `ollama`, `openai`): closed choices, structured output, answer validation, evidence |
 //! | `guard.rs` | the prompt guard |
 //! | `service_policy.rs` | `policies/service/service.toml`: guard, controller limits, recovery rules |
 //! | `config.rs` | environment settings |

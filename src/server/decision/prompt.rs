@@ -59,6 +59,7 @@ fn run_data(context: &DecisionContext<'_>) -> Value {
         "iteration": context.iteration,
         "max_iterations": context.max_iterations,
         "last_run": last_run,
+        "recovery_attempted": context.recovery_attempted,
         "recovery_rewrite_pending": context.recovery_pending,
     })
 }
