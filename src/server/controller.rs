@@ -45,7 +45,7 @@ pub const AUDIT_FILE: &str = "controller_audit.jsonl";
 pub struct ControllerState {
     pub controller_run_id: String,
     pub goal: String,
-    /// The goal the next bridge run gets (changed by recovery or a model).
+    /// The goal the next bridge run gets (changed only by a recovery rule).
     pub current_goal: String,
     /// `running`, then `done`, `failed` or `waiting_approval` (the final status).
     pub status: String,
