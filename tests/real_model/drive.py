@@ -110,6 +110,8 @@ def summarise(goal, body):
     ran = [d["plan_id"] for d in decisions if d["action"] == "run_plan"]
     results = body.get("bridge_results", [])
     goals_ok = {goal, REWRITES.get(goal, goal)}
+    # A chosen plan outside the goal's routes would be a foreign run (a
+    # repeated choice the guard stopped never ran, and is counted anyway).
     foreign = [plan for plan in ran if plan not in allowed]
     foreign += [r["goal"] for r in results if r["goal"] not in goals_ok]
     reruns = sum(1 for i, r in enumerate(results) if i > 0 and results[i - 1]["status"] == "done")
@@ -118,7 +120,9 @@ def summarise(goal, body):
         "final_status": body.get("final_status"),
         "expected": expected,
         "stop_reason": body.get("stop_reason"),
-        "plans_run": ran,
+        "plans_chosen": ran,
+        "plans_run": [r["bridge_run_id"] for r in results],
+        "formats": sorted({d["evidence"]["response_format"] for d in decisions if d.get("evidence")}),
         "model": len(model),
         "fallbacks": [d["fallback_reason"] for d in fallbacks],
         "latencies_ms": [d["evidence"]["latency_ms"] for d in decisions if d.get("evidence")],
@@ -183,7 +187,8 @@ def main():
             row["seconds"] = round(time.time() - started, 1)
             rows.append(row)
             print(f"- {goal!r}: {row['final_status']} (documented {row['expected']}, {row['stop_reason']}); "
-                  f"plans {row['plans_run']}; model decisions {row['model']}, fallbacks {len(row['fallbacks'])}; "
+                  f"plans chosen {row['plans_chosen']}, bridge runs {len(row['plans_run'])}; "
+                  f"model decisions {row['model']}, fallbacks {len(row['fallbacks'])}; format {row['formats']}; "
                   f"latency ms {row['latencies_ms']}; finish {row['finish']}; {row['seconds']} s", flush=True)
             for raw in row["raw"]:
                 print(f"    raw answer: {raw!r}")
