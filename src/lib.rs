@@ -43,9 +43,9 @@
 //! |---|---|---|
 //! | `spec` | `plans/*.toml`, `plans/*.yaml`, `policies/*.toml` | — |
 //! | `tools` | workspace files (confined) | workspace files (confined) |
-//! | `store` | `<workspace>/runs/<id>/*`, `<workspace>/.planrun/receipts/*` | `<workspace>/runs/<id>/{plan.json,state.json,history.jsonl,audit.jsonl,.lock}`, `<workspace>/.planrun/receipts/<sha256>.json` |
+//! | `store` | `<workspace>/runs/<id>/*`, `<workspace>/bridge/runs/<id>/*`, `<workspace>/.planrun/receipts/*` | `<workspace>/runs/<id>/{plan.json,state.json,history.jsonl,audit.jsonl,.lock}`, `<workspace>/bridge/runs/<id>/{state.json,audit.jsonl,controller_state.json,controller_audit.jsonl,.lock}`, `<workspace>/.planrun/receipts/<sha256>.json` |
 //! | `tools::tickets` | `<workspace>/tickets.json` | `<workspace>/tickets.json` |
-//! | `server` | plans, policies, `policies/service/service.toml` | `<workspace>/bridge/runs/<id>/*` (and agent runs through `store`) |
+//! | `server` | plans, policies, `policies/service/service.toml` | — (bridge, controller and agent runs through `store`) |
 //! | `cli::demo` | `plans/ticket_close.toml`, `plans/ticket_close.tickets.json` | a new demo folder |
 
 pub mod cli;

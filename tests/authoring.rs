@@ -5,12 +5,10 @@ use crate::common::{Sandbox, snapshot_settings};
 #[test]
 fn list_shows_every_plan() {
     let sandbox = Sandbox::new();
-    let output = sandbox.planrun(&["list"]);
-    assert_eq!(output.code, 0, "{}", output.snapshot());
+    let output = sandbox.planrun().args(["list"]).expect_code(0).run();
     snapshot_settings("cli").bind(|| insta::assert_snapshot!("list", output.snapshot()));
 
-    let output = sandbox.planrun(&["list", "--json"]);
-    assert_eq!(output.code, 0, "{}", output.snapshot());
+    let output = sandbox.planrun().args(["list", "--json"]).expect_code(0).run();
     let plans: Vec<serde_json::Value> = serde_json::from_str(&output.stdout).expect("JSON");
     let fallback = plans.iter().find(|plan| plan["id"] == "fallback").expect("fallback listed");
     assert_eq!(fallback["default"], true);
@@ -20,7 +18,7 @@ fn list_shows_every_plan() {
 
 #[test]
 fn list_with_invalid_plans_is_exit_2() {
-    let output = Sandbox::new().planrun(&["list", "--plans", "tests/fixtures/broken"]);
+    let output = Sandbox::new().planrun().args(["list", "--plans", "tests/fixtures/broken"]).run();
     assert_eq!(output.code, 2);
     assert!(output.stderr.contains("error["), "{}", output.stderr);
 }
@@ -28,7 +26,7 @@ fn list_with_invalid_plans_is_exit_2() {
 /// `program` and `program_canonical` depend on where the machine keeps its
 /// programs; the snapshot says only whether one was found.
 fn policy_check(sandbox: &Sandbox, argv: &[&str]) -> String {
-    let mut output = sandbox.planrun_trailing(&["policy", "check"], argv);
+    let mut output = sandbox.planrun().args(["policy", "check"]).trailing(argv).run();
     if let Ok(mut value) = serde_json::from_str::<serde_json::Value>(&output.stdout) {
         for key in ["program", "program_canonical"] {
             if value[key].is_string() {
@@ -68,7 +66,7 @@ fn policy_check_bad_input_is_exit_2() {
         vec!["policy", "check", "--policies", "tests/fixtures/broken", "--policy", "policy_errors"],
     ] {
         let trailing: &[&str] = if args.len() > 2 { &["ls"] } else { &[] };
-        let output = sandbox.planrun_trailing(&args, trailing);
+        let output = sandbox.planrun().args(&args).trailing(trailing).run();
         assert_eq!(output.code, 2, "{args:?}: {}", output.snapshot());
         assert!(!output.stderr.is_empty());
     }
@@ -77,9 +75,9 @@ fn policy_check_bad_input_is_exit_2() {
 #[test]
 fn the_committed_schemas_are_what_planrun_schema_prints() {
     let sandbox = Sandbox::new();
-    for name in ["plan", "policy"] {
-        let output = sandbox.planrun(&["schema", name]);
-        assert_eq!(output.code, 0, "{}", output.snapshot());
+    for kind in planrun::load::SchemaKind::ALL {
+        let name = kind.name();
+        let output = sandbox.planrun().args(["schema", name]).expect_code(0).run();
         let path = std::path::Path::new(crate::common::ROOT).join(format!("schemas/{name}.schema.json"));
         let committed = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
@@ -89,11 +87,12 @@ fn the_committed_schemas_are_what_planrun_schema_prints() {
         let value: serde_json::Value = serde_json::from_str(&output.stdout).expect("JSON");
         assert_eq!(value["$schema"], "https://json-schema.org/draft/2020-12/schema");
     }
-    let both = sandbox.planrun(&["schema"]);
+    let both = sandbox.planrun().args(["schema"]).run();
     let value: serde_json::Value = serde_json::from_str(&both.stdout).expect("JSON");
     assert_eq!(value["plan"]["title"], "planrun plan");
     assert_eq!(value["policy"]["title"], "planrun policy");
-    assert_eq!(sandbox.planrun(&["schema", "manifest"]).code, 2);
+    assert_eq!(value["service"]["title"], "planrun service policy");
+    assert_eq!(sandbox.planrun().args(["schema", "manifest"]).run().code, 2);
 }
 
 /// Every key the repository's plans and policy use is a property of the
@@ -124,19 +123,16 @@ fn the_schemas_know_every_key_of_the_shipped_files() {
             }
         }
     }
-    let root = std::path::Path::new(crate::common::ROOT);
-    for (folder, name) in [("plans", "plan"), ("policies", "policy")] {
-        let schema: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(root.join(format!("schemas/{name}.schema.json"))).expect("schema"),
-        )
-        .expect("JSON");
-        for entry in std::fs::read_dir(root.join(folder)).expect("folder").flatten() {
-            let path = entry.path();
-            if path.extension().is_some_and(|extension| extension == "toml") {
-                let value: toml::Value = toml::from_str(&std::fs::read_to_string(&path).expect("read")).expect("toml");
-                walk(&value, &schema, "");
-            }
-        }
+    // Every TOML file of the folder, found by `insta::glob!` (a new example
+    // needs no list); YAML plans load to the same model (`diagnostics`).
+    for (folder, name) in [("../plans", "plan"), ("../policies", "policy"), ("../policies/service", "service")] {
+        let path = std::path::Path::new(crate::common::ROOT).join(format!("schemas/{name}.schema.json"));
+        let schema: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("schema")).expect("JSON");
+        insta::glob!(folder, "*.toml", |path| {
+            let value: toml::Value = toml::from_str(&std::fs::read_to_string(path).expect("read")).expect("toml");
+            walk(&value, &schema, "");
+        });
     }
 }
 
@@ -145,10 +141,9 @@ fn show_tells_the_story_of_documented_runs() {
     let sandbox = Sandbox::new();
     let settings = snapshot_settings("cli");
     for (plan, code) in [("flow_pwd", 0), ("deny_bash", 1), ("flow_bad_template", 1)] {
-        let run = sandbox.planrun(&["--plan", &format!("plans/{plan}.toml"), "--run-id", plan]);
+        let run = sandbox.planrun().args(["--plan", &format!("plans/{plan}.toml"), "--run-id", plan]).run();
         assert_eq!(run.code, code, "{}", run.snapshot());
-        let shown = sandbox.planrun(&["show", plan]);
-        assert_eq!(shown.code, 0, "{}", shown.snapshot());
+        let shown = sandbox.planrun().args(["show", plan]).expect_code(0).run();
         settings.bind(|| insta::assert_snapshot!(format!("show_{plan}"), shown.snapshot()));
     }
 }
@@ -156,9 +151,9 @@ fn show_tells_the_story_of_documented_runs() {
 #[test]
 fn show_is_coloured_only_when_asked_or_on_a_terminal() {
     let sandbox = Sandbox::new();
-    sandbox.planrun(&["--plan", "plans/deny_bash.toml", "--run-id", "r", "--quiet"]);
-    let plain = sandbox.planrun(&["show", "r"]);
+    sandbox.planrun().args(["--plan", "plans/deny_bash.toml", "--run-id", "r", "--quiet"]).run();
+    let plain = sandbox.planrun().args(["show", "r"]).run();
     assert!(!plain.stdout.contains('\u{1b}'), "no escape codes when piped");
-    let coloured = sandbox.planrun(&["show", "r", "--color", "always"]);
+    let coloured = sandbox.planrun().args(["show", "r", "--color", "always"]).run();
     assert!(coloured.stdout.contains("\u{1b}["), "{}", coloured.stdout);
 }

@@ -12,7 +12,7 @@ fn usage_errors_exit_2() {
         ("unknown_flag", vec!["--frobnicate"]),
         ("missing_plan_file", vec!["--plan", "plans/does_not_exist.toml"]),
     ] {
-        let output = sandbox.planrun(&args);
+        let output = sandbox.planrun().args(&args).run();
         assert_eq!(output.code, 2, "{name}: {}", output.snapshot());
         settings.bind(|| insta::assert_snapshot!(format!("usage_{name}"), output.snapshot()));
         assert!(!sandbox.workspace().exists(), "{name}: nothing may be created");
@@ -21,25 +21,20 @@ fn usage_errors_exit_2() {
 
 #[test]
 fn help_exits_0() {
-    let output = Sandbox::new().planrun(&["--help"]);
+    let output = Sandbox::new().planrun().args(["--help"]).run();
     assert_eq!(output.code, 0);
     assert!(output.stdout.contains("--goal"));
 }
 
 #[test]
 fn check_on_the_repository_is_clean() {
-    let output = Sandbox::new().planrun(&["check"]);
-    assert_eq!(output.code, 0, "{}", output.snapshot());
+    let output = Sandbox::new().planrun().args(["check"]).expect_code(0).run();
     snapshot_settings("cli").bind(|| insta::assert_snapshot!("check_repository", output.snapshot()));
 }
 
 #[test]
 fn a_bad_test_clock_is_invalid_input() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_planrun"))
-        .args(["route", "x"])
-        .current_dir(crate::common::ROOT)
-        .env("PLANRUN_TEST_CLOCK", "yesterday")
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(2));
+    let sandbox = Sandbox::new();
+    let output = sandbox.planrun().args(["route", "x"]).clock("yesterday").expect_code(2).run();
+    assert!(output.stderr.contains("PLANRUN_TEST_CLOCK"), "names the variable: {}", output.stderr);
 }

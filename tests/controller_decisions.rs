@@ -27,7 +27,7 @@ async fn service(behaviour: Behaviour, backend: &str) -> (FakeModel, Server) {
     let tickets = std::fs::read_to_string(std::path::Path::new(ROOT).join("plans/ticket_close.tickets.json"))
         .expect("sample tickets");
     sandbox.write("workspace/tickets.json", &tickets);
-    (fake, Server::start_in(sandbox, &envs, &[]))
+    (fake, Server::start_in(sandbox, &envs))
 }
 
 async fn controller(server: &Server, goal: &str) -> Value {
@@ -130,13 +130,15 @@ async fn a_keyless_openai_compatible_server_decides() {
     }
 }
 
-/// Starts `serve` with `envs` expecting it to refuse; returns its stderr.
-fn refused_start(envs: &[(&str, &str)]) -> String {
+/// Starts `serve` with `envs` and `args` expecting it to refuse; returns its
+/// stderr.
+fn refused_start(envs: &[(&str, &str)], args: &[&str]) -> String {
     let sandbox = Sandbox::new();
     let mut child = Command::new(env!("CARGO_BIN_EXE_planrun"))
         .current_dir(ROOT)
         .args(["serve", "--addr", "127.0.0.1:0", "--workspace"])
         .arg(sandbox.workspace())
+        .args(args)
         .env("PLANRUN_TEST_CLOCK", TEST_CLOCK)
         .env("NO_COLOR", "1")
         .env("PLANRUN_PROBE_TIMEOUT_MS", "300")
@@ -162,7 +164,7 @@ fn refused_start(envs: &[(&str, &str)]) -> String {
 fn an_explicit_backend_that_does_not_answer_is_a_start_up_error() {
     let port = closed_port();
     let ollama = format!("http://127.0.0.1:{port}");
-    let stderr = refused_start(&[("PLANRUN_DECISION_BACKEND", "ollama"), ("OLLAMA_HOST", &ollama)]);
+    let stderr = refused_start(&[("PLANRUN_DECISION_BACKEND", "ollama"), ("OLLAMA_HOST", &ollama)], &[]);
     assert!(
         stderr.contains(&format!(
             "decision backend `ollama` (PLANRUN_DECISION_BACKEND) does not answer: tried `GET {ollama}/api/tags`"
@@ -170,11 +172,10 @@ fn an_explicit_backend_that_does_not_answer_is_a_start_up_error() {
         "{stderr}"
     );
     let openai = format!("http://127.0.0.1:{port}/v1");
-    let stderr = refused_start(&[
-        ("PLANRUN_DECISION_BACKEND", "openai"),
-        ("OPENAI_BASE_URL", &openai),
-        ("OLLAMA_HOST", &ollama),
-    ]);
+    let stderr = refused_start(
+        &[("PLANRUN_DECISION_BACKEND", "openai"), ("OPENAI_BASE_URL", &openai), ("OLLAMA_HOST", &ollama)],
+        &[],
+    );
     assert!(stderr.contains(&format!("tried `GET {openai}/models`")), "{stderr}");
 }
 
@@ -202,7 +203,7 @@ async fn the_service_policy_sets_timeout_tokens_temperature_and_system_prompt() 
     let base = fake.openai_base();
     let policy = policy.display().to_string();
     let envs = [("PLANRUN_DECISION_BACKEND", "openai"), ("OPENAI_BASE_URL", base.as_str())];
-    let server = Server::start_in(sandbox, &envs, &["--service-policy", &policy]);
+    let server = Server::start_in_with(sandbox, &envs, &["--service-policy", &policy]);
     let body = controller(&server, "test flow pwd to file").await;
     let first = &body["decisions"][0];
     assert_eq!(first["fallback_reason"], "timed out after 1000 ms (the call was cancelled and its connection closed)");
@@ -221,4 +222,25 @@ async fn a_done_bridge_result_has_no_failure_class_from_a_retried_attempt() {
     // The agent run did fail once: the class was there to leak.
     let history = crate::serve_harness::read(&server.sandbox.workspace(), "runs/agent-bri-ctrl-0001-i0/history.jsonl");
     assert!(history.contains("\"failure_class\":\"execution_error\""), "{history}");
+}
+
+#[test]
+fn serve_refuses_bad_decision_settings_naming_each() {
+    let sandbox = Sandbox::new();
+    let policy = sandbox.write(
+        "service.toml",
+        "version = 1\n[decision]\ntimeout_secs = 0\nmax_tokens = 8\ntemperature = 3\nsystem_prompt = \" \"\nseed = 1\n",
+    );
+    let policy = policy.display().to_string();
+    let stderr = refused_start(&[("PLANRUN_DECISION_BACKEND", "stub")], &["--service-policy", &policy]);
+    for expected in [
+        "`timeout_secs` in `[decision]` must be between 1 and 3600",
+        "`max_tokens` in `[decision]` must be between 16 and 4096",
+        "`temperature` in `[decision]` must be between 0.0 and 2.0",
+        "`system_prompt` in `[decision]` must hold 1 to 4000 characters",
+        "unknown key `seed`",
+        "service.toml:3:16",
+    ] {
+        assert!(stderr.contains(expected), "missing {expected:?} in:\n{stderr}");
+    }
 }

@@ -11,11 +11,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use jiff::Timestamp;
+use planrun::model::DecisionSettings;
 use planrun::runtime::FixedClock;
 use planrun::server::config::{OllamaSettings, OpenAiSettings};
 use planrun::server::decision::choices::{Choices, OfferedPlan};
 use planrun::server::decision::evidence::Verdict;
-use planrun::server::decision::settings::DecisionSettings;
 use planrun::server::decision::{Action, DecisionBackend, DecisionContext, ModelApi, ModelBackend};
 use serde_json::{Value, json};
 

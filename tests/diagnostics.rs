@@ -1,51 +1,57 @@
 //! `planrun check` on broken files: each fixture in `tests/fixtures/broken/`
 //! (a file, or a folder for findings across plans) has a golden snapshot of
-//! the exact output in `snapshots/diagnostics/`.
+//! the exact output in `snapshots/diagnostics/`, named after the fixture.
+//! To add a case, add the fixture and accept its new snapshot.
 
-use std::fs;
 use std::path::Path;
 
 use planrun::load::Loader;
 
 use crate::common::{ROOT, Sandbox, snapshot_settings};
 
+/// One snapshot per fixture, found by `insta::glob!`: a new file or folder
+/// in `tests/fixtures/broken/` is a new case with no list to keep.
 #[test]
 fn every_broken_fixture_has_its_exact_check_output() {
     let sandbox = Sandbox::new();
-    let dir = Path::new(ROOT).join("tests/fixtures/broken");
-    let mut names: Vec<String> = fs::read_dir(&dir)
-        .expect("fixtures")
-        .flatten()
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    assert!(names.len() >= 10, "fixtures missing: {names:?}");
-    let settings = snapshot_settings("diagnostics");
-    for name in names {
-        let relative = format!("tests/fixtures/broken/{name}");
-        let output = sandbox.planrun(&["check", &relative]);
-        assert_ne!(output.code, 0, "{name} must not pass `check`: {}", output.snapshot());
-        assert!(
-            output.stdout.contains(&format!("--> {relative}:"))
-                || output.stdout.contains(&format!("--> {relative}/"))
-                || output.stdout.contains("error[io-error]"),
-            "{name}: no position\n{}",
-            output.stdout
-        );
-        settings.bind(|| insta::assert_snapshot!(name.clone(), output.snapshot()));
-    }
+    let mut count = 0;
+    snapshot_settings("diagnostics").bind(|| {
+        // `?*`, not `*`: the walk also yields the folder itself, whose
+        // relative path is empty.
+        insta::glob!("fixtures/broken", "?*", |path| {
+            count += 1;
+            let name = path.file_name().expect("fixture name").to_string_lossy().into_owned();
+            let relative = format!("tests/fixtures/broken/{name}");
+            let output = sandbox.planrun().args(["check", &relative]).run();
+            assert_ne!(output.code, 0, "{name} must not pass `check`: {}", output.snapshot());
+            assert!(
+                output.stdout.contains(&format!("--> {relative}:"))
+                    || output.stdout.contains(&format!("--> {relative}/"))
+                    || output.stdout.contains("error[io-error]"),
+                "{name}: no position\n{}",
+                output.stdout
+            );
+            // `glob!` would suffix the snapshot with the fixture's name; the
+            // snapshot is named after the fixture alone, as it always was.
+            let mut settings = insta::Settings::clone_current();
+            settings.remove_snapshot_suffix();
+            settings.bind(|| insta::assert_snapshot!(name, output.snapshot()));
+        });
+    });
+    assert!(count >= 10, "fixtures missing: only {count} in tests/fixtures/broken");
 }
 
 #[test]
 fn all_findings_of_a_file_come_out_in_one_pass() {
-    let output = Sandbox::new().planrun(&["check", "tests/fixtures/broken/many_errors.toml"]);
+    let output = Sandbox::new().planrun().args(["check", "tests/fixtures/broken/many_errors.toml"]).run();
     let codes: Vec<&str> = output.stdout.lines().filter(|line| line.starts_with("error[")).collect();
     assert!(codes.len() >= 3, "{}", output.stdout);
 }
 
 #[test]
 fn check_json_reports_code_severity_and_position() {
-    let output = Sandbox::new().planrun(&["check", "tests/fixtures/broken/unknown_key.toml", "--format", "json"]);
+    let output =
+        Sandbox::new().planrun().args(["check", "tests/fixtures/broken/unknown_key.toml", "--format", "json"]).run();
     assert_eq!(output.code, 2);
     let value: serde_json::Value = serde_json::from_str(&output.stdout).expect("JSON");
     let first = &value["diagnostics"][0];

@@ -1,32 +1,54 @@
-//! Integration tests: one binary, one module per area.
+//! Integration tests: one binary, one module per area. To find the test of
+//! a behaviour, find its row; to add a test, put it in the module whose row
+//! names the behaviour (or add a module and a row). The harness is in
+//! `common/`: a [`common::Sandbox`] per test and a fluent
+//! `sandbox.planrun().args([..]).env(k, v).run()` per invocation.
+//! Golden snapshots live in the top-level `snapshots/<area>/`.
 //!
-//! | module | what it covers |
-//! |---|---|
-//! | `bounded` | approvals, checkpoint integrity, receipts and crash recovery, budgets, `when`/`expect`/`verify`, the ticket demo |
-//! | `scenarios` | every documented goal: exit code and golden snapshots of all run files |
-//! | `security` | every security boundary: denied, and nothing executed or created |
-//! | `records` | run ids, never overwriting, atomic checkpoints, `show` |
-//! | `routing` | `route` explanations, ambiguity, Unicode |
-//! | `cli` | usage errors and exit codes |
-//! | `diagnostics` | `check` output for broken files in `tests/fixtures/` |
-//! | `preview` | `plan` previews; a preview executes and creates nothing |
-//! | `authoring` | `list`, `policy check`, `schema` |
-//! | `server` | `planrun serve` over loopback HTTP: adapters, guard, controller, auth, errors, shutdown |
-//! | `server_approvals` | `POST /runs/{id}/approve|reject`: approval-gated bridge runs, refusals, auth |
-//! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers: schema sent, answers validated, evidence |
-//! | `controller_decisions` | the controller loop with misbehaving models: closed choices, no re-runs, start-up errors |
-//! | `server_contract` | the OpenAPI document matches the service: auth, JSON errors, integers, refusals |
-//! | `serve_harness` | the service test harness (server process, fake model servers) |
+//! | module | what it covers | snapshots |
+//! |---|---|---|
+//! | `scenarios` | every plan in `plans/`: its documented goal, exit code and every run file | `runs/` |
+//! | `ticket_store` | the demo ticket store under faults: injected transient look-up failures (`fail_next_lookups`) retried within budget (plain runs and the ticket demo), an unknown ticket `not_found` and never retried | |
+//! | `ticket_demo` | the ticket demo: pause for approval, approve and resume, already closed, untrusted ticket data, `planrun demo` | `bounded/` |
+//! | `approvals` | approval matching (fingerprint, scope, state version), expiry, forged approvals, `decision = "prompt"`, changed plans, `reject`, `cancel` | `bounded/rejected@*` |
+//! | `integrity` | tampered `state.json` and `audit.jsonl` refused by every command; HMAC seals and no downgrade | |
+//! | `idempotency` | receipts: crash after an effect, keyed writes reused or in conflict, uncertain outcomes, resume at the checkpoint | `bounded/crash_resume@*` |
+//! | `budgets` | `max_steps`, `max_tool_calls`, `max_run_secs`, plan budgets below the policy's, the deadline across a pause | |
+//! | `completion` | `when` skips, `expect` (exit code, output), `verify` checks deciding `done` | |
+//! | `security` | every security boundary: denied, and nothing executed or created | |
+//! | `records` | run ids, never overwriting, atomic checkpoints, `show`, `--json` | `cli/show_retry_execution*` |
+//! | `routing` | `route` explanations, ambiguity, Unicode | `cli/route_*` |
+//! | `cli` | usage errors and exit codes, `check` on the repository, the test clock | `cli/usage_*`, `cli/check_repository` |
+//! | `nesting_limit` | the parsers' nesting limit: a 10 000-level YAML and a deep TOML plan in `check`, a run, `list`, `--goal` (exit 2, never an abort) | |
+//! | `diagnostics` | `check` output for each broken file in `tests/fixtures/broken/` (one snapshot per fixture, by `insta::glob!`) | `diagnostics/` |
+//! | `preview` | `plan` previews; a preview executes and creates nothing | `preview/` |
+//! | `authoring` | `list`, `policy check`, `schema` (and the committed `schemas/`), `show` of documented runs | `cli/list`, `cli/policy_check_*`, `cli/show_*` |
+//! | `server` | `planrun serve` over loopback HTTP: bridge runs per adapter, guard, concurrency, shutdown, health, auth, errors, OpenAPI, startup checks | `server/` |
+//! | `server_controller` | `POST /controller/runs`: agent iterations, the one recovery rewrite, stop decisions, blocked goals | `server/controller_*` |
+//! | `server_approvals` | `POST /runs/{id}/approve\|reject`: approval-gated bridge runs, refusals, auth | `server/` |
+//! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers: the schema sent, answers validated against the offered choices, evidence, cancellation | `server/controller_ollama@*` |
+//! | `controller_decisions` | the controller loop with misbehaving models: closed choices, no re-run after done, identical retries, start-up errors, the service policy's `[decision]` | |
+//! | `server_contract` | the OpenAPI document matches the service: auth declared only with a token, JSON errors for every path, integers, refusals | |
+//! | `server_read_through` | a waiting bridge run whose agent run was approved, resumed, rejected or cancelled with the CLI shows the real status; HTTP decisions on it answer 409 | |
+//! | `server_records` | bridge and controller records: sealed, chained, refused when tampered | |
+//! | `service_policy` | the service policy file on the common loader: TOML and YAML, findings with positions, `check` and `serve` | |
+//! | `serve_harness` | the service test harness (server process, fake model servers) | |
+//! | `common` | the harness: `Sandbox`, the `Planrun` builder, the ticket demo's sandbox (`common::tickets`) | |
 
 mod common;
 mod serve_harness;
 
+mod approvals;
 mod authoring;
-mod bounded;
+mod budgets;
 mod cli;
+mod completion;
 mod controller_decisions;
 mod decision_backends;
 mod diagnostics;
+mod idempotency;
+mod integrity;
+mod nesting_limit;
 mod preview;
 mod records;
 mod routing;
@@ -35,3 +57,9 @@ mod security;
 mod server;
 mod server_approvals;
 mod server_contract;
+mod server_controller;
+mod server_read_through;
+mod server_records;
+mod service_policy;
+mod ticket_demo;
+mod ticket_store;

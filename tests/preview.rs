@@ -16,7 +16,7 @@ fn previews_of_documented_plans() {
         "traversal",
         "ticket_close",
     ] {
-        let output = sandbox.planrun(&["plan", "--plan", &format!("plans/{name}.toml")]);
+        let output = sandbox.planrun().args(["plan", "--plan", &format!("plans/{name}.toml")]).run();
         assert_eq!(output.code, 0, "{name}: {}", output.snapshot());
         settings.bind(|| insta::assert_snapshot!(format!("plan_{name}"), output.snapshot()));
     }
@@ -26,16 +26,15 @@ fn previews_of_documented_plans() {
 #[test]
 fn preview_of_a_goal_shows_the_route() {
     let sandbox = Sandbox::new();
-    let output = sandbox.planrun(&["plan", "--goal", "please TEST FLOW LS TO FILE now"]);
-    assert_eq!(output.code, 0, "{}", output.snapshot());
+    let output = sandbox.planrun().args(["plan", "--goal", "please TEST FLOW LS TO FILE now"]).expect_code(0).run();
     assert!(output.stdout.contains("route: goal"), "{}", output.stdout);
     snapshot_settings("preview").bind(|| insta::assert_snapshot!("plan_goal_flow_ls", output.snapshot()));
 }
 
 #[test]
 fn preview_json_marks_runtime_references_and_decisions() {
-    let output = Sandbox::new().planrun(&["plan", "--plan", "plans/flow_pwd.toml", "--json"]);
-    assert_eq!(output.code, 0, "{}", output.snapshot());
+    let output =
+        Sandbox::new().planrun().args(["plan", "--plan", "plans/flow_pwd.toml", "--json"]).expect_code(0).run();
     let value: serde_json::Value = serde_json::from_str(&output.stdout).expect("JSON");
     let steps = value["steps"].as_array().expect("steps");
     assert_eq!(steps[0]["verdict"]["decision"], "allow");
@@ -94,8 +93,7 @@ id = "f"
 kind = "finish"
 "#,
     );
-    let output = sandbox.planrun_in(sandbox.path(), &["plan", "--plan", "plans/p.toml", "--json"]);
-    assert_eq!(output.code, 0, "{}", output.snapshot());
+    let output = sandbox.planrun().in_sandbox().args(["plan", "--plan", "plans/p.toml", "--json"]).expect_code(0).run();
     let value: serde_json::Value = serde_json::from_str(&output.stdout).expect("JSON");
     let step = |index: usize| &value["steps"][index];
     assert_eq!(step(0)["max_attempts"]["execution_error"], 2, "the cap holds whatever the step asks");
@@ -120,8 +118,7 @@ fn a_preview_of_a_write_plan_executes_and_creates_nothing() {
         vec!["plan", "--goal", "create file hello.txt with text hello world"],
         vec!["plan", "--plan", "plans/deny_bash.toml", "--json"],
     ] {
-        let output = sandbox.planrun(&args);
-        assert_eq!(output.code, 0, "{}", output.snapshot());
+        sandbox.planrun().args(&args).expect_code(0).run();
     }
     assert_eq!(sandbox.tree(), ["workspace"], "no hello.txt, no runs/");
 }
@@ -136,7 +133,7 @@ fn bad_input_to_plan_is_exit_2() {
         vec!["plan", "--plan", "plans/flow_pwd.toml", "--goal", "x"],
         vec!["plan", "--goal", "x", "--plans", "tests/fixtures/broken/route_overlap"],
     ] {
-        let output = sandbox.planrun(&args);
+        let output = sandbox.planrun().args(&args).run();
         assert_eq!(output.code, 2, "{args:?}: {}", output.snapshot());
         assert!(!output.stderr.is_empty(), "{args:?}: says why");
     }

@@ -9,13 +9,15 @@ use crate::common::{Sandbox, snapshot_settings};
 #[test]
 fn a_named_run_is_never_overwritten() {
     let sandbox = Sandbox::new();
-    let first = sandbox.planrun(&["--goal", "inspect project", "--run-id", "my-run-01"]);
-    assert_eq!(first.code, 0, "{}", first.snapshot());
+    sandbox.planrun().args(["--goal", "inspect project", "--run-id", "my-run-01"]).expect_code(0).run();
     let before: Vec<String> = ["state.json", "audit.jsonl", "history.jsonl", "plan.json"]
         .iter()
         .map(|file| sandbox.record("my-run-01", file))
         .collect();
-    let second = sandbox.planrun(&["--goal", "create file hello.txt with text hello world", "--run-id", "my-run-01"]);
+    let second = sandbox
+        .planrun()
+        .args(["--goal", "create file hello.txt with text hello world", "--run-id", "my-run-01"])
+        .run();
     assert_eq!(second.code, 2, "{}", second.snapshot());
     assert!(second.stderr.contains("already exists"), "{}", second.stderr);
     let after: Vec<String> = ["state.json", "audit.jsonl", "history.jsonl", "plan.json"]
@@ -30,7 +32,8 @@ fn a_named_run_is_never_overwritten() {
 fn invalid_run_ids_are_refused_before_anything_runs() {
     for id in ["..", ".", "../escape", "a/b", "", "sp ace", &"x".repeat(65)] {
         let sandbox = Sandbox::new();
-        let output = sandbox.planrun(&["--goal", "create file hello.txt with text hello world", "--run-id", id]);
+        let output =
+            sandbox.planrun().args(["--goal", "create file hello.txt with text hello world", "--run-id", id]).run();
         assert_eq!(output.code, 2, "{id:?}: {}", output.snapshot());
         assert!(output.stderr.contains("invalid run id"), "{id:?}: {}", output.stderr);
         assert!(!sandbox.workspace().join("hello.txt").exists(), "{id:?}");
@@ -43,8 +46,7 @@ fn generated_run_ids_are_sequential_under_the_test_clock_and_never_collide() {
     let sandbox = Sandbox::new();
     for expected in ["run-0001", "run-0002"] {
         // Each process starts counting at 1; the second takes the next free id.
-        let output = sandbox.planrun(&["--goal", "anything else"]);
-        assert_eq!(output.code, 0, "{}", output.snapshot());
+        sandbox.planrun().args(["--goal", "anything else"]).expect_code(0).run();
         assert!(sandbox.workspace().join("runs").join(expected).join("state.json").is_file(), "{expected}");
     }
 }
@@ -53,19 +55,19 @@ fn generated_run_ids_are_sequential_under_the_test_clock_and_never_collide() {
 fn an_invalid_plan_creates_no_run_folder() {
     let sandbox = Sandbox::new();
     sandbox.write("plans/bad.toml", "version = 2\nid = \"bad\"\n");
-    let output = sandbox.planrun_in(
-        sandbox.path(),
-        &["--plan", "plans/bad.toml", "--policies", &format!("{}/policies", crate::common::ROOT)],
-    );
-    assert_eq!(output.code, 2, "{}", output.snapshot());
+    sandbox
+        .planrun()
+        .in_sandbox()
+        .args(["--plan", "plans/bad.toml", "--policies", &format!("{}/policies", crate::common::ROOT)])
+        .expect_code(2)
+        .run();
     assert!(!sandbox.workspace().exists(), "nothing may be created");
 }
 
 #[test]
 fn the_final_state_and_the_log_agree() {
     let sandbox = Sandbox::new();
-    let output = sandbox.planrun(&["--plan", "plans/flow_pwd.toml", "--run-id", "r"]);
-    assert_eq!(output.code, 0, "{}", output.snapshot());
+    sandbox.planrun().args(["--plan", "plans/flow_pwd.toml", "--run-id", "r"]).expect_code(0).run();
     let state = sandbox.state("r");
     assert_eq!(state["status"], "done");
     assert_eq!(state["current_step_id"], Value::Null);
@@ -101,12 +103,9 @@ fn the_final_state_and_the_log_agree() {
 #[test]
 fn show_prints_a_timeline_and_the_seed_shaped_state() {
     let sandbox = Sandbox::new();
-    let output = sandbox.planrun(&["--goal", "test retry execution", "--run-id", "r"]);
-    assert_eq!(output.code, 0, "{}", output.snapshot());
-    let shown = sandbox.planrun(&["show", "r"]);
-    assert_eq!(shown.code, 0, "{}", shown.snapshot());
-    let json = sandbox.planrun(&["show", "r", "--json"]);
-    assert_eq!(json.code, 0, "{}", json.snapshot());
+    sandbox.planrun().args(["--goal", "test retry execution", "--run-id", "r"]).expect_code(0).run();
+    let shown = sandbox.planrun().args(["show", "r"]).expect_code(0).run();
+    let json = sandbox.planrun().args(["show", "r", "--json"]).expect_code(0).run();
     let state: Value = serde_json::from_str(&json.stdout).expect("show --json prints JSON");
     assert_eq!(state["plan"]["steps"][0]["status"], "done");
     assert_eq!(state["plan"]["steps"][0]["attempts"], 2);
@@ -122,7 +121,7 @@ fn show_prints_a_timeline_and_the_seed_shaped_state() {
 fn show_refuses_unknown_and_invalid_run_ids() {
     let sandbox = Sandbox::new();
     for id in ["nope", "../x"] {
-        let output = sandbox.planrun(&["show", id]);
+        let output = sandbox.planrun().args(["show", id]).run();
         assert_eq!(output.code, 2, "{id}: {}", output.snapshot());
     }
 }
@@ -130,7 +129,8 @@ fn show_refuses_unknown_and_invalid_run_ids() {
 #[test]
 fn json_prints_the_final_state_to_stdout() {
     let sandbox = Sandbox::new();
-    let output = sandbox.planrun(&["--goal", "test flow read to copy", "--run-id", "r", "--json", "--quiet"]);
+    let output =
+        sandbox.planrun().args(["--goal", "test flow read to copy", "--run-id", "r", "--json", "--quiet"]).run();
     assert_eq!(output.code, 0, "{}", output.snapshot());
     assert_eq!(output.stderr, "", "--quiet prints no progress");
     let state: Value = serde_json::from_str(&output.stdout).expect("JSON on stdout");

@@ -12,7 +12,7 @@ fn route_explains_each_documented_goal() {
         ("route_default", "anything else"),
         ("route_two_candidates", "test deny bash or test deny rm"),
     ] {
-        let output = sandbox.planrun(&["route", goal]);
+        let output = sandbox.planrun().args(["route", goal]).run();
         assert_eq!(output.code, 0, "{goal}: {}", output.snapshot());
         settings.bind(|| insta::assert_snapshot!(name, output.snapshot()));
     }
@@ -29,11 +29,9 @@ fn equal_length_matches_are_refused_naming_both_plans() {
     sandbox.write("plans/a.toml", &plan("alpha", "deploy", false));
     sandbox.write("plans/b.toml", &plan("beta", "report", true));
     sandbox.write("policies/default.toml", "version = 1\n");
-    let output = sandbox.planrun_in(sandbox.path(), &["route", "deploy report"]);
-    assert_eq!(output.code, 2, "{}", output.snapshot());
+    let output = sandbox.planrun().in_sandbox().args(["route", "deploy report"]).expect_code(2).run();
     assert!(output.stdout.contains("`alpha` and `beta`"), "{}", output.stdout);
-    let run = sandbox.planrun_in(sandbox.path(), &["--goal", "deploy report"]);
-    assert_eq!(run.code, 2, "{}", run.snapshot());
+    let run = sandbox.planrun().in_sandbox().args(["--goal", "deploy report"]).expect_code(2).run();
     assert!(run.stderr.contains("ambiguous"), "{}", run.stderr);
     assert!(!sandbox.workspace().exists(), "an ambiguous goal runs nothing");
 }
@@ -41,8 +39,7 @@ fn equal_length_matches_are_refused_naming_both_plans() {
 #[test]
 fn route_json_lists_candidates() {
     let sandbox = Sandbox::new();
-    let output = sandbox.planrun(&["route", "test flow ls to file", "--json"]);
-    assert_eq!(output.code, 0, "{}", output.snapshot());
+    let output = sandbox.planrun().args(["route", "test flow ls to file", "--json"]).expect_code(0).run();
     let value: serde_json::Value = serde_json::from_str(&output.stdout).expect("JSON");
     assert_eq!(value["outcome"], "matched");
     assert_eq!(value["plan_id"], "flow_ls");

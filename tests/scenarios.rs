@@ -2,46 +2,65 @@
 //! behaves as documented. Each scenario pins the CLI output and every file
 //! of the run (`plan.json`, `state.json`, `history.jsonl`, `audit.jsonl`)
 //! as golden snapshots in `snapshots/runs/`.
+//!
+//! A scenario is a plan id: its goal is the plan's first keyword (the
+//! default plan, which has none, gets a goal no keyword matches) and its
+//! exit code is the one the plan documents (`expected_status`, approval
+//! gates), so the plan file is the only place either is written. A plan
+//! added to `plans/` fails `every_plan_has_a_scenario` until its id is added
+//! to `scenarios!` below.
 
 use std::collections::BTreeSet;
+use std::path::Path;
+
+use planrun::model::{Plan, RunStatus};
 
 use crate::common::{ROOT, Sandbox, snapshot_settings};
 
-/// (goal, plan id, exit code).
-const SCENARIOS: &[(&str, &str, i32)] = &[
-    ("inspect project", "inspect_project", 0),
-    ("create file hello.txt with text hello world", "create_hello", 0),
-    ("проверь что тут есть", "inspect_ru", 0),
-    ("anything else", "fallback", 0),
-    ("test deny bash", "deny_bash", 1),
-    ("test deny rm", "deny_rm", 1),
-    ("test deny curl", "deny_curl", 1),
-    ("test forbidden command", "forbidden_command", 1),
-    ("test traversal", "traversal", 1),
-    ("test absolute path", "absolute_path", 1),
-    ("test flow pwd to file", "flow_pwd", 0),
-    ("test flow read to copy", "flow_read_copy", 0),
-    ("test flow ls to file", "flow_ls", 0),
-    ("test flow bad template", "flow_bad_template", 1),
-    ("test retry execution", "retry_execution", 0),
-    // Pauses for approval (exit 3); the rest of its story is in `tests/bounded.rs`.
-    ("close ticket", "ticket_close", 3),
-];
+/// The goal of the default plan: one that no plan's keyword matches.
+const UNMATCHED_GOAL: &str = "anything else";
+
+/// The repository's plans, which must load without errors.
+fn repository_plans() -> Vec<Plan> {
+    let mut loader = planrun::load::Loader::new();
+    let root = Path::new(ROOT);
+    let catalog = loader.load_catalog(&root.join("plans"), &root.join("policies"));
+    assert!(!loader.has_errors(), "repository plans must load");
+    catalog.plans
+}
+
+/// The goal that routes to `plan`.
+fn goal_of(plan: &Plan) -> &str {
+    match plan.keywords.first() {
+        Some(keyword) => keyword,
+        None if plan.default => UNMATCHED_GOAL,
+        None => panic!("plan {} has no keyword and is not the default: no goal reaches it", plan.id),
+    }
+}
+
+/// The exit code `plan` documents: failed runs exit 1, a plan with an
+/// approval gate pauses (exit 3), the rest exit 0.
+fn documented_code(plan: &Plan) -> i32 {
+    if plan.expected_status == RunStatus::Failed {
+        1
+    } else if plan.steps.iter().any(|step| step.approval) {
+        3
+    } else {
+        0
+    }
+}
 
 fn run_scenario(plan_id: &str) {
-    let (goal, _, expected) = SCENARIOS
-        .iter()
-        .find(|(_, id, _)| *id == plan_id)
-        .copied()
-        .unwrap_or_else(|| panic!("no scenario for {plan_id}"));
+    let plans = repository_plans();
+    let plan = plans.iter().find(|plan| plan.id == plan_id).unwrap_or_else(|| panic!("no plan {plan_id}"));
     let sandbox = Sandbox::new();
     // A plan's sample data, when it has some, is its workspace's starting state.
-    let data = std::path::Path::new(ROOT).join("plans").join(format!("{plan_id}.tickets.json"));
+    let data = Path::new(ROOT).join("plans").join(format!("{plan_id}.tickets.json"));
     if data.is_file() {
         sandbox.write("workspace/tickets.json", &std::fs::read_to_string(&data).expect("sample data"));
     }
-    let output = sandbox.planrun(&["--goal", goal, "--run-id", plan_id]);
-    assert_eq!(output.code, expected, "{}", output.snapshot());
+    let output = sandbox.planrun().args(["--goal", goal_of(plan), "--run-id", plan_id]).run();
+    assert_eq!(output.code, documented_code(plan), "{}", output.snapshot());
     let settings = snapshot_settings("runs");
     settings.bind(|| {
         insta::assert_snapshot!(format!("{plan_id}@cli"), output.snapshot());
@@ -51,8 +70,10 @@ fn run_scenario(plan_id: &str) {
     });
 }
 
+/// One test per plan id, plus `SCENARIOS`, the list of them.
 macro_rules! scenarios {
     ($($name:ident),* $(,)?) => {
+        const SCENARIOS: &[&str] = &[$(stringify!($name)),*];
         $(
             #[test]
             fn $name() {
@@ -78,29 +99,22 @@ scenarios!(
     flow_ls,
     flow_bad_template,
     retry_execution,
+    // Pauses for approval (exit 3); the rest of its story is in `tests/ticket_demo.rs`.
     ticket_close,
 );
 
-/// A plan added to `plans/` must get a scenario here (and so snapshots).
+/// A plan added to `plans/` must get a scenario here (and so snapshots),
+/// and a goal must reach it.
 #[test]
 fn every_plan_has_a_scenario() {
-    let mut loader = planrun::load::Loader::new();
-    let root = std::path::Path::new(ROOT);
-    let catalog = loader.load_catalog(&root.join("plans"), &root.join("policies"));
-    assert!(!loader.has_errors(), "repository plans must load");
-    let plans: BTreeSet<&str> = catalog.plans.iter().map(|plan| plan.id.as_str()).collect();
-    let covered: BTreeSet<&str> = SCENARIOS.iter().map(|(_, id, _)| *id).collect();
-    assert_eq!(plans, covered);
-    for plan in &catalog.plans {
-        let (_, _, code) = SCENARIOS.iter().find(|(_, id, _)| *id == plan.id).copied().unwrap_or_default();
-        let documented = if plan.expected_status == planrun::model::RunStatus::Failed {
-            1
-        } else if plan.steps.iter().any(|step| step.approval) {
-            3
-        } else {
-            0
-        };
-        assert_eq!(code, documented, "`expected_status` of {} disagrees with its scenario", plan.id);
+    let plans = repository_plans();
+    let ids: BTreeSet<&str> = plans.iter().map(|plan| plan.id.as_str()).collect();
+    let covered: BTreeSet<&str> = SCENARIOS.iter().copied().collect();
+    assert_eq!(ids, covered, "add the missing plan ids to `scenarios!`");
+    for plan in &plans {
+        let route = Sandbox::new().planrun().args(["route", goal_of(plan), "--json"]).run();
+        let value: serde_json::Value = serde_json::from_str(&route.stdout).expect("route --json prints JSON");
+        assert_eq!(value["plan_id"], plan.id.as_str(), "the goal {:?} routes elsewhere", goal_of(plan));
     }
 }
 
@@ -110,8 +124,7 @@ fn records_are_identical_run_after_run() {
     let first = Sandbox::new();
     let second = Sandbox::new();
     for sandbox in [&first, &second] {
-        let output = sandbox.planrun(&["--plan", "plans/flow_ls.toml", "--run-id", "again"]);
-        assert_eq!(output.code, 0, "{}", output.snapshot());
+        sandbox.planrun().args(["--plan", "plans/flow_ls.toml", "--run-id", "again"]).expect_code(0).run();
     }
     for file in ["plan.json", "state.json", "history.jsonl", "audit.jsonl"] {
         assert_eq!(first.record("again", file), second.record("again", file), "{file}");

@@ -25,8 +25,7 @@ fn blocked_programs_never_run() {
         ("test deny curl", "downloaded.html"),
     ] {
         let sandbox = Sandbox::new();
-        let output = sandbox.planrun(&["--goal", goal, "--run-id", "t"]);
-        assert_eq!(output.code, 1, "{}", output.snapshot());
+        sandbox.planrun().args(["--goal", goal, "--run-id", "t"]).expect_code(1).run();
         assert!(!sandbox.workspace().join(canary).exists(), "{goal}: {canary} was created");
         assert_eq!(failure_of(&sandbox), ("security_denied".to_string(), "shell.blocked".to_string()), "{goal}");
         // Only the run's own records exist in the workspace.
@@ -40,23 +39,20 @@ fn blocked_programs_never_run() {
 fn blocked_rm_leaves_the_canary_untouched() {
     let sandbox = Sandbox::new();
     sandbox.write("workspace/canary.txt", "still here");
-    let output = sandbox.planrun(&["--goal", "test deny rm", "--run-id", "t"]);
-    assert_eq!(output.code, 1, "{}", output.snapshot());
+    sandbox.planrun().args(["--goal", "test deny rm", "--run-id", "t"]).expect_code(1).run();
     assert_eq!(fs::read_to_string(sandbox.workspace().join("canary.txt")).expect("canary"), "still here");
 }
 
 #[test]
 fn traversal_and_absolute_paths_create_nothing() {
     let sandbox = Sandbox::new();
-    let output = sandbox.planrun(&["--goal", "test traversal", "--run-id", "t"]);
-    assert_eq!(output.code, 1, "{}", output.snapshot());
+    sandbox.planrun().args(["--goal", "test traversal", "--run-id", "t"]).expect_code(1).run();
     assert!(!sandbox.path().join("escape.txt").exists());
     assert_eq!(failure_of(&sandbox).0, "security_denied");
 
     let canary = Path::new("/tmp/planrun-absolute-path-canary.txt");
     let _ = fs::remove_file(canary);
-    let output = sandbox.planrun(&["--goal", "test absolute path", "--run-id", "t2"]);
-    assert_eq!(output.code, 1, "{}", output.snapshot());
+    sandbox.planrun().args(["--goal", "test absolute path", "--run-id", "t2"]).expect_code(1).run();
     assert!(!canary.exists(), "the absolute path was written");
 }
 
@@ -136,17 +132,11 @@ fn arguments_outside_the_allowlist_are_denied_by_rule() {
 #[test]
 fn the_child_environment_is_built_from_nothing() {
     let sandbox = Sandbox::new();
-    sandbox.write("plans/test.toml", &one_step_plan("kind = \"shell\"\ncommand = [\"env\"]"));
-    sandbox.write("policies/default.toml", TEST_POLICY);
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_planrun"))
-        .current_dir(sandbox.path())
-        .env("PLANRUN_SECRET_CANARY", "leak")
-        .env("PLANRUN_TEST_CLOCK", crate::common::TEST_CLOCK)
-        .args(["--plan", "plans/test.toml", "--policies", "policies", "--run-id", "env", "--workspace", "workspace"])
-        .output()
-        .expect("run planrun");
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
-    let history = sandbox.history("env");
+    sandbox.write_plan(&one_step_plan("kind = \"shell\"\ncommand = [\"env\"]"), TEST_POLICY);
+    // The harness's own variables (`NO_COLOR`, the test clock) must not
+    // reach the child either.
+    sandbox.test_plan().env("PLANRUN_SECRET_CANARY", "leak").expect_code(0).run();
+    let history = sandbox.history("t");
     assert_eq!(history[0]["output_text"], "LANG=C.UTF-8\nPATH=/usr/bin:/bin\n");
 }
 
@@ -213,7 +203,7 @@ fn the_repository_policy_expresses_the_seed_allowlist() {
         (vec!["bash", "-c", "true"], 1),
         (vec!["rm", "-rf", "x"], 1),
     ] {
-        let output = sandbox.planrun_trailing(&["policy", "check"], &argv);
+        let output = sandbox.planrun().args(["policy", "check"]).trailing(&argv).run();
         assert_eq!(output.code, code, "{argv:?}: {}", output.snapshot());
     }
 }

@@ -15,9 +15,11 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::routing::{get, post as route_post};
+use planrun::store::canonical::{canonical_json, sha256_hex};
 use serde_json::{Value, json};
 
-use crate::common::{ROOT, Sandbox, TEST_CLOCK};
+use crate::common::planrun::CLEARED;
+use crate::common::{ROOT, Sandbox, TEST_CLOCK, snapshot_settings};
 
 /// A running `planrun serve`, killed on drop.
 pub struct Server {
@@ -30,16 +32,18 @@ impl Server {
     /// Starts the service on `127.0.0.1:0` with the stub decision backend,
     /// an unreachable Ollama and no OpenAI key, then `envs` on top.
     pub fn start(envs: &[(&str, &str)]) -> Server {
-        Self::start_with(envs, &[])
-    }
-
-    pub fn start_with(envs: &[(&str, &str)], args: &[&str]) -> Server {
-        Self::start_in(Sandbox::new(), envs, args)
+        Self::start_in(Sandbox::new(), envs)
     }
 
     /// Starts the service on a sandbox the test has prepared (for example
     /// with files in its workspace).
-    pub fn start_in(sandbox: Sandbox, envs: &[(&str, &str)], args: &[&str]) -> Server {
+    pub fn start_in(sandbox: Sandbox, envs: &[(&str, &str)]) -> Server {
+        Self::start_in_with(sandbox, envs, &[])
+    }
+
+    /// As [`Server::start_in`], with more `serve` arguments (for example
+    /// `--service-policy FILE`).
+    pub fn start_in_with(sandbox: Sandbox, envs: &[(&str, &str)], args: &[&str]) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_planrun"));
         command
             .current_dir(ROOT)
@@ -54,13 +58,12 @@ impl Server {
             .env_remove("OPENAI_API_KEY")
             .env_remove("OPENAI_BASE_URL")
             .env_remove("PLANRUN_API_TOKEN")
-            .env_remove("PLANRUN_WORKSPACE")
-            .env_remove("PLANRUN_PLANS")
-            .env_remove("PLANRUN_POLICIES")
-            .env_remove("PLANRUN_HMAC_KEY")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        for key in CLEARED {
+            command.env_remove(key);
+        }
         for (key, value) in envs {
             command.env(key, value);
         }
@@ -87,15 +90,36 @@ impl Server {
         self.child.wait().expect("wait for serve")
     }
 
-    /// A file of a bridge or controller record folder, machine paths filtered.
+    /// A file of a bridge or controller record folder, machine paths
+    /// filtered. A sealed state whose payload names a machine path
+    /// (`agent_state_path`) has a digest that differs from machine to
+    /// machine: it is checked against the real payload here, then shown as
+    /// `[SHA256 OVER MACHINE PATHS]` so that the snapshot stays byte-stable.
     pub fn record(&self, run_id: &str, name: &str) -> String {
         let path = self.sandbox.workspace().join("bridge/runs").join(run_id).join(name);
-        self.sandbox
-            .filter(&std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("read {}: {error}", path.display())))
+        let raw = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("read {}: {error}", path.display()));
+        let filtered = self.sandbox.filter(&raw);
+        if filtered == raw || !name.ends_with("state.json") {
+            return filtered;
+        }
+        let envelope: Value = serde_json::from_str(&raw).expect("a sealed state is JSON");
+        let digest = sha256_hex(canonical_json(&envelope["payload"]).expect("canonical payload").as_bytes());
+        assert_eq!(envelope["sha256"].as_str(), Some(digest.as_str()), "the seal of {} verifies", path.display());
+        filtered.replace(&digest, "[SHA256 OVER MACHINE PATHS]")
     }
 
     pub fn exists(&self, relative: &str) -> bool {
         self.sandbox.workspace().join(relative).exists()
+    }
+
+    /// Snapshots `files` of a bridge or controller record as
+    /// `snapshots/server/<name>@<file>`.
+    pub fn snapshot_records(&self, name: &str, run_id: &str, files: &[&str]) {
+        snapshot_settings("server").bind(|| {
+            for file in files {
+                insta::assert_snapshot!(format!("{name}@{file}"), self.record(run_id, file));
+            }
+        });
     }
 }
 
@@ -108,7 +132,7 @@ impl Drop for Server {
 
 /// A client that never uses a proxy (traffic stays on loopback).
 pub fn client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(60)).build().expect("client")
+    planrun::server::http_client::client_builder().no_proxy().timeout(Duration::from_secs(60)).build().expect("client")
 }
 
 /// Sends a request that must fail; returns its status and the `error.code`

@@ -1,20 +1,13 @@
 //! `planrun serve`: the real binary on a loopback port, driven by a real
-//! HTTP client. Golden snapshots of bridge and controller records for the
-//! seed's documented flows live in `snapshots/server/`.
+//! HTTP client. Bridge runs (`POST /runs`) through each adapter, the prompt
+//! guard, concurrency and graceful shutdown, and the HTTP surface: health,
+//! auth, JSON errors, the OpenAPI document, refusing to start on invalid
+//! files. Golden snapshots of bridge records for the seed's documented flows
+//! live in `snapshots/server/`; the controller is in `server_controller`.
 
 use serde_json::{Value, json};
 
-use crate::common::snapshot_settings;
 use crate::serve_harness::{Behaviour, FakeModel, Server, client, error_code, get_json, post};
-
-fn snapshot_records(server: &Server, name: &str, run_id: &str, files: &[&str]) {
-    let settings = snapshot_settings("server");
-    settings.bind(|| {
-        for file in files {
-            insta::assert_snapshot!(format!("{name}@{file}"), server.record(run_id, file));
-        }
-    });
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_reports_adapters_backend_and_auth() {
@@ -54,7 +47,7 @@ async fn an_agent_run_maps_ids_and_returns_the_final_state() {
     let (status, persisted) = get_json(&client, &server.url("/runs/br-0001")).await;
     assert_eq!(status, 200);
     assert_eq!(persisted, body);
-    snapshot_records(&server, "agent_flow_pwd", "br-0001", &["state.json", "audit.jsonl"]);
+    server.snapshot_records("agent_flow_pwd", "br-0001", &["state.json", "audit.jsonl"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -73,7 +66,7 @@ async fn stub_local_echo_and_cloudcode_adapters() {
     assert_eq!(cloud["error"], "the `cloudcode` transport is unavailable");
     let (_, openai) = post(&client, &server.url("/runs"), json!({"goal": "say hi", "adapter": "openai"})).await;
     assert_eq!((openai["status"].as_str(), openai["adapter_mode"].as_str()), (Some("done"), Some("stub")));
-    snapshot_records(&server, "local_echo", "br-0002", &["state.json", "audit.jsonl"]);
+    server.snapshot_records("local_echo", "br-0002", &["state.json", "audit.jsonl"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,82 +86,7 @@ async fn a_blocked_goal_fails_before_anything_runs() {
     let (_, body) = post(&client(), &server.url("/runs"), json!({"goal": long, "adapter": "stub"})).await;
     assert_eq!(body["status"], "failed");
     assert_eq!(body["error"], "prompt blocked: goal has 2001 characters; the guard allows at most 2000");
-    snapshot_records(&server, "blocked_goal", "br-0001", &["state.json", "audit.jsonl"]);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn controller_runs_the_agent_and_stops_on_success() {
-    let server = Server::start(&[]);
-    let client = client();
-    let (status, body) = post(&client, &server.url("/controller/runs"), json!({"goal": "test flow pwd to file"})).await;
-    assert_eq!(status, 201, "{body}");
-    assert_eq!(body["controller_run_id"], "ctrl-0001");
-    assert_eq!(body["final_status"], "done");
-    assert_eq!(body["stop_reason"], "decision_stop");
-    assert_eq!(
-        body["linked_runs"],
-        json!([{"bridge_run_id": "bri-ctrl-0001-i0", "agent_run_id": "agent-bri-ctrl-0001-i0"}])
-    );
-    assert!(server.exists("runs/agent-bri-ctrl-0001-i0/state.json"));
-    let (status, persisted) = get_json(&client, &server.url("/controller/runs/ctrl-0001")).await;
-    assert_eq!((status, &persisted), (200, &body));
-    let (_, bridge) = get_json(&client, &server.url("/runs/bri-ctrl-0001-i0")).await;
-    assert_eq!(bridge["controller_run_id"], "ctrl-0001");
-    snapshot_records(&server, "controller_success", "ctrl-0001", &["controller_state.json", "controller_audit.jsonl"]);
-    snapshot_records(&server, "controller_success_bridge", "bri-ctrl-0001-i0", &["state.json", "audit.jsonl"]);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn controller_applies_a_recovery_rewrite_once() {
-    let server = Server::start(&[]);
-    let (_, body) = post(&client(), &server.url("/controller/runs"), json!({"goal": "test flow bad template"})).await;
-    assert_eq!(body["final_status"], "done");
-    assert_eq!(body["iterations"], 2);
-    assert_eq!(body["recovery_attempted"], true);
-    assert_eq!(body["current_goal"], "test flow pwd to file");
-    assert_eq!(body["bridge_results"][0]["failure_class"], "template_error");
-    snapshot_records(&server, "controller_recovery", "ctrl-0001", &["controller_state.json", "controller_audit.jsonl"]);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn controller_skips_recovery_without_a_rule_and_stops_failed() {
-    let server = Server::start(&[]);
-    let (_, body) = post(&client(), &server.url("/controller/runs"), json!({"goal": "test deny rm"})).await;
-    assert_eq!(body["final_status"], "failed");
-    assert_eq!(body["stop_reason"], "decision_stop");
-    assert_eq!(body["iterations"], 1);
-    assert_eq!(body["bridge_results"][0]["failure_class"], "security_denied");
-    let audit = server.record("ctrl-0001", "controller_audit.jsonl");
-    let events: Vec<String> = audit
-        .lines()
-        .map(|line| {
-            serde_json::from_str::<Value>(line).expect("JSON")["event_type"].as_str().unwrap_or_default().to_string()
-        })
-        .collect();
-    assert_eq!(
-        events,
-        [
-            "controller_started",
-            "decision_made",
-            "bridge_run_started",
-            "bridge_run_finished",
-            "recovery_considered",
-            "recovery_skipped",
-            "decision_made",
-            "controller_finished"
-        ]
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_blocked_controller_goal_runs_nothing() {
-    let server = Server::start(&[]);
-    let (_, body) =
-        post(&client(), &server.url("/controller/runs"), json!({"goal": "please rm -rf the workspace"})).await;
-    assert_eq!(body["final_status"], "failed");
-    assert_eq!(body["stop_reason"], "prompt_blocked");
-    assert_eq!(body["iterations"], 0);
-    assert!(!server.exists("runs"));
+    server.snapshot_records("blocked_goal", "br-0001", &["state.json", "audit.jsonl"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -313,11 +231,14 @@ async fn the_openapi_document_lists_every_route() {
 #[test]
 fn serve_refuses_to_start_on_invalid_files() {
     let sandbox = crate::common::Sandbox::new();
-    let out = sandbox.planrun(&["serve", "--addr", "127.0.0.1:0", "--plans", "tests/fixtures/broken"]);
+    let out = sandbox.planrun().args(["serve", "--addr", "127.0.0.1:0", "--plans", "tests/fixtures/broken"]).run();
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("nothing served"));
     let policy = sandbox.write("service.toml", "version = 1\n[guard]\nforbidden_patterns = [\"(\"]\n");
-    let out = sandbox.planrun(&["serve", "--addr", "127.0.0.1:0", "--service-policy", &policy.display().to_string()]);
+    let out = sandbox
+        .planrun()
+        .args(["serve", "--addr", "127.0.0.1:0", "--service-policy", &policy.display().to_string()])
+        .run();
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("error[invalid-regex]"), "{}", out.stderr);
     assert!(out.stderr.contains("[TMP]/service.toml:3:23"), "{}", out.stderr);

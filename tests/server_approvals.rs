@@ -16,7 +16,7 @@ fn start_with_tickets(envs: &[(&str, &str)]) -> Server {
     let tickets = std::fs::read_to_string(std::path::Path::new(ROOT).join("plans/ticket_close.tickets.json"))
         .expect("sample tickets");
     sandbox.write("workspace/tickets.json", &tickets);
-    Server::start_in(sandbox, envs, &[])
+    Server::start_in(sandbox, envs)
 }
 
 /// How many times ticket-7 was really closed.
@@ -49,14 +49,6 @@ async fn start_waiting(server: &Server, client: &reqwest::Client) -> Value {
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["status"], "waiting_approval", "{body}");
     body
-}
-
-fn snapshot_records(server: &Server, name: &str, run_id: &str) {
-    snapshot_settings("server").bind(|| {
-        for file in ["state.json", "audit.jsonl"] {
-            insta::assert_snapshot!(format!("{name}@{file}"), server.record(run_id, file));
-        }
-    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -123,7 +115,7 @@ async fn a_gated_goal_waits_and_only_the_right_fingerprint_closes_it_once() {
         assert_eq!((status, answer["error"]["code"].as_str()), (409, Some("run_not_waiting")), "{answer}");
     }
     assert_eq!(close_count(&server), 1, "a second approval closes nothing");
-    snapshot_records(&server, "approve_flow", "br-0001");
+    server.snapshot_records("approve_flow", "br-0001", &["state.json", "audit.jsonl"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,7 +137,7 @@ async fn a_rejected_run_ends_rejected_and_closes_nothing() {
         post(&client, &server.url("/runs/br-0001/approve"), json!({"fingerprint": fingerprint})).await;
     assert_eq!((status, answer["error"]["code"].as_str()), (409, Some("run_not_waiting")));
     assert_eq!(close_count(&server), 0, "a rejected action never runs");
-    snapshot_records(&server, "reject_flow", "br-0001");
+    server.snapshot_records("reject_flow", "br-0001", &["state.json", "audit.jsonl"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

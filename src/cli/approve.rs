@@ -8,10 +8,10 @@ use clap::Args;
 use serde_json::json;
 
 use crate::cli::DirArgs;
-use crate::cli::output::{BOLD, control_error, fail, paint};
-use crate::ops::ExitStatus;
+use crate::cli::output::{BOLD, fail, fail_with, paint};
+use crate::ops::{self, ApproveInput, ExitStatus};
+use crate::runtime::RuntimeEnv;
 use crate::runtime::approval::ApprovalClaims;
-use crate::runtime::{RuntimeEnv, approve as approve_run};
 
 #[derive(Debug, Args)]
 pub struct ApproveArgs {
@@ -65,9 +65,16 @@ pub fn approve(args: &ApproveArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode
         scope: args.scope.clone(),
         state_version: args.state_version,
     };
-    let outcome = match approve_run(&dirs.workspace, &args.run_id, &claims, args.expires_in, args.by.clone(), env) {
+    let input = ApproveInput {
+        workspace: &dirs.workspace,
+        run_id: &args.run_id,
+        claims: &claims,
+        expires_in: args.expires_in,
+        approved_by: args.by.clone(),
+    };
+    let outcome = match ops::approve(input, env) {
         Ok(outcome) => outcome,
-        Err(error) => return control_error(&error),
+        Err(error) => return fail_with(&error),
     };
     let (pending, approval) = (&outcome.pending, &outcome.approval);
     if args.json {
@@ -88,7 +95,7 @@ pub fn approve(args: &ApproveArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode
         anstream::println!("  expires       {}", approval.expires_at);
         anstream::println!("continue with `planrun resume {}`", args.run_id);
     }
-    ExitStatus::Done.into()
+    outcome.exit_status().into()
 }
 
 #[cfg(test)]

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cli::DirArgs;
-use crate::cli::output::{BOLD, control_error, paint, run_status};
-use crate::ops::ExitStatus;
-use crate::runtime::{RuntimeEnv, cancel as cancel_run};
+use crate::cli::output::{BOLD, fail_with, paint, run_status};
+use crate::ops;
+use crate::runtime::RuntimeEnv;
 
 #[derive(Debug, Args)]
 pub struct CancelArgs {
@@ -22,11 +22,12 @@ pub struct CancelArgs {
 /// Exit code: 0 cancelled, 1 refused (the run has ended or is locked), 2
 /// bad input.
 pub fn cancel(args: &CancelArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
-    match cancel_run(&dirs.workspace, &args.run_id, args.reason.clone(), env) {
-        Ok(state) => {
+    match ops::cancel(&dirs.workspace, &args.run_id, args.reason.clone(), env) {
+        Ok(ended) => {
+            let state = &ended.state;
             anstream::println!("{} run {} is {}", paint(BOLD, "cancelled:"), state.run_id, run_status(state.status));
-            ExitStatus::Done.into()
+            ended.exit_status().into()
         }
-        Err(error) => control_error(&error),
+        Err(error) => fail_with(&error),
     }
 }

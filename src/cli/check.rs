@@ -9,14 +9,14 @@ use serde_json::json;
 use crate::cli::DirArgs;
 use crate::cli::output::colour_diagnostic;
 use crate::diag::{Severity, render, to_json};
-use crate::load::Loader;
-use crate::ops::ExitStatus;
+use crate::ops::{self, CheckInput};
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// Plan or policy files, or folders of them. Without paths: the
-    /// `--plans` and `--policies` folders, with the cross-file checks
-    /// (routing, policy references).
+    /// Plan, policy or service policy files, or folders of them. Without
+    /// paths: the `--plans` and `--policies` folders, with the cross-file
+    /// checks (routing, policy references), and the service policy
+    /// `<policies>/service/service.toml` (or `.yaml`) when it exists.
     pub paths: Vec<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -32,42 +32,31 @@ pub enum Format {
 /// Exit code: 2 when any finding is an error, 1 when the worst is a
 /// warning, 0 otherwise (notes do not count).
 pub fn check(args: &CheckArgs, dirs: &DirArgs) -> ExitCode {
-    let mut loader = Loader::new();
-    let catalog = if args.paths.is_empty() {
-        loader.load_catalog(&dirs.plans, &dirs.policies)
-    } else {
-        loader.load_paths_with_policies(&args.paths, Some(&dirs.policies))
-    };
-    let diagnostics = loader.sorted_diagnostics();
-    let count = |severity| diagnostics.iter().filter(|diagnostic| diagnostic.severity == severity).count();
-    let (errors, warnings, notes) = (count(Severity::Error), count(Severity::Warning), count(Severity::Note));
+    let outcome = ops::check(CheckInput { paths: &args.paths, plans: &dirs.plans, policies: &dirs.policies });
+    let sources = &outcome.sources;
+    let (errors, warnings, notes) =
+        (outcome.count(Severity::Error), outcome.count(Severity::Warning), outcome.count(Severity::Note));
     let summary = format!(
         "checked {} plan(s) and {} policy file(s): {errors} error(s), {warnings} warning(s), {notes} note(s)",
-        catalog.plans.len(),
-        catalog.policies.len()
+        outcome.plans.len(),
+        outcome.policies.len()
     );
     match args.format {
         Format::Text => {
-            for &diagnostic in &diagnostics {
-                anstream::println!("{}", colour_diagnostic(&render(loader.sources(), diagnostic), diagnostic.severity));
+            for diagnostic in &outcome.diagnostics {
+                anstream::println!("{}", colour_diagnostic(&render(sources, diagnostic), diagnostic.severity));
             }
             anstream::println!("{summary}");
         }
         Format::Json => {
             let value = json!({
-                "plans": catalog.plans.iter().map(|plan| json!({"id": plan.id, "path": plan.source.path})).collect::<Vec<_>>(),
-                "policies": catalog.policies.values().map(|policy| json!({"name": policy.name, "path": policy.source.path})).collect::<Vec<_>>(),
-                "diagnostics": diagnostics.iter().map(|&diagnostic| to_json(loader.sources(), diagnostic)).collect::<Vec<_>>(),
+                "plans": outcome.plans.iter().map(|plan| json!({"id": plan.name, "path": plan.path})).collect::<Vec<_>>(),
+                "policies": outcome.policies.iter().map(|policy| json!({"name": policy.name, "path": policy.path})).collect::<Vec<_>>(),
+                "diagnostics": outcome.diagnostics.iter().map(|diagnostic| to_json(sources, diagnostic)).collect::<Vec<_>>(),
                 "summary": {"errors": errors, "warnings": warnings, "notes": notes},
             });
             anstream::println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
         }
     }
-    ExitCode::from(if errors > 0 {
-        ExitStatus::InvalidInput
-    } else if warnings > 0 {
-        ExitStatus::Failed
-    } else {
-        ExitStatus::Done
-    })
+    outcome.exit_status().into()
 }

@@ -14,9 +14,9 @@ use serde_json::{Value, json};
 
 use crate::cli::DirArgs;
 use crate::cli::output::fail;
+use crate::diag::display_path;
 use crate::ops::ExitStatus;
 use crate::runtime::RuntimeEnv;
-use crate::store::load_run;
 use crate::tools::tickets::TICKETS_FILE;
 
 #[derive(Debug, Args)]
@@ -37,7 +37,7 @@ pub fn demo(args: &DemoArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     let tickets = dirs.plans.join("ticket_close.tickets.json");
     for file in [&plan, &tickets] {
         if !file.is_file() {
-            return fail(ExitStatus::InvalidInput, &format!("the demo needs `{}`", file.display()));
+            return fail(ExitStatus::InvalidInput, &format!("the demo needs `{}`", display_path(file)));
         }
     }
     let dir = match &args.dir {
@@ -45,7 +45,7 @@ pub fn demo(args: &DemoArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
             if dir.exists() {
                 return fail(
                     ExitStatus::InvalidInput,
-                    &format!("`{}` exists; the demo needs a new folder", dir.display()),
+                    &format!("`{}` exists; the demo needs a new folder", display_path(dir)),
                 );
             }
             dir.clone()
@@ -54,12 +54,12 @@ pub fn demo(args: &DemoArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     };
     let workspace = dir.join("workspace");
     if let Err(error) = fs::create_dir_all(&workspace).and_then(|()| fs::copy(&tickets, workspace.join(TICKETS_FILE))) {
-        return fail(ExitStatus::InvalidInput, &format!("cannot prepare `{}`: {error}", workspace.display()));
+        return fail(ExitStatus::InvalidInput, &format!("cannot prepare `{}`: {error}", display_path(&workspace)));
     }
     match stages(&plan, &dirs.policies, &workspace, env) {
         Ok(summary) => {
             anstream::println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());
-            anstream::eprintln!("planrun: demo records in {}", workspace.join("runs").join(RUN_ID).display());
+            anstream::eprintln!("planrun: demo records in {}", display_path(&workspace.join("runs").join(RUN_ID)));
             let ok = summary["status"] == "ok";
             ExitStatus::from_success(ok).into()
         }
@@ -94,7 +94,7 @@ fn stages(plan: &Path, policies: &Path, workspace: &Path, env: &RuntimeEnv) -> R
     let resumed = run(&["resume", RUN_ID, "--quiet"], None)?.status.success();
     let after_recovery = close_count()?;
 
-    let loaded = load_run(workspace, RUN_ID, &env.sealer).map_err(|error| error.to_string())?;
+    let loaded = crate::ops::show(workspace, RUN_ID, env).map_err(|error| error.to_string())?;
     let state = &loaded.state;
     let mut event_types: Vec<&str> = Vec::new();
     for event in &loaded.audit {

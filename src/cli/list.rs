@@ -6,10 +6,8 @@ use clap::Args;
 use serde_json::json;
 
 use crate::cli::DirArgs;
-use crate::cli::output::{BOLD, DIM, fail, paint, print_diagnostics};
-use crate::diag::Severity;
-use crate::load::Loader;
-use crate::ops::ExitStatus;
+use crate::cli::output::{BOLD, DIM, invalid_catalog, paint};
+use crate::ops::{self, ExitStatus};
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
@@ -21,12 +19,10 @@ pub struct ListArgs {
 /// Exit code: 0 when the plans were listed, 2 when plan or policy files are
 /// invalid.
 pub fn list(args: &ListArgs, dirs: &DirArgs) -> ExitCode {
-    let mut loader = Loader::new();
-    let catalog = loader.load_catalog(&dirs.plans, &dirs.policies);
-    if loader.has_errors() {
-        print_diagnostics(loader.sources(), loader.sorted_diagnostics(), Severity::Error);
-        return fail(ExitStatus::InvalidInput, "plan or policy files are invalid; run `planrun check`");
-    }
+    let catalog = match ops::load_catalog(&dirs.plans, &dirs.policies) {
+        Ok(catalog) => catalog,
+        Err(error) => return invalid_catalog(&error),
+    };
     if args.json {
         let plans: Vec<_> = catalog
             .plans

@@ -1,5 +1,5 @@
-//! Output helpers: colour, paths relative to the current directory, error
-//! lines, diagnostics and the per-step progress printer.
+//! Output helpers: colour, error lines, diagnostics and the per-step
+//! progress printer (paths are shown with [`crate::diag::display_path`]).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use anstyle::{AnsiColor, Style};
 
 use crate::cli::ColorChoice;
-use crate::diag::{Diagnostic, Severity, SourceMap, render};
+use crate::diag::{Diagnostic, Severity, SourceMap, display_path, render};
 use crate::model::{Plan, Policy, RunStatus, Step};
-use crate::ops::ExitStatus;
+use crate::ops::{ExitStatus, OpsError};
 use crate::runtime::Progress;
 use crate::store::{RunState, StepRecord, StepRecordStatus};
 
@@ -40,20 +40,6 @@ pub fn paint(style: Style, text: impl std::fmt::Display) -> String {
 pub fn fail(code: ExitStatus, message: &str) -> ExitCode {
     anstream::eprintln!("{}: {message}", paint(RED, "error"));
     ExitCode::from(code)
-}
-
-/// A path as the user would write it: relative to the current directory
-/// when it is below it.
-pub fn display_path(path: &Path) -> String {
-    let cwd = std::env::current_dir().ok();
-    let canonical = path.canonicalize().ok();
-    let cwd_canonical = cwd.as_ref().and_then(|cwd| cwd.canonicalize().ok());
-    if let (Some(path), Some(cwd)) = (&canonical, &cwd_canonical)
-        && let Ok(relative) = path.strip_prefix(cwd)
-    {
-        return relative.display().to_string();
-    }
-    path.display().to_string()
 }
 
 /// Renders diagnostics to stderr (used when invalid files stop a command).
@@ -99,19 +85,25 @@ pub fn record_status(status: StepRecordStatus) -> String {
     }
 }
 
-/// The exit code of a run that ended (or paused) with `status`.
-pub fn run_exit_code(status: RunStatus) -> ExitCode {
-    ExitStatus::for_run(status).into()
-}
-
-/// Prints a control command's error and returns its exit code: 2 for bad
-/// input (run id, records, files), 1 for a refusal.
-pub fn control_error(error: &crate::runtime::ControlError) -> ExitCode {
-    if let crate::runtime::ControlError::Files { sources, diagnostics } = error {
+/// Prints a use case's error (the file findings behind it first) and
+/// returns its exit code.
+pub fn fail_with(error: &OpsError) -> ExitCode {
+    if let Some((sources, diagnostics)) = error.findings() {
         print_diagnostics(sources, diagnostics, Severity::Error);
     }
-    let code = if error.is_bad_input() { ExitStatus::InvalidInput } else { ExitStatus::Failed };
-    fail(code, &error.to_string())
+    fail(error.exit_status(), &error.to_string())
+}
+
+/// Prints why the catalog could not be loaded (for commands that read it
+/// but run nothing) and returns its exit code.
+pub fn invalid_catalog(error: &OpsError) -> ExitCode {
+    match error {
+        OpsError::InvalidFiles { sources, diagnostics } => {
+            print_diagnostics(sources, diagnostics, Severity::Error);
+            fail(error.exit_status(), "plan or policy files are invalid; run `planrun check`")
+        }
+        other => fail_with(other),
+    }
 }
 
 /// Prints one line per step attempt to stderr as it finishes.

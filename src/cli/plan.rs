@@ -6,13 +6,10 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cli::DirArgs;
-use crate::cli::output::{BOLD, CYAN, DIM, GREEN, RED, YELLOW, fail, paint, print_diagnostics};
-use crate::diag::{Severity, to_json};
-use crate::load::Loader;
+use crate::cli::output::{BOLD, CYAN, DIM, GREEN, RED, YELLOW, invalid_catalog, paint};
 use crate::model::FailureClass;
-use crate::ops::ExitStatus;
+use crate::ops::{self, ExitStatus, PreviewTarget};
 use crate::preview::{Preview, Verdict};
-use crate::router::Router;
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -31,50 +28,24 @@ pub struct PlanArgs {
 /// the files are invalid or the goal routes nowhere. Nothing is executed or
 /// created in either case.
 pub fn plan(args: &PlanArgs, dirs: &DirArgs) -> ExitCode {
-    let mut loader = Loader::new();
-    let (plan, policy, route) = if let Some(path) = &args.plan {
-        match loader.load_plan_with_policy(path, &dirs.policies) {
-            Some((plan, policy)) if !loader.has_errors() => (plan, policy, None),
-            _ => return invalid_files(&loader),
-        }
-    } else {
-        let goal = args.goal.as_deref().unwrap_or_default();
-        let mut catalog = loader.load_catalog(&dirs.plans, &dirs.policies);
-        if loader.has_errors() {
-            return invalid_files(&loader);
-        }
-        let decision = Router::new(&catalog.plans).route(goal);
-        let Some(index) = decision.plan() else {
-            return fail(ExitStatus::InvalidInput, &decision.explanation());
-        };
-        let plan = catalog.plans.swap_remove(index);
-        let Some(policy) = catalog.policies.remove(&plan.policy) else {
-            return fail(
-                ExitStatus::InvalidInput,
-                &format!("plan `{}` names policy `{}`, which was not loaded", plan.id, plan.policy),
-            );
-        };
-        (plan, policy, Some(decision))
+    let target = match (&args.plan, &args.goal) {
+        (Some(plan), _) => PreviewTarget::PlanFile { plan, policies: &dirs.policies },
+        (None, goal) => PreviewTarget::Goal {
+            goal: goal.as_deref().unwrap_or_default(),
+            plans: &dirs.plans,
+            policies: &dirs.policies,
+        },
     };
-    let mut preview = Preview::new(&plan, &policy, route);
-    let prefix = format!("{}:", plan.source.path);
-    preview.findings = loader
-        .sorted_diagnostics()
-        .into_iter()
-        .filter(|diagnostic| diagnostic.span.is_some_and(|span| loader.sources().location(span).starts_with(&prefix)))
-        .map(|diagnostic| to_json(loader.sources(), diagnostic))
-        .collect();
+    let preview = match ops::preview(target) {
+        Ok(preview) => preview,
+        Err(error) => return invalid_catalog(&error),
+    };
     if args.json {
         anstream::println!("{}", serde_json::to_string_pretty(&preview).unwrap_or_default());
     } else {
         print_preview(&preview);
     }
     ExitStatus::Done.into()
-}
-
-fn invalid_files(loader: &Loader) -> ExitCode {
-    print_diagnostics(loader.sources(), loader.sorted_diagnostics(), Severity::Error);
-    fail(ExitStatus::InvalidInput, "plan or policy files are invalid; run `planrun check`")
 }
 
 fn print_preview(preview: &Preview) {

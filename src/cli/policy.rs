@@ -1,18 +1,14 @@
 //! `planrun policy check [--policy NAME] -- <argv…>`: the decision for one
 //! command line, as JSON.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
 use crate::cli::DirArgs;
-use crate::cli::output::{fail, print_diagnostics};
-use crate::confine::{PathRules, ProgramResolver, Workspace};
+use crate::cli::output::{fail, fail_with, print_diagnostics};
 use crate::diag::Severity;
-use crate::load::Loader;
-use crate::ops::ExitStatus;
-use crate::policy::evaluate_shell_with;
+use crate::ops::{self, ExitStatus, OpsError, PolicyCheckInput};
 
 #[derive(Debug, Args)]
 pub struct PolicyArgs {
@@ -47,40 +43,21 @@ pub fn policy(args: &PolicyArgs, dirs: &DirArgs) -> ExitCode {
 /// the workspace when it exists and lexically when it does not; the program
 /// is looked up on the policy's `search_path` (read-only).
 fn policy_check(args: &PolicyCheckArgs, dirs: &DirArgs) -> ExitCode {
-    let valid_name = !args.policy.is_empty()
-        && args.policy.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-');
-    if !valid_name {
-        return fail(ExitStatus::InvalidInput, &format!("invalid policy name `{}`", args.policy.escape_debug()));
-    }
-    let Some(path) = ["toml", "yaml", "yml"]
-        .iter()
-        .map(|extension| dirs.policies.join(format!("{}.{extension}", args.policy)))
-        .find(|path: &PathBuf| path.is_file())
-    else {
-        return fail(
-            ExitStatus::InvalidInput,
-            &format!("no policy `{}` in `{}`", args.policy, dirs.policies.display()),
-        );
+    let input = PolicyCheckInput {
+        policy: &args.policy,
+        policies: &dirs.policies,
+        workspace: &dirs.workspace,
+        argv: &args.argv,
     };
-    let mut loader = Loader::new();
-    let Some(policy) = loader.load_policy(&path) else {
-        print_diagnostics(loader.sources(), loader.sorted_diagnostics(), Severity::Error);
-        return fail(ExitStatus::InvalidInput, &format!("policy `{}` is invalid; run `planrun check`", args.policy));
-    };
-    let mut resolver = ProgramResolver::new(&policy.shell);
-    let evaluation = if dirs.workspace.is_dir() {
-        match Workspace::open(&dirs.workspace, &policy.files) {
-            Ok(workspace) => evaluate_shell_with(&policy.shell, &workspace, &mut resolver, &args.argv),
-            Err(error) => {
-                return fail(
-                    ExitStatus::InvalidInput,
-                    &format!("cannot open workspace `{}`: {error}", dirs.workspace.display()),
-                );
-            }
+    let verdict = match ops::policy_check(input) {
+        Ok(verdict) => verdict,
+        Err(OpsError::InvalidFiles { sources, diagnostics }) => {
+            print_diagnostics(&sources, &diagnostics, Severity::Error);
+            let message = format!("policy `{}` is invalid; run `planrun check`", args.policy);
+            return fail(ExitStatus::InvalidInput, &message);
         }
-    } else {
-        evaluate_shell_with(&policy.shell, &PathRules::new(&policy.files), &mut resolver, &args.argv)
+        Err(error) => return fail_with(&error),
     };
-    anstream::println!("{}", serde_json::to_string_pretty(&evaluation).unwrap_or_default());
-    ExitStatus::from_success(evaluation.is_allowed()).into()
+    anstream::println!("{}", serde_json::to_string_pretty(&verdict.evaluation).unwrap_or_default());
+    verdict.exit_status().into()
 }

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cli::DirArgs;
-use crate::cli::output::{BOLD, control_error, paint, run_status};
-use crate::ops::ExitStatus;
-use crate::runtime::{RuntimeEnv, reject as reject_run};
+use crate::cli::output::{BOLD, fail_with, paint, run_status};
+use crate::ops;
+use crate::runtime::RuntimeEnv;
 
 #[derive(Debug, Args)]
 pub struct RejectArgs {
@@ -21,11 +21,12 @@ pub struct RejectArgs {
 
 /// Exit code: 0 rejected, 1 refused (the run is not waiting), 2 bad input.
 pub fn reject(args: &RejectArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
-    match reject_run(&dirs.workspace, &args.run_id, args.reason.clone(), env) {
-        Ok(state) => {
+    match ops::reject(&dirs.workspace, &args.run_id, args.reason.clone(), env) {
+        Ok(ended) => {
+            let state = &ended.state;
             anstream::println!("{} run {} is {}", paint(BOLD, "rejected:"), state.run_id, run_status(state.status));
-            ExitStatus::Done.into()
+            ended.exit_status().into()
         }
-        Err(error) => control_error(&error),
+        Err(error) => fail_with(&error),
     }
 }

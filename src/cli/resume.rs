@@ -6,10 +6,9 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cli::DirArgs;
-use crate::cli::output::{StderrProgress, control_error, fail, run_exit_code};
-use crate::ops::ExitStatus;
-use crate::runtime::{NoProgress, Progress, ResumeRequest, RuntimeEnv, resume as resume_run};
-use crate::store::{full_state, load_run};
+use crate::cli::run::report;
+use crate::ops;
+use crate::runtime::{ResumeRequest, RuntimeEnv};
 
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
@@ -36,18 +35,5 @@ pub fn resume(args: &ResumeArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         run_id: args.run_id.clone(),
         allow_changed_files: args.allow_changed_files,
     };
-    let mut quiet = NoProgress;
-    let mut printer = StderrProgress;
-    let progress: &mut dyn Progress = if args.quiet { &mut quiet } else { &mut printer };
-    let outcome = match resume_run(request, env, progress) {
-        Ok(outcome) => outcome,
-        Err(error) => return control_error(&error),
-    };
-    if args.json {
-        match load_run(&dirs.workspace, &outcome.state.run_id, &env.sealer) {
-            Ok(run) => anstream::println!("{}", serde_json::to_string_pretty(&full_state(&run)).unwrap_or_default()),
-            Err(error) => return fail(ExitStatus::Failed, &error.to_string()),
-        }
-    }
-    run_exit_code(outcome.state.status)
+    report(args.quiet, args.json, dirs, env, |progress| ops::resume(request, env, progress))
 }

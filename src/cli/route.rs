@@ -5,11 +5,9 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cli::DirArgs;
-use crate::cli::output::{BOLD, GREEN, RED, fail, paint, print_diagnostics};
-use crate::diag::Severity;
-use crate::load::Loader;
-use crate::ops::ExitStatus;
-use crate::router::{RouteOutcome, Router};
+use crate::cli::output::{BOLD, GREEN, RED, invalid_catalog, paint};
+use crate::ops;
+use crate::router::RouteOutcome;
 
 #[derive(Debug, Args)]
 pub struct RouteArgs {
@@ -23,13 +21,11 @@ pub struct RouteArgs {
 /// Exit code: 0 when a plan was chosen, 2 when the goal is ambiguous, routes
 /// nowhere, or the plan files are invalid.
 pub fn route(args: &RouteArgs, dirs: &DirArgs) -> ExitCode {
-    let mut loader = Loader::new();
-    let catalog = loader.load_catalog(&dirs.plans, &dirs.policies);
-    if loader.has_errors() {
-        print_diagnostics(loader.sources(), loader.sorted_diagnostics(), Severity::Error);
-        return fail(ExitStatus::InvalidInput, "plan or policy files are invalid; run `planrun check`");
-    }
-    let decision = Router::new(&catalog.plans).route(&args.goal);
+    let routed = match ops::route(&args.goal, &dirs.plans, &dirs.policies) {
+        Ok(routed) => routed,
+        Err(error) => return invalid_catalog(&error),
+    };
+    let (catalog, decision) = (&routed.catalog, &routed.decision);
     if args.json {
         anstream::println!("{}", serde_json::to_string_pretty(&decision).unwrap_or_default());
     } else {
@@ -60,5 +56,5 @@ pub fn route(args: &RouteArgs, dirs: &DirArgs) -> ExitCode {
         anstream::println!("{} {winner}", paint(BOLD, "winner:"));
         anstream::println!("why: {}", decision.explanation());
     }
-    ExitCode::from(if decision.plan().is_some() { ExitStatus::Done } else { ExitStatus::InvalidInput })
+    routed.exit_status().into()
 }

@@ -2,70 +2,50 @@
 
 use std::process::ExitCode;
 
-use crate::cli::output::{StderrProgress, fail, print_diagnostics, run_exit_code};
+use crate::cli::output::{StderrProgress, fail, fail_with};
 use crate::cli::{DirArgs, RunArgs};
-use crate::diag::Severity;
-use crate::load::{Catalog, Loader};
-use crate::model::{Plan, Policy};
-use crate::ops::ExitStatus;
-use crate::router::select;
-use crate::runtime::{NoProgress, Progress, RunRequest, RuntimeEnv, execute};
-use crate::store::{full_state, load_run};
+use crate::ops::{self, ExitStatus, OpsError, RunInput, RunOutcome, RunTarget};
+use crate::runtime::{NoProgress, Progress, RuntimeEnv};
 
 pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
-    let mut loader = Loader::new();
-    let single: (Plan, Policy);
-    let catalog: Catalog;
-    let (plan, policy, goal): (&Plan, &Policy, Option<String>) = if let Some(path) = &args.plan {
-        let loaded = loader.load_plan_with_policy(path, &dirs.policies);
-        match loaded {
-            Some(loaded) if !loader.has_errors() => {
-                single = loaded;
-                (&single.0, &single.1, None)
-            }
-            _ => return invalid_files(&loader),
-        }
+    let catalog;
+    let target = if let Some(plan) = &args.plan {
+        RunTarget::PlanFile { plan, policies: &dirs.policies }
     } else if let Some(goal) = &args.goal {
-        catalog = loader.load_catalog(&dirs.plans, &dirs.policies);
-        if loader.has_errors() {
-            return invalid_files(&loader);
-        }
-        match select(&catalog, goal) {
-            Ok((plan, policy)) => (plan, policy, Some(goal.clone())),
-            Err(why) => return fail(ExitStatus::InvalidInput, &why),
-        }
+        catalog = match ops::load_catalog(&dirs.plans, &dirs.policies) {
+            Ok(catalog) => catalog,
+            Err(error) => return fail_with(&error),
+        };
+        RunTarget::Goal { goal, catalog: &catalog }
     } else {
-        return fail(
-            ExitStatus::InvalidInput,
-            "nothing to run: give `--plan FILE` or `--goal TEXT`, or a command (see `planrun --help`)",
-        );
+        return fail_with(&OpsError::NothingToRun);
     };
+    let input = RunInput { target, run_id: args.run_id.clone(), workspace: dirs.workspace.clone() };
+    report(args.quiet, args.json, dirs, env, |progress| ops::run(input, env, progress))
+}
 
-    let request = RunRequest { plan, policy, goal, run_id: args.run_id.clone(), workspace: dirs.workspace.clone() };
-    let mut quiet = NoProgress;
+/// Runs `work` with the progress printer (unless `quiet`), then prints the
+/// run's full state when `json`; the exit code is the run's (shared by
+/// `--plan`/`--goal` and `resume`).
+pub fn report(
+    quiet: bool,
+    json: bool,
+    dirs: &DirArgs,
+    env: &RuntimeEnv,
+    work: impl FnOnce(&mut dyn Progress) -> Result<RunOutcome, OpsError>,
+) -> ExitCode {
+    let mut silent = NoProgress;
     let mut printer = StderrProgress;
-    let progress: &mut dyn Progress = if args.quiet { &mut quiet } else { &mut printer };
-    let outcome = match execute(request, env, progress) {
+    let progress: &mut dyn Progress = if quiet { &mut silent } else { &mut printer };
+    let outcome = match work(progress) {
         Ok(outcome) => outcome,
-        Err(error) => {
-            let code = if error.nothing_ran() { ExitStatus::InvalidInput } else { ExitStatus::Failed };
-            return fail(code, &error.to_string());
-        }
+        Err(error) => return fail_with(&error),
     };
-    if args.json {
-        match load_run(&dirs.workspace, &outcome.state.run_id, &env.sealer) {
-            Ok(records) => {
-                let text = serde_json::to_string_pretty(&full_state(&records)).unwrap_or_default();
-                anstream::println!("{text}");
-            }
+    if json {
+        match ops::full_state_json(&dirs.workspace, &outcome.state.run_id, env) {
+            Ok(state) => anstream::println!("{}", serde_json::to_string_pretty(&state).unwrap_or_default()),
             Err(error) => return fail(ExitStatus::Failed, &error.to_string()),
         }
     }
-    run_exit_code(outcome.state.status)
-}
-
-fn invalid_files(loader: &Loader) -> ExitCode {
-    print_diagnostics(loader.sources(), loader.sorted_diagnostics(), Severity::Error);
-    let errors = loader.diagnostics().iter().filter(|diagnostic| diagnostic.is_error()).count();
-    fail(ExitStatus::InvalidInput, &format!("{errors} error(s) in plan or policy files; nothing ran"))
+    outcome.exit_status().into()
 }

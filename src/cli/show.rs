@@ -13,12 +13,12 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cli::DirArgs;
-use crate::cli::output::{BOLD, DIM, GREEN, RED, YELLOW, fail, paint, record_status, run_status};
+use crate::cli::output::{BOLD, DIM, GREEN, RED, YELLOW, fail_with, paint, record_status, run_status};
 use crate::model::FailureClass;
-use crate::ops::ExitStatus;
+use crate::ops::{self, ExitStatus};
 use crate::policy::display_argv;
 use crate::runtime::RuntimeEnv;
-use crate::store::{StepRecord, StepRecordStatus, full_state, load_run, validate_run_id};
+use crate::store::{StepRecord, StepRecordStatus, full_state};
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
@@ -32,12 +32,9 @@ pub struct ShowArgs {
 /// Exit code: 0 when the run was shown, 2 for an unknown or invalid run id
 /// or records that fail verification.
 pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
-    if let Err(error) = validate_run_id(&args.run_id) {
-        return fail(ExitStatus::InvalidInput, &error.to_string());
-    }
-    let run = match load_run(&dirs.workspace, &args.run_id, &env.sealer) {
+    let run = match ops::show(&dirs.workspace, &args.run_id, env) {
         Ok(run) => run,
-        Err(error) => return fail(ExitStatus::InvalidInput, &error.to_string()),
+        Err(error) => return fail_with(&error),
     };
     if args.json {
         anstream::println!("{}", serde_json::to_string_pretty(&full_state(&run)).unwrap_or_default());

@@ -1,5 +1,5 @@
-//! The [`Loader`]: files → validated plans and policies, plus the checks
-//! that only show across files.
+//! The [`Loader`]: files → validated plans, policies and the service
+//! policy, plus the checks that only show across files.
 //!
 //! Cross-file checks: plan ids and keywords are unique (routing must be
 //! unambiguous), exactly one plan is the default, every plan names an
@@ -12,12 +12,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::confine::PathRules;
-use crate::diag::{Diagnostic, SourceMap};
+use crate::diag::{Diagnostic, SourceMap, display_path};
+use crate::load::lint_plan::lint_plan;
+use crate::load::loaded_plan::LoadedPlan;
 use crate::load::loader::{self, ReadFile};
 use crate::load::node::Node;
-use crate::load::validate_plan::{LoadedPlan, lint_plan, validate_plan};
+use crate::load::table::error_count;
+use crate::load::validate_plan::validate_plan;
 use crate::load::validate_policy::validate_policy;
-use crate::model::{Action, Plan, Policy};
+use crate::load::validate_service_policy::validate_service_policy;
+use crate::model::{Action, Plan, Policy, ServicePolicy};
 use crate::policy::{display_argv, evaluate_argv};
 
 /// Valid plans and policies, by file.
@@ -42,6 +46,14 @@ pub struct Loader {
 /// `<dir>/<name>.toml` (or `.yaml`, `.yml`) when it exists.
 fn policy_file(dir: &Path, name: &str) -> Option<PathBuf> {
     ["toml", "yaml", "yml"].iter().map(|extension| dir.join(format!("{name}.{extension}"))).find(|path| path.is_file())
+}
+
+/// Whether a file given to `planrun check` that is not a plan is a service
+/// policy: it sits in a folder named `service` (where `planrun serve` looks
+/// for it) or has a section only a service policy has.
+fn is_service_policy(path: &Path, root: &Node) -> bool {
+    let in_service_folder = path.parent().and_then(Path::file_name).is_some_and(|name| name == "service");
+    in_service_folder || ["guard", "controller", "recovery"].iter().any(|key| root.get(key).is_some())
 }
 
 /// Which checks `cross_check` runs.
@@ -81,7 +93,7 @@ impl Loader {
     }
 
     fn error_count(&self) -> usize {
-        self.diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count()
+        error_count(&self.diagnostics)
     }
 
     /// Loads and validates one plan file; `None` when it has errors.
@@ -93,6 +105,21 @@ impl Loader {
     pub fn load_policy(&mut self, path: &Path) -> Option<Policy> {
         let (read, root) = self.read(path)?;
         self.policy_from(path, read, &root)
+    }
+
+    /// `<policies_dir>/service/service.toml` (or `.yaml`, `.yml`) when it
+    /// exists: the service policy `planrun serve` reads by default and
+    /// `planrun check` checks. It sits in a sub-folder so that
+    /// [`Loader::load_catalog`] never reads it as a run policy.
+    pub fn service_policy_file(policies_dir: &Path) -> Option<PathBuf> {
+        policy_file(&policies_dir.join("service"), "service")
+    }
+
+    /// Loads and validates a service policy file (TOML or YAML); `None`
+    /// when it has errors.
+    pub fn load_service_policy(&mut self, path: &Path) -> Option<ServicePolicy> {
+        let (read, root) = self.read(path)?;
+        self.service_policy_from(read, &root)
     }
 
     /// Loads every `*.toml`, `*.yaml`, `*.yml` in `plans_dir` (sorted by file
@@ -141,7 +168,9 @@ impl Loader {
     }
 
     /// For `planrun check PATH…`: a file is a plan when its top-level table
-    /// has a `steps` or `id` key, else a policy; a folder loads every plan
+    /// has a `steps` or `id` key, else a service policy when it sits in a
+    /// `service` folder or has a `guard`, `controller` or `recovery`
+    /// section, else a policy; a folder loads every plan
     /// and policy file in it by the same rule (not recursive).
     ///
     /// Cross-file checks run over what was given; `no-default-plan` is not
@@ -174,6 +203,8 @@ impl Loader {
             let is_plan = root.get("steps").is_some() || root.get("id").is_some();
             if is_plan {
                 plans.extend(self.plan_from(read, &root));
+            } else if is_service_policy(&path, &root) {
+                self.service_policy_from(read, &root);
             } else if let Some(policy) = self.policy_from(&path, read, &root) {
                 self.add_policy(&mut policies, policy);
             }
@@ -213,7 +244,7 @@ impl Loader {
             Err(error) => {
                 self.diagnostics.push(Diagnostic::error(
                     "io-error",
-                    format!("cannot read folder `{}`: {error}", loader::display_name(folder)),
+                    format!("cannot read folder `{}`: {error}", display_path(folder)),
                 ));
                 return Vec::new();
             }
@@ -252,6 +283,12 @@ impl Loader {
         let parse_errors = self.file_has_errors(read.id);
         let name = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
         let policy = validate_policy(root, &name, read.source, &mut self.diagnostics)?;
+        (!parse_errors).then_some(policy)
+    }
+
+    fn service_policy_from(&mut self, read: ReadFile, root: &Node) -> Option<ServicePolicy> {
+        let parse_errors = self.file_has_errors(read.id);
+        let policy = validate_service_policy(root, &read.source.path, &mut self.diagnostics)?;
         (!parse_errors).then_some(policy)
     }
 

@@ -1,4 +1,5 @@
-//! The one declarative list of every key of plan and policy files.
+//! The one declarative list of every key of plan, policy and service policy
+//! files.
 //!
 //! Each table of a file is a [`Section`]: its keys with their type,
 //! whether they are required and a one-line doc. The validators read tables
@@ -8,7 +9,8 @@
 //! key exists for the validator and for editors, or for neither.
 //!
 //! Adding a key: add a [`KeySpec`] to its section and read it in the
-//! section's validator function. Adding a step kind: add a
+//! section's validator function (for the service policy, in
+//! `validate_service_policy.rs`). Adding a step kind: add a
 //! [`Variant`] to [`STEP`] and build its action in `validate_plan.rs`.
 
 /// What a key's value must be.
@@ -21,6 +23,16 @@ pub(crate) enum Type {
     },
     Integer {
         min: i64,
+    },
+    /// An integer from `min` to `max`, both included.
+    Range {
+        min: i64,
+        max: i64,
+    },
+    /// A number (integer or float) from `min` to `max`, both included.
+    Number {
+        min: f64,
+        max: f64,
     },
     Boolean,
     /// `version`: the integer 1.
@@ -388,6 +400,97 @@ pub(crate) static BUDGET: Section = Section {
     variants: &[],
 };
 
+/// A service policy file (`policies/service/service.toml` or `.yaml`).
+pub(crate) static SERVICE: Section = Section {
+    title: "planrun service policy",
+    doc: "the service policy of `planrun serve`: prompt guard, controller limits, recovery rules; every section is optional",
+    keys: &[
+        VERSION,
+        key("description", STRING, "one line about the service policy"),
+        key("guard", Type::Table(&GUARD), "the prompt guard, checked before anything executes"),
+        key("controller", Type::Table(&CONTROLLER), "limits of the controller loop"),
+        key(
+            "recovery",
+            Type::Array(&Type::Table(&RECOVERY)),
+            "rewrite rules: when a bridge run fails and a rule matches, the controller retries with its goal",
+        ),
+        key("decision", Type::Table(&DECISION), "how the controller's decision requests are made"),
+    ],
+    variants: &[],
+};
+
+pub(crate) static DECISION: Section = Section {
+    title: "decision",
+    doc: "the controller's decision requests to a model; the defaults suit a small model on a CPU",
+    keys: &[
+        key(
+            "timeout_secs",
+            Type::Range { min: 1, max: 3600 },
+            "one decision call; on expiry it is cancelled and the stub rules decide (default 60)",
+        ),
+        key("max_tokens", Type::Range { min: 16, max: 4096 }, "the answer's token limit (default 128)"),
+        key("temperature", Type::Number { min: 0.0, max: 2.0 }, "sampling temperature (default 0.0)"),
+        key("system_prompt", STRING, "the system message, 1 to 4000 characters (default: the built-in one)"),
+    ],
+    variants: &[],
+};
+
+pub(crate) static GUARD: Section = Section {
+    title: "guard",
+    doc: "the prompt guard",
+    keys: &[
+        key(
+            "max_goal_chars",
+            Type::Range { min: 1, max: 100_000 },
+            "goals longer than this, in characters, are refused (default 2000)",
+        ),
+        key("forbidden_patterns", STRINGS, "regexes; a goal matching any of them is refused (default none)"),
+    ],
+    variants: &[],
+};
+
+pub(crate) static CONTROLLER: Section = Section {
+    title: "controller",
+    doc: "limits of the controller loop",
+    keys: &[
+        key("max_iterations", Type::Range { min: 1, max: 20 }, "bridge runs per controller run (default 3)"),
+        key(
+            "max_consecutive_failures",
+            Type::Range { min: 1, max: 20 },
+            "failed bridge runs in a row before the controller stops (default 2)",
+        ),
+    ],
+    variants: &[],
+};
+
+/// The failure class names ([`crate::model::FailureClass::ALL`], a test
+/// keeps them in step).
+pub(crate) const FAILURE_CLASSES: &[&str] = &[
+    "security_denied",
+    "template_error",
+    "file_error",
+    "execution_error",
+    "unknown_error",
+    "invalid_tool_result",
+    "idempotency_conflict",
+    "tool_result_uncertain",
+    "verification_failed",
+    "not_found",
+];
+
+pub(crate) static RECOVERY: Section = Section {
+    title: "recovery rule",
+    doc: "one `[[recovery]]` rule; it needs `when_failure_class` or `match`, and matches when every condition it names holds",
+    keys: &[
+        required("id", STRING, "a unique name, recorded with every recovery"),
+        key("when_failure_class", Type::Enum(FAILURE_CLASSES), "the failure class of the failed bridge run"),
+        key("match", STRING, "a regex the goal must match"),
+        required("rewrite", STRING, "the goal of the retry (1 to 500 characters)"),
+        key("reason", STRING, "why the rule exists (default `recovery rule <id>`)"),
+    ],
+    variants: &[],
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,6 +505,12 @@ mod tests {
     }
 
     #[test]
+    fn failure_class_names_are_the_failure_classes() {
+        let expected: Vec<&str> = FailureClass::ALL.iter().map(|class| class.as_str()).collect();
+        assert_eq!(FAILURE_CLASSES, expected.as_slice());
+    }
+
+    #[test]
     fn docs_are_one_lowercase_line_without_a_final_period() {
         fn check(section: &Section) {
             let keys = section.keys.iter().chain(section.variants.iter().flat_map(|variant| variant.keys.iter()));
@@ -410,7 +519,22 @@ mod tests {
                 assert!(!key.doc.starts_with(char::is_uppercase), "{}: {}", key.name, key.doc);
             }
         }
-        for section in [&PLAN, &STEP, &POLICY, &SHELL, &RULE, &TOKEN_TABLE, &FILES, &RETRY, &BUDGET] {
+        for section in [
+            &PLAN,
+            &STEP,
+            &POLICY,
+            &SHELL,
+            &RULE,
+            &TOKEN_TABLE,
+            &FILES,
+            &RETRY,
+            &BUDGET,
+            &SERVICE,
+            &GUARD,
+            &CONTROLLER,
+            &RECOVERY,
+            &DECISION,
+        ] {
             check(section);
         }
     }

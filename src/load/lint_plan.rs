@@ -4,8 +4,8 @@
 //! documents a failing scenario.
 
 use crate::diag::{Diagnostic, SourceFile, Span};
+use crate::load::loaded_plan::LoadedPlan;
 use crate::load::table::{did_you_mean, value_span};
-use crate::load::validate_plan::LoadedPlan;
 use crate::model::{Action, Plan};
 use crate::template::{Field, RefTarget, Reference};
 

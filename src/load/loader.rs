@@ -6,7 +6,14 @@
 //! duplicate keys and the YAML 1.2 core schema stay under our control. This
 //! is the only file that knows about either parser: swapping one changes
 //! nothing else.
+//!
+//! Both front ends refuse a file whose tables and arrays nest deeper than
+//! [`MAX_NESTING`] levels with `nesting-too-deep` (exit 2), before anything
+//! recursive walks the tree: a 20 KB file of nested block sequences would
+//! otherwise overflow the stack of every walk after it (tree building,
+//! validation, dropping the tree). No real plan comes near the limit.
 
+use std::ops::Range;
 use std::path::Path;
 
 use crate::digest::sha256_hex;
@@ -14,9 +21,15 @@ use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, StrInput};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use crate::diag::{Diagnostic, SourceFile, SourceId, SourceMap, Span};
+use crate::diag::{Diagnostic, SourceFile, SourceId, SourceMap, Span, display_path};
 use crate::load::node::{Key, Node, NodeValue};
 use crate::model::SourceRef;
+
+/// How many levels tables and arrays may nest in a plan or policy file (the
+/// document itself is level 0). Deeper files get `nesting-too-deep`. The
+/// `toml` crate's own guard (80 levels of inline arrays and tables) sits
+/// above this, and its refusal is reported under the same code.
+pub const MAX_NESTING: usize = 64;
 
 /// The file formats planrun reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,22 +57,10 @@ pub(crate) struct ReadFile {
     pub format: Format,
 }
 
-/// The path as shown to users: relative to the current directory when it is
-/// below it, else as given.
-pub(crate) fn display_name(path: &Path) -> String {
-    let shown = std::env::current_dir()
-        .ok()
-        .filter(|_| path.is_absolute())
-        .and_then(|current| path.strip_prefix(current).ok().map(Path::to_path_buf))
-        .filter(|relative| !relative.as_os_str().is_empty())
-        .unwrap_or_else(|| path.to_path_buf());
-    shown.to_string_lossy().into_owned()
-}
-
 /// Reads `path` into `sources`. Reports `unsupported-extension` and
 /// `io-error` (both without a span) and returns `None` on either.
 pub(crate) fn read(sources: &mut SourceMap, diagnostics: &mut Vec<Diagnostic>, path: &Path) -> Option<ReadFile> {
-    let name = display_name(path);
+    let name = display_path(path);
     let Some(format) = Format::of(path) else {
         diagnostics.push(
             Diagnostic::error("unsupported-extension", format!("cannot read `{name}`: unsupported file extension"))
@@ -111,19 +112,35 @@ pub(crate) fn parse(
 fn parse_toml(text: &str, id: SourceId, diagnostics: &mut Vec<Diagnostic>) -> Option<Node> {
     match DeTable::parse(text) {
         Ok(table) => {
+            if let Some(range) = table.get_ref().values().find_map(|value| too_deep_in_toml(value, 1)) {
+                diagnostics.push(too_deep(Span::new(id, range)));
+                return None;
+            }
             let span = Span::new(id, table.span());
             Some(toml_table(table.get_ref(), span, id, diagnostics))
         }
         Err(error) => {
             let range = error.span().unwrap_or(0..0);
-            diagnostics.push(
-                Diagnostic::error("syntax-error", toml_message(error.message()))
-                    .with_span(Span::new(id, range))
-                    .with_label("invalid TOML"),
-            );
+            let message = toml_message(error.message());
+            // The crate's recursion guard (inline arrays and tables, dotted
+            // keys) is our nesting limit too; the unit tests pin its wording.
+            let diagnostic = if message.contains("recursion") || message.contains("recurse") {
+                too_deep(Span::new(id, range))
+            } else {
+                Diagnostic::error("syntax-error", message).with_span(Span::new(id, range)).with_label("invalid TOML")
+            };
+            diagnostics.push(diagnostic);
             None
         }
     }
+}
+
+/// The `nesting-too-deep` finding, at the value that opens one level too many.
+fn too_deep(span: Span) -> Diagnostic {
+    Diagnostic::error("nesting-too-deep", format!("tables and arrays nest deeper than {MAX_NESTING} levels"))
+        .with_span(span)
+        .with_label("one level too many")
+        .with_help("planrun files are shallow data; flatten the structure")
 }
 
 /// The parser's message, in our style: one line, lowercase, no period.
@@ -135,6 +152,21 @@ fn toml_message(message: &str) -> String {
         Some(first) => first.to_lowercase().chain(chars).collect(),
         None => "invalid TOML".to_string(),
     }
+}
+
+/// The span of the first array or table of `value` (at `level`, the
+/// document's own keys being level 1) that nests deeper than
+/// [`MAX_NESTING`]. Its recursion is bounded by the crate's own guard.
+fn too_deep_in_toml(value: &Spanned<DeValue<'_>>, level: usize) -> Option<Range<usize>> {
+    let children: Vec<&Spanned<DeValue<'_>>> = match value.get_ref() {
+        DeValue::Array(items) => items.iter().collect(),
+        DeValue::Table(table) => table.values().collect(),
+        _ => return None,
+    };
+    if level > MAX_NESTING {
+        return Some(value.span());
+    }
+    children.into_iter().find_map(|child| too_deep_in_toml(child, level + 1))
 }
 
 fn toml_table(table: &DeTable<'_>, span: Span, id: SourceId, diagnostics: &mut Vec<Diagnostic>) -> Node {
@@ -202,6 +234,8 @@ struct YamlBuilder<'a, 'd> {
     file: &'a SourceFile,
     byte_of: Vec<usize>,
     diagnostics: &'d mut Vec<Diagnostic>,
+    /// How many sequences and mappings enclose the current event.
+    depth: usize,
 }
 
 type YamlEvent<'a> = (Event<'a>, saphyr_parser::Span);
@@ -213,7 +247,7 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
     fn new(file: &'a SourceFile, id: SourceId, diagnostics: &'d mut Vec<Diagnostic>) -> Self {
         let mut byte_of: Vec<usize> = file.text.char_indices().map(|(index, _)| index).collect();
         byte_of.push(file.text.len());
-        YamlBuilder { parser: Parser::new_from_str(&file.text), id, file, byte_of, diagnostics }
+        YamlBuilder { parser: Parser::new_from_str(&file.text), id, file, byte_of, diagnostics, depth: 0 }
     }
 
     fn byte(&self, marker: saphyr_parser::Marker) -> usize {
@@ -239,11 +273,13 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
         let offset = self.byte(*error.marker());
         let end = self.file.text[offset..].chars().next().map_or(offset, |character| offset + character.len_utf8());
         let message = error.info().trim_end_matches('.').to_string();
-        self.fatal(
-            Diagnostic::error("syntax-error", message)
-                .with_span(Span::new(self.id, offset..end))
-                .with_label("invalid YAML"),
-        )
+        let span = Span::new(self.id, offset..end);
+        // The scanner reads flow collections (`[[[…`) ahead of the events and
+        // has its own guard (255 levels); that refusal is our limit too.
+        if message.contains("recursion limit") {
+            return self.fatal(too_deep(span));
+        }
+        self.fatal(Diagnostic::error("syntax-error", message).with_span(span).with_label("invalid YAML"))
     }
 
     fn fatal(&mut self, diagnostic: Diagnostic) -> Fatal {
@@ -341,36 +377,65 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
                 Ok(Node::new(at, NodeValue::Null))
             }
             Event::Scalar(text, style, anchor, tag) => {
-                self.refuse_anchor(anchor, at);
-                let forced_string = self.refuse_tag(tag.as_deref(), at, true);
-                let value = if style == ScalarStyle::Plain && !forced_string {
-                    self.resolve_plain(&text, at)
-                } else {
-                    NodeValue::String(text.into_owned())
-                };
+                let value = self.scalar(&text, style, anchor, tag.as_deref(), at);
                 Ok(Node::new(at, value))
             }
             Event::SequenceStart(anchor, tag) => {
                 self.refuse_anchor(anchor, at);
                 self.refuse_tag(tag.as_deref(), at, false);
-                let mut items = Vec::new();
-                loop {
-                    let (event, span) = self.next()?;
-                    if let Event::SequenceEnd = event {
-                        let end = self.span(span);
-                        let last = items.last().map_or(end.end, |item: &Node| item.span.end);
-                        let span = Span::new(self.id, at.start..last.max(at.end));
-                        return Ok(Node::new(span, NodeValue::Array(items)));
-                    }
-                    items.push(self.node(event, span)?);
-                }
+                self.nested(at, Self::sequence)
             }
             Event::MappingStart(anchor, tag) => {
                 self.refuse_anchor(anchor, at);
                 self.refuse_tag(tag.as_deref(), at, false);
-                self.mapping(at)
+                self.nested(at, Self::mapping)
             }
             _ => Err(self.fatal(Diagnostic::error("syntax-error", "unexpected YAML event").with_span(at))),
+        }
+    }
+
+    /// A scalar's value (a key's or a value's): anchors and tags refused,
+    /// a plain scalar resolved by the core schema, a quoted one a string.
+    fn scalar(
+        &mut self,
+        text: &str,
+        style: ScalarStyle,
+        anchor: usize,
+        tag: Option<&saphyr_parser::Tag>,
+        at: Span,
+    ) -> NodeValue {
+        self.refuse_anchor(anchor, at);
+        let forced_string = self.refuse_tag(tag, at, true);
+        if style == ScalarStyle::Plain && !forced_string {
+            self.resolve_plain(text, at)
+        } else {
+            NodeValue::String(text.to_string())
+        }
+    }
+
+    /// Reads one sequence or mapping one level deeper, refusing it past
+    /// [`MAX_NESTING`]: the recursion stops here, before the stack is at risk.
+    fn nested(&mut self, at: Span, read: fn(&mut Self, Span) -> Result<Node, Fatal>) -> Result<Node, Fatal> {
+        if self.depth > MAX_NESTING {
+            return Err(self.fatal(too_deep(at)));
+        }
+        self.depth += 1;
+        let node = read(self, at);
+        self.depth -= 1;
+        node
+    }
+
+    fn sequence(&mut self, at: Span) -> Result<Node, Fatal> {
+        let mut items = Vec::new();
+        loop {
+            let (event, span) = self.next()?;
+            if let Event::SequenceEnd = event {
+                let end = self.span(span);
+                let last = items.last().map_or(end.end, |item: &Node| item.span.end);
+                let span = Span::new(self.id, at.start..last.max(at.end));
+                return Ok(Node::new(span, NodeValue::Array(items)));
+            }
+            items.push(self.node(event, span)?);
         }
     }
 
@@ -386,13 +451,7 @@ impl<'a, 'd> YamlBuilder<'a, 'd> {
                     return Ok(Node::new(span, NodeValue::Table(entries)));
                 }
                 Event::Scalar(text, style, anchor, tag) => {
-                    self.refuse_anchor(anchor, key_span);
-                    let forced_string = self.refuse_tag(tag.as_deref(), key_span, true);
-                    let resolved = if style == ScalarStyle::Plain && !forced_string {
-                        self.resolve_plain(&text, key_span)
-                    } else {
-                        NodeValue::String(text.to_string())
-                    };
+                    let resolved = self.scalar(&text, style, anchor, tag.as_deref(), key_span);
                     if !matches!(resolved, NodeValue::String(_)) {
                         self.diagnostics.push(
                             Diagnostic::error(
@@ -500,4 +559,85 @@ fn is_core_float(text: &str) -> bool {
         is_digits(digits, 10)
     });
     mantissa_ok && exponent_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `code@line:col` of each finding of parsing `text` as `format`, and
+    /// whether a tree came out.
+    fn parsed(format: Format, text: &str) -> (bool, Vec<String>) {
+        let mut sources = SourceMap::new();
+        let id = sources.add(SourceFile::new("nested", text));
+        let file = sources.get(id).expect("source");
+        let mut diagnostics = Vec::new();
+        let tree = parse(file, id, format, &mut diagnostics);
+        let found = diagnostics
+            .iter()
+            .map(|diagnostic| {
+                let (line, column) = diagnostic.span.map_or((0, 0), |span| file.line_col(span.start));
+                format!("{}@{line}:{column}", diagnostic.code)
+            })
+            .collect();
+        (tree.is_some(), found)
+    }
+
+    fn toml_array(levels: usize) -> String {
+        format!("a = {}{}\n", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    #[test]
+    fn the_limit_itself_loads_and_one_level_more_is_refused_in_both_formats() {
+        // YAML: the root sequence is level 0, so MAX_NESTING + 1 dashes.
+        assert_eq!(parsed(Format::Yaml, &format!("{}x\n", "- ".repeat(MAX_NESTING + 1))), (true, vec![]));
+        assert_eq!(
+            parsed(Format::Yaml, &format!("{}x\n", "- ".repeat(MAX_NESTING + 2))),
+            (false, vec![format!("nesting-too-deep@1:{}", 2 * (MAX_NESTING + 1) + 1)])
+        );
+        // TOML: the root table is level 0, `a` is level 1.
+        assert_eq!(parsed(Format::Toml, &toml_array(MAX_NESTING)), (true, vec![]));
+        assert_eq!(
+            parsed(Format::Toml, &toml_array(MAX_NESTING + 1)),
+            (false, vec![format!("nesting-too-deep@1:{}", 4 + MAX_NESTING + 1)])
+        );
+    }
+
+    #[test]
+    fn bombs_of_every_shape_end_in_one_finding_not_an_abort() {
+        let levels = 10_000;
+        let block_sequences = format!("{}x\n", "- ".repeat(levels));
+        let block_mappings: String =
+            (0..levels).map(|level| format!("{}k:\n", "  ".repeat(level))).collect::<String>() + "x\n";
+        let flow_sequences = format!("a: {}{}\n", "[".repeat(levels), "]".repeat(levels));
+        let flow_mappings = format!("a: {}1{}\n", "{b: ".repeat(levels), "}".repeat(levels));
+        for (name, text) in [
+            ("block sequences", &block_sequences),
+            ("block mappings", &block_mappings),
+            // saphyr's scanner refuses these first (its 255-level guard).
+            ("flow sequences", &flow_sequences),
+            ("flow mappings", &flow_mappings),
+        ] {
+            let (tree, found) = parsed(Format::Yaml, text);
+            assert!(!tree, "{name}");
+            assert_eq!(found.len(), 1, "{name}: {found:?}");
+            assert!(found[0].starts_with("nesting-too-deep@"), "{name}: {found:?}");
+        }
+        let inline_tables = format!("a = {}1{}\n", "{b = ".repeat(levels), "}".repeat(levels));
+        let dotted_header = format!("[{}]\nx = 1\n", vec!["t"; levels].join("."));
+        let dotted_then_inline = format!("[{}]\n{}", vec!["t"; 60].join("."), toml_array(10));
+        for (name, text) in [
+            // The toml crate's 80-level guard refuses these first.
+            ("inline arrays", toml_array(levels)),
+            ("inline tables", inline_tables),
+            ("dotted header", dotted_header),
+            // Each part is below both guards; together they are too deep.
+            ("dotted header and inline arrays", dotted_then_inline),
+        ] {
+            let (tree, found) = parsed(Format::Toml, &text);
+            assert!(!tree, "{name}");
+            assert_eq!(found.len(), 1, "{name}: {found:?}");
+            assert!(found[0].starts_with("nesting-too-deep@"), "{name}: {found:?}");
+        }
+    }
 }

@@ -1,14 +1,17 @@
-//! Loading plan and policy files into the validated model.
+//! Loading plan, policy and service policy files into the validated model:
+//! one loader for every file the product reads.
 //!
 //! `loader.rs` reads a file and parses TOML or YAML (by extension) into a
 //! spanned document tree (`node.rs`); `validate_plan.rs` (with
-//! `validate_step.rs` for each step) and `validate_policy.rs` turn trees into
-//! [`crate::model::Plan`] and [`crate::model::Policy`], collecting every
-//! finding of a file in one pass; `lint_plan.rs` adds the per-plan warnings;
-//! `catalog.rs` checks what only shows across files (routing, references
-//! from plans to policies, plan settings against the policy).
+//! `validate_step.rs` for each step), `validate_policy.rs` and
+//! `validate_service_policy.rs` turn trees into [`crate::model::Plan`],
+//! [`crate::model::Policy`] and [`crate::model::ServicePolicy`], collecting
+//! every finding of a file in one pass; `lint_plan.rs` adds the per-plan
+//! warnings to the validated plan of `loaded_plan.rs`; `catalog.rs` checks
+//! what only shows across files (routing, references from plans to
+//! policies, plan settings against the policy).
 //!
-//! Both validators read tables through `table.rs`, which reports wrong
+//! Every validator reads tables through `table.rs`, which reports wrong
 //! types, missing keys and unknown keys (with a did-you-mean) uniformly.
 //! The keys of every table are declared once, in `keys.rs`; `schema.rs`
 //! generates the editors' JSON Schema from the same declarations.
@@ -16,12 +19,14 @@
 mod catalog;
 mod keys;
 mod lint_plan;
+mod loaded_plan;
 mod loader;
 mod node;
 mod schema;
 mod table;
 mod validate_plan;
 mod validate_policy;
+mod validate_service_policy;
 mod validate_step;
 
 pub use catalog::{Catalog, Loader};

@@ -1,6 +1,7 @@
-//! JSON Schema (draft 2020-12) for plan and policy files, generated from the
-//! key lists in `keys.rs` that the validators read through, so editors and
-//! `planrun check` can never disagree about which keys exist.
+//! JSON Schema (draft 2020-12) for plan, policy and service policy files,
+//! generated from the key lists in `keys.rs` that the validators read
+//! through, so editors and `planrun check` can never disagree about which
+//! keys exist.
 //!
 //! The committed copies in `schemas/` are compared with this output by a
 //! test; regenerate them with `planrun schema --out-dir schemas`.
@@ -11,22 +12,25 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::load::keys::{KeySpec, PLAN, POLICY, Section, Type};
+use crate::load::keys::{KeySpec, PLAN, POLICY, SERVICE, Section, Type};
 
 /// Which file a schema describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchemaKind {
     Plan,
     Policy,
+    /// The service policy of `planrun serve`.
+    Service,
 }
 
 impl SchemaKind {
-    pub const ALL: [SchemaKind; 2] = [SchemaKind::Plan, SchemaKind::Policy];
+    pub const ALL: [SchemaKind; 3] = [SchemaKind::Plan, SchemaKind::Policy, SchemaKind::Service];
 
     pub fn name(self) -> &'static str {
         match self {
             SchemaKind::Plan => "plan",
             SchemaKind::Policy => "policy",
+            SchemaKind::Service => "service",
         }
     }
 
@@ -41,6 +45,7 @@ pub fn schema(kind: SchemaKind) -> Value {
     let section = match kind {
         SchemaKind::Plan => &PLAN,
         SchemaKind::Policy => &POLICY,
+        SchemaKind::Service => &SERVICE,
     };
     let mut out = Map::new();
     out.insert("$schema".into(), json!("https://json-schema.org/draft/2020-12/schema"));
@@ -125,6 +130,8 @@ fn type_schema(ty: Type, section: &Section) -> Value {
             out
         }
         Type::Integer { min } => json!({"type": "integer", "minimum": min}),
+        Type::Range { min, max } => json!({"type": "integer", "minimum": min, "maximum": max}),
+        Type::Number { min, max } => json!({"type": "number", "minimum": min, "maximum": max}),
         Type::Boolean => json!({"type": "boolean"}),
         Type::Version => json!({"const": 1}),
         Type::Enum(values) => json!({"type": "string", "enum": values}),
@@ -144,6 +151,20 @@ fn type_schema(ty: Type, section: &Section) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_service_schema_bounds_its_integers_and_closes_its_sections() {
+        let service = schema(SchemaKind::Service);
+        assert_eq!(service["title"], json!("planrun service policy"));
+        assert_eq!(
+            service["properties"]["guard"]["properties"]["max_goal_chars"],
+            json!({"type": "integer", "minimum": 1, "maximum": 100_000, "description": "goals longer than this, in characters, are refused (default 2000)"})
+        );
+        let rule = &service["properties"]["recovery"]["items"];
+        assert_eq!(rule["required"], json!(["id", "rewrite"]));
+        assert_eq!(rule["additionalProperties"], json!(false));
+        assert_eq!(rule["properties"]["when_failure_class"]["enum"][1], json!("template_error"));
+    }
 
     #[test]
     fn a_step_schema_lists_kinds_and_refuses_other_kinds_payload() {

@@ -71,7 +71,7 @@ impl<'n> TableReader<'n> {
         let declared = self.allowed.iter().find(|allowed| allowed.name == key);
         debug_assert!(
             declared.is_some_and(|spec| fits(spec.ty)),
-            "key `{key}` is read with a type that `spec/keys.rs` does not declare: {declared:?}"
+            "key `{key}` is read with a type that `load/keys.rs` does not declare: {declared:?}"
         );
     }
 
@@ -79,7 +79,7 @@ impl<'n> TableReader<'n> {
     pub(crate) fn get(&mut self, key: &str) -> Option<&'n Node> {
         debug_assert!(
             self.allowed.iter().any(|allowed| allowed.name == key),
-            "key `{key}` is read but not declared in `spec/keys.rs`"
+            "key `{key}` is read but not declared in `load/keys.rs`"
         );
         let index = self.entries.iter().position(|(name, _)| name.name == key)?;
         self.used[index] = true;
@@ -134,6 +134,42 @@ impl<'n> TableReader<'n> {
         }
     }
 
+    /// One of the strings `choices` names (the values `keys.rs` declares
+    /// for `key`), as its value: `Some(None)` when the key is absent, `None`
+    /// after a reported `wrong-type` or `invalid-value` (`unknown <what>`,
+    /// listing the choices).
+    pub(crate) fn choice<T: Copy>(
+        &mut self,
+        key: &str,
+        what: &str,
+        choices: &[(&str, T)],
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Option<Option<T>> {
+        self.declared_as(
+            key,
+            |ty| matches!(ty, Type::Enum(values) if values.iter().eq(choices.iter().map(|(name, _)| name))),
+        );
+        let Some(node) = self.get(key) else {
+            return Some(None);
+        };
+        let (text, node) = self.typed_string(key, node, diagnostics)?;
+        if let Some((_, value)) = choices.iter().find(|(name, _)| *name == text) {
+            return Some(Some(*value));
+        }
+        let names: Vec<String> = choices.iter().map(|(name, _)| format!("`{name}`")).collect();
+        let expected = match names.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        diagnostics.push(
+            Diagnostic::error("invalid-value", format!("unknown {what} `{text}`"))
+                .with_span(node.span)
+                .with_label(format!("expected {expected}")),
+        );
+        None
+    }
+
     /// An integer of at least `min`, or `wrong-type` / `invalid-value`.
     pub(crate) fn integer(
         &mut self,
@@ -165,22 +201,82 @@ impl<'n> TableReader<'n> {
         self.declared_as(key, |ty| {
             matches!(ty, Type::Integer { min: declared } if declared == min) || matches!(ty, Type::Version)
         });
+        self.bounded(key, node, min, None, diagnostics)
+    }
+
+    /// The integer in `node` when it is at least `min` (and at most `max`),
+    /// else `wrong-type` or `invalid-value`.
+    fn bounded(
+        &self,
+        key: &str,
+        node: &'n Node,
+        min: i64,
+        max: Option<i64>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Option<(i64, &'n Node)> {
         let NodeValue::Integer(number) = node.value else {
             diagnostics.push(wrong_type(node, &self.describe(key), "an integer"));
             return None;
         };
-        if number < min {
-            diagnostics.push(
-                Diagnostic::error(
-                    "invalid-value",
-                    format!("{} must be at least {min}, found {number}", self.describe(key)),
-                )
-                .with_span(node.span)
-                .with_label(format!("expected {min} or more")),
-            );
-            return None;
+        if number >= min && max.is_none_or(|max| number <= max) {
+            return Some((number, node));
         }
-        Some((number, node))
+        let (bound, label) = match max {
+            None => (format!("at least {min}"), format!("expected {min} or more")),
+            Some(max) => (format!("between {min} and {max}"), format!("expected {min} to {max}")),
+        };
+        diagnostics.push(
+            Diagnostic::error("invalid-value", format!("{} must be {bound}, found {number}", self.describe(key)))
+                .with_span(node.span)
+                .with_label(label),
+        );
+        None
+    }
+
+    /// An integer within the range that `keys.rs` declares for `key`
+    /// ([`Type::Range`]), or `wrong-type` / `invalid-value`.
+    pub(crate) fn ranged(&mut self, key: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<(i64, &'n Node)> {
+        let declared = self.allowed.iter().find(|allowed| allowed.name == key).and_then(|spec| match spec.ty {
+            Type::Range { min, max } => Some((min, max)),
+            _ => None,
+        });
+        debug_assert!(declared.is_some(), "key `{key}` is read as a range but `load/keys.rs` declares no range");
+        let (min, max) = declared?;
+        let node = self.get(key)?;
+        self.bounded(key, node, min, Some(max), diagnostics)
+    }
+
+    /// A number (integer or float) within the range that `keys.rs`
+    /// declares for `key` ([`Type::Number`]), or `wrong-type` /
+    /// `invalid-value`.
+    pub(crate) fn number(&mut self, key: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<(f64, &'n Node)> {
+        let declared = self.allowed.iter().find(|allowed| allowed.name == key).and_then(|spec| match spec.ty {
+            Type::Number { min, max } => Some((min, max)),
+            _ => None,
+        });
+        debug_assert!(declared.is_some(), "key `{key}` is read as a number but `load/keys.rs` declares none");
+        let (min, max) = declared?;
+        let node = self.get(key)?;
+        let number = match node.value {
+            NodeValue::Float(number) => number,
+            NodeValue::Integer(number) => number as f64,
+            _ => {
+                diagnostics.push(wrong_type(node, &self.describe(key), "a number"));
+                return None;
+            }
+        };
+        if (min..=max).contains(&number) {
+            return Some((number, node));
+        }
+        diagnostics.push(
+            Diagnostic::error(
+                "invalid-value",
+                format!("{} must be between {min:?} and {max:?}, found {number}", self.describe(key)),
+            )
+            .with_span(node.span)
+            .with_label(format!("expected {min:?} to {max:?}")),
+        );
+        None
     }
 
     pub(crate) fn bool(&mut self, key: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<bool> {
@@ -325,4 +421,89 @@ pub(crate) fn value_span(text: &str, node: &Node, start: usize, end: usize) -> S
         Some(base) => Span { source: node.span.source, start: base + start, end: base + end },
         None => node.span,
     }
+}
+
+/// How many of `diagnostics` are errors: a validator compares the count
+/// before and after a table to know whether the table itself had errors.
+pub(crate) fn error_count(diagnostics: &[Diagnostic]) -> usize {
+    diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count()
+}
+
+/// `name` when it is a valid name of at most `max` bytes, else
+/// `invalid-value` on `node` (naming `what`).
+pub(crate) fn name_or_error(
+    name: &str,
+    node: &Node,
+    what: &str,
+    max: usize,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<String> {
+    if is_name(name, max) {
+        return Some(name.to_string());
+    }
+    let limit = if max == usize::MAX { String::new() } else { format!(" (at most {max})") };
+    diagnostics.push(
+        Diagnostic::error("invalid-value", format!("invalid {what} `{name}`"))
+            .with_span(node.span)
+            .with_label("not a valid name")
+            .with_help(format!("use ASCII letters, digits, `_` and `-`{limit}")),
+    );
+    None
+}
+
+/// The regex in string `node` (`pattern`, anchored at both ends when
+/// `anchored`), or `invalid-regex` on the node with the parser's reason.
+pub(crate) fn compile_regex(
+    pattern: &str,
+    anchored: bool,
+    node: &Node,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<regex::Regex> {
+    let compiled = if anchored { regex::Regex::new(&format!("^(?:{pattern})$")) } else { regex::Regex::new(pattern) };
+    compiled
+        .map_err(|error| {
+            // The last line of the error is the reason (after the pattern and
+            // its caret line).
+            let detail = error.to_string();
+            let reason = detail.lines().last().unwrap_or("invalid regex").trim().trim_start_matches("error: ");
+            diagnostics.push(
+                Diagnostic::error("invalid-regex", format!("invalid regex `{pattern}`"))
+                    .with_span(node.span)
+                    .with_label(reason.to_string()),
+            );
+        })
+        .ok()
+}
+
+/// A section's reader; an absent section reads as an empty table.
+pub(crate) fn section<'n>(
+    node: Option<&'n Node>,
+    name: &str,
+    keys: &'static [KeySpec],
+    empty: &'n Node,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<TableReader<'n>> {
+    TableReader::new(node.unwrap_or(empty), &format!("`[{name}]`"), format!(" in `[{name}]`"), keys, diagnostics)
+}
+
+pub(crate) fn empty_table() -> Node {
+    Node::new(Span::default(), NodeValue::Table(Vec::new()))
+}
+
+/// An array of strings, each checked by `check`.
+pub(crate) fn strings(
+    items: &[Node],
+    key: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+    mut check: impl FnMut(&str, &Node, &mut Vec<Diagnostic>) -> bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        if let Some(text) = expect_string(item, &format!("`{key}[{index}]`"), diagnostics)
+            && check(text, item, diagnostics)
+        {
+            out.push(text.to_string());
+        }
+    }
+    out
 }

@@ -7,77 +7,21 @@
 //! policy or other plans live in `catalog.rs`.
 //!
 //! One step's keys and payload are validated in `validate_step.rs`; the
-//! per-plan lints live in `lint_plan.rs`.
+//! per-plan lints live in `lint_plan.rs`; the validated plan and its spans,
+//! which all three share, in `loaded_plan.rs`.
 //!
 //! Adding a step kind: add it to `keys::STEP`'s variants with its payload
 //! keys and build its [`Action`] in `validate_step.rs`.
 
 use std::collections::HashMap;
 
-use crate::diag::{Diagnostic, Severity, SourceFile, Span};
+use crate::diag::{Diagnostic, SourceFile, Span};
 use crate::load::keys::{PLAN, PLAN_BUDGET, VERIFY};
+use crate::load::loaded_plan::{LoadedPlan, PlanSpans};
 use crate::load::node::Node;
-use crate::load::table::{TableReader, check_version, expect_string, is_name, wrong_type};
-use crate::model::{BudgetOverride, Plan, RunStatus, SourceRef, Step, VerifyCheck};
-use crate::template::Template;
-
-pub(crate) use crate::load::lint_plan::lint_plan;
+use crate::load::table::{TableReader, check_version, error_count, expect_string, name_or_error, wrong_type};
 use crate::load::validate_step::step;
-
-/// A validated plan with the spans that later checks point at.
-#[derive(Debug, Clone)]
-pub(crate) struct LoadedPlan {
-    pub plan: Plan,
-    pub spans: PlanSpans,
-}
-
-/// Where the parts of a plan are in its file.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct PlanSpans {
-    pub id: Span,
-    pub policy: Option<Span>,
-    pub default: Option<Span>,
-    pub steps_key: Option<Span>,
-    pub steps: Vec<StepSpans>,
-    pub(super) templates: Vec<TemplateSite>,
-}
-
-/// Where the parts of a step are in its file.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct StepSpans {
-    pub id: Span,
-    pub timeout: Option<Span>,
-    pub retry: Option<Span>,
-    pub path: Option<Span>,
-    pub command: Option<Span>,
-}
-
-/// A template of a step and where its text starts in the file.
-#[derive(Debug, Clone)]
-pub(super) struct TemplateSite {
-    pub(super) step: usize,
-    pub(super) template: Template,
-    pub(super) node: Node,
-}
-
-impl LoadedPlan {
-    /// Turns a warning into a note when the plan documents a failing run.
-    pub(crate) fn soften(&self, diagnostic: Diagnostic) -> Diagnostic {
-        soften(diagnostic, self.plan.expected_status == RunStatus::Failed)
-    }
-}
-
-pub(super) fn soften(mut diagnostic: Diagnostic, expected_failed: bool) -> Diagnostic {
-    if expected_failed && diagnostic.severity == Severity::Warning {
-        diagnostic.severity = Severity::Note;
-        let expected = "expected: this plan documents a failing scenario";
-        diagnostic.help = Some(match diagnostic.help.take() {
-            Some(help) => format!("{help}; {expected}"),
-            None => expected.to_string(),
-        });
-    }
-    diagnostic
-}
+use crate::model::{BudgetOverride, Plan, RunStatus, SourceRef, Step, VerifyCheck};
 
 /// Builds the plan, or returns `None` when the file has errors (all of them
 /// reported).
@@ -127,19 +71,14 @@ pub(crate) fn validate_plan(
     };
     spans.default = reader.key_span("default");
     let default = reader.bool("default", diagnostics).unwrap_or(false);
-    let expected_status = match reader.string("expected_status", diagnostics) {
-        None => Some(RunStatus::Done),
-        Some(("done", _)) => Some(RunStatus::Done),
-        Some(("failed", _)) => Some(RunStatus::Failed),
-        Some((other, node)) => {
-            diagnostics.push(
-                Diagnostic::error("invalid-value", format!("unknown `expected_status` `{other}`"))
-                    .with_span(node.span)
-                    .with_label("expected `done` or `failed`"),
-            );
-            None
-        }
-    };
+    let expected_status = reader
+        .choice(
+            "expected_status",
+            "`expected_status`",
+            &[("done", RunStatus::Done), ("failed", RunStatus::Failed)],
+            diagnostics,
+        )
+        .map(|status| status.unwrap_or(RunStatus::Done));
 
     spans.steps_key = reader.key_span("steps");
     let mut steps = Vec::new();
@@ -207,35 +146,6 @@ pub(crate) fn validate_plan(
         },
         spans,
     })
-}
-
-pub(super) fn error_count(diagnostics: &[Diagnostic]) -> usize {
-    diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count()
-}
-
-pub(super) fn name_or_error(
-    name: &str,
-    node: &Node,
-    what: &str,
-    max: usize,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Option<String> {
-    if is_name(name, max) {
-        return Some(name.to_string());
-    }
-    let limit = if max == usize::MAX { String::new() } else { format!(" (at most {max})") };
-    diagnostics.push(
-        Diagnostic::error("invalid-value", format!("invalid {what} `{name}`"))
-            .with_span(node.span)
-            .with_label("not a valid name")
-            .with_help(format!("use ASCII letters, digits, `_` and `-`{limit}")),
-    );
-    None
-}
-
-/// The first line of a regex error, for a label.
-pub(super) fn regex_error(error: &regex::Error) -> String {
-    error.to_string().lines().last().unwrap_or("invalid").trim_start_matches("error: ").to_string()
 }
 
 /// The plan's `[budget]`: `None` only after a reported error.

@@ -3,7 +3,10 @@
 //! Every section is optional and has defaults (the constants below). Shell
 //! rules are compiled here: regex tokens are anchored, prefix rules are
 //! refused for programs that run other programs, and each rule's `match` /
-//! `not_match` examples are checked against the rule itself.
+//! `not_match` examples are checked against the rule itself with the
+//! runtime's own matcher ([`crate::policy::args_match`]), path slots judged
+//! by the confinement rules of this policy's `files.deny` and the protected
+//! folders: an example the runtime would deny fails here.
 //!
 //! Adding a key: add it to its section in `keys.rs` and read it in the
 //! section's function.
@@ -11,16 +14,19 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use regex::Regex;
-
+use crate::confine::{PathDenied, PathRules};
 use crate::diag::{Diagnostic, Span};
-use crate::load::keys::{BUDGET, FILES, KeySpec, POLICY, RETRY, RULE, SHELL, TOKEN_TABLE};
-use crate::load::node::{Node, NodeValue};
-use crate::load::table::{TableReader, check_version, expect_array, expect_string, wrong_type};
+use crate::load::keys::{BUDGET, FILES, POLICY, RETRY, RULE, SHELL, TOKEN_TABLE};
+use crate::load::node::Node;
+use crate::load::table::{
+    TableReader, check_version, compile_regex, empty_table, error_count, expect_array, expect_string, section, strings,
+    wrong_type,
+};
 use crate::model::{
     ArgMatcher, ArgPattern, Budget, Decision, FailureClass, FilePolicy, Policy, RetryPolicy, ShellPolicy, ShellRule,
     SlotKind, SourceRef,
 };
+use crate::policy::args_match;
 
 const RETRY_CAP: &str = "cap";
 
@@ -58,8 +64,14 @@ pub(crate) fn validate_policy(
     let mut reader = TableReader::new(root, "a policy file", "", POLICY.keys, diagnostics)?;
     check_version(&mut reader, diagnostics);
     reader.string("description", diagnostics);
-    let shell = shell(reader.get("shell"), diagnostics);
-    let files = files(reader.get("files"), diagnostics);
+    // `files` first: the rule examples' path slots are judged by its
+    // `deny` globs. Its findings still come after the shell's, in file order.
+    let mut files_findings = Vec::new();
+    let files = files(reader.get("files"), &mut files_findings);
+    let default_files = FilePolicy { deny: Vec::new(), max_read_bytes: 0, max_write_bytes: 0 };
+    let slots = PathRules::new(files.as_ref().unwrap_or(&default_files));
+    let shell = shell(reader.get("shell"), &slots, diagnostics);
+    diagnostics.extend(files_findings);
     let retry = retry(reader.get("retry"), diagnostics);
     let budget = budget(reader.get("budget"), diagnostics);
     reader.finish(diagnostics);
@@ -67,43 +79,6 @@ pub(crate) fn validate_policy(
         return None;
     }
     Some(Policy { name: name.to_string(), shell: shell?, files: files?, retry: retry?, budget: budget?, source })
-}
-
-fn error_count(diagnostics: &[Diagnostic]) -> usize {
-    diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count()
-}
-
-/// A section's reader; an absent section reads as an empty table.
-fn section<'n>(
-    node: Option<&'n Node>,
-    name: &str,
-    keys: &'static [KeySpec],
-    empty: &'n Node,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Option<TableReader<'n>> {
-    TableReader::new(node.unwrap_or(empty), &format!("`[{name}]`"), format!(" in `[{name}]`"), keys, diagnostics)
-}
-
-fn empty_table() -> Node {
-    Node::new(Span::default(), NodeValue::Table(Vec::new()))
-}
-
-/// An array of strings, each checked by `check`.
-fn strings(
-    items: &[Node],
-    key: &str,
-    diagnostics: &mut Vec<Diagnostic>,
-    mut check: impl FnMut(&str, &Node, &mut Vec<Diagnostic>) -> bool,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    for (index, item) in items.iter().enumerate() {
-        if let Some(text) = expect_string(item, &format!("`{key}[{index}]`"), diagnostics)
-            && check(text, item, diagnostics)
-        {
-            out.push(text.to_string());
-        }
-    }
-    out
 }
 
 fn bare_name(text: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> bool {
@@ -124,7 +99,7 @@ fn bare_name(text: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> bool
     bare
 }
 
-fn shell(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<ShellPolicy> {
+fn shell(node: Option<&Node>, slots: &PathRules, diagnostics: &mut Vec<Diagnostic>) -> Option<ShellPolicy> {
     let empty = empty_table();
     let mut reader = section(node, "shell", SHELL.keys, &empty, diagnostics)?;
     let blocked = reader
@@ -163,7 +138,7 @@ fn shell(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<Shell
     let mut rules_ok = true;
     if let Some(items) = reader.array("allow", diagnostics) {
         for (index, item) in items.iter().enumerate() {
-            match rule(item, index, diagnostics) {
+            match rule(item, index, slots, diagnostics) {
                 Some(rule) => allow.push(rule),
                 None => rules_ok = false,
             }
@@ -188,7 +163,7 @@ fn env(node: &Node, diagnostics: &mut Vec<Diagnostic>) -> BTreeMap<String, Strin
     env
 }
 
-fn rule(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Option<ShellRule> {
+fn rule(node: &Node, index: usize, slots: &PathRules, diagnostics: &mut Vec<Diagnostic>) -> Option<ShellRule> {
     let errors_before = error_count(diagnostics);
     let default_name = format!("shell.allow[{index}]");
     let mut reader =
@@ -217,20 +192,14 @@ fn rule(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Option<
                 .with_help("list the exact argument lists in `args` instead"),
         );
     }
-    let decision = match reader.string("decision", diagnostics) {
-        None => Some(Decision::Allow),
-        Some(("allow", _)) => Some(Decision::Allow),
-        Some(("prompt", _)) => Some(Decision::Prompt),
-        Some(("forbidden", _)) => Some(Decision::Forbidden),
-        Some((other, node)) => {
-            diagnostics.push(
-                Diagnostic::error("invalid-value", format!("unknown decision `{other}`"))
-                    .with_span(node.span)
-                    .with_label("expected `allow`, `prompt` or `forbidden`"),
-            );
-            None
-        }
-    };
+    let decision = reader
+        .choice(
+            "decision",
+            "decision",
+            &[("allow", Decision::Allow), ("prompt", Decision::Prompt), ("forbidden", Decision::Forbidden)],
+            diagnostics,
+        )
+        .map(|decision| decision.unwrap_or(Decision::Allow));
     let reason = reader.string("reason", diagnostics).map(|(text, _)| text.to_string());
     let matching = examples(&mut reader, "match", diagnostics);
     let not_matching = examples(&mut reader, "not_match", diagnostics);
@@ -238,12 +207,18 @@ fn rule(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Option<
 
     if let Some(args) = &args {
         for (example, tokens) in &matching {
-            if !accepts(args, prefix, tokens) {
-                diagnostics.push(mismatch(example, "is not accepted by this rule", "`match`"));
+            if !args_match(args, prefix, tokens, slots) {
+                let mut diagnostic = mismatch(example, "is not accepted by this rule", "`match`");
+                if let Some(denied) = slot_denial(args, tokens, slots) {
+                    diagnostic = diagnostic.with_help(format!(
+                        "{denied}; a `path` slot takes only paths the file tools may touch, so the runtime denies this example"
+                    ));
+                }
+                diagnostics.push(diagnostic);
             }
         }
         for (example, tokens) in &not_matching {
-            if accepts(args, prefix, tokens) {
+            if args_match(args, prefix, tokens, slots) {
                 diagnostics.push(mismatch(example, "is accepted by this rule", "`not_match`"));
             }
         }
@@ -337,19 +312,7 @@ fn matcher(node: &Node, where_: &str, diagnostics: &mut Vec<Diagnostic>) -> Opti
                 );
                 return None;
             }
-            match Regex::new(&format!("^(?:{pattern})$")) {
-                Ok(regex) => Some(ArgMatcher::Regex(regex)),
-                Err(error) => {
-                    let detail = error.to_string();
-                    let last = detail.lines().last().unwrap_or("invalid regex").trim();
-                    diagnostics.push(
-                        Diagnostic::error("invalid-regex", format!("invalid regex `{pattern}`"))
-                            .with_span(pattern_node.span)
-                            .with_label(last.trim_start_matches("error: ").to_string()),
-                    );
-                    None
-                }
-            }
+            compile_regex(pattern, true, pattern_node, diagnostics).map(ArgMatcher::Regex)
         }
         (None, Some(("path", _))) => {
             Some(ArgMatcher::Slot { kind: SlotKind::Path, allow_dash: allow_dash.unwrap_or(false) })
@@ -378,27 +341,13 @@ fn reader_span_for(allow_dash: Option<bool>, node: &Node) -> Option<Span> {
     allow_dash.map(|_| node.get("allow_dash").map_or(node.span, |value| value.span))
 }
 
-/// Whether a rule with these patterns accepts `tokens` (the argv after the
-/// program). Slots are checked statically: relative, no `..`, no leading
-/// `-` unless allowed; the runtime does the full confinement check.
-pub(crate) fn accepts(patterns: &[ArgPattern], prefix: bool, tokens: &[String]) -> bool {
-    patterns.iter().any(|ArgPattern(matchers)| {
-        let length_ok = if prefix { tokens.len() >= matchers.len() } else { tokens.len() == matchers.len() };
-        length_ok && matchers.iter().zip(tokens).all(|(matcher, token)| token_matches(matcher, token))
+/// Why confinement refuses a token of `tokens` that stands where some
+/// pattern has a `path` slot: what makes a `match` example fail that would
+/// pass by its shape alone.
+fn slot_denial(patterns: &[ArgPattern], tokens: &[String], slots: &PathRules) -> Option<PathDenied> {
+    patterns.iter().flat_map(|ArgPattern(matchers)| matchers.iter().zip(tokens)).find_map(|(matcher, token)| {
+        matches!(matcher, ArgMatcher::Slot { .. }).then(|| slots.check_path(token).err()).flatten()
     })
-}
-
-fn token_matches(matcher: &ArgMatcher, token: &str) -> bool {
-    match matcher {
-        ArgMatcher::Literal(text) => text == token,
-        ArgMatcher::Regex(regex) => regex.is_match(token),
-        ArgMatcher::Slot { kind: SlotKind::Path, allow_dash } => {
-            !token.is_empty()
-                && !token.starts_with('/')
-                && (*allow_dash || !token.starts_with('-'))
-                && !token.split('/').any(|component| component == "..")
-        }
-    }
 }
 
 fn files(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<FilePolicy> {

@@ -5,9 +5,11 @@
 
 use crate::diag::{Diagnostic, SourceFile, Span};
 use crate::load::keys::{EXPECT, STEP, WHEN};
+use crate::load::loaded_plan::{PlanSpans, StepSpans, TemplateSite};
 use crate::load::node::Node;
-use crate::load::table::{TableReader, did_you_mean, expect_string, value_span, wrong_type};
-use crate::load::validate_plan::{PlanSpans, StepSpans, TemplateSite, error_count, name_or_error, regex_error};
+use crate::load::table::{
+    TableReader, compile_regex, did_you_mean, error_count, expect_string, name_or_error, value_span, wrong_type,
+};
 use crate::model::{Action, Condition, ConditionTest, Expect, Risk, Step, WhenFalse};
 use crate::template::{RefTarget, Template};
 
@@ -75,19 +77,8 @@ pub(super) fn step(
             false
         }
     };
-    let declared_risk = match reader.string("risk", diagnostics) {
-        None => None,
-        Some(("read", _)) => Some(Risk::Read),
-        Some(("write", _)) => Some(Risk::Write),
-        Some((other, node)) => {
-            diagnostics.push(
-                Diagnostic::error("invalid-value", format!("unknown `risk` `{other}`"))
-                    .with_span(node.span)
-                    .with_label("expected `read` or `write`"),
-            );
-            None
-        }
-    };
+    let declared_risk =
+        reader.choice("risk", "`risk`", &[("read", Risk::Read), ("write", Risk::Write)], diagnostics).flatten();
 
     let step_index = plan_spans.steps.len();
     let mut builder = ActionBuilder {
@@ -232,13 +223,27 @@ impl ActionBuilder<'_, '_, '_> {
                 .push(Diagnostic::error("invalid-value", "`idempotency_key` is empty").with_span(node.span));
             return None;
         }
-        let template = self.template(node, "`idempotency_key`")?;
+        self.run_id_only(
+            node,
+            "`idempotency_key`",
+            ["an idempotency key", "an idempotency key"],
+            "write the key literally, or build it from `{{ run.id }}`",
+        )
+    }
+
+    /// The template in `node` when its only references are `{{ run.id }}`
+    /// (a control field: step output never chooses a target), else
+    /// `untrusted-control-field` on the first other reference. `field` is
+    /// how the message and the label name the field.
+    fn run_id_only(&mut self, node: &Node, key: &str, field: [&str; 2], help: &str) -> Option<Template> {
+        let [message_field, label_field] = field;
+        let template = self.template(node, key)?;
         if let Some(reference) = template.references().find(|reference| reference.target != RefTarget::RunId) {
             self.diagnostics.push(
-                Diagnostic::error("untrusted-control-field", "step output may not flow into an idempotency key")
+                Diagnostic::error("untrusted-control-field", format!("step output may not flow into {message_field}"))
                     .with_span(value_span(&self.file.text, node, reference.start, reference.end))
-                    .with_label("only `{{ run.id }}` may appear in an idempotency key")
-                    .with_help("write the key literally, or build it from `{{ run.id }}`"),
+                    .with_label(format!("only `{{{{ run.id }}}}` may appear in {label_field}"))
+                    .with_help(help),
             );
             return None;
         }
@@ -256,35 +261,21 @@ impl ActionBuilder<'_, '_, '_> {
                 tests.push((key, text, node));
             }
         }
-        let otherwise = match reader.string("otherwise", self.diagnostics) {
-            None | Some(("skip", _)) => Some(WhenFalse::Skip),
-            Some(("already_satisfied", _)) => Some(WhenFalse::AlreadySatisfied),
-            Some((other, node)) => {
-                self.diagnostics.push(
-                    Diagnostic::error("invalid-value", format!("unknown `otherwise` `{other}`"))
-                        .with_span(node.span)
-                        .with_label("expected `skip` or `already_satisfied`"),
-                );
-                None
-            }
-        };
+        let otherwise = reader
+            .choice(
+                "otherwise",
+                "`otherwise`",
+                &[("skip", WhenFalse::Skip), ("already_satisfied", WhenFalse::AlreadySatisfied)],
+                self.diagnostics,
+            )
+            .map(|otherwise| otherwise.unwrap_or(WhenFalse::Skip));
         reader.finish(self.diagnostics);
         let test = match tests.as_slice() {
             [(key, text, node)] => match *key {
                 "equals" => Some(ConditionTest::Equals((*text).to_string())),
                 "not_equals" => Some(ConditionTest::NotEquals((*text).to_string())),
                 "contains" => Some(ConditionTest::Contains((*text).to_string())),
-                _ => match regex::Regex::new(text) {
-                    Ok(regex) => Some(ConditionTest::Matches(regex)),
-                    Err(error) => {
-                        self.diagnostics.push(
-                            Diagnostic::error("invalid-regex", format!("invalid regex `{text}`"))
-                                .with_span(node.span)
-                                .with_label(regex_error(&error)),
-                        );
-                        None
-                    }
-                },
+                _ => compile_regex(text, false, node, self.diagnostics).map(ConditionTest::Matches),
             },
             _ => {
                 self.diagnostics.push(
@@ -309,17 +300,9 @@ impl ActionBuilder<'_, '_, '_> {
             .and_then(|(code, node)| small(code, node, "`exit_code`", self.diagnostics))
             .map(|code| i32::try_from(code).unwrap_or(i32::MAX));
         let output_contains = reader.string("output_contains", self.diagnostics).map(|(text, _)| text.to_string());
-        let output_matches = reader.string("output_matches", self.diagnostics).and_then(|(text, node)| {
-            regex::Regex::new(text)
-                .map_err(|error| {
-                    self.diagnostics.push(
-                        Diagnostic::error("invalid-regex", format!("invalid regex `{text}`"))
-                            .with_span(node.span)
-                            .with_label(regex_error(&error)),
-                    );
-                })
-                .ok()
-        });
+        let output_matches = reader
+            .string("output_matches", self.diagnostics)
+            .and_then(|(text, node)| compile_regex(text, false, node, self.diagnostics));
         reader.finish(self.diagnostics);
         Some(Expect { exit_code, output_contains, output_matches })
     }
@@ -353,17 +336,12 @@ impl ActionBuilder<'_, '_, '_> {
     fn path(&mut self) -> Option<Template> {
         let (_, node) = self.reader.required_string("path", self.diagnostics)?;
         *self.path_span = Some(node.span);
-        let template = self.template(node, "`path`")?;
-        if let Some(reference) = template.references().find(|reference| reference.target != RefTarget::RunId) {
-            self.diagnostics.push(
-                Diagnostic::error("untrusted-control-field", "step output may not flow into a file path")
-                    .with_span(value_span(&self.file.text, node, reference.start, reference.end))
-                    .with_label("only `{{ run.id }}` may appear in a path")
-                    .with_help("write the path literally; put step output in `content` instead"),
-            );
-            return None;
-        }
-        Some(template)
+        self.run_id_only(
+            node,
+            "`path`",
+            ["a file path", "a path"],
+            "write the path literally; put step output in `content` instead",
+        )
     }
 
     fn command(&mut self, node: &Node) -> Option<Vec<Template>> {

@@ -27,11 +27,16 @@ pub enum FailureClass {
     ToolResultUncertain,
     /// An `expect` post-condition or a plan's `[[verify]]` check failed.
     VerificationFailed,
+    /// The tool's target does not exist (a ticket the ticket system does not
+    /// know). Unlike `file_error` (a file may appear, a read may be cut
+    /// short) the answer is definite and nothing was applied: a second
+    /// attempt asks the same question and gets the same answer.
+    NotFound,
 }
 
 impl FailureClass {
     /// Every class, in declaration order (used by the policy loader and docs).
-    pub const ALL: [FailureClass; 9] = [
+    pub const ALL: [FailureClass; 10] = [
         FailureClass::SecurityDenied,
         FailureClass::TemplateError,
         FailureClass::FileError,
@@ -41,6 +46,7 @@ impl FailureClass {
         FailureClass::IdempotencyConflict,
         FailureClass::ToolResultUncertain,
         FailureClass::VerificationFailed,
+        FailureClass::NotFound,
     ];
 
     /// The classes whose max attempts a policy's `[retry]` table sets.
@@ -64,6 +70,7 @@ impl FailureClass {
             FailureClass::IdempotencyConflict => "idempotency_conflict",
             FailureClass::ToolResultUncertain => "tool_result_uncertain",
             FailureClass::VerificationFailed => "verification_failed",
+            FailureClass::NotFound => "not_found",
         }
     }
 
@@ -75,7 +82,8 @@ impl FailureClass {
     /// Whether a failure of this class may ever be retried, whatever the policy
     /// says. Security denials and template errors are deterministic: a second
     /// attempt cannot succeed. Conflicts, uncertain writes, invalid results
-    /// and failed verification need a person, not another attempt.
+    /// and failed verification need a person, not another attempt; a target
+    /// that does not exist does not appear by asking again.
     pub fn is_retryable(self) -> bool {
         matches!(self, FailureClass::FileError | FailureClass::ExecutionError | FailureClass::UnknownError)
     }

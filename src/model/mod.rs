@@ -1,7 +1,7 @@
 //! The validated model: what the loader produces and the runtime consumes.
 //!
 //! Every type here upholds its invariants by construction: the only way to get
-//! a [`Plan`] or a [`Policy`] is through the validator in `crate::load`, which
+//! a [`Plan`], a [`Policy`] or a [`ServicePolicy`] from a file is through the validator in `crate::load`, which
 //! has already checked versions, keys, types, references and rule examples.
 //! Later stages never re-validate and never see raw file text.
 
@@ -10,6 +10,7 @@ mod failure;
 mod plan;
 mod policy;
 mod run_status;
+mod service_policy;
 
 pub use condition::{BudgetOverride, Condition, ConditionTest, Expect, Risk, VerifyCheck, WhenFalse};
 pub use failure::FailureClass;
@@ -18,3 +19,7 @@ pub use policy::{
     ArgMatcher, ArgPattern, Budget, Decision, FilePolicy, Policy, RetryPolicy, ShellPolicy, ShellRule, SlotKind,
 };
 pub use run_status::RunStatus;
+pub use service_policy::{
+    ControllerLimits, DEFAULT_SYSTEM_PROMPT, DecisionSettings, GuardRules, MAX_REWRITE_CHARS, MAX_SYSTEM_PROMPT_CHARS,
+    RecoveryRule, ServicePolicy,
+};

@@ -1,9 +1,54 @@
 //! Use cases: what a person or a service asks planrun to do, each taking
-//! typed inputs and returning a typed outcome plus one [`ExitStatus`].
+//! typed inputs and returning a typed outcome (or an [`OpsError`]) that
+//! knows its one [`ExitStatus`].
 //!
-//! The front ends (`cli`, `server`) parse their input, call one function
-//! here and present its outcome; no front end wires the engine by hand.
+//! The front ends parse their input, call one function here and present its
+//! outcome: `cli/*.rs` for the command line, the service's handlers and its
+//! agent adapter for HTTP. No front end wires "load → route → run →
+//! records → exit status" by hand.
+//!
+//! | use case | function | outcome |
+//! |---|---|---|
+//! | run a plan file or a goal | [`run`] | [`RunOutcome`] |
+//! | continue a run | [`resume`] | [`RunOutcome`] |
+//! | approve a frozen action | [`approve`] | [`Approved`] |
+//! | reject / cancel a run | [`reject`], [`cancel`] | [`EndedRun`] |
+//! | read a run back | [`show`], [`full_state_json`] | [`LoadedRun`](crate::store::LoadedRun) |
+//! | explain routing | [`route`] | [`Routed`] |
+//! | preview a run | [`preview`] | [`Preview`](crate::preview::Preview) |
+//! | ask a policy about a command line | [`policy_check`] | [`PolicyVerdict`] |
+//! | validate files | [`check`] | [`CheckOutcome`] |
+//!
+//! Adding a use case: one file here with its input, outcome and function,
+//! re-exported below; then a thin `cli/` command and, if the service offers
+//! it, a handler.
 
+mod approve;
+mod cancel;
+mod catalog;
+mod check;
+mod ended_run;
+mod error;
 mod exit_status;
+mod policy_check;
+mod preview;
+mod reject;
+mod resume;
+mod route;
+mod run;
+mod show;
 
+pub use approve::{ApproveInput, Approved, approve};
+pub use cancel::cancel;
+pub use catalog::{load_catalog, load_plan_file};
+pub use check::{CheckInput, CheckOutcome, CheckedFile, check};
+pub use ended_run::EndedRun;
+pub use error::OpsError;
 pub use exit_status::ExitStatus;
+pub use policy_check::{PolicyCheckInput, PolicyVerdict, policy_check};
+pub use preview::{PreviewTarget, preview};
+pub use reject::reject;
+pub use resume::resume;
+pub use route::{Routed, route};
+pub use run::{RunInput, RunOutcome, RunTarget, run};
+pub use show::{full_state_json, show};

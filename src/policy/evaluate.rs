@@ -143,8 +143,7 @@ pub fn evaluate_argv(policy: &ShellPolicy, slots: &dyn PathSlots, argv: &[String
     let args = &argv[1..];
     let mut winner: Option<&ShellRule> = None;
     for rule in policy.allow.iter().filter(|rule| rule.program == *name) {
-        let matches = rule.args.iter().any(|pattern| pattern_matches(pattern, rule.prefix, args, slots));
-        if matches && winner.is_none_or(|best| rule.decision > best.decision) {
+        if args_match(&rule.args, rule.prefix, args, slots) && winner.is_none_or(|best| rule.decision > best.decision) {
             winner = Some(rule);
         }
     }
@@ -160,6 +159,16 @@ pub fn evaluate_argv(policy: &ShellPolicy, slots: &dyn PathSlots, argv: &[String
         return ShellEvaluation::forbidden(&rule.name, reason);
     }
     ShellEvaluation { decision: rule.decision, rule: rule.name.clone(), reason, program: None }
+}
+
+/// Whether a rule with these argument patterns accepts `args` (argv after
+/// the program): some pattern matches all of them (or, for a prefix rule,
+/// their leading tokens). The one argument matcher: the runtime decides with
+/// it, and the loader checks each rule's `match` / `not_match` examples with
+/// it (path slots judged by [`PathRules`]), so an example passes at load
+/// exactly when the rule accepts it at run time.
+pub fn args_match(patterns: &[ArgPattern], prefix: bool, args: &[String], slots: &dyn PathSlots) -> bool {
+    patterns.iter().any(|pattern| pattern_matches(pattern, prefix, args, slots))
 }
 
 /// Whether `pattern` matches all of `args` (or, for a prefix rule, their

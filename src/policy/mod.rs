@@ -3,4 +3,6 @@
 
 mod evaluate;
 
-pub use evaluate::{PathSlots, ShellEvaluation, display_argv, evaluate_argv, evaluate_shell, evaluate_shell_with};
+pub use evaluate::{
+    PathSlots, ShellEvaluation, args_match, display_argv, evaluate_argv, evaluate_shell, evaluate_shell_with,
+};

@@ -1,16 +1,18 @@
-//! The injected clock and id generator.
+//! The injected environment: clock, id generator, run store.
 //!
 //! Production uses [`SystemClock`] and [`SystemIds`]. Tests (and the
 //! `PLANRUN_TEST_CLOCK` hook of the binary) use [`FixedClock`], which starts
 //! at a given instant and advances one second per reading, and
-//! [`SequentialIds`] (`run-0001`, `run-0002`, …), so that every byte of a
-//! run's records is the same run after run.
+//! [`SequentialIds`] (`run-0001`, `br-0001`, `ctrl-0001`, …), so that every
+//! byte of a run's records is the same run after run.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use jiff::{Timestamp, Unit};
 
-use crate::store::Sealer;
+use crate::store::{FileStores, RunStore, Sealer, StoreFactory};
 
 /// A source of the current time.
 pub trait Clock: Send + Sync {
@@ -46,31 +48,72 @@ impl Clock for FixedClock {
     }
 }
 
-/// A source of run ids for runs that do not name one.
-pub trait IdGen: Send + Sync {
-    fn next_run_id(&self, clock: &dyn Clock) -> String;
+/// What an id is for; each kind has its prefix and, under the test clock,
+/// its own counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdKind {
+    /// An agent run that does not name its id (`planrun run` without `--run-id`).
+    Run,
+    /// A bridge run of the service (`POST /runs`).
+    Bridge,
+    /// A controller run of the service (`POST /controller/runs`).
+    Controller,
 }
 
-/// `20261130T044336Z-3f9a2c`: sortable by start time, random suffix.
-pub struct SystemIds;
+impl IdKind {
+    pub const ALL: [IdKind; 3] = [IdKind::Run, IdKind::Bridge, IdKind::Controller];
 
-impl IdGen for SystemIds {
-    fn next_run_id(&self, clock: &dyn Clock) -> String {
-        let stamp = clock.now().strftime("%Y%m%dT%H%M%SZ").to_string();
-        let random = uuid::Uuid::now_v7().simple().to_string();
-        format!("{stamp}-{}", &random[random.len() - 6..])
+    /// `run`, `br`, `ctrl`.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            IdKind::Run => "run",
+            IdKind::Bridge => "br",
+            IdKind::Controller => "ctrl",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            IdKind::Run => 0,
+            IdKind::Bridge => 1,
+            IdKind::Controller => 2,
+        }
     }
 }
 
-/// `run-0001`, `run-0002`, …
+/// The one source of generated ids. Uniqueness is not trusted to it: ids
+/// are created with [`crate::store::create_unique`], which skips taken ones.
+pub trait IdGen: Send + Sync {
+    fn next_id(&self, kind: IdKind, clock: &dyn Clock) -> String;
+}
+
+/// `br-20261130T044336Z-3f9a2c`: the prefix, the start time (so ids sort
+/// by it), a random suffix. Agent run ids carry no prefix
+/// (`20261130T044336Z-3f9a2c`), as the README documents.
+pub struct SystemIds;
+
+impl IdGen for SystemIds {
+    fn next_id(&self, kind: IdKind, clock: &dyn Clock) -> String {
+        let stamp = clock.now().strftime("%Y%m%dT%H%M%SZ").to_string();
+        let random = uuid::Uuid::now_v7().simple().to_string();
+        let suffix = &random[random.len() - 6..];
+        match kind {
+            IdKind::Run => format!("{stamp}-{suffix}"),
+            _ => format!("{}-{stamp}-{suffix}", kind.prefix()),
+        }
+    }
+}
+
+/// `run-0001`, `run-0002`, …; `br-0001`, …; `ctrl-0001`, …: one counter
+/// per kind, so that every kind's ids are stable whatever the others do.
 #[derive(Default)]
 pub struct SequentialIds {
-    next: AtomicU64,
+    next: [AtomicU64; 3],
 }
 
 impl IdGen for SequentialIds {
-    fn next_run_id(&self, _clock: &dyn Clock) -> String {
-        format!("run-{:04}", self.next.fetch_add(1, Ordering::SeqCst) + 1)
+    fn next_id(&self, kind: IdKind, _clock: &dyn Clock) -> String {
+        format!("{}-{:04}", kind.prefix(), self.next[kind.index()].fetch_add(1, Ordering::SeqCst) + 1)
     }
 }
 
@@ -109,18 +152,32 @@ impl CrashAt {
     }
 }
 
-/// The clock, id generator, checkpoint sealer and test hooks a command
-/// runs with.
+/// The clock, id generator, run store, checkpoint sealer and test hooks a
+/// command runs with.
 pub struct RuntimeEnv {
     pub clock: Box<dyn Clock>,
     pub ids: Box<dyn IdGen>,
+    /// Where runs are kept: [`FileStores`] (the documented folders) unless
+    /// another store is injected.
+    pub stores: Box<dyn StoreFactory>,
     pub sealer: Sealer,
     pub crash_at: Option<CrashAt>,
 }
 
 impl RuntimeEnv {
     pub fn system() -> Self {
-        RuntimeEnv { clock: Box::new(SystemClock), ids: Box::new(SystemIds), sealer: Sealer::plain(), crash_at: None }
+        RuntimeEnv {
+            clock: Box::new(SystemClock),
+            ids: Box::new(SystemIds),
+            stores: Box::new(FileStores),
+            sealer: Sealer::plain(),
+            crash_at: None,
+        }
+    }
+
+    /// The run store of `workspace`, sealing with this environment's sealer.
+    pub fn store(&self, workspace: &Path) -> Arc<dyn RunStore> {
+        self.stores.open(workspace, &self.sealer)
     }
 
     /// The deterministic environment of tests: a [`FixedClock`] from `start`
@@ -129,6 +186,7 @@ impl RuntimeEnv {
         RuntimeEnv {
             clock: Box::new(FixedClock::new(start, 1000)),
             ids: Box::new(SequentialIds::default()),
+            stores: Box::new(FileStores),
             sealer: Sealer::plain(),
             crash_at: None,
         }
@@ -151,13 +209,27 @@ mod tests {
         assert_eq!(format_timestamp(clock.now()), "2026-01-01T00:00:00Z");
         assert_eq!(format_timestamp(clock.now()), "2026-01-01T00:00:01Z");
         let ids = SequentialIds::default();
-        assert_eq!(ids.next_run_id(&clock), "run-0001");
-        assert_eq!(ids.next_run_id(&clock), "run-0002");
+        assert_eq!(ids.next_id(IdKind::Run, &clock), "run-0001");
+        assert_eq!(ids.next_id(IdKind::Bridge, &clock), "br-0001");
+        assert_eq!(ids.next_id(IdKind::Run, &clock), "run-0002");
+        assert_eq!(ids.next_id(IdKind::Controller, &clock), "ctrl-0001");
+        assert_eq!(ids.next_id(IdKind::Bridge, &clock), "br-0002");
     }
 
     #[test]
-    fn system_ids_are_valid_run_ids() {
-        let id = SystemIds.next_run_id(&SystemClock);
-        assert!(crate::store::validate_run_id(&id).is_ok(), "{id}");
+    fn system_ids_have_their_prefix_and_are_valid_run_ids() {
+        for kind in IdKind::ALL {
+            let id = SystemIds.next_id(kind, &SystemClock);
+            assert!(crate::store::validate_run_id(&id).is_ok(), "{id}");
+            // `20261130T044336Z-3f9a2c` for runs, `br-20261130T044336Z-3f9a2c` otherwise.
+            let body_len = "20261130T044336Z-3f9a2c".len();
+            match kind {
+                IdKind::Run => assert_eq!(id.len(), body_len, "{id}"),
+                _ => assert!(
+                    id.starts_with(&format!("{}-", kind.prefix())) && id.len() == kind.prefix().len() + 1 + body_len,
+                    "{id}"
+                ),
+            }
+        }
     }
 }

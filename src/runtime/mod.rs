@@ -5,20 +5,31 @@
 //! select → resolve templates → policy + tool → record → checkpoint.
 //! Time and ids come from an injected [`Clock`] and [`IdGen`] so records are
 //! reproducible in tests.
+//!
+//! - `request.rs`: [`execute`], a new run;
+//! - `control/`: [`resume`], [`approve`], [`reject`], [`cancel`], one file
+//!   per command, on existing runs;
+//! - `interpreter/`: the step loop and its parts;
+//! - `recorder.rs`: the `Recorder`, the only writer of a run's records;
+//! - [`event`]: the audit events, one [`Event`] enum with typed details;
+//! - [`approval`]: fingerprints and approval checks;
+//! - `env.rs` and `progress.rs`: the injected environment and progress
+//!   reports.
 
 pub mod approval;
 mod control;
 mod env;
-mod event;
+pub mod event;
 pub mod interpreter;
 mod progress;
-mod records;
+mod recorder;
 mod request;
 
 pub use control::{ApproveOutcome, ControlError, ResumeRequest, approve, cancel, reject, resume};
 pub use env::{
-    Clock, CrashAt, CrashPoint, FixedClock, IdGen, RuntimeEnv, SequentialIds, SystemClock, SystemIds, format_timestamp,
+    Clock, CrashAt, CrashPoint, FixedClock, IdGen, IdKind, RuntimeEnv, SequentialIds, SystemClock, SystemIds,
+    format_timestamp,
 };
-pub use event::EventType;
+pub use event::Event;
 pub use progress::{NoProgress, Progress};
 pub use request::{RunError, RunOutcome, RunRequest, execute};

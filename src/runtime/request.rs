@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use crate::confine::Workspace;
 use crate::model::{Plan, Policy};
 use crate::runtime::interpreter::Interpreter;
-use crate::runtime::{Progress, RuntimeEnv};
-use crate::store::{RunDir, RunIdError, RunState, StoreError, validate_run_id};
+use crate::runtime::{IdKind, Progress, RuntimeEnv};
+use crate::store::{RunIdError, RunState, StoreError, create_unique, validate_run_id};
 
 /// What to run.
 pub struct RunRequest<'a> {
@@ -67,31 +67,15 @@ pub fn execute(request: RunRequest<'_>, env: &RuntimeEnv, progress: &mut dyn Pro
     let workspace_error = |source| RunError::Workspace { path: request.workspace.clone(), source };
     fs::create_dir_all(&request.workspace).map_err(workspace_error)?;
     let workspace = Workspace::open(&request.workspace, &request.policy.files).map_err(workspace_error)?;
-    let (run_id, run_dir) = match &request.run_id {
-        Some(run_id) => {
-            (run_id.clone(), RunDir::create(workspace.root(), run_id, env.sealer.clone()).map_err(RunError::Start)?)
-        }
-        None => create_with_generated_id(&workspace, env)?,
-    };
-    let path = run_dir.path.clone();
-    let interpreter = Interpreter::new(request.plan, request.policy, &workspace, run_dir, run_id, request.goal, env);
+    let store = env.store(workspace.root());
+    let create = |run_id: &str| store.create_run(run_id);
+    let run = match &request.run_id {
+        Some(run_id) => create(run_id),
+        None => create_unique(|| env.ids.next_id(IdKind::Run, env.clock.as_ref()), create).map(|(_, run)| run),
+    }
+    .map_err(RunError::Start)?;
+    let path = run.location().to_path_buf();
+    let interpreter = Interpreter::new(request.plan, request.policy, &workspace, run, store, request.goal, env);
     let state = interpreter.run(progress)?;
     Ok(RunOutcome { state, run_dir: path })
-}
-
-fn create_with_generated_id(workspace: &Workspace, env: &RuntimeEnv) -> Result<(String, RunDir), RunError> {
-    let mut last_error = None;
-    for _ in 0..1000 {
-        let run_id = env.ids.next_run_id(env.clock.as_ref());
-        match RunDir::create(workspace.root(), &run_id, env.sealer.clone()) {
-            Ok(run_dir) => return Ok((run_id, run_dir)),
-            Err(error @ StoreError::RunExists { .. }) => last_error = Some(error),
-            Err(error) => return Err(RunError::Start(error)),
-        }
-    }
-    Err(RunError::Start(last_error.unwrap_or_else(|| StoreError::Io {
-        action: "create",
-        path: workspace.root().join("runs"),
-        source: io::Error::other("no free run id"),
-    })))
 }

@@ -29,7 +29,7 @@ use crate::server::controller;
 use crate::server::error::ApiError;
 use crate::server::openapi;
 use crate::server::service::Service;
-use crate::store::validate_run_id;
+use crate::store::{RecordKind, validate_run_id};
 
 /// The largest request body accepted, in bytes.
 pub const BODY_LIMIT: usize = 64 * 1024;
@@ -152,12 +152,14 @@ async fn create_run(
     Ok((StatusCode::CREATED, Json(outcome.state)).into_response())
 }
 
+/// The bridge run, read through to its agent run when it waits for approval
+/// (see [`bridge::read_current`]).
 async fn get_run(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<BridgeState>, ApiError> {
     let id = run_id(id)?;
-    bridge::read(&service, &id)?.map(Json).ok_or_else(|| ApiError::not_found("bridge run", &id))
+    bridge::read_current(&service, &id)?.map(Json).ok_or_else(|| ApiError::not_found("bridge run", &id))
 }
 
 async fn approve_run(
@@ -246,7 +248,10 @@ async fn get_controller_run(
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let id = run_id(id)?;
-    controller::read(&service, &id)?.map(Json).ok_or_else(|| ApiError::not_found("controller run", &id))
+    service
+        .read_record(RecordKind::Controller, &id)?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found("controller run", &id))
 }
 
 async fn get_openapi(State(service): State<Arc<Service>>) -> Json<Value> {

@@ -18,55 +18,26 @@
 //! `approval_granted` and `resume_refused` are logged and the bridge run
 //! stays `waiting_approval`.
 //!
-//! One decision at a time per bridge run: a second one while the first is
-//! in progress is refused `run_locked`. Across processes (the CLI on the same
-//! workspace), the runtime's `flock` on the agent run folder does the same.
+//! One decision at a time per bridge run: a decision holds the bridge
+//! record's lock (the store's, taken when the record is opened) from the
+//! check that the run is waiting until the new state is written, so a
+//! second one meanwhile is refused `run_locked`, in this process or another.
+//! The runtime's lock on the agent run does the same for the CLI on the same
+//! workspace.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::json;
 
+use crate::ops::OpsError;
 use crate::runtime::ControlError;
 use crate::runtime::approval::ApprovalClaims;
-use crate::server::bridge::{self, BridgeState};
+use crate::server::bridge::{self, BridgeState, BridgeStatus};
 use crate::server::error::ApiError;
-use crate::server::records::details;
 use crate::server::service::Service;
-use crate::store::StoreError;
-
-/// The bridge runs with a decision in progress.
-#[derive(Debug, Default)]
-pub struct Decisions(Mutex<HashSet<String>>);
-
-/// Held while a decision on one bridge run is in progress.
-pub struct DecisionGuard<'a> {
-    decisions: &'a Decisions,
-    run_id: String,
-}
-
-impl Decisions {
-    /// Claims bridge run `run_id`; `run_locked` when it is already claimed.
-    pub fn claim(&self, run_id: &str) -> Result<DecisionGuard<'_>, ApiError> {
-        let mut claimed = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if !claimed.insert(run_id.to_string()) {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "run_locked",
-                format!("another approve or reject of bridge run `{run_id}` is in progress"),
-            ));
-        }
-        Ok(DecisionGuard { decisions: self, run_id: run_id.to_string() })
-    }
-}
-
-impl Drop for DecisionGuard<'_> {
-    fn drop(&mut self) {
-        self.decisions.0.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.run_id);
-    }
-}
+use crate::store::{RecordWriter, StoreError, details};
 
 /// What `POST /runs/{id}/approve` asks for.
 #[derive(Debug, Clone)]
@@ -81,9 +52,7 @@ pub struct ApprovalRequest {
 /// Approves the pending action of bridge run `run_id` and resumes its agent
 /// run; returns the new bridge state.
 pub async fn approve(service: &Service, run_id: &str, request: ApprovalRequest) -> Result<BridgeState, ApiError> {
-    let _guard = service.decisions.claim(run_id)?;
-    let (mut state, agent_run_id) = waiting(service, run_id)?;
-    let mut records = bridge::open_records(service, run_id)?;
+    let (mut records, mut state, agent_run_id) = open_waiting(service, run_id)?;
     let claims = ApprovalClaims {
         fingerprint: Some(request.fingerprint),
         scope: request.scope,
@@ -95,7 +64,7 @@ pub async fn approve(service: &Service, run_id: &str, request: ApprovalRequest) 
         .await?
         .map_err(refused)?;
     records.event(
-        &service.now(),
+        service.now(),
         "approval_granted",
         Some("waiting_approval"),
         details([
@@ -115,7 +84,7 @@ pub async fn approve(service: &Service, run_id: &str, request: ApprovalRequest) 
         Err(error) => {
             let error = refused(error);
             records.event(
-                &service.now(),
+                service.now(),
                 "resume_refused",
                 Some("waiting_approval"),
                 details([
@@ -129,7 +98,7 @@ pub async fn approve(service: &Service, run_id: &str, request: ApprovalRequest) 
     };
     bridge::apply_result(&mut state, &result);
     records.event(
-        &service.now(),
+        service.now(),
         "run_resumed",
         Some("running"),
         details([
@@ -145,16 +114,14 @@ pub async fn approve(service: &Service, run_id: &str, request: ApprovalRequest) 
 /// Rejects the pending action of bridge run `run_id`: its agent run ends
 /// `rejected` and the frozen action never runs; returns the new bridge state.
 pub async fn reject(service: &Service, run_id: &str, reason: Option<String>) -> Result<BridgeState, ApiError> {
-    let _guard = service.decisions.claim(run_id)?;
-    let (mut state, agent_run_id) = waiting(service, run_id)?;
+    let (mut records, mut state, agent_run_id) = open_waiting(service, run_id)?;
     let pending = state.pending_action.clone();
-    let mut records = bridge::open_records(service, run_id)?;
     let runner = Arc::clone(&service.adapters.agent);
     let id = agent_run_id.clone();
     let why = reason.clone();
     let result = blocking(move || runner.reject(&id, why)).await?.map_err(refused)?;
     records.event(
-        &service.now(),
+        service.now(),
         "approval_rejected",
         Some("rejected"),
         details([
@@ -168,15 +135,23 @@ pub async fn reject(service: &Service, run_id: &str, reason: Option<String>) -> 
     Ok(bridge::settle(service, &mut records, state, &result)?.state)
 }
 
-/// The state and agent run id of bridge run `run_id`, which must exist and
-/// be waiting for approval.
-fn waiting(service: &Service, run_id: &str) -> Result<(BridgeState, String), ApiError> {
-    let state = bridge::read_typed(service, run_id)?.ok_or_else(|| ApiError::not_found("bridge run", run_id))?;
-    if state.status != "waiting_approval" {
+/// Locks bridge run `run_id`, which must exist and be waiting for
+/// approval; returns its writer, its state and its agent run id.
+fn open_waiting(service: &Service, run_id: &str) -> Result<(RecordWriter, BridgeState, String), ApiError> {
+    let (mut records, state) = bridge::open_records(service, run_id).map_err(|error| match error {
+        StoreError::NotFound { .. } => ApiError::not_found("bridge run", run_id),
+        error => error.into(),
+    })?;
+    let state = bridge::sync_with_agent(service, &mut records, state)?;
+    if state.status != BridgeStatus::WaitingApproval {
+        let agent = match (&state.agent_run_id, state.agent_final_status) {
+            (Some(agent_run_id), Some(status)) => format!("; its agent run `{agent_run_id}` is `{}`", status.as_str()),
+            _ => String::new(),
+        };
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "run_not_waiting",
-            format!("bridge run `{run_id}` is not waiting for approval (status `{}`)", state.status),
+            format!("bridge run `{run_id}` is not waiting for approval (status `{}`{agent})", state.status.as_str()),
         ));
     }
     let agent_run_id = state.agent_run_id.clone().filter(|_| state.pending_action.is_some()).ok_or_else(|| {
@@ -186,7 +161,7 @@ fn waiting(service: &Service, run_id: &str) -> Result<(BridgeState, String), Api
             format!("bridge run `{run_id}` is waiting for approval but names no agent run or pending action"),
         )
     })?;
-    Ok((state, agent_run_id))
+    Ok((records, state, agent_run_id))
 }
 
 /// Runs a control command on a blocking thread (they lock and write files).
@@ -202,25 +177,26 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) 
 /// |---|---|---|
 /// | 409 | `approval_invalid` | fingerprint, scope or state version do not match the frozen action, or the approval expired |
 /// | 409 | `refused` | the agent run is not waiting, or its plan or policy file changed |
-/// | 409 | `run_locked` | another process holds the agent run |
+/// | 409 | `run_locked` | another process holds the agent run (or wrote to it first) |
 /// | 409 | `records_invalid` | the agent run's records are missing or fail verification |
 /// | 409 | `plan_files_invalid` | the agent run's plan or policy files are invalid now |
 /// | 500 | `records_failed` | the records could not be read or written |
-pub fn refused(error: ControlError) -> ApiError {
+pub fn refused(error: OpsError) -> ApiError {
     let message = error.to_string();
-    let (status, code) = match &error {
+    let OpsError::Control(control) = error else {
+        return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "records_failed", message);
+    };
+    let (status, code) = match control {
         ControlError::Refused(text) if text.starts_with("approval_invalid") => {
             (StatusCode::CONFLICT, "approval_invalid")
         }
         ControlError::Refused(_) => (StatusCode::CONFLICT, "refused"),
-        ControlError::Store(StoreError::Locked { .. }) => (StatusCode::CONFLICT, "run_locked"),
-        ControlError::Store(StoreError::NotFound { .. } | StoreError::Tampered { .. } | StoreError::Corrupt { .. }) => {
-            (StatusCode::CONFLICT, "records_invalid")
-        }
+        // The agent run a waiting bridge run names is gone: its records
+        // are invalid (not a 404: the bridge run exists).
+        ControlError::Store(StoreError::NotFound { .. }) => (StatusCode::CONFLICT, "records_invalid"),
+        ControlError::Store(error) => return error.into(),
         ControlError::Files { .. } => (StatusCode::CONFLICT, "plan_files_invalid"),
-        ControlError::Store(StoreError::Io { .. } | StoreError::RunExists { .. }) | ControlError::InvalidRunId(_) => {
-            (StatusCode::INTERNAL_SERVER_ERROR, "records_failed")
-        }
+        ControlError::InvalidRunId(_) => (StatusCode::INTERNAL_SERVER_ERROR, "records_failed"),
     };
     ApiError::new(status, code, message)
 }
@@ -231,20 +207,9 @@ mod tests {
     use crate::runtime::approval::ApprovalInvalid;
 
     #[test]
-    fn one_decision_at_a_time_per_run() {
-        let decisions = Decisions::default();
-        let first = decisions.claim("br-0001").expect("claim");
-        let second = decisions.claim("br-0001").err().expect("refused");
-        assert_eq!((second.status, second.code), (StatusCode::CONFLICT, "run_locked"));
-        assert!(decisions.claim("br-0002").is_ok(), "another run is independent");
-        drop(first);
-        assert!(decisions.claim("br-0001").is_ok(), "released when the decision ends");
-    }
-
-    #[test]
     fn refusals_map_to_stable_codes() {
         let code = |error: ControlError| {
-            let error = refused(error);
+            let error = refused(OpsError::Control(error));
             (error.status.as_u16(), error.code)
         };
         assert_eq!(code(ApprovalInvalid("expired".into()).into()), (409, "approval_invalid"));

@@ -18,41 +18,63 @@
 //! or `waiting_approval` again at the next gated step) or ends it `rejected`.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::model::FailureClass;
-use crate::server::adapters::{AdapterKind, AdapterResult};
+use crate::model::{FailureClass, RunStatus};
+use crate::runtime::IdKind;
+use crate::server::adapters::{AdapterKind, AdapterMode, AdapterResult};
 use crate::server::error::ServiceError;
 use crate::server::guard;
-use crate::server::ids::{RunKind, controller_bridge_id};
-use crate::server::records::{RecordDir, RecordError, details, read_state_as};
+use crate::server::ids::controller_bridge_id;
 use crate::server::service::Service;
-use crate::store::PendingAction;
+use crate::store::{PendingAction, RecordKind, RecordWriter, StoreError, details};
 
-/// The state file of a bridge run.
-pub const STATE_FILE: &str = "state.json";
-/// The audit log of a bridge run.
-pub const AUDIT_FILE: &str = "audit.jsonl";
+/// Where a bridge run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BridgeStatus {
+    Created,
+    Running,
+    /// Not final: the agent run is paused for approval.
+    WaitingApproval,
+    Done,
+    Failed,
+    /// A person rejected the pending action.
+    Rejected,
+    /// A person cancelled the agent run while it waited (`planrun cancel`).
+    Cancelled,
+}
 
-/// `bridge/runs/<run_id>/state.json`. Field order is the file's.
+impl BridgeStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BridgeStatus::Created => "created",
+            BridgeStatus::Running => "running",
+            BridgeStatus::WaitingApproval => "waiting_approval",
+            BridgeStatus::Done => "done",
+            BridgeStatus::Failed => "failed",
+            BridgeStatus::Rejected => "rejected",
+            BridgeStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The state of a bridge run, checkpointed in `bridge/runs/<run_id>/state.json`
+/// (sealed by the run store). Field order is the file's.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BridgeState {
     pub run_id: String,
     pub goal: String,
-    /// `created`, `running`, `waiting_approval` (not final: the agent run is
-    /// paused for approval), `done`, `failed` or `rejected` (a person
-    /// rejected the pending action).
-    pub status: String,
+    pub status: BridgeStatus,
     pub adapter: String,
-    /// `real`, `stub` or `unavailable`.
-    pub adapter_mode: String,
+    pub adapter_mode: AdapterMode,
     pub instruction: String,
     pub response: Option<String>,
     pub error: Option<String>,
     pub exit_code: Option<i32>,
     pub agent_run_id: Option<String>,
-    pub agent_final_status: Option<String>,
+    pub agent_final_status: Option<RunStatus>,
     pub agent_state_path: Option<String>,
     /// The agent run's frozen action, exactly while `status` is
     /// `waiting_approval`.
@@ -100,9 +122,9 @@ pub async fn execute_run(
     let mut state = BridgeState {
         run_id: run_id.clone(),
         goal: goal.to_string(),
-        status: "created".to_string(),
+        status: BridgeStatus::Created,
         adapter: adapter.name().to_string(),
-        adapter_mode: mode.as_str().to_string(),
+        adapter_mode: mode,
         instruction: instruction.clone(),
         response: None,
         error: None,
@@ -119,7 +141,7 @@ pub async fn execute_run(
         updated_at: created_at.clone(),
     };
     records.event(
-        &created_at,
+        created_at.clone(),
         "run_created",
         Some("created"),
         details([("goal", json!(goal)), ("adapter", json!(adapter.name()))]),
@@ -127,7 +149,7 @@ pub async fn execute_run(
     records.save(&state)?;
     let instruction_len = instruction.chars().count();
     records.event(
-        &service.now(),
+        service.now(),
         "instruction_generated",
         Some("created"),
         details([("instruction_len", json!(instruction_len))]),
@@ -136,20 +158,20 @@ pub async fn execute_run(
     if let Err(violation) = guard::check(&service.policy.guard, goal) {
         let now = service.now();
         records.event(
-            &now,
+            now,
             "prompt_blocked",
             Some("failed"),
             details([("rule", json!(violation.rule)), ("reason", json!(violation.reason))]),
         )?;
-        state.status = "failed".to_string();
+        state.status = BridgeStatus::Failed;
         state.error = Some(format!("prompt blocked: {}", violation.reason));
         return finish(service, &mut records, state, None);
     }
 
-    state.status = "running".to_string();
+    state.status = BridgeStatus::Running;
     state.updated_at = service.now();
     records.event(
-        &state.updated_at,
+        state.updated_at.clone(),
         "task_sent",
         Some("running"),
         details([("adapter", json!(adapter.name())), ("instruction_len", json!(instruction_len))]),
@@ -159,7 +181,7 @@ pub async fn execute_run(
     let result = service.adapters.execute(adapter, &instruction, &run_id).await;
     apply_result(&mut state, &result);
     records.event(
-        &service.now(),
+        service.now(),
         "response_received",
         Some("running"),
         details([
@@ -175,14 +197,14 @@ pub async fn execute_run(
 
 /// Copies an adapter result into the bridge state (not the status).
 pub(crate) fn apply_result(state: &mut BridgeState, result: &AdapterResult) {
-    state.adapter_mode = result.mode.as_str().to_string();
+    state.adapter_mode = result.mode;
     state.exit_code = result.exit_code;
     state.response = Some(result.response.clone());
     state.error = result.error.clone();
     state.pending_action = None;
     if let Some(agent) = &result.agent {
         state.agent_run_id = Some(agent.agent_run_id.clone());
-        state.agent_final_status = agent.agent_final_status.clone();
+        state.agent_final_status = agent.agent_final_status;
         state.agent_state_path = agent.agent_state_path.clone();
         state.pending_action = agent.pending_action.clone();
     }
@@ -192,16 +214,16 @@ pub(crate) fn apply_result(state: &mut BridgeState, result: &AdapterResult) {
 /// rejected), or pauses it `waiting_approval` when its agent run paused.
 pub(crate) fn settle(
     service: &Service,
-    records: &mut RecordDir,
+    records: &mut RecordWriter,
     mut state: BridgeState,
     result: &AdapterResult,
 ) -> Result<BridgeOutcome, ServiceError> {
     let failure_class = result.agent.as_ref().and_then(|agent| agent.failure_class);
     if let Some(pending) = state.pending_action.clone() {
-        state.status = "waiting_approval".to_string();
+        state.status = BridgeStatus::WaitingApproval;
         state.updated_at = service.now();
         records.event(
-            &state.updated_at,
+            state.updated_at.clone(),
             "approval_requested",
             Some("waiting_approval"),
             details([
@@ -216,29 +238,30 @@ pub(crate) fn settle(
         records.save(&state)?;
         return Ok(BridgeOutcome { state, failure_class });
     }
-    let rejected = result.agent.as_ref().and_then(|agent| agent.agent_final_status.as_deref()) == Some("rejected");
+    let agent_status = result.agent.as_ref().and_then(|agent| agent.agent_final_status);
     state.status = if result.succeeded() {
-        "done"
-    } else if rejected {
-        "rejected"
+        BridgeStatus::Done
+    } else if agent_status == Some(RunStatus::Rejected) {
+        BridgeStatus::Rejected
+    } else if agent_status == Some(RunStatus::Cancelled) {
+        BridgeStatus::Cancelled
     } else {
-        "failed"
-    }
-    .to_string();
+        BridgeStatus::Failed
+    };
     finish(service, records, state, failure_class)
 }
 
 pub(crate) fn finish(
     service: &Service,
-    records: &mut RecordDir,
+    records: &mut RecordWriter,
     mut state: BridgeState,
     failure_class: Option<FailureClass>,
 ) -> Result<BridgeOutcome, ServiceError> {
     state.updated_at = service.now();
     records.event(
-        &state.updated_at,
+        state.updated_at.clone(),
         "run_finished",
-        Some(&state.status),
+        Some(state.status.as_str()),
         details([
             ("status", json!(state.status)),
             ("adapter_mode", json!(state.adapter_mode)),
@@ -250,42 +273,85 @@ pub(crate) fn finish(
     Ok(BridgeOutcome { state, failure_class })
 }
 
-/// Creates the record folder under a fresh id (or the controller's).
-fn create_records(service: &Service, origin: Origin<'_>) -> Result<(String, RecordDir), ServiceError> {
-    let root = service.records_root();
-    let create = |id: &str| RecordDir::create(&root, id, STATE_FILE, AUDIT_FILE);
-    match origin {
-        Origin::Controller { controller_run_id, iteration } => {
-            let id = controller_bridge_id(controller_run_id, iteration);
-            let records = create(&id)?;
-            Ok((id, records))
-        }
-        Origin::Api => {
-            let mut last: Option<RecordError> = None;
-            for _ in 0..100 {
-                let id = service.ids.next(RunKind::Bridge, service.env.clock.as_ref());
-                match create(&id) {
-                    Ok(records) => return Ok((id, records)),
-                    Err(error) if error.is_taken() => last = Some(error),
-                    Err(error) => return Err(error.into()),
-                }
-            }
-            Err(last.map_or(ServiceError::NoFreeId, ServiceError::from))
-        }
+/// Brings a waiting bridge run up to date with its agent run, under the
+/// record's lock. The agent run may have been approved and resumed,
+/// rejected or cancelled outside the service (the CLI on the same
+/// workspace): then the bridge run takes the agent run's real status
+/// (`agent_run_observed`, then `run_finished` or `approval_requested` at
+/// the next gate). A bridge run that is not waiting, or whose agent run
+/// waits at the same gate or cannot be read, is returned unchanged.
+pub(crate) fn sync_with_agent(
+    service: &Service,
+    records: &mut RecordWriter,
+    mut state: BridgeState,
+) -> Result<BridgeState, ServiceError> {
+    let Some(agent_run_id) = state.agent_run_id.clone().filter(|_| state.status == BridgeStatus::WaitingApproval)
+    else {
+        return Ok(state);
+    };
+    let Ok(result) = service.adapters.agent.observe(&agent_run_id) else {
+        return Ok(state);
+    };
+    let Some(agent) = result.agent.as_ref() else {
+        return Ok(state);
+    };
+    let fingerprint = |pending: Option<&PendingAction>| pending.map(|pending| pending.fingerprint.clone());
+    if fingerprint(agent.pending_action.as_ref()) == fingerprint(state.pending_action.as_ref()) {
+        return Ok(state);
+    }
+    records.event(
+        service.now(),
+        "agent_run_observed",
+        agent.agent_final_status.map(RunStatus::as_str),
+        details([
+            ("agent_run_id", json!(agent_run_id)),
+            ("agent_final_status", json!(agent.agent_final_status)),
+            ("reason", json!("the agent run was continued outside the service")),
+        ]),
+    )?;
+    apply_result(&mut state, &result);
+    Ok(settle(service, records, state, &result)?.state)
+}
+
+/// The current state of bridge run `run_id` (`GET /runs/{id}`), read
+/// through to its agent run when it waits for approval; `None` when there
+/// is no such run. While another request holds the record (an approve or
+/// reject in progress), the stored state is returned as it is.
+pub fn read_current(service: &Service, run_id: &str) -> Result<Option<BridgeState>, ServiceError> {
+    let Some(stored) = service.read_record(RecordKind::Bridge, run_id)? else {
+        return Ok(None);
+    };
+    let state: BridgeState = serde_json::from_value(stored).map_err(|error| not_a_bridge_state(run_id, &error))?;
+    if state.status != BridgeStatus::WaitingApproval {
+        return Ok(Some(state));
+    }
+    match open_records(service, run_id) {
+        Ok((mut records, locked)) => Ok(Some(sync_with_agent(service, &mut records, locked)?)),
+        Err(StoreError::Locked { .. }) => Ok(Some(state)),
+        Err(error) => Err(error.into()),
     }
 }
 
-/// The persisted state of bridge run `run_id`, if it exists.
-pub fn read(service: &Service, run_id: &str) -> Result<Option<Value>, ServiceError> {
-    Ok(crate::server::records::read_state(&service.records_root(), run_id, STATE_FILE)?)
+fn not_a_bridge_state(run_id: &str, error: &serde_json::Error) -> StoreError {
+    StoreError::Tampered { id: run_id.to_string(), reason: format!("`state.json` is not a bridge state: {error}") }
 }
 
-/// The persisted state of bridge run `run_id`, typed, if it exists.
-pub fn read_typed(service: &Service, run_id: &str) -> Result<Option<BridgeState>, ServiceError> {
-    Ok(read_state_as(&service.records_root(), run_id, STATE_FILE)?)
+/// Creates the record under a fresh id (or the controller's).
+fn create_records(service: &Service, origin: Origin<'_>) -> Result<(String, RecordWriter), StoreError> {
+    match origin {
+        Origin::Controller { controller_run_id, iteration } => {
+            let id = controller_bridge_id(controller_run_id, iteration);
+            let handle = service.store.create_record(RecordKind::Bridge, &id)?;
+            Ok((id, RecordWriter::new(handle)))
+        }
+        Origin::Api => service.create_record(RecordKind::Bridge, IdKind::Bridge),
+    }
 }
 
-/// Opens bridge run `run_id`'s records to append to them.
-pub fn open_records(service: &Service, run_id: &str) -> Result<RecordDir, ServiceError> {
-    Ok(RecordDir::open(&service.records_root(), run_id, STATE_FILE, AUDIT_FILE)?)
+/// Locks bridge run `run_id`'s record to append to it; returns the writer
+/// and the verified, typed state.
+pub fn open_records(service: &Service, run_id: &str) -> Result<(RecordWriter, BridgeState), StoreError> {
+    let (handle, loaded) = service.store.open_record(RecordKind::Bridge, run_id)?;
+    let state = serde_json::from_value(loaded.state).map_err(|error| not_a_bridge_state(run_id, &error))?;
+    Ok((RecordWriter::new(handle), state))
 }

@@ -14,7 +14,7 @@
 //!
 //! The decision requests' settings (timeout, `max_tokens`, temperature,
 //! system prompt) are not environment settings but the service policy's
-//! `[decision]` section ([`crate::server::decision::settings::DecisionSettings`]).
+//! `[decision]` section ([`crate::model::DecisionSettings`]).
 
 use std::time::Duration;
 

@@ -22,35 +22,56 @@
 //! `bridge/runs/<ctrl id>/controller_state.json` and
 //! `controller_audit.jsonl`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::model::FailureClass;
+use crate::model::{FailureClass, RunStatus};
 use crate::router::select;
+use crate::runtime::IdKind;
 use crate::server::adapters::AdapterKind;
-use crate::server::bridge::{self, Origin};
+use crate::server::bridge::{self, BridgeStatus, Origin};
 use crate::server::decision::choices::{Choices, OfferedPlan};
 use crate::server::decision::{Action, Decision, DecisionContext};
 use crate::server::error::ServiceError;
 use crate::server::guard;
-use crate::server::ids::{RunKind, agent_run_id, controller_bridge_id};
-use crate::server::records::{RecordDir, RecordError, details, read_state};
+use crate::server::ids::{agent_run_id, controller_bridge_id};
 use crate::server::service::Service;
+use crate::store::{RecordKind, RecordWriter, StoreError, details};
 
-pub const STATE_FILE: &str = "controller_state.json";
-pub const AUDIT_FILE: &str = "controller_audit.jsonl";
+/// Where a controller run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ControllerStatus {
+    Running,
+    /// The last bridge run waits for a person's approval.
+    WaitingApproval,
+    Done,
+    Failed,
+}
 
-/// `controller_state.json`. Field order is the file's.
+impl ControllerStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ControllerStatus::Running => "running",
+            ControllerStatus::WaitingApproval => "waiting_approval",
+            ControllerStatus::Done => "done",
+            ControllerStatus::Failed => "failed",
+        }
+    }
+}
+
+/// The state of a controller run, checkpointed in
+/// `bridge/runs/<id>/controller_state.json` (sealed by the run store). Field order is the file's.
 #[derive(Debug, Clone, Serialize)]
 pub struct ControllerState {
     pub controller_run_id: String,
     pub goal: String,
     /// The goal the next bridge run gets (changed only by a recovery rule).
     pub current_goal: String,
-    /// `running`, then `done`, `failed` or `waiting_approval` (the final status).
-    pub status: String,
-    /// `done` or `failed` once finished: the last bridge run's status.
-    pub final_status: Option<String>,
+    pub status: ControllerStatus,
+    /// Once finished: the last bridge run's outcome (`done`, `failed` or
+    /// `waiting_approval`).
+    pub final_status: Option<ControllerStatus>,
     /// `decision_stop`, `max_iterations`, `consecutive_failures`, `prompt_blocked`,
     /// `waiting_approval` (the last bridge run waits for a person).
     pub stop_reason: Option<String>,
@@ -83,10 +104,10 @@ pub struct BridgeResult {
     pub iteration: u32,
     pub bridge_run_id: String,
     pub goal: String,
-    pub status: String,
+    pub status: BridgeStatus,
     pub exit_code: Option<i32>,
     pub agent_run_id: Option<String>,
-    pub agent_final_status: Option<String>,
+    pub agent_final_status: Option<RunStatus>,
     pub failure_class: Option<FailureClass>,
     pub error: Option<String>,
 }
@@ -100,14 +121,14 @@ pub struct LinkedRun {
 
 /// Runs the controller loop for `goal` to its end.
 pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, ServiceError> {
-    let (run_id, mut records) = create_records(service)?;
+    let (run_id, mut records) = service.create_record(RecordKind::Controller, IdKind::Controller)?;
     let limits = service.policy.controller;
     let now = service.now();
     let mut state = ControllerState {
         controller_run_id: run_id.clone(),
         goal: goal.to_string(),
         current_goal: goal.to_string(),
-        status: "running".to_string(),
+        status: ControllerStatus::Running,
         final_status: None,
         stop_reason: None,
         decision_mode: service.decision.name().to_string(),
@@ -125,7 +146,7 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
         updated_at: now.clone(),
     };
     records.event(
-        &now,
+        now.clone(),
         "controller_started",
         Some("running"),
         details([
@@ -138,7 +159,7 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
 
     if let Err(violation) = guard::check(&service.policy.guard, goal) {
         records.event(
-            &service.now(),
+            service.now(),
             "prompt_blocked",
             Some("failed"),
             details([("rule", json!(violation.rule)), ("reason", json!(violation.reason))]),
@@ -164,7 +185,7 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
             iteration,
             max_iterations: limits.max_iterations,
             last_status: last.map(|result| result.status.as_str()),
-            last_agent_status: last.and_then(|result| result.agent_final_status.as_deref()),
+            last_agent_status: last.and_then(|result| result.agent_final_status).map(RunStatus::as_str),
             last_failure_class: last.and_then(|result| result.failure_class),
             last_error: last.and_then(|result| result.error.as_deref()),
             recovery_attempted: state.recovery_attempted,
@@ -177,7 +198,7 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
         if let Value::Object(fields) = json!(decision) {
             event.extend(fields);
         }
-        records.event(&service.now(), "decision_made", Some("running"), event)?;
+        records.event(service.now(), "decision_made", Some("running"), event)?;
         // The same run chosen again after it did not succeed counts as a
         // failure before it starts: a loop of identical retries ends at the
         // consecutive-failure guard instead of at `max_iterations`.
@@ -205,7 +226,7 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
         if repeated {
             state.consecutive_failures += 1;
             records.event(
-                &service.now(),
+                service.now(),
                 "decision_repeated",
                 Some("running"),
                 details([
@@ -223,7 +244,7 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
         let bridge_run_id = controller_bridge_id(&run_id, iteration);
         state.current_goal = run_goal.clone();
         records.event(
-            &service.now(),
+            service.now(),
             "bridge_run_started",
             Some("running"),
             details([
@@ -236,7 +257,7 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
         let outcome = bridge::execute_run(service, &run_goal, AdapterKind::Agent, origin).await?;
         let bridge_state = outcome.state;
         records.event(
-            &service.now(),
+            service.now(),
             "bridge_run_finished",
             Some("running"),
             details([
@@ -255,8 +276,8 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
         // An agent run paused at an approval gate is neither a success nor a
         // failure: the controller stops and hands it to a person
         // (`POST /runs/{bridge_run_id}/approve`).
-        let waiting = bridge_state.status == "waiting_approval";
-        let failed = !waiting && bridge_state.status != "done";
+        let waiting = bridge_state.status == BridgeStatus::WaitingApproval;
+        let failed = !waiting && bridge_state.status != BridgeStatus::Done;
         state.bridge_results.push(BridgeResult {
             iteration,
             bridge_run_id: bridge_state.run_id,
@@ -293,8 +314,8 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
 /// routes to none, only `stop`.
 fn offer(service: &Service, goal: &str, last: Option<&BridgeResult>) -> Choices {
     if let Some(last) = last
-        && last.status == "done"
-        && last.agent_final_status.as_deref().is_none_or(|status| status == "done")
+        && last.status == BridgeStatus::Done
+        && last.agent_final_status.is_none_or(|status| status == RunStatus::Done)
     {
         return Choices::stop_only("the last run is done and verified");
     }
@@ -310,11 +331,11 @@ fn offer(service: &Service, goal: &str, last: Option<&BridgeResult>) -> Choices 
 /// or `recovery_skipped`. Returns whether a rewrite was applied.
 fn consider_recovery(
     service: &Service,
-    records: &mut RecordDir,
+    records: &mut RecordWriter,
     state: &mut ControllerState,
     iteration: u32,
     failure_class: Option<FailureClass>,
-) -> Result<bool, RecordError> {
+) -> Result<bool, StoreError> {
     let original = state.current_goal.clone();
     let rule = if state.recovery_attempted {
         Err("a recovery was already attempted in this controller run".to_string())
@@ -331,7 +352,7 @@ fn consider_recovery(
         Err(why) => why.clone(),
     };
     records.event(
-        &service.now(),
+        service.now(),
         "recovery_considered",
         Some("running"),
         details([
@@ -345,7 +366,7 @@ fn consider_recovery(
     match rule {
         Ok(rule) => {
             records.event(
-                &service.now(),
+                service.now(),
                 "recovery_applied",
                 Some("running"),
                 details([
@@ -362,7 +383,7 @@ fn consider_recovery(
         }
         Err(why) => {
             records.event(
-                &service.now(),
+                service.now(),
                 "recovery_skipped",
                 Some("running"),
                 details([("iteration", json!(iteration)), ("original_goal", json!(original)), ("reason", json!(why))]),
@@ -374,24 +395,24 @@ fn consider_recovery(
 
 fn finish(
     service: &Service,
-    records: &mut RecordDir,
+    records: &mut RecordWriter,
     mut state: ControllerState,
     stop_reason: &str,
 ) -> Result<ControllerState, ServiceError> {
-    let final_status = match state.bridge_results.last().map(|result| result.status.as_str()) {
-        Some("done") => "done",
-        Some("waiting_approval") => "waiting_approval",
-        _ => "failed",
+    let final_status = match state.bridge_results.last().map(|result| result.status) {
+        Some(BridgeStatus::Done) => ControllerStatus::Done,
+        Some(BridgeStatus::WaitingApproval) => ControllerStatus::WaitingApproval,
+        _ => ControllerStatus::Failed,
     };
-    state.status = final_status.to_string();
-    state.final_status = Some(final_status.to_string());
+    state.status = final_status;
+    state.final_status = Some(final_status);
     state.stop_reason = Some(stop_reason.to_string());
     state.updated_at = service.now();
     let linked: Vec<Value> = state.linked_runs.iter().map(|link| json!(link)).collect();
     records.event(
-        &state.updated_at,
+        state.updated_at.clone(),
         "controller_finished",
-        Some(final_status),
+        Some(final_status.as_str()),
         details([
             ("final_status", json!(final_status)),
             ("stop_reason", json!(stop_reason)),
@@ -401,23 +422,4 @@ fn finish(
     )?;
     records.save(&state)?;
     Ok(state)
-}
-
-fn create_records(service: &Service) -> Result<(String, RecordDir), ServiceError> {
-    let root = service.records_root();
-    let mut last = None;
-    for _ in 0..100 {
-        let id = service.ids.next(RunKind::Controller, service.env.clock.as_ref());
-        match RecordDir::create(&root, &id, STATE_FILE, AUDIT_FILE) {
-            Ok(records) => return Ok((id, records)),
-            Err(error) if error.is_taken() => last = Some(error),
-            Err(error) => return Err(error.into()),
-        }
-    }
-    Err(last.map_or(ServiceError::NoFreeId, ServiceError::from))
-}
-
-/// The persisted state of controller run `run_id`, if it exists.
-pub fn read(service: &Service, run_id: &str) -> Result<Option<Value>, ServiceError> {
-    Ok(read_state(&service.records_root(), run_id, STATE_FILE)?)
 }

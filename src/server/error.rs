@@ -14,9 +14,9 @@
 //! | 405 | `method_not_allowed` | |
 //! | 409 | `run_not_waiting` | approve/reject: the bridge run is not `waiting_approval` |
 //! | 409 | `approval_invalid` | approve: fingerprint, scope or state version do not match the frozen action, or the approval expired |
-//! | 409 | `run_locked` | approve/reject: another decision on the run is in progress (this or another process) |
+//! | 409 | `run_locked` | approve/reject: another decision on the run is in progress (this or another process) holds its lock |
 //! | 409 | `refused` | approve/reject: the runtime refused (agent run not waiting, plan or policy file changed) |
-//! | 409 | `records_invalid` | approve/reject: the agent run's records are missing or fail verification |
+//! | 409 | `records_invalid` | the bridge or controller record, or (approve/reject) the agent run's records, fail verification or are missing |
 //! | 409 | `plan_files_invalid` | approve/reject: the agent run's plan or policy files are invalid now |
 //! | 413 | `body_too_large` | the body exceeds the limit |
 //! | 415 | `unsupported_media_type` | not `Content-Type: application/json` |
@@ -30,15 +30,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::server::records::RecordError;
+use crate::store::StoreError;
 
 /// A failure of the service itself (not of a run: a failed run is a result).
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
     #[error(transparent)]
-    Records(#[from] RecordError),
-    #[error("no free run id")]
-    NoFreeId,
+    Records(#[from] StoreError),
 }
 
 /// An error answered to the client.
@@ -67,13 +65,24 @@ impl IntoResponse for ApiError {
 
 impl From<ServiceError> for ApiError {
     fn from(error: ServiceError) -> Self {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "records_failed", error.to_string())
+        let ServiceError::Records(error) = error;
+        error.into()
     }
 }
 
-impl From<RecordError> for ApiError {
-    fn from(error: RecordError) -> Self {
-        ServiceError::from(error).into()
+/// A bridge or controller record that is locked, fails verification or
+/// cannot be written.
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        let (status, code) = match &error {
+            StoreError::Locked { .. } | StoreError::VersionConflict { .. } => (StatusCode::CONFLICT, "run_locked"),
+            StoreError::Tampered { .. } | StoreError::Corrupt { .. } => (StatusCode::CONFLICT, "records_invalid"),
+            StoreError::NotFound { id, .. } => return ApiError::not_found("run", id),
+            StoreError::RunExists { .. } | StoreError::Io { .. } => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "records_failed")
+            }
+        };
+        ApiError::new(status, code, error.to_string())
     }
 }
 

@@ -2,7 +2,7 @@
 //! rules before anything executes. A blocked goal ends its run `failed` with
 //! the reason; nothing else happens.
 
-use crate::server::service_policy::GuardRules;
+use crate::model::GuardRules;
 
 /// Why a goal was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]

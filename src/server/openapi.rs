@@ -113,10 +113,11 @@ fn full_document() -> Value {
                     "properties": {
                         "run_id": {"type": "string"},
                         "goal": {"type": "string"},
-                        "status": {"type": "string", "enum": ["created", "running", "waiting_approval", "done", "failed", "rejected"],
+                        "status": {"type": "string", "enum": ["created", "running", "waiting_approval", "done", "failed", "rejected", "cancelled"],
                                    "description": "`waiting_approval` is the only status a finished request returns that is not final: \
                                                    the agent run is paused before a step that needs approval (see `pending_action`; \
-                                                   POST /runs/{id}/approve or /reject decides). `rejected`: a person rejected the pending action."},
+                                                   POST /runs/{id}/approve or /reject decides). `rejected`: a person rejected the pending action. \
+                                                   `cancelled`: a person cancelled the agent run (`planrun cancel`)."},
                         "adapter": {"type": "string"},
                         "adapter_mode": {"type": "string", "enum": ["real", "stub", "unavailable"]},
                         "instruction": {"type": "string"},
@@ -241,14 +242,16 @@ fn full_document() -> Value {
                 }
             }},
             "/runs/{id}": {"get": {
-                "summary": "A bridge run's persisted state",
+                "summary": "A bridge run's state; a waiting run is read through to its agent run, so an approval, resume, \
+                            rejection or cancel made outside the service (the CLI) shows as the agent run's real status",
                 "parameters": run_id,
                 "responses": {
-                    "200": {"description": "the bridge state", "content": {"application/json": {"schema": bridge}}},
+                    "200": {"description": "the bridge state (verified: checkpoint seal, audit chain, their agreement)", "content": {"application/json": {"schema": bridge}}},
                     "400": error_response("invalid run id (also a path that is not UTF-8 once decoded)"),
                     "401": error_response("missing or wrong bearer token"),
                     "404": error_response("unknown run id"),
-                    "500": error_response("records_failed: records could not be read")
+                    "409": error_response("records_invalid: the record fails verification"),
+                    "500": error_response("records_failed: the record could not be read")
                 }
             }},
             "/runs/{id}/approve": {"post": {
@@ -265,8 +268,8 @@ fn full_document() -> Value {
                     "401": error_response("missing or wrong bearer token"),
                     "404": error_response("unknown run id"),
                     "409": error_response("run_not_waiting, approval_invalid (fingerprint, scope or state version mismatch, expired), \
-                                           run_locked (another decision in progress), refused, records_invalid (the agent run's records \
-                                           fail verification), plan_files_invalid"),
+                                           run_locked (another decision in progress), refused, records_invalid (the bridge record or the agent \
+                                           run's records fail verification), plan_files_invalid"),
                     "413": error_response("body too large"),
                     "415": error_response("not application/json"),
                     "422": error_response("JSON of the wrong shape (fingerprint missing, unknown field, wrong type)"),
@@ -306,11 +309,12 @@ fn full_document() -> Value {
                 "summary": "A controller run's persisted state",
                 "parameters": run_id,
                 "responses": {
-                    "200": {"description": "the controller state", "content": {"application/json": {"schema": controller}}},
+                    "200": {"description": "the controller state (verified: checkpoint seal, audit chain, their agreement)", "content": {"application/json": {"schema": controller}}},
                     "400": error_response("invalid run id (also a path that is not UTF-8 once decoded)"),
                     "401": error_response("missing or wrong bearer token"),
                     "404": error_response("unknown run id"),
-                    "500": error_response("records_failed: records could not be read")
+                    "409": error_response("records_invalid: the record fails verification"),
+                    "500": error_response("records_failed: the record could not be read")
                 }
             }},
             "/openapi.json": {"get": {

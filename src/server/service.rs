@@ -4,15 +4,14 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use serde_json::Value;
 use tokio::sync::Semaphore;
 
-use crate::runtime::{RuntimeEnv, format_timestamp};
+use crate::model::ServicePolicy;
+use crate::runtime::{IdKind, RuntimeEnv, format_timestamp};
 use crate::server::adapters::Adapters;
-use crate::server::approvals::Decisions;
 use crate::server::decision::DecisionBackend;
-use crate::server::ids::ServiceIds;
-use crate::server::records::records_root;
-use crate::server::service_policy::ServicePolicy;
+use crate::store::{RecordKind, RecordWriter, RunStore, StoreError, create_unique};
 
 /// How many runs may execute at once; further requests wait for a slot.
 /// Shutdown takes every slot, which waits for in-flight runs to finish.
@@ -27,13 +26,13 @@ pub struct Service {
     /// Why `auto` chose the stub (start-up line and `/health`).
     pub decision_note: Option<String>,
     pub env: Arc<RuntimeEnv>,
-    pub ids: ServiceIds,
+    /// Where bridge and controller records are kept (the agent runs'
+    /// store, too).
+    pub store: Arc<dyn RunStore>,
     /// `PLANRUN_API_TOKEN`: when set, every endpoint but `/health` needs it.
     pub api_token: Option<String>,
     /// One permit per executing run.
     pub slots: Arc<Semaphore>,
-    /// Bridge runs with an approve or reject in progress.
-    pub decisions: Decisions,
 }
 
 impl Service {
@@ -42,8 +41,19 @@ impl Service {
         format_timestamp(self.env.clock.now())
     }
 
-    /// `<workspace>/bridge/runs`.
-    pub fn records_root(&self) -> PathBuf {
-        records_root(&self.workspace)
+    /// Creates a record of `kind` under a fresh id of `id_kind`.
+    pub fn create_record(&self, kind: RecordKind, id_kind: IdKind) -> Result<(String, RecordWriter), StoreError> {
+        let next_id = || self.env.ids.next_id(id_kind, self.env.clock.as_ref());
+        let (id, handle) = create_unique(next_id, |id| self.store.create_record(kind, id))?;
+        Ok((id, RecordWriter::new(handle)))
+    }
+
+    /// The verified state of record `id` of `kind`, if it exists.
+    pub fn read_record(&self, kind: RecordKind, id: &str) -> Result<Option<Value>, StoreError> {
+        match self.store.read_record(kind, id) {
+            Ok(record) => Ok(Some(record.state)),
+            Err(StoreError::NotFound { .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
     }
 }

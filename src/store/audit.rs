@@ -84,6 +84,40 @@ pub fn verify_audit(text: &str) -> Result<(Vec<AuditEvent>, AuditTail), AuditErr
     Ok((events, tail))
 }
 
+/// The file names a checkpoint and its log go by, for messages.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LogFiles {
+    pub state: &'static str,
+    pub audit: &'static str,
+}
+
+/// Verifies the log of `id` (see [`verify_audit`]), that every line is for
+/// `id`, and that a checkpoint which has seen line `seen_seq` with hash
+/// `seen_hash` agrees with it: the checkpoint never claims more than the
+/// log holds, and the line it names is the line the log has. The error is
+/// the reason, for [`crate::store::StoreError::Tampered`].
+pub(crate) fn verify_checkpointed_log(
+    text: &str,
+    id: &str,
+    files: LogFiles,
+    seen_seq: u64,
+    seen_hash: Option<&str>,
+) -> Result<(Vec<AuditEvent>, AuditTail), String> {
+    let LogFiles { state, audit: log } = files;
+    let (audit, tail) = verify_audit(text).map_err(|error| format!("`{log}`: {error}"))?;
+    if let Some(event) = audit.iter().find(|event| event.run_id != id) {
+        return Err(format!("`{log}` line {} is for run `{}`", event.seq, event.run_id));
+    }
+    if seen_seq > tail.seq {
+        return Err(format!("`{state}` has seen audit line {seen_seq} but `{log}` ends at line {}", tail.seq));
+    }
+    let line_hash = seen_seq.checked_sub(1).and_then(|index| tail.hashes.get(index as usize)).map(String::as_str);
+    if line_hash != seen_hash {
+        return Err(format!("`{state}` and `{log}` disagree about audit line {seen_seq}"));
+    }
+    Ok((audit, tail))
+}
+
 /// The open log. Each event is written with one `write` call as soon as it
 /// happens; [`AuditLog::sync`] makes everything written so far durable and
 /// runs before every checkpoint.

@@ -1,4 +1,11 @@
-//! Run records: everything a run leaves in `<workspace>/runs/<run_id>/`.
+//! Run records, behind one seam: [`RunStore`], implemented by
+//! [`FileStore`]. Everything a run writes goes through it: agent runs
+//! (`<workspace>/runs/<run_id>/`), bridge and controller records
+//! (`<workspace>/bridge/runs/<id>/`, see `record_dir.rs`) and idempotency
+//! receipts (`<workspace>/.planrun/receipts/`). No code outside this module
+//! opens, renames, syncs or lists files there.
+//!
+//! An agent run's folder:
 //!
 //! | file | written | holds |
 //! |---|---|---|
@@ -17,18 +24,40 @@
 mod atomic;
 mod audit;
 pub mod canonical;
+#[cfg(test)]
+mod conformance;
 mod envelope;
+mod error;
+mod file_store;
 mod history;
+mod lease;
 mod receipts;
+mod record_dir;
 mod run_dir;
 mod run_id;
+mod run_store;
 mod state;
 
-pub use atomic::write_atomic;
-pub use audit::{AuditError, AuditEvent, AuditLog, AuditTail, verify_audit};
+// The file store's parts stay inside this module: everything else reaches
+// records through `RunStore`.
+use atomic::write_atomic;
+use audit::AuditLog;
+use history::HistoryLog;
+use lease::Lease;
+use receipts::ReceiptStore;
+use record_dir::RecordDir;
+use run_dir::RunDir;
+
+pub use audit::{AuditError, AuditEvent, AuditTail, verify_audit};
 pub use envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
-pub use history::{HistoryLog, StepRecord, StepRecordStatus};
-pub use receipts::{Receipt, ReceiptError, ReceiptState, ReceiptStore};
-pub use run_dir::{LoadedRun, RunDir, StoreError, full_state, load_run};
+pub use error::StoreError;
+pub use file_store::{FileStore, FileStores};
+pub use history::{StepRecord, StepRecordStatus};
+pub use receipts::{Receipt, ReceiptError, ReceiptState};
+pub use run_dir::{LoadedRun, full_state};
 pub use run_id::{RunIdError, validate_run_id};
+pub use run_store::{
+    CREATE_ATTEMPTS, LoadedRecord, NewEvent, RecordHandle, RecordKind, RecordWriter, RunHandle, RunListing, RunStore,
+    StoreFactory, create_unique, details,
+};
 pub use state::{Approval, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState};

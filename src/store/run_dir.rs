@@ -1,96 +1,139 @@
-//! A run's folder: creating it (never over an existing run), checkpointing,
-//! verifying it strictly and reading it back.
+//! A run's folder: creating it (never over an existing run), checkpointing
+//! with compare-and-set, verifying it strictly and reading it back. A
+//! [`RunDir`] is the [`FileStore`](crate::store::FileStore)'s
+//! [`RunHandle`].
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
+use crate::store::audit::{LogFiles, verify_checkpointed_log};
+use crate::store::error::{io_error, serialize_error};
 use crate::store::{
-    AuditEvent, AuditLog, AuditTail, HistoryLog, RunState, Sealer, StepRecord, StepRecordStatus, verify_audit,
-    write_atomic,
+    AuditEvent, AuditLog, AuditTail, HistoryLog, Lease, NewEvent, RunHandle, RunState, Sealer, StepRecord,
+    StepRecordStatus, StoreError, write_atomic,
 };
-
-/// What can go wrong with run records.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("run `{id}` already exists in `{}`: a run is never overwritten; pick another `--run-id`", path.display())]
-    RunExists { id: String, path: PathBuf },
-    #[error("no run `{id}` in `{}`", path.display())]
-    NotFound { id: String, path: PathBuf },
-    #[error("run `{id}` is in use by another planrun process")]
-    Locked { id: String },
-    #[error("cannot {action} `{}`: {source}", path.display())]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("`{}` line {line} is not a valid record: {message}", path.display())]
-    Corrupt { path: PathBuf, line: usize, message: String },
-    /// The checkpoint or the log failed verification: edited, torn or
-    /// inconsistent. Nothing runs from such a run.
-    #[error("run `{id}` failed verification: {reason}")]
-    Tampered { id: String, reason: String },
-}
-
-fn io_error<'p>(action: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> StoreError + 'p {
-    move |source| StoreError::Io { action, path: path.to_path_buf(), source }
-}
 
 /// An open run folder, locked for this process.
 pub struct RunDir {
-    pub path: PathBuf,
-    pub audit: AuditLog,
-    pub history: HistoryLog,
+    path: PathBuf,
+    audit: AuditLog,
+    history: HistoryLog,
+    run_id: String,
     state_path: PathBuf,
     state_buffer: Vec<u8>,
     sealer: Sealer,
-    /// Held for the life of the `RunDir`: an exclusive `flock`, released by
-    /// the kernel when the process ends (even by a crash).
-    _lock: File,
+    /// The `state_version` of the checkpoint on disk. The lease makes this
+    /// process the folder's only writer, so the copy kept here is the
+    /// stored value and the compare-and-set needs no read-back.
+    stored_version: u64,
+    /// Held for the life of the `RunDir`.
+    _lease: Lease,
 }
 
-fn lock(path: &Path, run_id: &str) -> Result<File, StoreError> {
-    let lock_path = path.join(".lock");
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(io_error("create", &lock_path))?;
-    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
-        .map_err(|_| StoreError::Locked { id: run_id.to_string() })?;
-    Ok(file)
+/// `<workspace>/runs`.
+pub(crate) fn runs_folder(workspace: &Path) -> PathBuf {
+    workspace.join("runs")
+}
+
+/// Creates `folder` with one `mkdir`, so the check and the creation are
+/// one step and two processes cannot both win; [`StoreError::RunExists`]
+/// when it exists.
+pub(crate) fn create_folder(parent: &Path, id: &str) -> Result<PathBuf, StoreError> {
+    fs::create_dir_all(parent).map_err(io_error("create", parent))?;
+    let path = parent.join(id);
+    match fs::create_dir(&path) {
+        Ok(()) => Ok(path),
+        Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {
+            Err(StoreError::RunExists { id: id.to_string(), path })
+        }
+        Err(error) => Err(StoreError::Io { action: "create", path, source: error }),
+    }
+}
+
+/// Creates `<folder>/<name>` for appending; it must not exist.
+pub(crate) fn create_log(folder: &Path, name: &str) -> Result<fs::File, StoreError> {
+    let path = folder.join(name);
+    OpenOptions::new().append(true).create_new(true).open(&path).map_err(io_error("create", &path))
+}
+
+/// Opens the existing `<folder>/<name>` for appending.
+pub(crate) fn append_log(folder: &Path, name: &str) -> Result<fs::File, StoreError> {
+    let path = folder.join(name);
+    OpenOptions::new().append(true).open(&path).map_err(io_error("open", &path))
+}
+
+/// Seals `payload` in its envelope into `buffer`, pretty-printed, and
+/// replaces `path` with it atomically.
+pub(crate) fn write_sealed(
+    sealer: &Sealer,
+    path: &Path,
+    payload: Value,
+    buffer: &mut Vec<u8>,
+) -> Result<(), StoreError> {
+    let envelope = sealer.seal(payload).map_err(|error| serialize_error(path, error))?;
+    buffer.clear();
+    serde_json::to_writer_pretty(&mut *buffer, &envelope).map_err(|error| serialize_error(path, error))?;
+    buffer.push(b'\n');
+    write_atomic(path, buffer).map_err(io_error("write", path))
+}
+
+/// Appends `event` to `audit` for `id`, naming `path` on failure.
+pub(crate) fn append_event(
+    audit: &mut AuditLog,
+    id: &str,
+    event: NewEvent<'_>,
+    path: &Path,
+) -> Result<u64, StoreError> {
+    audit
+        .append(event.ts, id, event.event_type, event.step_id, event.status, event.details)
+        .map_err(io_error("append to", path))
+}
+
+/// Refuses a checkpoint whose expected version is not the stored one.
+pub(crate) fn compare_version(id: &str, stored: u64, expected: u64) -> Result<(), StoreError> {
+    if stored == expected {
+        Ok(())
+    } else {
+        Err(StoreError::VersionConflict { id: id.to_string(), expected, found: stored })
+    }
 }
 
 impl RunDir {
     /// Creates `<workspace>/runs/<run_id>/`. Fails with
-    /// [`StoreError::RunExists`] when the folder exists: the check and the
-    /// creation are one `mkdir`, so two processes cannot both win.
+    /// [`StoreError::RunExists`] when the folder exists.
     pub fn create(workspace: &Path, run_id: &str, sealer: Sealer) -> Result<RunDir, StoreError> {
-        let runs = workspace.join("runs");
-        fs::create_dir_all(&runs).map_err(io_error("create", &runs))?;
-        let path = runs.join(run_id);
-        if let Err(error) = fs::create_dir(&path) {
-            return Err(if error.kind() == io::ErrorKind::AlreadyExists {
-                StoreError::RunExists { id: run_id.to_string(), path }
-            } else {
-                StoreError::Io { action: "create", path, source: error }
-            });
-        }
-        let lock = lock(&path, run_id)?;
-        let open = |name: &str| {
-            let file_path = path.join(name);
-            OpenOptions::new().append(true).create_new(true).open(&file_path).map_err(io_error("create", &file_path))
-        };
-        let audit = AuditLog::new(open("audit.jsonl")?);
-        let history = HistoryLog::new(open("history.jsonl")?);
+        let path = create_folder(&runs_folder(workspace), run_id)?;
+        let lease = Lease::take(&path, run_id)?;
+        let audit = AuditLog::new(create_log(&path, "audit.jsonl")?);
+        let history = HistoryLog::new(create_log(&path, "history.jsonl")?);
+        Ok(RunDir::assemble(path, run_id, audit, history, sealer, 0, lease))
+    }
+
+    fn assemble(
+        path: PathBuf,
+        run_id: &str,
+        audit: AuditLog,
+        history: HistoryLog,
+        sealer: Sealer,
+        stored_version: u64,
+        lease: Lease,
+    ) -> RunDir {
         let state_path = path.join("state.json");
-        Ok(RunDir { path, audit, history, state_path, state_buffer: Vec::with_capacity(2048), sealer, _lock: lock })
+        RunDir {
+            path,
+            audit,
+            history,
+            run_id: run_id.to_string(),
+            state_path,
+            state_buffer: Vec::with_capacity(2048),
+            sealer,
+            stored_version,
+            _lease: lease,
+        }
     }
 
     /// Opens an existing run to continue it: verifies it strictly (see
@@ -99,11 +142,11 @@ impl RunDir {
     /// happen as far as the run is concerned; the audit log keeps the trace
     /// of it, and keyed writes are reconciled through their receipts).
     pub fn open(workspace: &Path, run_id: &str, sealer: Sealer) -> Result<(RunDir, LoadedRun), StoreError> {
-        let path = workspace.join("runs").join(run_id);
+        let path = runs_folder(workspace).join(run_id);
         if !path.is_dir() {
-            return Err(StoreError::NotFound { id: run_id.to_string(), path: workspace.join("runs") });
+            return Err(StoreError::NotFound { id: run_id.to_string(), path: runs_folder(workspace) });
         }
-        let lock = lock(&path, run_id)?;
+        let lease = Lease::take(&path, run_id)?;
         let mut loaded = load_run(workspace, run_id, &sealer)?;
         let history_path = path.join("history.jsonl");
         let keep = usize::try_from(loaded.state.counters.history_records).unwrap_or(usize::MAX);
@@ -116,50 +159,70 @@ impl RunDir {
             file.set_len(cut as u64).map_err(io_error("truncate", &history_path))?;
             file.sync_all().map_err(io_error("sync", &history_path))?;
         }
-        let append = |name: &str| {
-            let file_path = path.join(name);
-            OpenOptions::new().append(true).open(&file_path).map_err(io_error("open", &file_path))
-        };
-        let audit = AuditLog::resume(append("audit.jsonl")?, &loaded.audit_tail);
-        let history = HistoryLog::new(append("history.jsonl")?);
-        let state_path = path.join("state.json");
-        let dir =
-            RunDir { path, audit, history, state_path, state_buffer: Vec::with_capacity(2048), sealer, _lock: lock };
-        Ok((dir, loaded))
+        let audit = AuditLog::resume(append_log(&path, "audit.jsonl")?, &loaded.audit_tail);
+        let history = HistoryLog::new(append_log(&path, "history.jsonl")?);
+        let version = loaded.state.state_version;
+        Ok((RunDir::assemble(path, run_id, audit, history, sealer, version, lease), loaded))
     }
 
     /// Writes `plan.json` once, at the start of the run.
     pub fn write_plan(&self, plan: &Value) -> Result<(), StoreError> {
         let path = self.path.join("plan.json");
-        let mut bytes = serde_json::to_vec_pretty(plan).map_err(|error| StoreError::Io {
-            action: "serialize",
-            path: path.clone(),
-            source: error.into(),
-        })?;
+        let mut bytes = serde_json::to_vec_pretty(plan).map_err(|error| serialize_error(&path, error))?;
         bytes.push(b'\n');
         write_atomic(&path, &bytes).map_err(io_error("write", &path))
     }
 
     /// The durable checkpoint: makes the logs durable, then replaces
-    /// `state.json` (sealed in its integrity envelope) atomically. The
-    /// state never claims more than the logs hold.
-    pub fn checkpoint(&mut self, state: &RunState) -> Result<(), StoreError> {
+    /// `state.json` (sealed in its integrity envelope) atomically, if the
+    /// stored `state_version` is `expected`. The state never claims more
+    /// than the logs hold.
+    pub fn checkpoint(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
+        compare_version(&self.run_id, self.stored_version, expected)?;
         self.history.sync().map_err(io_error("sync", &self.path))?;
         self.audit.sync().map_err(io_error("sync", &self.path))?;
-        let serialize_error = |path: &Path, message: String| StoreError::Io {
-            action: "serialize",
-            path: path.to_path_buf(),
-            source: io::Error::other(message),
-        };
-        let payload =
-            serde_json::to_value(state).map_err(|error| serialize_error(&self.state_path, error.to_string()))?;
-        let envelope =
-            self.sealer.seal(payload).map_err(|error| serialize_error(&self.state_path, error.to_string()))?;
-        self.state_buffer.clear();
-        serde_json::to_writer_pretty(&mut self.state_buffer, &envelope)
-            .map_err(|error| serialize_error(&self.state_path, error.to_string()))?;
-        self.state_buffer.push(b'\n');
-        write_atomic(&self.state_path, &self.state_buffer).map_err(io_error("write", &self.state_path))
+        let payload = serde_json::to_value(state).map_err(|error| serialize_error(&self.state_path, error))?;
+        write_sealed(&self.sealer, &self.state_path, payload, &mut self.state_buffer)?;
+        self.stored_version = state.state_version;
+        Ok(())
+    }
+}
+
+impl RunHandle for RunDir {
+    fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    fn location(&self) -> &Path {
+        &self.path
+    }
+
+    fn audit_seq(&self) -> u64 {
+        self.audit.seq()
+    }
+
+    fn audit_hash(&self) -> Option<&str> {
+        self.audit.last_hash()
+    }
+
+    fn stored_version(&self) -> u64 {
+        self.stored_version
+    }
+
+    fn append_event(&mut self, event: NewEvent<'_>) -> Result<u64, StoreError> {
+        append_event(&mut self.audit, &self.run_id, event, &self.path.join("audit.jsonl"))
+    }
+
+    fn append_history(&mut self, record: &StepRecord) -> Result<(), StoreError> {
+        self.history.append(record).map_err(io_error("append to", &self.path.join("history.jsonl")))
+    }
+
+    fn write_plan(&mut self, plan: &Value) -> Result<(), StoreError> {
+        RunDir::write_plan(self, plan)
+    }
+
+    fn checkpoint(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
+        RunDir::checkpoint(self, state, expected)
     }
 }
 
@@ -170,7 +233,8 @@ pub struct LoadedRun {
     pub history: Vec<StepRecord>,
     pub audit: Vec<AuditEvent>,
     pub audit_tail: AuditTail,
-    /// History lines past the checkpoint that [`RunDir::open`] dropped.
+    /// History lines past the checkpoint that opening the run for writing
+    /// ([`RunStore::open_run`](crate::store::RunStore::open_run)) dropped.
     pub discarded_history: usize,
 }
 
@@ -180,9 +244,9 @@ pub struct LoadedRun {
 /// and the log agree (`audit_seq` and `audit_hash`). Any failure is
 /// [`StoreError::Tampered`] or [`StoreError::Corrupt`] and nothing runs.
 pub fn load_run(workspace: &Path, run_id: &str, sealer: &Sealer) -> Result<LoadedRun, StoreError> {
-    let dir = workspace.join("runs").join(run_id);
+    let dir = runs_folder(workspace).join(run_id);
     if !dir.is_dir() {
-        return Err(StoreError::NotFound { id: run_id.to_string(), path: workspace.join("runs") });
+        return Err(StoreError::NotFound { id: run_id.to_string(), path: runs_folder(workspace) });
     }
     let tampered = |reason: String| StoreError::Tampered { id: run_id.to_string(), reason };
     let read = |name: &str| {
@@ -199,20 +263,10 @@ pub fn load_run(workspace: &Path, run_id: &str, sealer: &Sealer) -> Result<Loade
     state.check_invariants().map_err(|reason| tampered(format!("`state.json`: impossible state: {reason}")))?;
 
     let (_, audit_text) = read("audit.jsonl")?;
-    let (audit, audit_tail) = verify_audit(&audit_text).map_err(|error| tampered(format!("`audit.jsonl`: {error}")))?;
-    if let Some(event) = audit.iter().find(|event| event.run_id != run_id) {
-        return Err(tampered(format!("`audit.jsonl` line {} is for run `{}`", event.seq, event.run_id)));
-    }
-    if state.audit_seq > audit_tail.seq {
-        return Err(tampered(format!(
-            "`state.json` has seen audit line {} but `audit.jsonl` ends at line {}",
-            state.audit_seq, audit_tail.seq
-        )));
-    }
-    let seen_hash = state.audit_seq.checked_sub(1).and_then(|index| audit_tail.hashes.get(index as usize));
-    if seen_hash != state.audit_hash.as_ref() {
-        return Err(tampered(format!("`state.json` and `audit.jsonl` disagree about audit line {}", state.audit_seq)));
-    }
+    let files = LogFiles { state: "state.json", audit: "audit.jsonl" };
+    let (audit, audit_tail) =
+        verify_checkpointed_log(&audit_text, run_id, files, state.audit_seq, state.audit_hash.as_deref())
+            .map_err(tampered)?;
 
     let (plan_path, plan_text) = read("plan.json")?;
     let plan: Value = serde_json::from_str(&plan_text).map_err(|error| StoreError::Corrupt {

@@ -6,6 +6,12 @@
 //! symlink, only regular files are read or replaced, reads and writes are
 //! capped, and writes are atomic (temp file in the same folder, fsync,
 //! rename).
+//!
+//! [`target_content`] answers a keyed write's reconciliation question —
+//! "does the target already hold exactly this content?" — by the SHA-256 of
+//! the file against that of the intended content, through the same
+//! confinement as the writes. It is what a recovery can ask the file system
+//! itself instead of trusting its own note (not wired into the runtime yet).
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -16,6 +22,7 @@ use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt, OpenOptionsSyncExt};
 use cap_std::fs::{Dir, OpenOptions};
 
 use crate::confine::{PathDenied, Workspace};
+use crate::digest::sha256_hex;
 use crate::model::FailureClass;
 
 /// Why a file tool failed.
@@ -92,6 +99,40 @@ fn classify(rel: &str, op: &'static str, err: io::Error) -> FileError {
 
 /// Reads a workspace file as UTF-8 text, at most `max_bytes` bytes.
 pub fn read_file(ws: &Workspace, rel: &str, max_bytes: u64) -> Result<String, FileError> {
+    let bytes = read_bytes(ws, rel, max_bytes)?;
+    String::from_utf8(bytes).map_err(|_| FileError::NotUtf8 { path: rel.to_owned() })
+}
+
+/// What a write's target holds, compared with the content meant for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetContent {
+    /// There is no file at the path.
+    Missing,
+    /// The file holds exactly the intended bytes (same SHA-256).
+    Matches { sha256: String },
+    /// The file holds something else; `sha256` is the file's digest.
+    Differs { sha256: String },
+}
+
+/// Whether the workspace file `rel` already holds exactly `content`, by
+/// SHA-256. Confined like every file tool (a denied path is an error, never
+/// an answer); a file larger than `max_bytes` is `TooLarge`, not read.
+pub fn target_content(ws: &Workspace, rel: &str, content: &str, max_bytes: u64) -> Result<TargetContent, FileError> {
+    let bytes = match read_bytes(ws, rel, max_bytes) {
+        Ok(bytes) => bytes,
+        Err(FileError::NotFound { .. }) => return Ok(TargetContent::Missing),
+        Err(error) => return Err(error),
+    };
+    let sha256 = sha256_hex(&bytes);
+    if sha256 == sha256_hex(content.as_bytes()) {
+        Ok(TargetContent::Matches { sha256 })
+    } else {
+        Ok(TargetContent::Differs { sha256 })
+    }
+}
+
+/// The bytes of a regular workspace file, at most `max_bytes`.
+fn read_bytes(ws: &Workspace, rel: &str, max_bytes: u64) -> Result<Vec<u8>, FileError> {
     let checked = ws.check_path(rel)?;
     let path = checked.as_path();
     let mut options = OpenOptions::new();
@@ -114,7 +155,7 @@ pub fn read_file(ws: &Workspace, rel: &str, max_bytes: u64) -> Result<String, Fi
     if size > max_bytes {
         return Err(FileError::TooLarge { path: rel.to_owned(), size, limit: max_bytes });
     }
-    String::from_utf8(bytes).map_err(|_| FileError::NotUtf8 { path: rel.to_owned() })
+    Ok(bytes)
 }
 
 /// Writes `content` to a workspace file atomically, creating missing parent
@@ -293,6 +334,45 @@ mod tests {
         assert!(!fx.root.join("runs").exists());
         assert!(!fx.root.join(".git").exists());
         assert!(!fx.root.join("secret").exists());
+    }
+
+    #[test]
+    fn target_content_compares_by_digest_through_the_confinement() {
+        let fx = fixture(&["secret/**"]);
+        assert_eq!(target_content(&fx.ws, "out/report.txt", "hello\n", 64).expect("missing"), TargetContent::Missing);
+        write_file(&fx.ws, "out/report.txt", "hello\n", 64).expect("write");
+        let same = sha256_hex(b"hello\n");
+        assert_eq!(
+            target_content(&fx.ws, "out/report.txt", "hello\n", 64).expect("same"),
+            TargetContent::Matches { sha256: same.clone() }
+        );
+        // One byte more, one byte changed: both differ, and say what is there.
+        for other in ["hello\n\n", "hellO\n", ""] {
+            assert_eq!(
+                target_content(&fx.ws, "out/report.txt", other, 64).expect("differs"),
+                TargetContent::Differs { sha256: same.clone() },
+                "{other:?}"
+            );
+        }
+        // Bytes that are not UTF-8 are compared too, never an error.
+        fs::write(fx.root.join("binary"), [0xff, 0xfe]).expect("write");
+        assert!(matches!(target_content(&fx.ws, "binary", "x", 64), Ok(TargetContent::Differs { .. })));
+        // Confinement first: a path outside, protected or denied is refused,
+        // even when what is there would match.
+        symlink(fx.outside.join("canary.txt"), fx.root.join("final_out")).expect("symlink");
+        for (rel, rule) in [
+            ("../canary.txt", "files.parent"),
+            ("final_out", "files.symlink"),
+            ("runs/x", "files.protected"),
+            ("secret/key", "files.deny[0]"),
+        ] {
+            assert_eq!(denied_rule(target_content(&fx.ws, rel, "canary", 64)), rule, "{rel}");
+        }
+        // Too large to read is an error, not a guess.
+        fs::write(fx.root.join("big"), "x".repeat(65)).expect("write");
+        assert!(matches!(target_content(&fx.ws, "big", "x", 64), Err(FileError::TooLarge { .. })));
+        fs::create_dir_all(fx.root.join("folder")).expect("mkdir");
+        assert!(matches!(target_content(&fx.ws, "folder", "x", 64), Err(FileError::NotRegular { .. })));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::confine::{ProgramResolver, Workspace};
 use crate::model::{Decision, FailureClass, Policy};
 use crate::policy::{display_argv, evaluate_shell};
 
-pub use files::{FileError, read_file, write_file};
+pub use files::{FileError, TargetContent, read_file, target_content, write_file};
 pub use shell::{ShellRun, run_shell};
 
 /// An action with every template rendered: exactly what will run.

@@ -4,12 +4,21 @@
 //! Every test runs with the repository root as the current directory (so plan
 //! paths read `plans/flow_pwd.toml`) and its own temporary workspace. Machine
 //! paths are filtered to `[WORKSPACE]` and `[TMP]`.
+//!
+//! - [`Sandbox`] (here): the temporary folder, its files and records.
+//! - [`Planrun`] (`planrun.rs`): one invocation of the binary, built
+//!   fluently: `sandbox.planrun().args(["show", "t"]).run()`.
+//! - `tickets.rs`: the ticket demo's seeded sandbox and its trajectories.
 
 #![allow(dead_code)]
 
+pub mod planrun;
+pub mod tickets;
+
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+pub use planrun::Planrun;
 
 pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 pub const TEST_CLOCK: &str = "2026-01-01T00:00:00Z";
@@ -40,58 +49,6 @@ impl Sandbox {
 
     pub fn workspace(&self) -> PathBuf {
         self.dir.path().join("workspace")
-    }
-
-    /// Runs `planrun` with `args`, from the repository root, with
-    /// `--workspace` pointing into the sandbox.
-    pub fn planrun(&self, args: &[&str]) -> Output {
-        self.planrun_in(Path::new(ROOT), args)
-    }
-
-    pub fn planrun_in(&self, cwd: &Path, args: &[&str]) -> Output {
-        self.planrun_full(cwd, args, None, &[])
-    }
-
-    /// Runs `planrun` from the repository root with extra environment
-    /// variables (they win over the harness's, e.g. `PLANRUN_TEST_CLOCK`).
-    pub fn planrun_env(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
-        self.planrun_full(Path::new(ROOT), args, None, envs)
-    }
-
-    /// Runs `planrun` from the sandbox with extra environment variables.
-    pub fn planrun_full_env(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
-        self.planrun_full(self.path(), args, None, envs)
-    }
-
-    /// Runs `planrun ARGS --workspace … -- TRAILING` (for commands that take
-    /// a command line after `--`).
-    pub fn planrun_trailing(&self, args: &[&str], trailing: &[&str]) -> Output {
-        self.planrun_full(Path::new(ROOT), args, Some(trailing), &[])
-    }
-
-    fn planrun_full(&self, cwd: &Path, args: &[&str], trailing: Option<&[&str]>, envs: &[(&str, &str)]) -> Output {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_planrun"));
-        command.current_dir(cwd).args(args).arg("--workspace").arg(self.workspace());
-        if let Some(trailing) = trailing {
-            command.arg("--").args(trailing);
-        }
-        command
-            .env("PLANRUN_TEST_CLOCK", TEST_CLOCK)
-            .env("NO_COLOR", "1")
-            .env_remove("PLANRUN_WORKSPACE")
-            .env_remove("PLANRUN_PLANS")
-            .env_remove("PLANRUN_POLICIES")
-            .env_remove("PLANRUN_HMAC_KEY")
-            .env_remove("PLANRUN_CRASH_AT");
-        for (key, value) in envs {
-            command.env(key, value);
-        }
-        let output = command.output().expect("run planrun");
-        Output {
-            code: output.status.code().unwrap_or(-1),
-            stdout: self.filter(&String::from_utf8_lossy(&output.stdout)),
-            stderr: self.filter(&String::from_utf8_lossy(&output.stderr)),
-        }
     }
 
     /// Replaces machine paths with stable placeholders.
@@ -200,12 +157,23 @@ max_output_bytes = 64
 "#;
 
 impl Sandbox {
-    /// Writes `plans/test.<ext>` and `policies/default.toml` into the
-    /// sandbox and runs the plan from the sandbox as run `t`.
-    pub fn run_plan(&self, plan: &str, policy: &str) -> Output {
+    /// Writes `plans/test.toml` and `policies/default.toml` into the sandbox.
+    pub fn write_plan(&self, plan: &str, policy: &str) {
         self.write("plans/test.toml", plan);
         self.write("policies/default.toml", policy);
-        self.planrun_in(self.path(), &["--plan", "plans/test.toml", "--policies", "policies", "--run-id", "t"])
+    }
+
+    /// The invocation that runs the sandbox's `plans/test.toml` (see
+    /// [`Sandbox::write_plan`]) from the sandbox as run `t`; add what the
+    /// test needs (`.env(..)`, `.arg(..)`) before `.run()`.
+    pub fn test_plan(&self) -> Planrun<'_> {
+        self.planrun().in_sandbox().args(["--plan", "plans/test.toml", "--policies", "policies", "--run-id", "t"])
+    }
+
+    /// Writes the plan and the policy, then runs the plan as run `t`.
+    pub fn run_plan(&self, plan: &str, policy: &str) -> Output {
+        self.write_plan(plan, policy);
+        self.test_plan().run()
     }
 
     /// The parsed lines of a run's `history.jsonl`.

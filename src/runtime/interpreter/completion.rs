@@ -1,58 +1,67 @@
-//! Completion: a step's `expect` post-conditions and the plan's
-//! `[[verify]]` checks on fresh evidence. A failed check cannot produce
-//! `done`.
+//! Completion: a step's `expect` post-conditions ([`apply_expect`]) and the
+//! plan's `[[verify]]` checks on fresh evidence ([`Verifier`]). A failed
+//! check cannot produce `done`.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::model::{FailureClass, RunStatus, Step, VerifyCheck};
-use crate::runtime::interpreter::{EventType, Interpreter, failure};
-use crate::store::{Evidence, ReceiptState, StoreError};
+use crate::confine::Workspace;
+use crate::model::{FailureClass, Plan, Policy, RunStatus, Step, VerifyCheck};
+use crate::runtime::event::{CheckOutcome, CompletionVerified, Event};
+use crate::runtime::recorder::Recorder;
+use crate::store::{Evidence, ReceiptState, RunState, RunStore, StoreError};
 use crate::tools::{ToolOutcome, ToolSuccess, tickets};
 
-impl Interpreter<'_> {
-    /// The run reached its end: `[[verify]]` decides whether it is `done`.
-    pub(super) fn complete(&mut self, reason: &str) -> Result<(), StoreError> {
-        if self.plan.verify.is_empty() {
-            self.end(RunStatus::Done, reason, None);
+use super::outcome::failure;
+
+/// Runs the plan's `[[verify]]` checks when the run reaches its end.
+pub(super) struct Verifier<'r> {
+    checks: &'r [VerifyCheck],
+    workspace: &'r Workspace,
+    max_read_bytes: u64,
+}
+
+impl<'r> Verifier<'r> {
+    pub(super) fn new(plan: &'r Plan, policy: &Policy, workspace: &'r Workspace) -> Self {
+        Verifier { checks: &plan.verify, workspace, max_read_bytes: policy.files.max_read_bytes }
+    }
+
+    /// The run reached its end (`reason`): `[[verify]]` decides whether it
+    /// is `done`.
+    pub(super) fn complete(
+        &self,
+        reason: &str,
+        state: &mut RunState,
+        recorder: &mut Recorder<'_>,
+        receipts: &dyn RunStore,
+    ) -> Result<(), StoreError> {
+        if self.checks.is_empty() {
+            recorder.end(state, RunStatus::Done, reason, None);
             return Ok(());
         }
         let mut checks = Vec::new();
-        let mut all_passed = true;
-        for check in &self.plan.verify {
-            let (passed, detail) = self.verify(check);
-            all_passed &= passed;
-            self.state.evidence.push(Evidence {
-                kind: "verify".to_string(),
-                step_id: None,
-                passed,
-                detail: detail.clone(),
-            });
-            checks.push(detail);
+        for check in self.checks {
+            let outcome = self.verify(check, state, receipts);
+            // A struct of strings, a bool and a JSON value always serialises.
+            let detail = serde_json::to_value(&outcome).unwrap_or(Value::Null);
+            state.evidence.push(Evidence { kind: "verify".to_string(), step_id: None, passed: outcome.passed, detail });
+            checks.push(outcome);
         }
-        let mut details = Map::new();
-        details.insert("passed".into(), json!(all_passed));
-        details.insert("checks".into(), json!(checks));
-        self.emit(EventType::CompletionVerified, None, Some(if all_passed { "ok" } else { "failed" }), details)?;
-        if all_passed {
-            self.end(RunStatus::Done, reason, None);
-        } else {
-            let failed: Vec<String> = checks
-                .iter()
-                .filter(|check| check["passed"] == json!(false))
-                .map(|check| check["check"].as_str().unwrap_or_default().to_string())
-                .collect();
-            let message = format!("completion could not be verified: {}", failed.join("; "));
-            self.end(RunStatus::Failed, "verification_failed", Some(message));
+        let failed: Vec<&str> = checks.iter().filter(|check| !check.passed).map(|check| check.check.as_str()).collect();
+        let message = (!failed.is_empty()).then(|| format!("completion could not be verified: {}", failed.join("; ")));
+        recorder.emit(Event::CompletionVerified(CompletionVerified { passed: message.is_none(), checks }))?;
+        match message {
+            None => recorder.end(state, RunStatus::Done, reason, None),
+            Some(message) => recorder.end(state, RunStatus::Failed, "verification_failed", Some(message)),
         }
         Ok(())
     }
 
     /// One verifier check against fresh evidence.
-    fn verify(&mut self, check: &VerifyCheck) -> (bool, Value) {
-        let max_bytes = self.policy.files.max_read_bytes;
+    fn verify(&self, check: &VerifyCheck, state: &mut RunState, receipts: &dyn RunStore) -> CheckOutcome {
+        let max_bytes = self.max_read_bytes;
         match check {
             VerifyCheck::File { path, contains } => {
-                self.state.counters.tool_calls += 1;
+                state.counters.tool_calls += 1;
                 let label = match contains {
                     Some(text) => format!("file `{path}` contains {text:?}"),
                     None => format!("file `{path}` exists"),
@@ -64,10 +73,10 @@ impl Interpreter<'_> {
                     }
                     Err(error) => (false, json!(error.to_string())),
                 };
-                (passed, json!({"check": label, "passed": passed, "observed": observed, "source": "fresh_read"}))
+                check_outcome(label, passed, observed, "fresh_read")
             }
             VerifyCheck::TicketStatus { ticket_id, equals } => {
-                self.state.counters.tool_calls += 1;
+                state.counters.tool_calls += 1;
                 let label = format!("ticket `{ticket_id}` status is {equals:?}");
                 let (passed, observed) = match tickets::lookup(self.workspace, ticket_id, max_bytes) {
                     Ok(success) => {
@@ -81,29 +90,26 @@ impl Interpreter<'_> {
                     }
                     Err(error) => (false, json!(error.message)),
                 };
-                (passed, json!({"check": label, "passed": passed, "observed": observed, "source": "fresh_lookup"}))
+                check_outcome(label, passed, observed, "fresh_lookup")
             }
             VerifyCheck::Receipt { step } => {
                 let label = format!("receipt of step `{step}` matches its intent");
-                let recorded = self.state.evidence.iter().rev().find(|evidence| {
+                let recorded = state.evidence.iter().rev().find(|evidence| {
                     evidence.step_id.as_deref() == Some(step.as_str())
                         && matches!(evidence.kind.as_str(), "receipt" | "recovered_from_receipt" | "reused_receipt")
                 });
                 let Some(recorded) = recorded else {
-                    let satisfied = self.state.evidence.iter().any(|evidence| evidence.kind == "already_satisfied");
+                    let satisfied = state.evidence.iter().any(|evidence| evidence.kind == "already_satisfied");
                     let observed = if satisfied {
                         "not applicable: the goal already held, the step did not run"
                     } else {
                         "the step recorded no receipt"
                     };
-                    return (
-                        satisfied,
-                        json!({"check": label, "passed": satisfied, "observed": observed, "source": "receipt_store"}),
-                    );
+                    return check_outcome(label, satisfied, json!(observed), "receipt_store");
                 };
                 let key = recorded.detail["idempotency_key"].as_str().unwrap_or_default().to_string();
                 let intent = recorded.detail["intent_digest"].as_str().unwrap_or_default().to_string();
-                let (passed, observed) = match self.receipts.get(&key) {
+                let (passed, observed) = match receipts.get_receipt(&key) {
                     Ok(Some(receipt)) => (
                         receipt.state == ReceiptState::Done && receipt.intent_digest == intent,
                         json!({"state": receipt.state, "intent_digest": receipt.intent_digest}),
@@ -111,10 +117,14 @@ impl Interpreter<'_> {
                     Ok(None) => (false, json!("no receipt")),
                     Err(error) => (false, json!(error.to_string())),
                 };
-                (passed, json!({"check": label, "passed": passed, "observed": observed, "source": "receipt_store"}))
+                check_outcome(label, passed, observed, "receipt_store")
             }
         }
     }
+}
+
+fn check_outcome(check: String, passed: bool, observed: Value, source: &str) -> CheckOutcome {
+    CheckOutcome { check, passed, observed, source: source.to_string() }
 }
 
 /// Applies a step's `expect` post-conditions to its outcome.

@@ -12,28 +12,27 @@
 //! by [`AgentRunner::reject`] (the runtime's control API; each locks the run
 //! folder, so two decisions on one run never both execute).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::load::Catalog;
 use crate::model::{FailureClass, RunStatus};
-use crate::router::select;
+use crate::ops::{self, ApproveInput, Approved, ExitStatus, OpsError, RunInput, RunTarget};
 use crate::runtime::approval::ApprovalClaims;
-use crate::runtime::{
-    ApproveOutcome, ControlError, NoProgress, ResumeRequest, RunRequest, RuntimeEnv, approve, execute as run_plan,
-    reject, resume,
-};
+use crate::runtime::{NoProgress, ResumeRequest, RuntimeEnv};
 use crate::server::adapters::{AdapterMode, AdapterResult, AgentMetadata};
 use crate::server::ids::agent_run_id;
-use crate::store::{RunState, StepRecordStatus, load_run};
+use crate::store::{RunState, RunStore, StepRecordStatus};
 
-/// What agent runs need: the validated catalog, the workspace and the clock.
+/// What agent runs need: the validated catalog, the workspace, the clock
+/// and the store the runs are read back from.
 pub struct AgentRunner {
     pub catalog: Catalog,
     /// Absolute.
     pub workspace: PathBuf,
     pub env: Arc<RuntimeEnv>,
+    pub store: Arc<dyn RunStore>,
 }
 
 pub async fn execute(runner: Arc<AgentRunner>, instruction: &str, bridge_run_id: &str) -> AdapterResult {
@@ -53,36 +52,23 @@ pub async fn execute(runner: Arc<AgentRunner>, instruction: &str, bridge_run_id:
 }
 
 impl AgentRunner {
-    /// Routes `instruction` and runs the plan as `run_id`. Exit codes as the
-    /// CLI's: 0 done, 1 failed, 2 nothing ran (routing refused, bad run id),
-    /// 3 paused for approval.
+    /// Routes `instruction` and runs the plan as `run_id` through the same
+    /// use case as the command line ([`ops::run`]); exit codes as the CLI's.
     pub fn run(&self, instruction: &str, run_id: &str) -> AdapterResult {
-        let refused = |error: String| AdapterResult {
-            response: String::new(),
-            error: Some(error),
-            exit_code: Some(2),
-            mode: AdapterMode::Real,
-            agent: Some(AgentMetadata::new(run_id.to_string())),
-        };
-        let (plan, policy) = match select(&self.catalog, instruction) {
-            Ok(chosen) => chosen,
-            Err(why) => return refused(why),
-        };
-        let request = RunRequest {
-            plan,
-            policy,
-            goal: Some(instruction.to_string()),
+        let input = RunInput {
+            target: RunTarget::Goal { goal: instruction, catalog: &self.catalog },
             run_id: Some(run_id.to_string()),
             workspace: self.workspace.clone(),
         };
-        match run_plan(request, &self.env, &mut NoProgress) {
-            Ok(outcome) => self.result(run_id, &outcome.state, &outcome.run_dir, "ran"),
-            Err(error) => {
-                let code = if error.nothing_ran() { 2 } else { 1 };
-                let mut result = refused(error.to_string());
-                result.exit_code = Some(code);
-                result
-            }
+        match ops::run(input, &self.env, &mut NoProgress) {
+            Ok(outcome) => self.result(run_id, &outcome.state, "ran"),
+            Err(error) => AdapterResult {
+                response: String::new(),
+                error: Some(error.to_string()),
+                exit_code: Some(i32::from(error.exit_status())),
+                mode: AdapterMode::Real,
+                agent: Some(AgentMetadata::new(run_id.to_string())),
+            },
         }
     }
 
@@ -94,38 +80,46 @@ impl AgentRunner {
         claims: &ApprovalClaims,
         expires_in: Duration,
         approved_by: Option<String>,
-    ) -> Result<ApproveOutcome, ControlError> {
-        approve(&self.workspace, run_id, claims, expires_in, approved_by, &self.env)
+    ) -> Result<Approved, OpsError> {
+        ops::approve(ApproveInput { workspace: &self.workspace, run_id, claims, expires_in, approved_by }, &self.env)
     }
 
     /// Continues agent run `run_id` after an approval (`runtime::resume`,
     /// never with changed plan or policy files).
-    pub fn resume(&self, run_id: &str) -> Result<AdapterResult, ControlError> {
+    pub fn resume(&self, run_id: &str) -> Result<AdapterResult, OpsError> {
         let request =
             ResumeRequest { workspace: self.workspace.clone(), run_id: run_id.to_string(), allow_changed_files: false };
-        let outcome = resume(request, &self.env, &mut NoProgress)?;
-        Ok(self.result(run_id, &outcome.state, &outcome.run_dir, "resumed"))
+        let outcome = ops::resume(request, &self.env, &mut NoProgress)?;
+        Ok(self.result(run_id, &outcome.state, "resumed"))
     }
 
     /// Ends agent run `run_id` `rejected` (`runtime::reject`).
-    pub fn reject(&self, run_id: &str, reason: Option<String>) -> Result<AdapterResult, ControlError> {
-        let state = reject(&self.workspace, run_id, reason, &self.env)?;
-        Ok(self.result(run_id, &state, &self.workspace.join("runs").join(run_id), "stopped"))
+    pub fn reject(&self, run_id: &str, reason: Option<String>) -> Result<AdapterResult, OpsError> {
+        let ended = ops::reject(&self.workspace, run_id, reason, &self.env)?;
+        Ok(self.result(run_id, &ended.state, "stopped"))
+    }
+
+    /// The adapter result of agent run `run_id` as its records stand now:
+    /// a person may have approved and resumed, rejected or cancelled it
+    /// outside the service (the CLI on the same workspace).
+    pub fn observe(&self, run_id: &str) -> Result<AdapterResult, OpsError> {
+        let run = self.store.read_run(run_id).map_err(OpsError::Records)?;
+        Ok(self.result(run_id, &run.state, "was continued outside the service on"))
     }
 
     /// The adapter result of agent run `run_id` that ended (or paused) with
     /// `state`; `verb` says what happened to it (`ran`, `resumed`, `stopped`).
-    fn result(&self, run_id: &str, state: &RunState, run_dir: &Path, verb: &str) -> AdapterResult {
+    fn result(&self, run_id: &str, state: &RunState, verb: &str) -> AdapterResult {
         let status = state.status.as_str();
         let waiting = state.status == RunStatus::WaitingApproval;
         let metadata = AgentMetadata {
             agent_run_id: run_id.to_string(),
-            agent_final_status: Some(status.to_string()),
-            agent_state_path: Some(run_dir.join("state.json").display().to_string()),
+            agent_final_status: Some(state.status),
+            agent_state_path: Some(self.store.run_state_location(run_id)),
             // The final class: a run that ended `done` (or waits for a
             // person) has none, whatever an earlier retried attempt had.
             failure_class: (state.status == RunStatus::Failed)
-                .then(|| last_failure_class(&self.workspace, run_id, &self.env.sealer))
+                .then(|| last_failure_class(self.store.as_ref(), run_id))
                 .flatten(),
             pending_action: state.pending_action.clone().filter(|_| waiting),
         };
@@ -149,7 +143,7 @@ impl AgentRunner {
         AdapterResult {
             response,
             error,
-            exit_code: Some(i32::from(crate::ops::ExitStatus::for_run(state.status))),
+            exit_code: Some(i32::from(ExitStatus::for_run(state.status))),
             mode: AdapterMode::Real,
             agent: Some(metadata),
         }
@@ -157,8 +151,8 @@ impl AgentRunner {
 }
 
 /// The failure class of the run's last failed attempt, from its history.
-fn last_failure_class(workspace: &Path, run_id: &str, sealer: &crate::store::Sealer) -> Option<FailureClass> {
-    let records = load_run(workspace, run_id, sealer).ok()?;
+fn last_failure_class(store: &dyn RunStore, run_id: &str) -> Option<FailureClass> {
+    let records = store.read_run(run_id).ok()?;
     records
         .history
         .iter()

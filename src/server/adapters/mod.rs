@@ -23,8 +23,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::model::RunStatus;
+use crate::ops::ExitStatus;
 use crate::server::config::{OllamaSettings, OpenAiSettings};
 
 pub use agent::AgentRunner;
@@ -67,7 +69,7 @@ impl AdapterKind {
 }
 
 /// Whether an adapter really executes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AdapterMode {
     Real,
@@ -90,7 +92,7 @@ impl AdapterMode {
 pub struct AgentMetadata {
     pub agent_run_id: String,
     /// `None` when the agent run could not start (nothing ran).
-    pub agent_final_status: Option<String>,
+    pub agent_final_status: Option<RunStatus>,
     pub agent_state_path: Option<String>,
     /// The failure class of the agent run's last failed attempt.
     pub failure_class: Option<crate::model::FailureClass>,
@@ -124,7 +126,7 @@ pub struct AdapterResult {
 
 impl AdapterResult {
     pub fn ok(response: String, mode: AdapterMode) -> Self {
-        AdapterResult { response, error: None, exit_code: Some(0), mode, agent: None }
+        AdapterResult { response, error: None, exit_code: Some(ExitStatus::Done.into()), mode, agent: None }
     }
 
     pub fn failed(error: String, exit_code: Option<i32>, mode: AdapterMode) -> Self {
@@ -132,7 +134,7 @@ impl AdapterResult {
     }
 
     pub fn succeeded(&self) -> bool {
-        self.exit_code == Some(0) && self.error.is_none()
+        self.exit_code == Some(ExitStatus::Done.into()) && self.error.is_none()
     }
 }
 

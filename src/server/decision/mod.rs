@@ -6,7 +6,6 @@
 //! | `prompt.rs` | the request's user message: fixed instructions, quoted run data |
 //! | `answer.rs` | validation of an answer against the offered choices |
 //! | `evidence.rs` | what a model answered, kept with every decision |
-//! | `settings.rs` | timeout, `max_tokens`, temperature, system prompt of requests |
 //! | `http.rs` | the JSON call and probe every backend makes |
 //! | `ollama.rs`, `openai.rs` | the two model APIs |
 //! | `stub.rs` | the deterministic rules (and the fallback) |
@@ -35,13 +34,13 @@ pub mod http;
 pub mod ollama;
 pub mod openai;
 pub mod prompt;
-pub mod settings;
 pub mod stub;
 
 use std::sync::Mutex;
 
 use serde::Serialize;
 
+use crate::model::DecisionSettings;
 use crate::model::FailureClass;
 use crate::runtime::Clock;
 use crate::server::config::{BackendChoice, OllamaSettings, OpenAiSettings, ServiceConfig};
@@ -50,7 +49,6 @@ use crate::server::decision::choices::Choices;
 use crate::server::decision::evidence::{Evidence, Reply, Verdict, cap};
 use crate::server::decision::http::BackendError;
 use crate::server::decision::openai::ResponseFormat;
-use crate::server::decision::settings::DecisionSettings;
 
 /// What the controller does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -4,10 +4,10 @@
 
 use serde_json::{Value, json};
 
+use crate::model::DecisionSettings;
 use crate::server::config::OllamaSettings;
 use crate::server::decision::evidence::{Reply, Usage};
 use crate::server::decision::http::{BackendError, post_json, probe as get_probe};
-use crate::server::decision::settings::DecisionSettings;
 
 /// Whether Ollama answers `GET /api/tags` within the probe timeout.
 pub async fn probe(

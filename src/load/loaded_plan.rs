@@ -1,0 +1,64 @@
+//! A validated plan together with where its parts are in the file: what
+//! `validate_plan.rs` and `validate_step.rs` build and what `lint_plan.rs`
+//! and `catalog.rs` point their findings at. It sits in its own file so that
+//! the validators and the lints all depend on it and never on each other.
+
+use crate::diag::{Diagnostic, Severity, Span};
+use crate::load::node::Node;
+use crate::model::{Plan, RunStatus};
+use crate::template::Template;
+
+/// A validated plan with the spans that later checks point at.
+#[derive(Debug, Clone)]
+pub(crate) struct LoadedPlan {
+    pub plan: Plan,
+    pub spans: PlanSpans,
+}
+
+/// Where the parts of a plan are in its file.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PlanSpans {
+    pub id: Span,
+    pub policy: Option<Span>,
+    pub default: Option<Span>,
+    pub steps_key: Option<Span>,
+    pub steps: Vec<StepSpans>,
+    pub(crate) templates: Vec<TemplateSite>,
+}
+
+/// Where the parts of a step are in its file.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StepSpans {
+    pub id: Span,
+    pub timeout: Option<Span>,
+    pub retry: Option<Span>,
+    pub path: Option<Span>,
+    pub command: Option<Span>,
+}
+
+/// A template of a step and where its text starts in the file.
+#[derive(Debug, Clone)]
+pub(crate) struct TemplateSite {
+    pub(crate) step: usize,
+    pub(crate) template: Template,
+    pub(crate) node: Node,
+}
+
+impl LoadedPlan {
+    /// Turns a warning into a note when the plan documents a failing run.
+    pub(crate) fn soften(&self, diagnostic: Diagnostic) -> Diagnostic {
+        soften(diagnostic, self.plan.expected_status == RunStatus::Failed)
+    }
+}
+
+fn soften(mut diagnostic: Diagnostic, expected_failed: bool) -> Diagnostic {
+    if expected_failed && diagnostic.severity == Severity::Warning {
+        diagnostic.severity = Severity::Note;
+        let expected = "expected: this plan documents a failing scenario";
+        diagnostic.help = Some(match diagnostic.help.take() {
+            Some(help) => format!("{help}; {expected}"),
+            None => expected.to_string(),
+        });
+    }
+    diagnostic
+}

@@ -1,0 +1,64 @@
+//! Ask a policy about one command line (`planrun policy check`), executing
+//! and creating nothing.
+
+use std::path::{Path, PathBuf};
+
+use crate::confine::{PathRules, ProgramResolver, Workspace};
+use crate::diag::display_path;
+use crate::load::Loader;
+use crate::ops::{ExitStatus, OpsError};
+use crate::policy::{ShellEvaluation, evaluate_shell_with};
+
+/// Which policy, which command line, judged against which workspace.
+pub struct PolicyCheckInput<'a> {
+    /// The policy's name: `<policies>/<name>.toml` (or `.yaml`, `.yml`).
+    pub policy: &'a str,
+    pub policies: &'a Path,
+    /// `path` slots are judged against this workspace when it exists, and
+    /// lexically when it does not.
+    pub workspace: &'a Path,
+    pub argv: &'a [String],
+}
+
+/// The policy's decision, with the rule and reason behind it.
+#[derive(Debug)]
+pub struct PolicyVerdict {
+    pub evaluation: ShellEvaluation,
+}
+
+impl PolicyVerdict {
+    /// 0 allow, 1 anything else.
+    pub fn exit_status(&self) -> ExitStatus {
+        ExitStatus::from_success(self.evaluation.is_allowed())
+    }
+}
+
+pub fn policy_check(input: PolicyCheckInput<'_>) -> Result<PolicyVerdict, OpsError> {
+    let name = input.policy;
+    let valid_name =
+        !name.is_empty() && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-');
+    if !valid_name {
+        return Err(OpsError::Usage(format!("invalid policy name `{}`", name.escape_debug())));
+    }
+    let Some(path) = ["toml", "yaml", "yml"]
+        .iter()
+        .map(|extension| input.policies.join(format!("{name}.{extension}")))
+        .find(|path: &PathBuf| path.is_file())
+    else {
+        return Err(OpsError::Usage(format!("no policy `{name}` in `{}`", display_path(input.policies))));
+    };
+    let mut loader = Loader::new();
+    let Some(policy) = loader.load_policy(&path) else {
+        return Err(OpsError::invalid_files(&loader));
+    };
+    let mut resolver = ProgramResolver::new(&policy.shell);
+    let evaluation = if input.workspace.is_dir() {
+        let workspace = Workspace::open(input.workspace, &policy.files).map_err(|error| {
+            OpsError::Usage(format!("cannot open workspace `{}`: {error}", display_path(input.workspace)))
+        })?;
+        evaluate_shell_with(&policy.shell, &workspace, &mut resolver, input.argv)
+    } else {
+        evaluate_shell_with(&policy.shell, &PathRules::new(&policy.files), &mut resolver, input.argv)
+    };
+    Ok(PolicyVerdict { evaluation })
+}

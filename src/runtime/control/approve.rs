@@ -1,0 +1,57 @@
+//! `approve`: records an approval bound to the frozen action, without
+//! running it (`resume` runs it).
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::runtime::approval::{ApprovalClaims, check_claims};
+use crate::runtime::control::error::ControlError;
+use crate::runtime::control::open::open_waiting;
+use crate::runtime::event::{ApprovalGranted, Event};
+use crate::runtime::recorder::Recorder;
+use crate::runtime::{RuntimeEnv, format_timestamp};
+use crate::store::{Approval, PendingAction};
+use jiff::{SignedDuration, Timestamp};
+
+/// What `approve` recorded.
+pub struct ApproveOutcome {
+    pub pending: PendingAction,
+    pub approval: Approval,
+}
+
+/// Records an approval bound to the frozen action's fingerprint, the state
+/// version that froze it, its scope, and an expiry.
+pub fn approve(
+    workspace: &Path,
+    run_id: &str,
+    claims: &ApprovalClaims,
+    expires_in: Duration,
+    approved_by: Option<String>,
+    env: &RuntimeEnv,
+) -> Result<ApproveOutcome, ControlError> {
+    let (run_dir, mut state, pending) = open_waiting(workspace, run_id, env)?;
+    check_claims(&pending, claims)?;
+    let now = env.clock.now();
+    let expires_in = SignedDuration::try_from(expires_in).unwrap_or(SignedDuration::MAX);
+    let expires_at: Timestamp = now.checked_add(expires_in).unwrap_or(Timestamp::MAX);
+    let approval = Approval {
+        fingerprint: pending.fingerprint.clone(),
+        state_version: pending.state_version,
+        scope: pending.scope.clone(),
+        approved_by,
+        approved_at: format_timestamp(now),
+        expires_at: format_timestamp(expires_at),
+    };
+    let mut recorder = Recorder::new(run_dir, env.clock.as_ref());
+    recorder.emit(Event::ApprovalGranted(ApprovalGranted {
+        step_id: pending.step_id.clone(),
+        fingerprint: approval.fingerprint.clone(),
+        scope: approval.scope.clone(),
+        state_version: approval.state_version,
+        approved_by: approval.approved_by.clone(),
+        expires_at: approval.expires_at.clone(),
+    }))?;
+    state.approval = Some(approval.clone());
+    recorder.checkpoint(&mut state)?;
+    Ok(ApproveOutcome { pending, approval })
+}

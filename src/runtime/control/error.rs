@@ -1,0 +1,44 @@
+//! [`ControlError`]: why a control command did not do what was asked.
+
+use crate::diag::{Diagnostic, SourceMap};
+use crate::runtime::approval::ApprovalInvalid;
+use crate::store::{RunIdError, StoreError};
+
+/// Why a control command did not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// Bad run id (exit 2).
+    #[error(transparent)]
+    InvalidRunId(#[from] RunIdError),
+    /// The records are missing, unreadable, edited or inconsistent (exit 2
+    /// for bad records, 1 for a run locked by another process).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The plan or policy files the run was started with are invalid now
+    /// (exit 2).
+    #[error("the run's plan or policy files are invalid")]
+    Files { sources: SourceMap, diagnostics: Vec<Diagnostic> },
+    /// The request was understood and refused (exit 1): the run is not
+    /// waiting, an approval does not match, the files changed.
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl From<ApprovalInvalid> for ControlError {
+    fn from(error: ApprovalInvalid) -> Self {
+        ControlError::Refused(error.to_string())
+    }
+}
+
+impl ControlError {
+    /// Whether the input itself was bad (exit 2) rather than refused (exit 1).
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            ControlError::InvalidRunId(_) | ControlError::Files { .. } => true,
+            ControlError::Store(error) => {
+                matches!(error, StoreError::NotFound { .. } | StoreError::Tampered { .. } | StoreError::Corrupt { .. })
+            }
+            ControlError::Refused(_) => false,
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! Continuing and deciding on existing runs, one file per command:
+//! [`resume`], [`approve`], [`reject`] and [`cancel`].
+//!
+//! Each opens the run through `open.rs`, which verifies the checkpoint
+//! envelope, the audit chain and their agreement, and locks the run; a run
+//! that fails verification is refused before anything changes. Every record
+//! is then written through the [`crate::runtime::recorder::Recorder`].
+//! A new command gets a file of its own and a re-export here.
+
+mod approve;
+mod cancel;
+mod error;
+mod open;
+mod reject;
+mod resume;
+
+pub use approve::{ApproveOutcome, approve};
+pub use cancel::cancel;
+pub use error::ControlError;
+pub use reject::reject;
+pub use resume::{ResumeRequest, resume};

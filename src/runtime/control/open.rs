@@ -1,0 +1,42 @@
+//! Opening an existing run for a control command: the run id is checked,
+//! the records verified and the run locked before anything changes.
+
+use std::path::Path;
+
+use crate::model::RunStatus;
+use crate::runtime::RuntimeEnv;
+use crate::runtime::control::error::ControlError;
+use crate::store::{LoadedRun, PendingAction, RunHandle, RunState, RunStore, validate_run_id};
+
+/// Opens and verifies run `run_id` in the environment's run store of
+/// `workspace`.
+pub(super) fn open(
+    workspace: &Path,
+    run_id: &str,
+    env: &RuntimeEnv,
+) -> Result<(Box<dyn RunHandle>, LoadedRun), ControlError> {
+    open_in(env.store(workspace).as_ref(), run_id)
+}
+
+/// Opens and verifies run `run_id` in `store`.
+pub(super) fn open_in(store: &dyn RunStore, run_id: &str) -> Result<(Box<dyn RunHandle>, LoadedRun), ControlError> {
+    validate_run_id(run_id)?;
+    Ok(store.open_run(run_id)?)
+}
+
+/// Opens a run that must be waiting for approval, with its pending action.
+pub(super) fn open_waiting(
+    workspace: &Path,
+    run_id: &str,
+    env: &RuntimeEnv,
+) -> Result<(Box<dyn RunHandle>, RunState, PendingAction), ControlError> {
+    let (run_dir, loaded) = open(workspace, run_id, env)?;
+    let state = loaded.state;
+    let Some(pending) = state.pending_action.clone().filter(|_| state.status == RunStatus::WaitingApproval) else {
+        return Err(ControlError::Refused(format!(
+            "run `{run_id}` is not waiting for approval (status `{}`)",
+            state.status
+        )));
+    };
+    Ok((run_dir, state, pending))
+}

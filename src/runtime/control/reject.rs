@@ -1,0 +1,34 @@
+//! `reject`: ends a waiting run `rejected`; the frozen action never runs.
+
+use std::path::Path;
+
+use crate::model::RunStatus;
+use crate::runtime::RuntimeEnv;
+use crate::runtime::control::error::ControlError;
+use crate::runtime::control::open::open_waiting;
+use crate::runtime::event::{ApprovalRejected, Event};
+use crate::runtime::recorder::Recorder;
+use crate::store::RunState;
+
+/// Ends a waiting run `rejected`: the frozen action never runs.
+pub fn reject(
+    workspace: &Path,
+    run_id: &str,
+    reason: Option<String>,
+    env: &RuntimeEnv,
+) -> Result<RunState, ControlError> {
+    let (run_dir, mut state, pending) = open_waiting(workspace, run_id, env)?;
+    let mut recorder = Recorder::new(run_dir, env.clock.as_ref());
+    recorder.emit(Event::ApprovalRejected(ApprovalRejected {
+        step_id: pending.step_id.clone(),
+        fingerprint: pending.fingerprint.clone(),
+        scope: pending.scope.clone(),
+        reason: reason.clone(),
+    }))?;
+    let error = match &reason {
+        Some(reason) => format!("step `{}` was rejected: {reason}", pending.step_id),
+        None => format!("step `{}` was rejected", pending.step_id),
+    };
+    recorder.end_by_person(&mut state, RunStatus::Rejected, error)?;
+    Ok(state)
+}

@@ -1,0 +1,402 @@
+//! [`Attempt`]: one attempt of one step, from its start event to the
+//! decision about what comes next.
+//!
+//! In order: budgets → `step_started` (or `retry_attempt_started`) → the
+//! `when` condition (a false one skips the step, or ends the run
+//! `already_satisfied`) → `resolution_performed` (when the payload has
+//! templates) → the approval gate (the resolved action is frozen and the run
+//! pauses `waiting_approval`) → policy + tool, through the receipts for
+//! keyed steps → `expect` → the history record and `step_finished` (or
+//! `retry_attempt_finished`) → on failure `step_failed` and, when another
+//! attempt is allowed, `retry_scheduled`. The checkpoint after the attempt
+//! belongs to the step loop.
+//!
+//! An `Attempt` borrows the interpreter's parts for the length of one
+//! attempt; it holds no state of its own beyond them.
+
+use jiff::Timestamp;
+use serde_json::{Map, Value, json};
+
+use crate::model::{Action, Condition, Decision, FailureClass, Plan, Policy, RunStatus, Step, WhenFalse};
+use crate::runtime::approval::fingerprint;
+use crate::runtime::env::CrashPoint;
+use crate::runtime::event::{
+    ApprovalRequested, AttemptFinished, AttemptStarted, ConditionEvaluated, Event, ResolutionPerformed, RetryScheduled,
+    StepFailed, StepSkipped,
+};
+use crate::runtime::recorder::Recorder;
+use crate::runtime::{Progress, RuntimeEnv, format_timestamp};
+use crate::store::{Cursor, Evidence, PendingAction, RunState, StepRecord, StepRecordStatus, StoreError};
+use crate::template::{StepOutput, TemplateError};
+use crate::tools::{ResolvedAction, ToolFailure, ToolOutcome, ToolSuccess, Tools};
+
+use super::budgets::Budgets;
+use super::completion::{Verifier, apply_expect};
+use super::idempotency::{Idempotency, crash_hook};
+use super::outcome::failure;
+use super::outputs::Outputs;
+
+/// The interpreter's parts, borrowed for one attempt.
+pub(super) struct Attempt<'a, 'r> {
+    pub(super) plan: &'r Plan,
+    pub(super) policy: &'r Policy,
+    pub(super) env: &'r RuntimeEnv,
+    pub(super) state: &'a mut RunState,
+    pub(super) recorder: &'a mut Recorder<'r>,
+    pub(super) outputs: &'a mut Outputs,
+    pub(super) tools: &'a mut Tools<'r>,
+    pub(super) budgets: &'a Budgets<'r>,
+    pub(super) idempotency: &'a Idempotency<'r>,
+    pub(super) verifier: &'a Verifier<'r>,
+    /// Whether any shell rule of the policy decides `prompt`.
+    pub(super) prompt_rules: bool,
+    pub(super) progress: &'a mut dyn Progress,
+}
+
+impl Attempt<'_, '_> {
+    /// One attempt of step `index`. `approved` is the frozen action a
+    /// person approved (only when resuming a paused run): it skips the
+    /// budgets, the start event, the condition, resolution and the gate.
+    pub(super) fn run(mut self, index: usize, step: &Step, approved: Option<ResolvedAction>) -> Result<(), StoreError> {
+        let attempt = self.state.cursor.attempts + 1;
+        let is_tool = !matches!(step.action, Action::Finish { .. });
+        let resuming_pending = approved.is_some();
+        if !resuming_pending {
+            if !self.budget_allows(step, attempt, is_tool)? {
+                return Ok(());
+            }
+            if attempt == 1 {
+                self.state.counters.steps += 1;
+            }
+            self.state.current_step_id = Some(step.id.clone());
+            let details = AttemptStarted { step_id: step.id.clone(), kind: step.action.kind().to_string(), attempt };
+            let started_event =
+                if attempt == 1 { Event::StepStarted(details) } else { Event::RetryAttemptStarted(details) };
+            self.recorder.emit(started_event)?;
+        }
+        let started = self.env.clock.now();
+
+        let action = match approved {
+            Some(action) => Ok(action),
+            None => {
+                if let Some(condition) = &step.when {
+                    match self.evaluate_condition(step, condition)? {
+                        Ok(true) => {}
+                        Ok(false) => return self.skip(index, step, condition, started),
+                        Err(failure) => {
+                            return self.finish(index, step, attempt, started, None, ToolOutcome::err(failure));
+                        }
+                    }
+                }
+                self.resolve(step)?
+            }
+        };
+        let action = match action {
+            Ok(action) => action,
+            Err(failure) => return self.finish(index, step, attempt, started, None, ToolOutcome::err(failure)),
+        };
+
+        if !resuming_pending {
+            // The tool evaluates the policy again when it runs; asking it
+            // first is only worth it when some rule can say `prompt`.
+            let prompt = self.prompt_rules && self.tools.decide(&action) == Decision::Prompt;
+            if step.approval || prompt {
+                let required_by = if step.approval { "step".to_string() } else { "policy".to_string() };
+                return self.freeze(step, &action, required_by);
+            }
+        }
+
+        // A keyed step counts its own tool calls: a receipt look-up during
+        // recovery, and the effect only when it really runs.
+        if is_tool && step.idempotency_key.is_none() {
+            self.state.counters.tool_calls += 1;
+        }
+        let timeout = self.budgets.timeout(step);
+        let outcome = match &step.idempotency_key {
+            Some(key_template) => match key_template.render(&*self.outputs) {
+                Ok(key) => {
+                    let tools = &mut *self.tools;
+                    let effect = || tools.execute(&action, attempt, timeout, resuming_pending);
+                    self.idempotency.execute(step, key, &action, self.state, self.recorder, effect)?
+                }
+                Err(_) => ToolOutcome::err(failure(
+                    FailureClass::TemplateError,
+                    format!("idempotency key `{}` could not be resolved", key_template.source()),
+                )),
+            },
+            None => {
+                let outcome = self.tools.execute(&action, attempt, timeout, resuming_pending);
+                crash_hook(self.env, step, CrashPoint::AfterEffect);
+                outcome
+            }
+        };
+        let outcome = apply_expect(step, outcome);
+        self.finish(index, step, attempt, started, Some(&action), outcome)
+    }
+
+    /// Checks the budgets that stop a run before an attempt starts; an
+    /// exhausted one is recorded and ends the run.
+    fn budget_allows(&mut self, step: &Step, attempt: u32, is_tool: bool) -> Result<bool, StoreError> {
+        let needed = u64::from(is_tool) + u64::from(self.idempotency.lookup_needed(step));
+        match self.budgets.before_attempt(self.state, attempt, needed) {
+            Some(exhausted) => {
+                exhausted.record(self.plan, self.state, self.recorder)?;
+                Ok(false)
+            }
+            None => Ok(true),
+        }
+    }
+
+    /// Records an attempt's outcome and decides what comes next.
+    fn finish(
+        &mut self,
+        index: usize,
+        step: &Step,
+        attempt: u32,
+        started: Timestamp,
+        action: Option<&ResolvedAction>,
+        outcome: ToolOutcome,
+    ) -> Result<(), StoreError> {
+        let finished = self.env.clock.now();
+        let duration_ms = u64::try_from(finished.as_millisecond() - started.as_millisecond()).unwrap_or(0);
+        let (status, success, failure) = match outcome.result {
+            Ok(success) => (StepRecordStatus::Done, Some(success), None),
+            Err(failure) => (StepRecordStatus::Failed, None, Some(failure)),
+        };
+        let record = StepRecord {
+            step_id: step.id.clone(),
+            kind: step.action.kind().to_string(),
+            status,
+            attempt,
+            failure_class: failure.as_ref().map(|failure| failure.class),
+            action: action.map(|action| serde_json::to_value(action).unwrap_or(Value::Null)),
+            output_text: success.as_ref().map(|success| success.output_text.clone()).unwrap_or_default(),
+            output_json: success.as_ref().and_then(|success| success.output_json.clone()),
+            error: failure.as_ref().map(|failure| failure.message.clone()),
+            details: outcome.details.clone(),
+            started_at: format_timestamp(started),
+            finished_at: format_timestamp(finished),
+            duration_ms,
+        };
+        self.recorder.append_history(self.state, &record)?;
+
+        // The event repeats the record's facts, the tool's after its own.
+        let details = AttemptFinished {
+            step_id: record.step_id.clone(),
+            kind: record.kind.clone(),
+            attempt,
+            duration_ms,
+            failure_class: record.failure_class,
+            error: record.error.clone(),
+            tool: outcome.details,
+        };
+        let finished_event =
+            if attempt == 1 { Event::StepFinished(details) } else { Event::RetryAttemptFinished(details) };
+        self.recorder.emit(finished_event)?;
+        self.progress.step_finished(index, self.plan.steps.len(), step, &record);
+
+        match (success, failure) {
+            (Some(success), _) => self.succeeded(index, step, success)?,
+            (None, Some(failure)) => self.failed(step, attempt, failure)?,
+            (None, None) => {}
+        }
+        Ok(())
+    }
+
+    fn succeeded(&mut self, index: usize, step: &Step, success: ToolSuccess) -> Result<(), StoreError> {
+        self.state.counters.consecutive_failures = 0;
+        self.state.cursor = Cursor { next_step: index + 1, attempts: 0 };
+        let output = StepOutput { output_text: success.output_text, output_json: success.output_json };
+        self.outputs.record(&step.id, output);
+        if matches!(step.action, Action::Finish { .. }) {
+            self.complete("finish_step")?;
+        }
+        Ok(())
+    }
+
+    fn failed(&mut self, step: &Step, attempt: u32, failure: ToolFailure) -> Result<(), StoreError> {
+        self.state.counters.consecutive_failures += 1;
+        self.state.cursor.attempts = attempt;
+        let max_attempts = self.policy.retry.attempts_for(failure.class, step.retry);
+        let retry_allowed = attempt < max_attempts;
+        let exhausted = self.budgets.after_failure(&self.state.counters);
+        let retry_scheduled = retry_allowed && exhausted.is_none();
+        self.recorder.emit(Event::StepFailed(StepFailed {
+            step_id: step.id.clone(),
+            failure_class: failure.class,
+            attempt,
+            max_attempts,
+            retry_scheduled,
+            error: failure.message.clone(),
+        }))?;
+        if retry_scheduled {
+            self.recorder.emit(Event::RetryScheduled(RetryScheduled {
+                step_id: step.id.clone(),
+                failure_class: failure.class,
+                next_attempt: attempt + 1,
+                max_attempts,
+            }))?;
+        } else if let (true, Some(exhausted)) = (retry_allowed, exhausted) {
+            exhausted.record(self.plan, self.state, self.recorder)?;
+        } else {
+            let reason = match failure.class {
+                FailureClass::ToolResultUncertain => "tool_result_uncertain",
+                FailureClass::IdempotencyConflict => "idempotency_conflict",
+                _ => "step_failed",
+            };
+            let message = format!("step `{}` failed ({}): {}", step.id, failure.class, failure.message);
+            self.recorder.end(self.state, RunStatus::Failed, reason, Some(message));
+        }
+        Ok(())
+    }
+
+    /// The run reached its end: `[[verify]]` decides whether it is `done`.
+    fn complete(&mut self, reason: &str) -> Result<(), StoreError> {
+        self.verifier.complete(reason, self.state, self.recorder, self.idempotency.receipts())
+    }
+
+    /// Evaluates a `when` condition. `Ok(Err(_))` is a template failure.
+    fn evaluate_condition(
+        &mut self,
+        step: &Step,
+        condition: &Condition,
+    ) -> Result<Result<bool, ToolFailure>, StoreError> {
+        let value = match condition.value.render(&*self.outputs) {
+            Ok(value) => value,
+            Err(error) => {
+                return Ok(Err(failure(FailureClass::TemplateError, format!("`when` could not be resolved: {error}"))));
+            }
+        };
+        let holds = condition.test.holds(&value);
+        let test = condition.test.describe();
+        self.recorder.emit(Event::ConditionEvaluated(ConditionEvaluated {
+            step_id: step.id.clone(),
+            value,
+            test,
+            holds,
+        }))?;
+        Ok(Ok(holds))
+    }
+
+    /// A false `when`: the step is skipped; with `otherwise =
+    /// "already_satisfied"` the goal already holds and the run completes.
+    fn skip(&mut self, index: usize, step: &Step, condition: &Condition, started: Timestamp) -> Result<(), StoreError> {
+        let finished = self.env.clock.now();
+        let reason = match condition.otherwise {
+            WhenFalse::Skip => "skipped",
+            WhenFalse::AlreadySatisfied => "already_satisfied",
+        };
+        let record = StepRecord {
+            step_id: step.id.clone(),
+            kind: step.action.kind().to_string(),
+            status: StepRecordStatus::Skipped,
+            attempt: self.state.cursor.attempts + 1,
+            failure_class: None,
+            action: None,
+            output_text: String::new(),
+            output_json: None,
+            error: None,
+            details: Map::from_iter([("reason".to_string(), json!(reason))]),
+            started_at: format_timestamp(started),
+            finished_at: format_timestamp(finished),
+            duration_ms: u64::try_from(finished.as_millisecond() - started.as_millisecond()).unwrap_or(0),
+        };
+        self.recorder.append_history(self.state, &record)?;
+        let described = format!("{} {}", condition.value.source(), condition.test.describe());
+        self.recorder.emit(Event::StepSkipped(StepSkipped {
+            step_id: step.id.clone(),
+            reason: reason.to_string(),
+            condition: described.clone(),
+        }))?;
+        self.progress.step_finished(index, self.plan.steps.len(), step, &record);
+        self.state.cursor = Cursor { next_step: index + 1, attempts: 0 };
+        if condition.otherwise == WhenFalse::AlreadySatisfied {
+            self.state.evidence.push(Evidence {
+                kind: "already_satisfied".to_string(),
+                step_id: Some(step.id.clone()),
+                passed: true,
+                detail: json!({ "condition": described }),
+            });
+            self.complete("already_satisfied")?;
+        }
+        Ok(())
+    }
+
+    /// Renders the step's templates. `Ok(Err(_))` is a template failure (an
+    /// outcome of the step), `Err(_)` a failure to write the audit record.
+    fn resolve(&mut self, step: &Step) -> Result<Result<ResolvedAction, ToolFailure>, StoreError> {
+        let has_templates = step.action.templates().iter().any(|template| !template.is_literal());
+        let rendered = render_action(&step.action, self.outputs);
+        if has_templates {
+            self.recorder.emit(Event::ResolutionPerformed(ResolutionPerformed {
+                step_id: step.id.clone(),
+                templates_found: true,
+                success: rendered.is_ok(),
+                error: rendered.as_ref().err().map(|error| error.message.clone()),
+            }))?;
+        }
+        Ok(rendered)
+    }
+
+    /// Freezes the resolved action for approval and pauses the run.
+    fn freeze(&mut self, step: &Step, action: &ResolvedAction, required_by: String) -> Result<(), StoreError> {
+        let action_json = serde_json::to_value(action).unwrap_or(Value::Null);
+        // Keys are literal or built from `run.id` only (the loader checks),
+        // so rendering cannot fail; a failure yields no key, and the step
+        // then fails closed when it runs.
+        let key = step.idempotency_key.as_ref().and_then(|key| key.render(&*self.outputs).ok());
+        let risk = step.risk().as_str().to_string();
+        let scope = action.scope();
+        let print = fingerprint(step.action.kind(), &action_json, &risk, key.as_deref(), &scope);
+        let pending = PendingAction {
+            step_id: step.id.clone(),
+            kind: step.action.kind().to_string(),
+            action: action_json.clone(),
+            risk: risk.clone(),
+            idempotency_key: key,
+            scope: scope.clone(),
+            fingerprint: print.clone(),
+            state_version: self.state.state_version + 1,
+            required_by: required_by.clone(),
+            requested_at: format_timestamp(self.env.clock.now()),
+        };
+        self.recorder.emit(Event::ApprovalRequested(ApprovalRequested {
+            step_id: step.id.clone(),
+            fingerprint: print,
+            scope,
+            risk,
+            required_by,
+            state_version: pending.state_version,
+            action: action_json,
+        }))?;
+        self.state.pending_action = Some(pending);
+        self.state.status = RunStatus::WaitingApproval;
+        Ok(())
+    }
+}
+
+/// Renders every template of an action. Only data fields can hold step
+/// output: the loader guarantees that the program and paths are literal
+/// (or built from `run.id`).
+fn render_action(action: &Action, outputs: &Outputs) -> Result<ResolvedAction, ToolFailure> {
+    let fail =
+        |error: TemplateError| failure(FailureClass::TemplateError, format!("template resolution failed: {error}"));
+    Ok(match action {
+        Action::Shell { command } => ResolvedAction::Shell {
+            argv: command.iter().map(|token| token.render(outputs)).collect::<Result<_, _>>().map_err(fail)?,
+        },
+        Action::WriteFile { path, content } => ResolvedAction::WriteFile {
+            path: path.render(outputs).map_err(fail)?,
+            content: content.render(outputs).map_err(fail)?,
+        },
+        Action::ReadFile { path } => ResolvedAction::ReadFile { path: path.render(outputs).map_err(fail)? },
+        Action::Finish { message } => ResolvedAction::Finish {
+            message: message.as_ref().map(|message| message.render(outputs)).transpose().map_err(fail)?,
+        },
+        Action::Flaky { failures, output } => {
+            ResolvedAction::Flaky { failures: *failures, output: output.render(outputs).map_err(fail)? }
+        }
+        Action::TicketLookup { ticket_id } => ResolvedAction::TicketLookup { ticket_id: ticket_id.clone() },
+        Action::TicketClose { ticket_id } => ResolvedAction::TicketClose { ticket_id: ticket_id.clone() },
+    })
+}

@@ -1,0 +1,262 @@
+//! [`Idempotency`]: the receipt around a keyed step's effect, recovery after
+//! a crash, conflicts, uncertain outcomes, and the crash test hook.
+//!
+//! Order for a first execution: intent receipt (`started`, durable) →
+//! effect → receipt `done` with the result (durable) → the interpreter's
+//! checkpoint. A crash between any two leaves evidence that tells `resume`
+//! what happened (see the store's `receipts.rs`, reached through
+//! [`RunStore`]). Only the first attempt
+//! after a resume is *recovering*: it looks its receipt up before anything
+//! runs and records the look-up.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::model::{FailureClass, Step};
+use crate::runtime::env::CrashPoint;
+use crate::runtime::event::{Event, ReceiptLookup, ReceiptRecorded, ReceiptReused, ReconciliationRecorded};
+use crate::runtime::recorder::Recorder;
+use crate::runtime::{RuntimeEnv, format_timestamp};
+use crate::store::canonical::canonical_digest;
+use crate::store::{Evidence, Receipt, ReceiptState, Reconciliation, RunState, RunStore, StoreError};
+use crate::tools::{ResolvedAction, ToolOutcome, ToolSuccess};
+
+use super::outcome::failure;
+
+/// The run store (for its receipts) and whether the run is recovering.
+pub(super) struct Idempotency<'r> {
+    store: Arc<dyn RunStore>,
+    env: &'r RuntimeEnv,
+    /// True until the first step attempt after a resume: keyed steps then
+    /// consult their receipts before anything runs.
+    recovering: bool,
+}
+
+impl<'r> Idempotency<'r> {
+    pub(super) fn new(store: Arc<dyn RunStore>, env: &'r RuntimeEnv, recovering: bool) -> Self {
+        Idempotency { store, env, recovering }
+    }
+
+    /// The store holding the receipts, for the `[[verify]]` receipt checks.
+    pub(super) fn receipts(&self) -> &dyn RunStore {
+        self.store.as_ref()
+    }
+
+    /// Whether `step`'s next attempt costs a receipt look-up (a tool call).
+    pub(super) fn lookup_needed(&self, step: &Step) -> bool {
+        self.recovering && step.idempotency_key.is_some()
+    }
+
+    /// The first attempt after a resume is over: later ones start fresh.
+    pub(super) fn recovered(&mut self) {
+        self.recovering = false;
+    }
+
+    /// Runs a keyed step through its receipt: reuse, conflict, uncertainty
+    /// or a first execution (`effect`) that records its receipt before the
+    /// checkpoint.
+    pub(super) fn execute(
+        &self,
+        step: &Step,
+        key: String,
+        action: &ResolvedAction,
+        state: &mut RunState,
+        recorder: &mut Recorder<'_>,
+        effect: impl FnOnce() -> ToolOutcome,
+    ) -> Result<ToolOutcome, StoreError> {
+        let action_json = serde_json::to_value(action).unwrap_or(Value::Null);
+        let intent = intent_digest(step.action.kind(), &action_json, &key);
+        let mut details = Map::new();
+        details.insert("idempotency_key".into(), json!(key));
+        details.insert("intent_digest".into(), json!(intent));
+        let keyed = Keyed { step, key: &key, intent: &intent, action: &action_json };
+        // Outside recovery the receipt check is part of the write call.
+        state.counters.tool_calls += 1;
+        let existing = match self.store.get_receipt(&key) {
+            Ok(existing) => existing,
+            Err(error) => return self.uncertain(&keyed, format!("{error}"), details, state, recorder),
+        };
+        if self.recovering {
+            recorder.emit(Event::ReceiptLookup(ReceiptLookup {
+                step_id: step.id.clone(),
+                idempotency_key: key.clone(),
+                found: existing.as_ref().map(|receipt| receipt.state),
+            }))?;
+        }
+        match existing {
+            Some(receipt) if receipt.intent_digest != intent => Ok(ToolOutcome::err_with(
+                failure(
+                    FailureClass::IdempotencyConflict,
+                    format!(
+                        "idempotency key `{key}` was already used for another action (step `{}` of run `{}`)",
+                        receipt.step_id, receipt.run_id
+                    ),
+                ),
+                details,
+            )),
+            Some(receipt) if receipt.state == ReceiptState::Started => {
+                let reason = format!(
+                    "an earlier attempt (run `{}`) started this write and never recorded its outcome",
+                    receipt.run_id
+                );
+                self.uncertain(&keyed, reason, details, state, recorder)
+            }
+            Some(receipt) => {
+                let result = receipt.result.unwrap_or(Value::Null);
+                let kind = if self.recovering { "recovered_from_receipt" } else { "reused_receipt" };
+                details.insert("receipt".into(), json!(kind));
+                state.evidence.push(Evidence {
+                    kind: kind.to_string(),
+                    step_id: Some(step.id.clone()),
+                    passed: true,
+                    detail: json!({"idempotency_key": key, "intent_digest": intent, "run_id": receipt.run_id}),
+                });
+                recorder.emit(Event::ReceiptReused(ReceiptReused {
+                    step_id: step.id.clone(),
+                    idempotency_key: key.clone(),
+                    recovered: self.recovering,
+                }))?;
+                let success = ToolSuccess {
+                    output_text: result.get("output_text").and_then(Value::as_str).unwrap_or_default().to_string(),
+                    output_json: result.get("output_json").cloned().filter(|value| !value.is_null()),
+                };
+                Ok(ToolOutcome { result: Ok(success), details })
+            }
+            None => self.first_execution(&keyed, details, state, recorder, effect),
+        }
+    }
+
+    /// No receipt yet: intent receipt, effect, completed receipt.
+    fn first_execution(
+        &self,
+        keyed: &Keyed<'_>,
+        details: Map<String, Value>,
+        state: &mut RunState,
+        recorder: &mut Recorder<'_>,
+        effect: impl FnOnce() -> ToolOutcome,
+    ) -> Result<ToolOutcome, StoreError> {
+        let Keyed { step, key, intent, action } = *keyed;
+        let now = format_timestamp(self.env.clock.now());
+        let mut receipt = Receipt {
+            key: key.to_string(),
+            intent_digest: intent.to_string(),
+            state: ReceiptState::Started,
+            run_id: state.run_id.clone(),
+            step_id: step.id.clone(),
+            action: action.clone(),
+            result: None,
+            started_at: now,
+            completed_at: None,
+        };
+        self.put_receipt(&receipt)?;
+        if self.recovering {
+            // The look-up found nothing: the effect is a call of its own.
+            state.counters.tool_calls += 1;
+        }
+        let mut outcome = effect();
+        crash_hook(self.env, step, CrashPoint::BeforeReceipt);
+        match &outcome.result {
+            Ok(success) => {
+                receipt.state = ReceiptState::Done;
+                receipt.result = Some(json!({"output_text": success.output_text, "output_json": success.output_json}));
+                receipt.completed_at = Some(format_timestamp(self.env.clock.now()));
+                self.put_receipt(&receipt)?;
+                state.evidence.push(Evidence {
+                    kind: "receipt".to_string(),
+                    step_id: Some(step.id.clone()),
+                    passed: true,
+                    detail: json!({"idempotency_key": key, "intent_digest": intent}),
+                });
+                recorder.emit(Event::ReceiptRecorded(ReceiptRecorded {
+                    step_id: step.id.clone(),
+                    idempotency_key: key.to_string(),
+                    intent_digest: intent.to_string(),
+                }))?;
+                crash_hook(self.env, step, CrashPoint::AfterEffect);
+            }
+            Err(error) if error.class == FailureClass::ToolResultUncertain => {
+                let reason = error.message.clone();
+                return self.uncertain(keyed, reason, outcome.details, state, recorder);
+            }
+            Err(_) => {
+                // The tool reports a definite failure: nothing was applied,
+                // so the intent record goes and a retry may run the effect.
+                self.remove_receipt(key)?;
+            }
+        }
+        outcome.details.extend(details);
+        Ok(outcome)
+    }
+
+    fn put_receipt(&self, receipt: &Receipt) -> Result<(), StoreError> {
+        self.store.put_receipt(receipt)
+    }
+
+    fn remove_receipt(&self, key: &str) -> Result<(), StoreError> {
+        self.store.remove_receipt(key)
+    }
+
+    /// A write whose outcome cannot be known: record what to check by hand
+    /// and fail with `tool_result_uncertain` (never retried).
+    fn uncertain(
+        &self,
+        keyed: &Keyed<'_>,
+        reason: String,
+        details: Map<String, Value>,
+        state: &mut RunState,
+        recorder: &mut Recorder<'_>,
+    ) -> Result<ToolOutcome, StoreError> {
+        let Keyed { step, key, intent, action } = *keyed;
+        let reconciliation = Reconciliation {
+            step_id: step.id.clone(),
+            idempotency_key: Some(key.to_string()),
+            intent_digest: intent.to_string(),
+            action: action.clone(),
+            reason: reason.clone(),
+            instructions: format!(
+                "check by hand whether `{}` was applied; the receipt for key `{key}` is in `.planrun/receipts/`",
+                serde_json::to_string(action).unwrap_or_default()
+            ),
+            recorded_at: format_timestamp(self.env.clock.now()),
+        };
+        recorder.emit(Event::ReconciliationRecorded(ReconciliationRecorded {
+            step_id: step.id.clone(),
+            idempotency_key: key.to_string(),
+            reason: reason.clone(),
+        }))?;
+        state.reconciliation = Some(reconciliation);
+        Ok(ToolOutcome::err_with(
+            failure(FailureClass::ToolResultUncertain, format!("the outcome of this write is unknown: {reason}")),
+            details,
+        ))
+    }
+}
+
+/// What one keyed write is about: the step, its key, its intent digest and
+/// its resolved action.
+#[derive(Clone, Copy)]
+struct Keyed<'k> {
+    step: &'k Step,
+    key: &'k str,
+    intent: &'k str,
+    action: &'k Value,
+}
+
+/// The documented test hook `PLANRUN_CRASH_AT`: ends the process abruptly
+/// at `point` of the named step, as a crash would.
+pub(super) fn crash_hook(env: &RuntimeEnv, step: &Step, point: CrashPoint) {
+    if let Some(crash) = &env.crash_at
+        && crash.step_id == step.id
+        && crash.point == point
+    {
+        eprintln!("planrun: PLANRUN_CRASH_AT={}: aborting the process", step.id);
+        std::process::abort();
+    }
+}
+
+/// SHA-256 of what a keyed step intends to do.
+fn intent_digest(kind: &str, action: &Value, key: &str) -> String {
+    let value = json!({"kind": kind, "action": action, "idempotency_key": key});
+    canonical_digest(&value)
+}

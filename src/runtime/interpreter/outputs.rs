@@ -1,0 +1,71 @@
+//! [`Outputs`]: the step outputs later templates may read.
+//!
+//! Only the last completed step's output and the outputs of steps that some
+//! `steps.<id>` reference names are kept (the names are computed once from
+//! the plan), so memory does not grow with the number of steps run.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::model::Plan;
+use crate::store::{StepRecord, StepRecordStatus};
+use crate::template::{RefTarget, RenderContext, StepOutput};
+
+/// Outputs later templates may read.
+pub(super) struct Outputs {
+    run_id: String,
+    last: Option<StepOutput>,
+    named: HashMap<String, StepOutput>,
+    /// Step ids that some `steps.<id>` reference names.
+    referenced: HashSet<String>,
+}
+
+impl Outputs {
+    /// A new run: nothing has run yet.
+    pub(super) fn new(plan: &Plan, run_id: &str) -> Self {
+        Outputs { run_id: run_id.to_string(), last: None, named: HashMap::new(), referenced: referenced_steps(plan) }
+    }
+
+    /// A resumed run: the outputs of the completed steps in its history.
+    pub(super) fn restored(plan: &Plan, run_id: &str, history: &[StepRecord]) -> Self {
+        let mut outputs = Outputs::new(plan, run_id);
+        for record in history.iter().filter(|record| record.status == StepRecordStatus::Done) {
+            let output =
+                StepOutput { output_text: record.output_text.clone(), output_json: record.output_json.clone() };
+            outputs.record(&record.step_id, output);
+        }
+        outputs
+    }
+
+    /// Keeps a completed step's output: always as `last`, by name only when
+    /// some template names the step.
+    pub(super) fn record(&mut self, step_id: &str, output: StepOutput) {
+        if self.referenced.contains(step_id) {
+            self.named.insert(step_id.to_string(), output.clone());
+        }
+        self.last = Some(output);
+    }
+}
+
+impl RenderContext for Outputs {
+    fn run_id(&self) -> &str {
+        &self.run_id
+    }
+    fn last(&self) -> Option<&StepOutput> {
+        self.last.as_ref()
+    }
+    fn step(&self, id: &str) -> Option<&StepOutput> {
+        self.named.get(id)
+    }
+}
+
+fn referenced_steps(plan: &Plan) -> HashSet<String> {
+    plan.steps
+        .iter()
+        .flat_map(|step| step.templates())
+        .flat_map(|template| template.references())
+        .filter_map(|reference| match &reference.target {
+            RefTarget::Step { id, .. } => Some(id.clone()),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,116 @@
+//! The [`Recorder`]: the one place the runtime writes a run's records.
+//!
+//! It owns the run's handle from the run store ([`RunHandle`], which holds
+//! the run's lock or lease) and the clock that stamps the records. The interpreter and the control commands (`approve`, `reject`,
+//! `cancel`) both write through it: append an audit event, append a history
+//! record, take a durable checkpoint followed by `state_saved`, and end a
+//! run with `run_finished`. Nothing else in the runtime writes a run's
+//! records, and it writes them only through the [`RunHandle`] seam.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::model::RunStatus;
+use crate::runtime::event::{Event, RunFinished, StateSaved};
+use crate::runtime::{Clock, format_timestamp};
+use crate::store::{NewEvent, RunHandle, RunState, StepRecord, StoreError};
+
+/// Writes one run's records. Invariant: every event carries the clock's
+/// reading at the moment it is appended, so a [`crate::runtime::FixedClock`]
+/// makes the records byte-stable.
+pub struct Recorder<'c> {
+    run: Box<dyn RunHandle>,
+    clock: &'c dyn Clock,
+}
+
+impl<'c> Recorder<'c> {
+    pub fn new(run: Box<dyn RunHandle>, clock: &'c dyn Clock) -> Self {
+        Recorder { run, clock }
+    }
+
+    /// Where the run's records are (for progress reports and outcomes).
+    pub fn path(&self) -> &Path {
+        self.run.location()
+    }
+
+    /// `seq` of the last audit event written.
+    pub fn audit_seq(&self) -> u64 {
+        self.run.audit_seq()
+    }
+
+    /// Stores the plan as the run saw it (`plan.json`).
+    pub fn write_plan(&mut self, plan: &Value) -> Result<(), StoreError> {
+        self.run.write_plan(plan)
+    }
+
+    /// Appends one event to the run's audit log.
+    pub fn emit(&mut self, event: Event) -> Result<(), StoreError> {
+        let columns = event.columns().map_err(|error| StoreError::Io {
+            action: "serialize an event of",
+            path: self.run.location().to_path_buf(),
+            source: error.into(),
+        })?;
+        let ts = format_timestamp(self.clock.now());
+        let status = Some(event.status());
+        let new = NewEvent {
+            ts,
+            event_type: &columns.event_type,
+            step_id: event.step_id(),
+            status,
+            details: columns.details,
+        };
+        self.run.append_event(new).map(|_| ())
+    }
+
+    /// Appends one attempt's record to the history and counts it.
+    pub fn append_history(&mut self, state: &mut RunState, record: &StepRecord) -> Result<(), StoreError> {
+        self.run.append_history(record)?;
+        state.counters.history_records += 1;
+        Ok(())
+    }
+
+    /// One durable checkpoint: a new `state_version` that records the audit
+    /// line it has seen, written atomically over the version it replaces
+    /// (compare-and-set), then `state_saved`.
+    pub fn checkpoint(&mut self, state: &mut RunState) -> Result<(), StoreError> {
+        let expected = state.state_version;
+        state.state_version += 1;
+        state.audit_seq = self.run.audit_seq();
+        state.audit_hash = self.run.audit_hash().map(str::to_string);
+        state.updated_at = format_timestamp(self.clock.now());
+        self.run.checkpoint(state, expected)?;
+        let step_id = state.current_step_id.clone();
+        self.emit(Event::StateSaved(StateSaved { step_id, state_version: state.state_version }))
+    }
+
+    /// Marks the run ended in memory (the next checkpoint makes it durable).
+    pub fn end(&self, state: &mut RunState, status: RunStatus, reason: &str, error: Option<String>) {
+        state.status = status;
+        state.stop_reason = Some(reason.to_string());
+        state.current_step_id = None;
+        state.error = error;
+        state.finished_at = Some(format_timestamp(self.clock.now()));
+    }
+
+    /// `run_finished` with the run's outcome and counters.
+    pub fn run_finished(&mut self, state: &RunState) -> Result<(), StoreError> {
+        self.emit(Event::RunFinished(RunFinished {
+            status: state.status,
+            stop_reason: state.stop_reason.clone(),
+            steps: state.counters.steps,
+            tool_calls: state.counters.tool_calls,
+            error: state.error.clone(),
+        }))
+    }
+
+    /// Ends a paused or interrupted run on a person's word (`reject`,
+    /// `cancel`): nothing more runs; checkpoint, then `run_finished`.
+    pub fn end_by_person(&mut self, state: &mut RunState, status: RunStatus, error: String) -> Result<(), StoreError> {
+        state.pending_action = None;
+        state.approval = None;
+        self.end(state, status, status.as_str(), Some(error));
+        self.checkpoint(state)?;
+        self.run_finished(state)
+    }
+}

@@ -1,0 +1,45 @@
+//! [`StoreError`]: what can go wrong with run records, for every kind of
+//! record (agent runs, bridge and controller records, receipts).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// What can go wrong with run records.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("run `{id}` already exists in `{}`: a run is never overwritten; pick another `--run-id`", path.display())]
+    RunExists { id: String, path: PathBuf },
+    #[error("no run `{id}` in `{}`", path.display())]
+    NotFound { id: String, path: PathBuf },
+    #[error("run `{id}` is in use: another planrun command or request holds its lock")]
+    Locked { id: String },
+    /// A checkpoint was refused because the stored `state_version` is not
+    /// the one the writer expected (compare-and-set): someone else wrote
+    /// in between, or the writer lost track. Nothing was written.
+    #[error("run `{id}`: checkpoint refused: expected stored state version {expected}, found {found}")]
+    VersionConflict { id: String, expected: u64, found: u64 },
+    #[error("cannot {action} `{}`: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("`{}` line {line} is not a valid record: {message}", path.display())]
+    Corrupt { path: PathBuf, line: usize, message: String },
+    /// The checkpoint or the log failed verification: edited, torn or
+    /// inconsistent. Nothing runs from such a run.
+    #[error("run `{id}` failed verification: {reason}")]
+    Tampered { id: String, reason: String },
+}
+
+/// Maps an I/O error on `path` to [`StoreError::Io`].
+pub(crate) fn io_error<'p>(action: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> StoreError + 'p {
+    move |source| StoreError::Io { action, path: path.to_path_buf(), source }
+}
+
+/// A value that cannot be serialised (a float in a checkpoint, say), as
+/// [`StoreError::Io`] on the file it was meant for.
+pub(crate) fn serialize_error(path: &Path, message: impl std::fmt::Display) -> StoreError {
+    StoreError::Io { action: "serialize", path: path.to_path_buf(), source: io::Error::other(message.to_string()) }
+}

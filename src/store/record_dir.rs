@@ -1,0 +1,192 @@
+//! Bridge and controller records in `<workspace>/bridge/runs/<id>/`, with
+//! the guarantees of agent runs: the folder is created with one `mkdir`
+//! (never over an existing record), held under a [`Lease`] while written,
+//! its state file (`state.json`, `controller_state.json`) is a sealed
+//! checkpoint envelope replaced atomically with compare-and-set, and its
+//! audit log (`audit.jsonl`, `controller_audit.jsonl`) is the same
+//! hash-chained log as an agent run's.
+//!
+//! The checkpoint's payload is the record's own state (a JSON object the
+//! service defines) plus three fields the store adds and strips again on
+//! reading: `state_version`, `audit_seq` and `audit_hash`, which tie the
+//! checkpoint to the log line it has seen.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use crate::store::audit::{LogFiles, verify_checkpointed_log};
+use crate::store::error::{io_error, serialize_error};
+use crate::store::run_dir::{append_event, append_log, compare_version, create_folder, create_log, write_sealed};
+use crate::store::{AuditLog, Lease, LoadedRecord, NewEvent, RecordHandle, RecordKind, Sealer, StoreError};
+
+/// The fields the store adds to a record's state in its checkpoint.
+const CHECKPOINT_FIELDS: [&str; 3] = ["state_version", "audit_seq", "audit_hash"];
+
+/// `<workspace>/bridge/runs`.
+pub(crate) fn records_folder(workspace: &Path) -> PathBuf {
+    workspace.join("bridge").join("runs")
+}
+
+/// The state and audit file names of `kind`.
+fn files(kind: RecordKind) -> LogFiles {
+    match kind {
+        RecordKind::Bridge => LogFiles { state: "state.json", audit: "audit.jsonl" },
+        RecordKind::Controller => LogFiles { state: "controller_state.json", audit: "controller_audit.jsonl" },
+    }
+}
+
+/// An open record folder, locked for this process.
+pub struct RecordDir {
+    id: String,
+    kind: RecordKind,
+    audit: AuditLog,
+    audit_path: PathBuf,
+    state_path: PathBuf,
+    state_buffer: Vec<u8>,
+    sealer: Sealer,
+    /// The `state_version` on disk (the lease makes this the only writer).
+    stored_version: u64,
+    _lease: Lease,
+}
+
+impl RecordDir {
+    /// Creates `<workspace>/bridge/runs/<id>/` with an empty audit log;
+    /// [`StoreError::RunExists`] when the folder exists.
+    pub fn create(workspace: &Path, kind: RecordKind, id: &str, sealer: Sealer) -> Result<RecordDir, StoreError> {
+        let path = create_folder(&records_folder(workspace), id)?;
+        let lease = Lease::take(&path, id)?;
+        let audit = AuditLog::new(create_log(&path, files(kind).audit)?);
+        Ok(RecordDir::assemble(&path, kind, id, audit, sealer, 0, lease))
+    }
+
+    /// Locks an existing record, reads it back strictly (see
+    /// [`load_record`]) and continues its audit log.
+    pub fn open(
+        workspace: &Path,
+        kind: RecordKind,
+        id: &str,
+        sealer: Sealer,
+    ) -> Result<(RecordDir, LoadedRecord), StoreError> {
+        let path = records_folder(workspace).join(id);
+        if !path.is_dir() {
+            return Err(StoreError::NotFound { id: id.to_string(), path: records_folder(workspace) });
+        }
+        let lease = Lease::take(&path, id)?;
+        let loaded = load_record(workspace, kind, id, &sealer)?;
+        let audit = AuditLog::resume(append_log(&path, files(kind).audit)?, &loaded.audit_tail);
+        let version = loaded.state_version;
+        Ok((RecordDir::assemble(&path, kind, id, audit, sealer, version, lease), loaded))
+    }
+
+    fn assemble(
+        path: &Path,
+        kind: RecordKind,
+        id: &str,
+        audit: AuditLog,
+        sealer: Sealer,
+        stored_version: u64,
+        lease: Lease,
+    ) -> RecordDir {
+        RecordDir {
+            id: id.to_string(),
+            kind,
+            audit,
+            audit_path: path.join(files(kind).audit),
+            state_path: path.join(files(kind).state),
+            state_buffer: Vec::with_capacity(2048),
+            sealer,
+            stored_version,
+            _lease: lease,
+        }
+    }
+}
+
+impl RecordHandle for RecordDir {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn kind(&self) -> RecordKind {
+        self.kind
+    }
+
+    fn stored_version(&self) -> u64 {
+        self.stored_version
+    }
+
+    fn append_event(&mut self, event: NewEvent<'_>) -> Result<u64, StoreError> {
+        append_event(&mut self.audit, &self.id, event, &self.audit_path)
+    }
+
+    fn checkpoint(&mut self, state: &Value, expected: u64) -> Result<u64, StoreError> {
+        compare_version(&self.id, self.stored_version, expected)?;
+        let refuse = |message: String| serialize_error(&self.state_path, message);
+        let Value::Object(state) = state else {
+            return Err(refuse("a record's state must be a JSON object".to_string()));
+        };
+        if let Some(field) = CHECKPOINT_FIELDS.iter().find(|field| state.contains_key(**field)) {
+            return Err(refuse(format!("a record's state may not hold `{field}`: the store writes it")));
+        }
+        let id_field = self.kind.id_field();
+        if state.get(id_field).and_then(Value::as_str) != Some(self.id.as_str()) {
+            return Err(refuse(format!("the state's `{id_field}` is not `{}`", self.id)));
+        }
+        let version = self.stored_version + 1;
+        let mut payload: Map<String, Value> = state.clone();
+        payload.insert("state_version".into(), json!(version));
+        payload.insert("audit_seq".into(), json!(self.audit.seq()));
+        payload.insert("audit_hash".into(), json!(self.audit.last_hash()));
+        self.audit.sync().map_err(io_error("sync", &self.audit_path))?;
+        write_sealed(&self.sealer, &self.state_path, Value::Object(payload), &mut self.state_buffer)?;
+        self.stored_version = version;
+        Ok(version)
+    }
+}
+
+/// Reads and verifies record `id` of `kind`: the envelope's digest (or
+/// HMAC), strict JSON, the record's id, the audit log's sequence and hash
+/// chain, and that checkpoint and log agree. A record without a checkpoint
+/// yet is [`StoreError::NotFound`].
+pub fn load_record(workspace: &Path, kind: RecordKind, id: &str, sealer: &Sealer) -> Result<LoadedRecord, StoreError> {
+    let folder = records_folder(workspace);
+    let dir = folder.join(id);
+    let names = files(kind);
+    let not_found = || StoreError::NotFound { id: id.to_string(), path: folder.clone() };
+    let state_path = dir.join(names.state);
+    let state_text = match fs::read_to_string(&state_path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Err(not_found()),
+        Err(source) => return Err(StoreError::Io { action: "read", path: state_path, source }),
+    };
+    let tampered = |reason: String| StoreError::Tampered { id: id.to_string(), reason };
+    let state_name = names.state;
+    let payload = sealer.open(&state_text).map_err(|error| tampered(format!("`{state_name}`: {error}")))?;
+    let Value::Object(mut state) = payload else {
+        return Err(tampered(format!("`{state_name}`: the payload is not an object")));
+    };
+    let mut take = |field: &str| state.remove(field);
+    let state_version = take("state_version").and_then(|value| value.as_u64());
+    let audit_seq = take("audit_seq").and_then(|value| value.as_u64());
+    let audit_hash = match take("audit_hash") {
+        Some(Value::Null) => Some(None),
+        Some(Value::String(hash)) => Some(Some(hash)),
+        _ => None,
+    };
+    let (Some(state_version), Some(audit_seq), Some(audit_hash)) = (state_version, audit_seq, audit_hash) else {
+        return Err(tampered(format!(
+            "`{state_name}`: `state_version`, `audit_seq` or `audit_hash` is missing or invalid"
+        )));
+    };
+    let id_field = kind.id_field();
+    if state.get(id_field).and_then(Value::as_str) != Some(id) {
+        return Err(tampered(format!("`{state_name}` is not the state of `{id}` (`{id_field}`)")));
+    }
+    let audit_path = dir.join(names.audit);
+    let audit_text = fs::read_to_string(&audit_path).map_err(io_error("read", &audit_path))?;
+    let (audit, audit_tail) =
+        verify_checkpointed_log(&audit_text, id, names, audit_seq, audit_hash.as_deref()).map_err(tampered)?;
+    Ok(LoadedRecord { state: Value::Object(state), state_version, audit, audit_tail })
+}

@@ -1,0 +1,275 @@
+//! The run store seam: [`RunStore`] and the handles it hands out.
+//!
+//! Everything a run writes goes through it: agent runs (checkpoint, audit
+//! log, history, plan copy), bridge and controller records, and idempotency
+//! receipts. Its one implementation today is [`crate::store::FileStore`]
+//! (the folder layout the README documents); the signatures are shaped so
+//! that a database implementation can follow without touching the runtime:
+//!
+//! - a run is created, never over an existing one ([`StoreError::RunExists`]);
+//! - writing needs a handle, and a handle holds the run's lock or lease
+//!   (taken by `create_*` / `open_*`, released when the handle is dropped);
+//! - events and history are appended, never rewritten;
+//! - a checkpoint names the `state_version` it expects to replace
+//!   (compare-and-set, [`StoreError::VersionConflict`]);
+//! - reading back verifies strictly (seal, hash chain, their agreement);
+//! - runs can be listed.
+//!
+//! Every method takes `&self` / `&mut self` and returns boxed handles, so
+//! the store is used as `&dyn RunStore` or `Arc<dyn RunStore>`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::store::error::serialize_error;
+use crate::store::{AuditEvent, AuditTail, LoadedRun, Receipt, ReceiptError, RunState, Sealer, StepRecord, StoreError};
+
+/// How many ids [`create_unique`] tries before it gives up.
+pub const CREATE_ATTEMPTS: usize = 100;
+
+/// One audit event to append. The store adds `seq`, `run_id` and the hash
+/// chain (`prev_hash`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent<'a> {
+    pub ts: String,
+    pub event_type: &'a str,
+    pub step_id: Option<&'a str>,
+    pub status: Option<&'a str>,
+    pub details: Map<String, Value>,
+}
+
+/// The top-level records the service keeps besides agent runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordKind {
+    /// A bridge run (`POST /runs`, or one iteration of a controller run).
+    Bridge,
+    /// A controller run (`POST /controller/runs`).
+    Controller,
+}
+
+impl RecordKind {
+    /// The field of the record's state that holds its own id.
+    pub fn id_field(self) -> &'static str {
+        match self {
+            RecordKind::Bridge => "run_id",
+            RecordKind::Controller => "controller_run_id",
+        }
+    }
+}
+
+/// One entry of [`RunStore::list_runs`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunListing {
+    pub run_id: String,
+    /// From the run's checkpoint; `None` when it cannot be read (the run is
+    /// listed anyway, so that a broken run is visible).
+    pub started_at: Option<String>,
+}
+
+/// A bridge or controller record read back and verified.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedRecord {
+    /// The record's own state, without the store's checkpoint fields.
+    pub state: Value,
+    /// One more per checkpoint.
+    pub state_version: u64,
+    pub audit: Vec<AuditEvent>,
+    pub audit_tail: AuditTail,
+}
+
+/// An open agent run, locked (or leased) for the holder while it lives.
+pub trait RunHandle: Send {
+    fn run_id(&self) -> &str;
+    /// Where the run's records are, for messages (a folder in the file store).
+    fn location(&self) -> &Path;
+    /// `seq` of the last audit event written (0 before the first).
+    fn audit_seq(&self) -> u64;
+    /// Hash of the last audit line written.
+    fn audit_hash(&self) -> Option<&str>;
+    /// The `state_version` of the stored checkpoint (0 before the first).
+    fn stored_version(&self) -> u64;
+    /// Appends one audit event; returns its `seq`.
+    fn append_event(&mut self, event: NewEvent<'_>) -> Result<u64, StoreError>;
+    /// Appends one step record to the history.
+    fn append_history(&mut self, record: &StepRecord) -> Result<(), StoreError>;
+    /// Stores the plan exactly as it runs, once, at the start.
+    fn write_plan(&mut self, plan: &Value) -> Result<(), StoreError>;
+    /// Makes the appended events and history durable, then replaces the
+    /// checkpoint with `state` if the stored `state_version` is `expected`;
+    /// otherwise [`StoreError::VersionConflict`] and nothing is written.
+    fn checkpoint(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError>;
+    /// Gives the run's lock or lease back. Dropping the handle does the
+    /// same without a report; a store whose release can fail (a database
+    /// lease) says so here. The file store's `flock` cannot fail to go.
+    fn release(self: Box<Self>) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+/// An open bridge or controller record, locked for the holder while it lives.
+pub trait RecordHandle: Send {
+    fn id(&self) -> &str;
+    fn kind(&self) -> RecordKind;
+    /// The `state_version` of the stored checkpoint (0 before the first).
+    fn stored_version(&self) -> u64;
+    /// Appends one audit event; returns its `seq`.
+    fn append_event(&mut self, event: NewEvent<'_>) -> Result<u64, StoreError>;
+    /// Replaces the record's checkpoint with `state` (a JSON object) if the
+    /// stored `state_version` is `expected`; returns the new version.
+    fn checkpoint(&mut self, state: &Value, expected: u64) -> Result<u64, StoreError>;
+    /// Gives the record's lock or lease back (see [`RunHandle::release`]).
+    fn release(self: Box<Self>) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+/// Where runs, records and receipts are kept.
+pub trait RunStore: Send + Sync {
+    /// Creates agent run `run_id` and locks it; [`StoreError::RunExists`]
+    /// when it exists.
+    fn create_run(&self, run_id: &str) -> Result<Box<dyn RunHandle>, StoreError>;
+    /// Locks agent run `run_id`, reads it back strictly, and drops history
+    /// written after its last checkpoint (an attempt the checkpoint does not
+    /// cover did not happen as far as the run is concerned).
+    fn open_run(&self, run_id: &str) -> Result<(Box<dyn RunHandle>, LoadedRun), StoreError>;
+    /// Reads agent run `run_id` back strictly, without locking it.
+    fn read_run(&self, run_id: &str) -> Result<LoadedRun, StoreError>;
+    /// Where agent run `run_id`'s checkpoint is (for messages and links).
+    fn run_state_location(&self, run_id: &str) -> String;
+    /// Every agent run, newest first.
+    fn list_runs(&self) -> Result<Vec<RunListing>, StoreError>;
+
+    /// Creates record `id` of `kind` and locks it.
+    fn create_record(&self, kind: RecordKind, id: &str) -> Result<Box<dyn RecordHandle>, StoreError>;
+    /// Locks record `id` of `kind` and reads it back strictly.
+    fn open_record(&self, kind: RecordKind, id: &str) -> Result<(Box<dyn RecordHandle>, LoadedRecord), StoreError>;
+    /// Reads record `id` of `kind` back strictly, without locking it;
+    /// [`StoreError::NotFound`] when it has no checkpoint yet.
+    fn read_record(&self, kind: RecordKind, id: &str) -> Result<LoadedRecord, StoreError>;
+
+    /// The receipt for idempotency key `key`, if any.
+    fn get_receipt(&self, key: &str) -> Result<Option<Receipt>, ReceiptError>;
+    /// Writes a receipt durably.
+    fn put_receipt(&self, receipt: &Receipt) -> Result<(), StoreError>;
+    /// Removes the receipt for `key` (no error when there is none).
+    fn remove_receipt(&self, key: &str) -> Result<(), StoreError>;
+}
+
+/// Opens the store of a workspace: how the runtime and the service get a
+/// [`RunStore`] without naming its implementation (injected through
+/// [`crate::runtime::RuntimeEnv`]).
+pub trait StoreFactory: Send + Sync {
+    fn open(&self, workspace: &Path, sealer: &Sealer) -> Arc<dyn RunStore>;
+}
+
+/// Builds the `details` object of an event from `(key, value)` pairs.
+pub fn details<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
+    pairs.into_iter().map(|(key, value)| (key.to_string(), value)).collect()
+}
+
+/// A typed writer over a [`RecordHandle`]: serialises the caller's state
+/// and checkpoints it against the version this writer last wrote or read,
+/// so that a write based on a stale read is refused.
+pub struct RecordWriter {
+    handle: Box<dyn RecordHandle>,
+    version: u64,
+}
+
+impl RecordWriter {
+    pub fn new(handle: Box<dyn RecordHandle>) -> Self {
+        let version = handle.stored_version();
+        RecordWriter { handle, version }
+    }
+
+    pub fn id(&self) -> &str {
+        self.handle.id()
+    }
+
+    /// Appends one event (records have no steps: `step_id` is `null`).
+    pub fn event(
+        &mut self,
+        ts: String,
+        event_type: &str,
+        status: Option<&str>,
+        details: Map<String, Value>,
+    ) -> Result<(), StoreError> {
+        self.handle.append_event(NewEvent { ts, event_type, step_id: None, status, details }).map(|_| ())
+    }
+
+    /// Checkpoints `state` (which must serialise to a JSON object).
+    pub fn save<T: Serialize>(&mut self, state: &T) -> Result<(), StoreError> {
+        let value = serde_json::to_value(state).map_err(|error| serialize_error(Path::new(self.handle.id()), error))?;
+        self.version = self.handle.checkpoint(&value, self.version)?;
+        Ok(())
+    }
+}
+
+/// The one create-unique loop: takes ids from `next_id` and creates with
+/// `create` until an id is free, skipping taken ones
+/// ([`StoreError::RunExists`]) at most [`CREATE_ATTEMPTS`] times. Any other
+/// error ends the loop at once.
+pub fn create_unique<H>(
+    mut next_id: impl FnMut() -> String,
+    mut create: impl FnMut(&str) -> Result<H, StoreError>,
+) -> Result<(String, H), StoreError> {
+    let mut attempt = 1;
+    loop {
+        let id = next_id();
+        match create(&id) {
+            Ok(handle) => return Ok((id, handle)),
+            Err(StoreError::RunExists { .. }) if attempt < CREATE_ATTEMPTS => attempt += 1,
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_unique_skips_taken_ids_and_stops_on_other_errors() {
+        let mut counter = 0;
+        let taken = ["id-1", "id-2"];
+        let (id, ()) = create_unique(
+            || {
+                counter += 1;
+                format!("id-{counter}")
+            },
+            |id| {
+                if taken.contains(&id) {
+                    Err(StoreError::RunExists { id: id.into(), path: "runs".into() })
+                } else {
+                    Ok(())
+                }
+            },
+        )
+        .expect("a free id");
+        assert_eq!(id, "id-3");
+
+        let mut tries = 0;
+        let locked = create_unique(
+            || "x".to_string(),
+            |_| -> Result<(), StoreError> {
+                tries += 1;
+                Err(StoreError::Locked { id: "x".into() })
+            },
+        );
+        assert!(matches!(locked, Err(StoreError::Locked { .. })));
+        assert_eq!(tries, 1, "only `RunExists` is retried");
+
+        let mut tries = 0;
+        let full = create_unique(
+            || "x".to_string(),
+            |id| -> Result<(), StoreError> {
+                tries += 1;
+                Err(StoreError::RunExists { id: id.into(), path: "runs".into() })
+            },
+        );
+        assert!(matches!(full, Err(StoreError::RunExists { .. })));
+        assert_eq!(tries, CREATE_ATTEMPTS, "bounded");
+    }
+}

@@ -1,0 +1,129 @@
+//! Approvals of paused runs: an approval must match the frozen action
+//! (fingerprint, scope, state version) and must not have expired, a forged
+//! approval breaks the checkpoint's seal, a policy rule can ask for one,
+//! the plan may not change under a paused run, and a paused or interrupted
+//! run can be rejected or cancelled with nothing more running.
+
+use std::fs;
+
+use serde_json::{Value, json};
+
+use crate::common::tickets::{RUN, T_APPROVE, T_RESUME, close_count, pause, records, snapshot_run, ticket_sandbox};
+use crate::common::{Sandbox, TEST_POLICY, one_step_plan};
+
+#[test]
+fn approvals_that_do_not_match_are_refused_and_change_nothing() {
+    let sandbox = ticket_sandbox("open", 0);
+    pause(&sandbox);
+    let before = records(&sandbox);
+    for (args, expected) in [
+        (vec!["approve", RUN, "--fingerprint", &"0".repeat(64)], "fingerprint"),
+        (vec!["approve", RUN, "--scope", "ticket:ticket-8"], "scope"),
+        (vec!["approve", RUN, "--state-version", "1"], "state version"),
+    ] {
+        let output = sandbox.planrun().args(&args).clock(T_APPROVE).expect_code(1).run();
+        assert!(output.stderr.contains("approval_invalid") && output.stderr.contains(expected), "{}", output.stderr);
+        assert_eq!(records(&sandbox), before, "{args:?} changed the records");
+    }
+    let resume = sandbox.planrun().args(["resume", RUN]).clock(T_RESUME).run();
+    assert_eq!(resume.code, 1, "no approval yet: {}", resume.snapshot());
+    assert!(resume.stderr.contains("approval_invalid"), "{}", resume.stderr);
+    assert_eq!(records(&sandbox), before);
+    assert_eq!(close_count(&sandbox, "ticket-7"), 0);
+}
+
+#[test]
+fn an_expired_approval_is_refused() {
+    let sandbox = ticket_sandbox("open", 0);
+    pause(&sandbox);
+    sandbox.planrun().args(["approve", RUN, "--expires-in", "60s"]).clock(T_APPROVE).expect_code(0).run();
+    let before = records(&sandbox);
+    let resume = sandbox.planrun().args(["resume", RUN]).clock(T_RESUME).expect_code(1).run();
+    assert!(resume.stderr.contains("expired"), "{}", resume.stderr);
+    assert_eq!(records(&sandbox), before);
+    assert_eq!(close_count(&sandbox, "ticket-7"), 0);
+}
+
+#[test]
+fn a_forged_approval_in_the_checkpoint_fails_verification() {
+    let sandbox = ticket_sandbox("open", 0);
+    pause(&sandbox);
+    let path = sandbox.workspace().join("runs").join(RUN).join("state.json");
+    let mut envelope: Value = serde_json::from_str(&fs::read_to_string(&path).expect("state")).expect("JSON");
+    let pending = envelope["payload"]["pending_action"].clone();
+    envelope["payload"]["approval"] = json!({
+        "fingerprint": pending["fingerprint"], "state_version": pending["state_version"], "scope": pending["scope"],
+        "approved_by": "mallory", "approved_at": "2026-01-01T00:05:00Z", "expires_at": "2027-01-01T00:00:00Z",
+    });
+    fs::write(&path, serde_json::to_string_pretty(&envelope).expect("JSON")).expect("write");
+    let before = records(&sandbox);
+    let resume = sandbox.planrun().args(["resume", RUN]).clock(T_RESUME).expect_code(2).run();
+    assert!(resume.stderr.contains("digest mismatch"), "{}", resume.stderr);
+    assert_eq!(records(&sandbox), before);
+    assert_eq!(close_count(&sandbox, "ticket-7"), 0);
+}
+
+#[test]
+fn a_policy_rule_with_decision_prompt_pauses_the_step() {
+    let sandbox = Sandbox::new();
+    let policy = TEST_POLICY
+        .replace("[[shell.allow]]\nprogram = \"pwd\"", "[[shell.allow]]\nprogram = \"pwd\"\ndecision = \"prompt\"");
+    let plan = one_step_plan("kind = \"shell\"\ncommand = [\"pwd\"]");
+    let output = sandbox.run_plan(&plan, &policy);
+    assert_eq!(output.code, 3, "{}", output.snapshot());
+    assert_eq!(sandbox.state("t")["pending_action"]["required_by"], "policy");
+    assert!(sandbox.history("t").is_empty(), "nothing ran before approval");
+    sandbox.planrun().in_sandbox().args(["approve", "t"]).expect_code(0).run();
+    sandbox.planrun().in_sandbox().args(["resume", "t"]).expect_code(0).run();
+    assert_eq!(sandbox.history("t")[0]["status"], "done");
+}
+
+#[test]
+fn resuming_after_the_plan_changed_is_refused_unless_allowed() {
+    let sandbox = Sandbox::new();
+    let plan = "version = 1\nid = \"test\"\n\n[[steps]]\nid = \"ask\"\nkind = \"write_file\"\npath = \"a.txt\"\ncontent = \"a\"\napproval = \"required\"\n";
+    assert_eq!(sandbox.run_plan(plan, TEST_POLICY).code, 3);
+    sandbox.planrun().in_sandbox().args(["approve", "t"]).expect_code(0).run();
+    sandbox.write("plans/test.toml", &format!("{plan}\n# edited\n"));
+    let refused = sandbox.planrun().in_sandbox().args(["resume", "t"]).expect_code(1).run();
+    assert!(refused.stderr.contains("changed since run"), "{}", refused.stderr);
+    assert!(!sandbox.workspace().join("a.txt").exists());
+    sandbox.planrun().in_sandbox().args(["resume", "t", "--allow-changed-files"]).expect_code(0).run();
+    assert_eq!(fs::read_to_string(sandbox.workspace().join("a.txt")).expect("written"), "a");
+}
+
+#[test]
+fn reject_ends_the_run_with_no_write() {
+    let sandbox = ticket_sandbox("open", 0);
+    let run = pause(&sandbox);
+    let reject =
+        sandbox.planrun().args(["reject", RUN, "--reason", "not this week"]).clock(T_APPROVE).expect_code(0).run();
+    assert_eq!(sandbox.state(RUN)["status"], "rejected");
+    assert_eq!(close_count(&sandbox, "ticket-7"), 0);
+    let resume = sandbox.planrun().args(["resume", RUN]).clock(T_RESUME).run();
+    assert_eq!(resume.code, 1, "a rejected run cannot be resumed: {}", resume.snapshot());
+    assert_eq!(close_count(&sandbox, "ticket-7"), 0);
+    snapshot_run(&sandbox, "rejected", &[("run", &run), ("reject", &reject), ("resume", &resume)]);
+}
+
+#[test]
+fn cancel_abandons_a_paused_or_interrupted_run_and_nothing_more_runs() {
+    let sandbox = ticket_sandbox("open", 0);
+    pause(&sandbox);
+    sandbox.planrun().args(["cancel", RUN, "--reason", "wrong ticket"]).clock(T_APPROVE).expect_code(0).run();
+    let state = sandbox.state(RUN);
+    assert_eq!((state["status"].as_str(), state["stop_reason"].as_str()), (Some("cancelled"), Some("cancelled")));
+    assert_eq!(state["pending_action"], Value::Null);
+    for command in [["resume", RUN], ["approve", RUN], ["cancel", RUN]] {
+        sandbox.planrun().args(command).clock(T_RESUME).expect_code(1).run();
+    }
+    assert_eq!(close_count(&sandbox, "ticket-7"), 0);
+
+    let interrupted = Sandbox::new();
+    let plan = "version = 1\nid = \"test\"\n\n[[steps]]\nid = \"one\"\nkind = \"write_file\"\npath = \"one.txt\"\ncontent = \"1\"\n\n[[steps]]\nid = \"two\"\nkind = \"write_file\"\npath = \"two.txt\"\ncontent = \"2\"\n";
+    interrupted.write_plan(plan, TEST_POLICY);
+    interrupted.test_plan().env("PLANRUN_CRASH_AT", "one:after_effect").expect_code(-1).run();
+    interrupted.planrun().in_sandbox().args(["cancel", "t"]).expect_code(0).run();
+    interrupted.planrun().in_sandbox().args(["resume", "t"]).expect_code(1).run();
+    assert!(!interrupted.workspace().join("two.txt").exists(), "a cancelled run ran on");
+}

@@ -1,0 +1,147 @@
+//! One invocation of the real `planrun` binary, built fluently in the style
+//! of casey/just's `tests/test.rs`:
+//!
+//! ```text
+//! sandbox.planrun().args(["resume", "t"]).clock(T_RESUME).expect_code(0).run()
+//! ```
+//!
+//! Whatever a test sets, the harness keeps its guarantees: the repository
+//! root is the current directory unless the test picks another,
+//! `--workspace` points into the sandbox, the clock is the deterministic
+//! test clock, colour is off, planrun's own environment variables are
+//! cleared, and machine paths are filtered out of what the binary printed.
+//! To add a knob, add a method here that records it and apply it in `run`.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::{Output, ROOT, Sandbox, TEST_CLOCK};
+
+/// Variables of planrun's own that must not leak in from the developer's
+/// shell: a test sets the ones it wants with [`Planrun::env`] (the service
+/// harness clears them too).
+pub const CLEARED: &[&str] =
+    &["PLANRUN_WORKSPACE", "PLANRUN_PLANS", "PLANRUN_POLICIES", "PLANRUN_HMAC_KEY", "PLANRUN_CRASH_AT"];
+
+/// A `planrun` command line waiting to be run; start one with
+/// [`Sandbox::planrun`].
+#[must_use = "a `Planrun` does nothing until `.run()`"]
+pub struct Planrun<'a> {
+    sandbox: &'a Sandbox,
+    args: Vec<OsString>,
+    trailing: Option<Vec<OsString>>,
+    envs: Vec<(OsString, OsString)>,
+    current_dir: PathBuf,
+    expected_code: Option<i32>,
+}
+
+impl Sandbox {
+    /// Starts a `planrun` invocation against this sandbox's workspace.
+    pub fn planrun(&self) -> Planrun<'_> {
+        Planrun {
+            sandbox: self,
+            args: Vec::new(),
+            trailing: None,
+            envs: Vec::new(),
+            current_dir: PathBuf::from(ROOT),
+            expected_code: None,
+        }
+    }
+}
+
+impl Planrun<'_> {
+    /// Appends arguments (before the harness's `--workspace`).
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args.extend(args.into_iter().map(|arg| arg.as_ref().to_os_string()));
+        self
+    }
+
+    /// Appends one argument.
+    pub fn arg(self, arg: impl AsRef<OsStr>) -> Self {
+        self.args([arg])
+    }
+
+    /// A command line passed after `--` (for `policy check`), which comes
+    /// after the harness's `--workspace` so that it stays the last thing on
+    /// the line.
+    pub fn trailing<I, S>(mut self, argv: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.trailing = Some(argv.into_iter().map(|arg| arg.as_ref().to_os_string()).collect());
+        self
+    }
+
+    /// Sets an environment variable; it wins over the harness's own.
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.envs.push((key.as_ref().to_os_string(), value.as_ref().to_os_string()));
+        self
+    }
+
+    /// Starts the deterministic clock at `instant` instead of
+    /// [`TEST_CLOCK`]: each stage of a trajectory is its own process, and a
+    /// later start keeps its timestamps in order.
+    pub fn clock(self, instant: &str) -> Self {
+        self.env("PLANRUN_TEST_CLOCK", instant)
+    }
+
+    /// Runs from `dir` instead of the repository root.
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.current_dir = dir.as_ref().to_path_buf();
+        self
+    }
+
+    /// Runs from the sandbox itself, for plans and policies the test wrote
+    /// there.
+    pub fn in_sandbox(self) -> Self {
+        let dir = self.sandbox.path().to_path_buf();
+        self.current_dir(dir)
+    }
+
+    /// Makes [`Planrun::run`] assert the exit code, printing the command
+    /// line and everything the binary said when it differs.
+    pub fn expect_code(mut self, code: i32) -> Self {
+        self.expected_code = Some(code);
+        self
+    }
+
+    /// Runs the binary and returns what it did, paths filtered.
+    pub fn run(self) -> Output {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_planrun"));
+        command.current_dir(&self.current_dir).args(&self.args).arg("--workspace").arg(self.sandbox.workspace());
+        if let Some(trailing) = &self.trailing {
+            command.arg("--").args(trailing);
+        }
+        command.env("PLANRUN_TEST_CLOCK", TEST_CLOCK).env("NO_COLOR", "1");
+        for key in CLEARED {
+            command.env_remove(key);
+        }
+        command.envs(self.envs.iter().map(|(key, value)| (key, value)));
+        let output = command.output().expect("run planrun");
+        let output = Output {
+            code: output.status.code().unwrap_or(-1),
+            stdout: self.sandbox.filter(&String::from_utf8_lossy(&output.stdout)),
+            stderr: self.sandbox.filter(&String::from_utf8_lossy(&output.stderr)),
+        };
+        if let Some(expected) = self.expected_code {
+            assert_eq!(output.code, expected, "planrun {}\n{}", self.command_line(), output.snapshot());
+        }
+        output
+    }
+
+    /// The arguments as a reader would type them, for failure messages.
+    fn command_line(&self) -> String {
+        let mut words: Vec<String> = self.args.iter().map(|arg| arg.to_string_lossy().into_owned()).collect();
+        if let Some(trailing) = &self.trailing {
+            words.push("--".to_string());
+            words.extend(trailing.iter().map(|arg| arg.to_string_lossy().into_owned()));
+        }
+        words.join(" ")
+    }
+}
