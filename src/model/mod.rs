@@ -19,4 +19,7 @@ pub use policy::{
     ArgMatcher, ArgPattern, Budget, Decision, FilePolicy, Policy, RetryPolicy, ShellPolicy, ShellRule, SlotKind,
 };
 pub use run_status::RunStatus;
-pub use service_policy::{ControllerLimits, GuardRules, MAX_REWRITE_CHARS, RecoveryRule, ServicePolicy};
+pub use service_policy::{
+    ControllerLimits, DEFAULT_SYSTEM_PROMPT, DecisionSettings, GuardRules, MAX_REWRITE_CHARS, MAX_SYSTEM_PROMPT_CHARS,
+    RecoveryRule, ServicePolicy,
+};
