@@ -29,7 +29,9 @@
 //! | `server` | `planrun serve` over loopback HTTP: bridge runs per adapter, guard, concurrency, shutdown, health, auth, errors, OpenAPI, startup checks | `server/` |
 //! | `server_controller` | `POST /controller/runs`: agent iterations, the one recovery rewrite, stop decisions, blocked goals | `server/controller_*` |
 //! | `server_approvals` | `POST /runs/{id}/approve\|reject`: approval-gated bridge runs, refusals, auth | `server/` |
-//! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers | `server/` |
+//! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers: the schema sent, answers validated against the offered choices, evidence, cancellation | `server/controller_ollama@*` |
+//! | `controller_decisions` | the controller loop with misbehaving models: closed choices, no re-run after done, identical retries, start-up errors, the service policy's `[decision]` | |
+//! | `server_contract` | the OpenAPI document matches the service: auth declared only with a token, JSON errors for every path, integers, refusals | |
 //! | `server_read_through` | a waiting bridge run whose agent run was approved, resumed, rejected or cancelled with the CLI shows the real status; HTTP decisions on it answer 409 | |
 //! | `server_records` | bridge and controller records: sealed, chained, refused when tampered | |
 //! | `service_policy` | the service policy file on the common loader: TOML and YAML, findings with positions, `check` and `serve` | |
@@ -45,6 +47,7 @@ mod budgets;
 mod check_catalog;
 mod cli;
 mod completion;
+mod controller_decisions;
 mod decision_backends;
 mod diagnostics;
 mod idempotency;
@@ -58,6 +61,7 @@ mod scenarios;
 mod security;
 mod server;
 mod server_approvals;
+mod server_contract;
 mod server_controller;
 mod server_read_through;
 mod server_records;

@@ -8,6 +8,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,11 +38,18 @@ impl Server {
     /// Starts the service on a sandbox the test has prepared (for example
     /// with files in its workspace).
     pub fn start_in(sandbox: Sandbox, envs: &[(&str, &str)]) -> Server {
+        Self::start_in_with(sandbox, envs, &[])
+    }
+
+    /// As [`Server::start_in`], with more `serve` arguments (for example
+    /// `--service-policy FILE`).
+    pub fn start_in_with(sandbox: Sandbox, envs: &[(&str, &str)], args: &[&str]) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_planrun"));
         command
             .current_dir(ROOT)
             .args(["serve", "--addr", "127.0.0.1:0", "--workspace"])
             .arg(sandbox.workspace())
+            .args(args)
             .env("PLANRUN_TEST_CLOCK", TEST_CLOCK)
             .env("NO_COLOR", "1")
             .env("PLANRUN_DECISION_BACKEND", "stub")
@@ -149,10 +157,11 @@ pub async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
     (status, response.json().await.expect("JSON body"))
 }
 
-/// How a fake model server answers.
+/// How a fake model server answers. Every fake reads the offered plan from
+/// the prompt's options, as a model would.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Behaviour {
-    /// `run_agent` on the first decision (`last_status: none`), else `stop`.
+    /// `run_plan` with the offered plan before the first run, else `stop`.
     Valid,
     /// Text that is not JSON.
     InvalidJson,
@@ -160,10 +169,25 @@ pub enum Behaviour {
     Truncated,
     /// `{"action": "delete_everything"}`.
     WrongAction,
-    /// Answers after two seconds.
+    /// The old prompt's own template, placeholders and all.
+    Placeholder,
+    /// The decision schema itself, echoed back.
+    SchemaEcho,
+    /// A valid decision with prose around it.
+    Prose,
+    /// `run_plan` with `fallback`, a plan that is never offered here.
+    ForeignPlan,
+    /// `run_plan` with the offered plan at every decision, even when only
+    /// `stop` is offered (after a verified done).
+    AlwaysRun,
+    /// Answers after five seconds (the caller must cancel; the fake counts
+    /// handlers dropped before they answered).
     Slow,
     /// Answers validly after 800 ms (for in-flight tests).
     Delayed,
+    /// HTTP 400 for `response_format.type = json_schema`, valid otherwise
+    /// (a server without JSON Schema support).
+    RefuseJsonSchema,
 }
 
 /// A fake Ollama and OpenAI-compatible server on loopback.
@@ -171,21 +195,27 @@ pub struct FakeModel {
     pub address: SocketAddr,
     /// Every request body received, in order.
     pub requests: Arc<Mutex<Vec<(String, Value)>>>,
+    /// Requests whose handler was dropped before answering (the client
+    /// closed the connection).
+    pub cancelled: Arc<AtomicUsize>,
 }
 
 #[derive(Clone)]
 struct FakeState {
     behaviour: Behaviour,
     requests: Arc<Mutex<Vec<(String, Value)>>>,
+    cancelled: Arc<AtomicUsize>,
 }
 
 impl FakeModel {
     pub async fn start(behaviour: Behaviour) -> FakeModel {
         let requests = Arc::new(Mutex::new(Vec::new()));
-        let state = FakeState { behaviour, requests: Arc::clone(&requests) };
+        let cancelled = Arc::new(AtomicUsize::new(0));
+        let state = FakeState { behaviour, requests: Arc::clone(&requests), cancelled: Arc::clone(&cancelled) };
         let app = axum::Router::new()
             .route("/api/tags", get(|| async { Json(json!({"models": [{"name": "qwen2.5:7b"}]})) }))
             .route("/api/generate", route_post(ollama_generate))
+            .route("/v1/models", get(|| async { Json(json!({"object": "list", "data": [{"id": "gpt-test"}]})) }))
             .route("/v1/chat/completions", route_post(openai_chat))
             .with_state(state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake");
@@ -193,7 +223,7 @@ impl FakeModel {
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        FakeModel { address, requests }
+        FakeModel { address, requests, cancelled }
     }
 
     pub fn ollama_host(&self) -> String {
@@ -203,30 +233,75 @@ impl FakeModel {
     pub fn openai_base(&self) -> String {
         format!("http://{}/v1", self.address)
     }
+
+    /// The request bodies received so far.
+    pub fn bodies(&self) -> Vec<Value> {
+        self.requests.lock().expect("lock").iter().map(|(_, body)| body.clone()).collect()
+    }
+}
+
+/// Counts a handler dropped before it answered.
+struct DropGuard {
+    cancelled: Arc<AtomicUsize>,
+    answered: bool,
+}
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.cancelled.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The plan the prompt offers with `run_plan`, if any.
+fn offered_plan(prompt: &str) -> Option<String> {
+    let marker = "{\"action\": \"run_plan\", \"plan_id\": \"";
+    let start = prompt.find(marker)? + marker.len();
+    let end = prompt[start..].find('"')?;
+    Some(prompt[start..start + end].to_string())
 }
 
 /// The model's answer text and whether it hit the token limit.
 async fn answer(state: &FakeState, path: &str, body: &Value, prompt: &str) -> (String, bool) {
     state.requests.lock().expect("lock").push((path.to_string(), body.clone()));
-    let first = prompt.contains("last_status: none");
+    let plan = offered_plan(prompt);
+    let first = prompt.contains("\"last_run\": null");
+    let valid = || match &plan {
+        Some(plan) if first => {
+            format!(r#"{{"action": "run_plan", "plan_id": "{plan}", "reason": "the goal has not run yet"}}"#)
+        }
+        _ => r#"{"action": "stop", "plan_id": null, "reason": "the last run is done"}"#.to_string(),
+    };
     match state.behaviour {
-        Behaviour::Valid | Behaviour::Delayed => {
-            if state.behaviour == Behaviour::Delayed {
-                tokio::time::sleep(Duration::from_millis(800)).await;
-            }
-            let text = if first {
-                "Here is the decision:\n```json\n{\"action\": \"run_agent\", \"goal\": \"test flow pwd to file\", \"reason\": \"the goal has not run yet\"}\n```"
-            } else {
-                "{\"action\": \"stop\", \"goal\": \"test flow pwd to file\", \"reason\": \"the last run is done\"}"
-            };
-            (text.to_string(), false)
+        Behaviour::Valid | Behaviour::RefuseJsonSchema => (valid(), false),
+        Behaviour::Delayed => {
+            tokio::time::sleep(Duration::from_millis(800)).await;
+            (valid(), false)
         }
         Behaviour::InvalidJson => ("I would run the agent now.".to_string(), false),
-        Behaviour::Truncated => ("{\"action\": \"run_agent\", \"goal\": \"test flow".to_string(), true),
-        Behaviour::WrongAction => ("{\"action\": \"delete_everything\", \"goal\": \"x\"}".to_string(), false),
+        Behaviour::Truncated => (r#"{"action": "run_plan", "plan_id": "flow"#.to_string(), true),
+        Behaviour::WrongAction => (r#"{"action": "delete_everything", "plan_id": null, "reason": "x"}"#.to_string(), false),
+        Behaviour::Placeholder => (
+            r#"{"action": "run_agent", "goal": "<goal for the agent, at most 500 characters>", "reason": "<short reason>"}"#
+                .to_string(),
+            false,
+        ),
+        Behaviour::SchemaEcho => {
+            let schema = body.pointer("/response_format/json_schema/schema").or_else(|| body.get("format"));
+            (schema.map(Value::to_string).unwrap_or_default(), false)
+        }
+        Behaviour::Prose => (format!("Sure! Here is my decision: {} Hope this helps.", valid()), false),
+        Behaviour::ForeignPlan => (r#"{"action": "run_plan", "plan_id": "fallback", "reason": "catch-all"}"#.to_string(), false),
+        Behaviour::AlwaysRun => {
+            let plan = plan.unwrap_or_else(|| "flow_pwd".to_string());
+            (format!(r#"{{"action": "run_plan", "plan_id": "{plan}", "reason": "once more"}}"#), false)
+        }
         Behaviour::Slow => {
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            ("{\"action\": \"stop\", \"goal\": \"x\"}".to_string(), false)
+            let mut guard = DropGuard { cancelled: Arc::clone(&state.cancelled), answered: false };
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            guard.answered = true;
+            (r#"{"action": "stop", "plan_id": null, "reason": "late"}"#.to_string(), false)
         }
     }
 }
@@ -239,6 +314,8 @@ async fn ollama_generate(State(state): State<FakeState>, Json(body): Json<Value>
         "response": text,
         "done": true,
         "done_reason": if truncated { "length" } else { "stop" },
+        "prompt_eval_count": 120,
+        "eval_count": 20,
     }))
 }
 
@@ -246,7 +323,8 @@ async fn openai_chat(
     State(state): State<FakeState>,
     headers: axum::http::HeaderMap,
     Json(body): Json<Value>,
-) -> Json<Value> {
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
     let prompt = body["messages"]
         .as_array()
         .and_then(|messages| messages.last())
@@ -254,12 +332,19 @@ async fn openai_chat(
         .unwrap_or_default();
     let mut recorded = body.clone();
     recorded["authorization"] = json!(headers.get("authorization").and_then(|value| value.to_str().ok()));
+    if state.behaviour == Behaviour::RefuseJsonSchema && body["response_format"]["type"] == "json_schema" {
+        state.requests.lock().expect("lock").push(("/v1/chat/completions".to_string(), recorded));
+        let error = json!({"error": {"message": "response_format json_schema is not supported"}});
+        return (axum::http::StatusCode::BAD_REQUEST, Json(error)).into_response();
+    }
     let (text, truncated) = answer(&state, "/v1/chat/completions", &recorded, &prompt).await;
     Json(json!({
         "id": "chatcmpl-1",
         "object": "chat.completion",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": if truncated { "length" } else { "stop" }}],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 20, "total_tokens": 140},
     }))
+    .into_response()
 }
 
 /// A loopback port with nothing listening.

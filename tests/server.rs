@@ -221,7 +221,8 @@ async fn the_openapi_document_lists_every_route() {
     }));
     for path in ["/runs/{id}/approve", "/runs/{id}/reject"] {
         let responses = &document["paths"][path]["post"]["responses"];
-        for status in ["200", "401", "404", "409"] {
+        // 401 is declared only when a token is set (tests/server_contract.rs).
+        for status in ["200", "404", "409"] {
             assert!(responses.get(status).is_some(), "{path} documents {status}");
         }
     }

@@ -29,6 +29,11 @@ pub(crate) enum Type {
         min: i64,
         max: i64,
     },
+    /// A number (integer or float) from `min` to `max`, both included.
+    Number {
+        min: f64,
+        max: f64,
+    },
     Boolean,
     /// `version`: the integer 1.
     Version,
@@ -409,6 +414,23 @@ pub(crate) static SERVICE: Section = Section {
             Type::Array(&Type::Table(&RECOVERY)),
             "rewrite rules: when a bridge run fails and a rule matches, the controller retries with its goal",
         ),
+        key("decision", Type::Table(&DECISION), "how the controller's decision requests are made"),
+    ],
+    variants: &[],
+};
+
+pub(crate) static DECISION: Section = Section {
+    title: "decision",
+    doc: "the controller's decision requests to a model; the defaults suit a small model on a CPU",
+    keys: &[
+        key(
+            "timeout_secs",
+            Type::Range { min: 1, max: 3600 },
+            "one decision call; on expiry it is cancelled and the stub rules decide (default 60)",
+        ),
+        key("max_tokens", Type::Range { min: 16, max: 4096 }, "the answer's token limit (default 128)"),
+        key("temperature", Type::Number { min: 0.0, max: 2.0 }, "sampling temperature (default 0.0)"),
+        key("system_prompt", STRING, "the system message, 1 to 4000 characters (default: the built-in one)"),
     ],
     variants: &[],
 };
@@ -599,6 +621,7 @@ mod tests {
             &GUARD,
             &CONTROLLER,
             &RECOVERY,
+            &DECISION,
         ] {
             check(section);
         }

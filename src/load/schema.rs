@@ -135,6 +135,7 @@ fn type_schema(ty: Type, section: &Section) -> Value {
         }
         Type::Integer { min } => json!({"type": "integer", "minimum": min}),
         Type::Range { min, max } => json!({"type": "integer", "minimum": min, "maximum": max}),
+        Type::Number { min, max } => json!({"type": "number", "minimum": min, "maximum": max}),
         Type::Boolean => json!({"type": "boolean"}),
         Type::Version => json!({"const": 1}),
         Type::Enum(values) => json!({"type": "string", "enum": values}),

@@ -248,6 +248,39 @@ impl<'n> TableReader<'n> {
         self.bounded(key, node, min, Some(max), diagnostics)
     }
 
+    /// A number (integer or float) within the range that `keys.rs`
+    /// declares for `key` ([`Type::Number`]), or `wrong-type` /
+    /// `invalid-value`.
+    pub(crate) fn number(&mut self, key: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<(f64, &'n Node)> {
+        let declared = self.allowed.iter().find(|allowed| allowed.name == key).and_then(|spec| match spec.ty {
+            Type::Number { min, max } => Some((min, max)),
+            _ => None,
+        });
+        debug_assert!(declared.is_some(), "key `{key}` is read as a number but `load/keys.rs` declares none");
+        let (min, max) = declared?;
+        let node = self.get(key)?;
+        let number = match node.value {
+            NodeValue::Float(number) => number,
+            NodeValue::Integer(number) => number as f64,
+            _ => {
+                diagnostics.push(wrong_type(node, &self.describe(key), "a number"));
+                return None;
+            }
+        };
+        if (min..=max).contains(&number) {
+            return Some((number, node));
+        }
+        diagnostics.push(
+            Diagnostic::error(
+                "invalid-value",
+                format!("{} must be between {min:?} and {max:?}, found {number}", self.describe(key)),
+            )
+            .with_span(node.span)
+            .with_label(format!("expected {min:?} to {max:?}")),
+        );
+        None
+    }
+
     pub(crate) fn bool(&mut self, key: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<bool> {
         self.declared_as(key, |ty| matches!(ty, Type::Boolean));
         let node = self.get(key)?;

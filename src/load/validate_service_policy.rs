@@ -17,6 +17,11 @@
 //! match = "(?i)flow bad template"         # a regex on the goal
 //! rewrite = "test flow pwd to file"
 //! reason = "…"
+//! [decision]                              # decision requests (defaults suit a CPU model)
+//! timeout_secs = 60
+//! max_tokens = 128
+//! temperature = 0.0
+//! system_prompt = "…"
 //! ```
 //!
 //! Every section is optional; a key left out keeps its default
@@ -25,12 +30,15 @@
 //! function below.
 
 use crate::diag::Diagnostic;
-use crate::load::keys::{CONTROLLER, FAILURE_CLASSES, GUARD, RECOVERY, SERVICE};
+use crate::load::keys::{CONTROLLER, DECISION, FAILURE_CLASSES, GUARD, RECOVERY, SERVICE};
 use crate::load::node::Node;
 use crate::load::table::{
     TableReader, check_version, compile_regex, did_you_mean, empty_table, error_count, section, strings,
 };
-use crate::model::{ControllerLimits, FailureClass, GuardRules, MAX_REWRITE_CHARS, RecoveryRule, ServicePolicy};
+use crate::model::{
+    ControllerLimits, DecisionSettings, FailureClass, GuardRules, MAX_REWRITE_CHARS, MAX_SYSTEM_PROMPT_CHARS,
+    RecoveryRule, ServicePolicy,
+};
 
 /// Builds the service policy read from `source` (its name as shown to
 /// users), or returns `None` when the file has errors (all of them
@@ -48,11 +56,54 @@ pub(crate) fn validate_service_policy(
     let guard = guard(reader.get("guard"), defaults.guard, diagnostics);
     let controller = controller(reader.get("controller"), defaults.controller, diagnostics);
     let recovery = recovery(&mut reader, diagnostics);
+    let decision = decision(reader.get("decision"), defaults.decision, diagnostics);
     reader.finish(diagnostics);
     if error_count(diagnostics) > errors_before {
         return None;
     }
-    Some(ServicePolicy { source: source.to_string(), guard: guard?, controller: controller?, recovery })
+    Some(ServicePolicy {
+        source: source.to_string(),
+        guard: guard?,
+        controller: controller?,
+        recovery,
+        decision: decision?,
+    })
+}
+
+fn decision(
+    node: Option<&Node>,
+    defaults: DecisionSettings,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<DecisionSettings> {
+    let empty = empty_table();
+    let mut reader = section(node, "decision", DECISION.keys, &empty, diagnostics)?;
+    let default_secs = u32::try_from(defaults.timeout.as_secs()).unwrap_or(u32::MAX);
+    let timeout_secs = ranged_or(&mut reader, "timeout_secs", default_secs, diagnostics);
+    let max_tokens = ranged_or(&mut reader, "max_tokens", defaults.max_tokens, diagnostics);
+    let temperature = reader.number("temperature", diagnostics).map_or(defaults.temperature, |(value, _)| value);
+    let mut system_prompt = defaults.system_prompt;
+    if let Some((text, node)) = reader.string("system_prompt", diagnostics) {
+        let chars = text.chars().count();
+        if text.trim().is_empty() || chars > MAX_SYSTEM_PROMPT_CHARS {
+            diagnostics.push(
+                Diagnostic::error(
+                    "invalid-value",
+                    format!("{} must hold 1 to {MAX_SYSTEM_PROMPT_CHARS} characters", reader.describe("system_prompt")),
+                )
+                .with_span(node.span)
+                .with_label(format!("{chars} characters")),
+            );
+        } else {
+            system_prompt = text.to_string();
+        }
+    }
+    reader.finish(diagnostics);
+    Some(DecisionSettings {
+        timeout: std::time::Duration::from_secs(u64::from(timeout_secs)),
+        max_tokens,
+        temperature,
+        system_prompt,
+    })
 }
 
 /// An integer key of a section, or `default` when it is absent (or after

@@ -24,4 +24,7 @@ pub use scenario::{
     DEFAULT_CLOCK, DEFAULT_FOLDER, DEFAULT_RECORDS, Fixture, FixtureContent, Normalize, Scenario, ScenarioFile, Stage,
     file_snapshot_name,
 };
-pub use service_policy::{ControllerLimits, GuardRules, MAX_REWRITE_CHARS, RecoveryRule, ServicePolicy};
+pub use service_policy::{
+    ControllerLimits, DEFAULT_SYSTEM_PROMPT, DecisionSettings, GuardRules, MAX_REWRITE_CHARS, MAX_SYSTEM_PROMPT_CHARS,
+    RecoveryRule, ServicePolicy,
+};

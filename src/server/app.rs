@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -74,8 +74,9 @@ struct ApproveBody {
     /// Required: an operator approves the action they saw.
     fingerprint: String,
     scope: Option<String>,
+    #[serde(default, deserialize_with = "json_integer::optional")]
     state_version: Option<u64>,
-    #[serde(default = "default_expires_in_secs")]
+    #[serde(default = "default_expires_in_secs", deserialize_with = "json_integer::required")]
     expires_in_secs: u64,
     approved_by: Option<String>,
 }
@@ -111,7 +112,7 @@ async fn health(State(service): State<Arc<Service>>) -> Json<Value> {
         .into_iter()
         .map(|kind| (kind.name().to_string(), json!(service.adapters.mode(kind).as_str())))
         .collect();
-    Json(json!({
+    let mut health = json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "adapters": adapters,
@@ -119,7 +120,12 @@ async fn health(State(service): State<Arc<Service>>) -> Json<Value> {
         "decision_model": service.decision.model(),
         "ollama_model": service.adapters.ollama.model,
         "auth_required": service.api_token.is_some(),
-    }))
+    });
+    // Present only when `auto` fell back to the stub: why.
+    if let Some(note) = &service.decision_note {
+        health["decision_backend_note"] = json!(note);
+    }
+    Json(health)
 }
 
 async fn create_run(
@@ -148,19 +154,24 @@ async fn create_run(
 
 /// The bridge run, read through to its agent run when it waits for approval
 /// (see [`bridge::read_current`]).
-async fn get_run(State(service): State<Arc<Service>>, Path(id): Path<String>) -> Result<Json<BridgeState>, ApiError> {
-    check_id(&id)?;
+async fn get_run(
+    State(service): State<Arc<Service>>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<BridgeState>, ApiError> {
+    let id = run_id(id)?;
     bridge::read_current(&service, &id)?.map(Json).ok_or_else(|| ApiError::not_found("bridge run", &id))
 }
 
 async fn approve_run(
     State(service): State<Arc<Service>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     body: Result<Json<ApproveBody>, JsonRejection>,
 ) -> Result<Json<BridgeState>, ApiError> {
-    check_id(&id)?;
+    let id = run_id(id)?;
     let Json(body) = body?;
-    let fingerprint = body.fingerprint.trim().to_string();
+    // Exactly the documented pattern: no trimming, so the published schema
+    // and the service refuse the same values.
+    let fingerprint = body.fingerprint;
     if fingerprint.len() != 64 || !fingerprint.bytes().all(|byte| byte.is_ascii_hexdigit()) {
         return Err(invalid("`fingerprint` must be the 64 hex digits of the pending action's fingerprint"));
     }
@@ -185,10 +196,10 @@ async fn approve_run(
 
 async fn reject_run(
     State(service): State<Arc<Service>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     body: Result<Json<RejectBody>, JsonRejection>,
 ) -> Result<Json<BridgeState>, ApiError> {
-    check_id(&id)?;
+    let id = run_id(id)?;
     let Json(body) = body?;
     let reason = optional_text(body.reason, "reason", MAX_REASON_CHARS)?;
     let permit = slot(&service).await?;
@@ -199,16 +210,17 @@ async fn reject_run(
     Ok(Json(task.await.map_err(task_failed)??))
 }
 
-/// A trimmed optional text field: empty is absent, too long or holding
-/// control characters is refused.
+/// An optional text field: too long or holding control characters (checked
+/// on the text as sent, as the published schema's `maxLength` and `pattern`
+/// do) is refused; then it is trimmed, and empty is absent.
 fn optional_text(text: Option<String>, field: &str, max_chars: usize) -> Result<Option<String>, ApiError> {
-    let Some(text) = text.map(|text| text.trim().to_string()).filter(|text| !text.is_empty()) else {
+    let Some(text) = text else {
         return Ok(None);
     };
     if text.chars().count() > max_chars || text.chars().any(char::is_control) {
         return Err(invalid(format!("`{field}` must be at most {max_chars} characters, without control characters")));
     }
-    Ok(Some(text))
+    Ok(Some(text.trim().to_string()).filter(|text| !text.is_empty()))
 }
 
 fn invalid(message: impl Into<String>) -> ApiError {
@@ -233,17 +245,17 @@ async fn create_controller_run(
 
 async fn get_controller_run(
     State(service): State<Arc<Service>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    check_id(&id)?;
+    let id = run_id(id)?;
     service
         .read_record(RecordKind::Controller, &id)?
         .map(Json)
         .ok_or_else(|| ApiError::not_found("controller run", &id))
 }
 
-async fn get_openapi() -> Json<Value> {
-    Json(openapi::document())
+async fn get_openapi(State(service): State<Arc<Service>>) -> Json<Value> {
+    Json(openapi::document(service.api_token.is_some()))
 }
 
 async fn not_found() -> ApiError {
@@ -283,15 +295,51 @@ fn tokens_match(given: &str, expected: &str) -> bool {
     bool::from(given.as_slice().ct_eq(expected.as_slice()))
 }
 
+/// A goal holds a character that is not Unicode white space (`char::is_whitespace`,
+/// the set the schema's pattern lists).
 fn check_goal(goal: String) -> Result<String, ApiError> {
-    if goal.trim().is_empty() {
+    if goal.chars().all(char::is_whitespace) {
         return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", "`goal` must not be empty"));
     }
     Ok(goal)
 }
 
-fn check_id(id: &str) -> Result<(), ApiError> {
-    validate_run_id(id).map_err(|error| ApiError::new(StatusCode::BAD_REQUEST, "invalid_run_id", error.to_string()))
+/// The run id of the path: a path that is not valid UTF-8 once decoded
+/// (`/runs/%FF`) or not a run id is a JSON 400, like every error.
+fn run_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    let invalid_id = |message: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_run_id", message);
+    let Path(id) =
+        path.map_err(|rejection| invalid_id(format!("invalid run id in the path: {}", rejection.body_text())))?;
+    validate_run_id(&id).map_err(|error| invalid_id(error.to_string()))?;
+    Ok(id)
+}
+
+/// JSON Schema's `integer` is any number with a zero fractional part
+/// (`604800.0` included); serde's `u64` alone refuses the float form.
+mod json_integer {
+    use serde::{Deserialize, Deserializer, de::Error};
+    use serde_json::Number;
+
+    fn from_number<E: Error>(number: &Number) -> Result<u64, E> {
+        if let Some(value) = number.as_u64() {
+            return Ok(value);
+        }
+        match number.as_f64() {
+            // 2^64 is exact in f64; anything below it with no fraction fits.
+            Some(value) if value.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&value) => {
+                Ok(value as u64)
+            }
+            _ => Err(E::custom(format!("invalid value: {number}, expected a non-negative integer"))),
+        }
+    }
+
+    pub fn required<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+        from_number(&Number::deserialize(deserializer)?)
+    }
+
+    pub fn optional<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+        Option::<Number>::deserialize(deserializer)?.map(|number| from_number(&number)).transpose()
+    }
 }
 
 async fn slot(service: &Arc<Service>) -> Result<OwnedSemaphorePermit, ApiError> {

@@ -6,12 +6,15 @@
 //! | `PLANRUN_DECISION_BACKEND` | `auto` | `stub`, `ollama`, `openai` or `auto` (Ollama when it answers, else the stub) |
 //! | `OLLAMA_HOST` | `http://127.0.0.1:11434` | `0.0.0.0` becomes `127.0.0.1`; scheme and port are added when missing |
 //! | `OLLAMA_MODEL` | `qwen2.5:7b` | |
-//! | `OPENAI_API_KEY` | unset | makes the `openai` adapter real and allows the `openai` backend |
-//! | `OPENAI_BASE_URL` | `https://api.openai.com/v1` | any OpenAI-compatible server |
+//! | `OPENAI_API_KEY` | unset | makes the `openai` adapter real; sent by the `openai` backend when set (a local server needs none) |
+//! | `OPENAI_BASE_URL` | `https://api.openai.com/v1` | any OpenAI-compatible server (llama.cpp, vLLM, Ollama's `/v1`) |
 //! | `OPENAI_MODEL` | `gpt-4o-mini` | |
-//! | `PLANRUN_DECISION_TIMEOUT_MS` | `15000` | one decision call |
-//! | `PLANRUN_PROBE_TIMEOUT_MS` | `1000` | the start-up probe of Ollama |
+//! | `PLANRUN_PROBE_TIMEOUT_MS` | `1000` | the start-up probe of the decision backend |
 //! | `PLANRUN_ADAPTER_TIMEOUT_MS` | `60000` | one adapter call (HTTP adapters, `local_echo`) |
+//!
+//! The decision requests' settings (timeout, `max_tokens`, temperature,
+//! system prompt) are not environment settings but the service policy's
+//! `[decision]` section ([`crate::model::DecisionSettings`]).
 
 use std::time::Duration;
 
@@ -39,14 +42,14 @@ pub struct OpenAiSettings {
     /// Base URL, e.g. `https://api.openai.com/v1` (no trailing slash).
     pub base_url: String,
     pub model: String,
-    /// `None`: the `openai` adapter is a stub and the backend is refused.
+    /// `None`: the `openai` adapter is a stub, and the `openai` decision
+    /// backend sends no `Authorization` header.
     pub api_key: Option<String>,
 }
 
-/// Timeouts of every outgoing call.
+/// Timeouts of the start-up probe and of adapter calls.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
-    pub decision: Duration,
     pub probe: Duration,
     pub adapter: Duration,
 }
@@ -94,9 +97,6 @@ impl ServiceConfig {
             model: non_empty("OPENAI_MODEL").unwrap_or_else(|| "gpt-4o-mini".to_string()),
             api_key: non_empty("OPENAI_API_KEY"),
         };
-        if backend == BackendChoice::OpenAi && openai.api_key.is_none() {
-            return Err("`PLANRUN_DECISION_BACKEND=openai` needs `OPENAI_API_KEY`".to_string());
-        }
         Ok(ServiceConfig {
             api_token: non_empty("PLANRUN_API_TOKEN"),
             backend,
@@ -106,7 +106,6 @@ impl ServiceConfig {
             },
             openai,
             timeouts: Timeouts {
-                decision: millis("PLANRUN_DECISION_TIMEOUT_MS", 15_000)?,
                 probe: millis("PLANRUN_PROBE_TIMEOUT_MS", 1_000)?,
                 adapter: millis("PLANRUN_ADAPTER_TIMEOUT_MS", 60_000)?,
             },
@@ -166,15 +165,15 @@ mod tests {
         assert_eq!(config.backend, BackendChoice::Auto);
         assert_eq!(config.ollama.model, "qwen2.5:7b");
         assert!(config.api_token.is_none());
-        assert_eq!(config.timeouts.decision, Duration::from_secs(15));
+        assert_eq!(config.timeouts.probe, Duration::from_secs(1));
         let config =
-            lookup(&[("PLANRUN_DECISION_BACKEND", "stub"), ("PLANRUN_DECISION_TIMEOUT_MS", "250")]).expect("valid");
+            lookup(&[("PLANRUN_DECISION_BACKEND", "stub"), ("PLANRUN_PROBE_TIMEOUT_MS", "250")]).expect("valid");
         assert_eq!(config.backend, BackendChoice::Stub);
-        assert_eq!(config.timeouts.decision, Duration::from_millis(250));
+        assert_eq!(config.timeouts.probe, Duration::from_millis(250));
         assert!(lookup(&[("PLANRUN_DECISION_BACKEND", "gpt")]).is_err());
-        assert!(lookup(&[("PLANRUN_DECISION_BACKEND", "openai")]).is_err());
-        assert!(lookup(&[("PLANRUN_DECISION_TIMEOUT_MS", "0")]).is_err());
-        let config = lookup(&[("PLANRUN_DECISION_BACKEND", "openai"), ("OPENAI_API_KEY", "k")]).expect("valid");
-        assert_eq!(config.backend, BackendChoice::OpenAi);
+        assert!(lookup(&[("PLANRUN_PROBE_TIMEOUT_MS", "0")]).is_err());
+        // A keyless local OpenAI-compatible server needs no dummy key.
+        let config = lookup(&[("PLANRUN_DECISION_BACKEND", "openai")]).expect("valid");
+        assert_eq!((config.backend, config.openai.api_key), (BackendChoice::OpenAi, None));
     }
 }

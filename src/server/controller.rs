@@ -7,6 +7,14 @@
 //!    (`"consecutive_failures"`);
 //! 3. the decision is `stop` (`"decision_stop"`).
 //!
+//! Each decision chooses from a closed set built here ([`offer`]): after a
+//! run that is done and verified only `stop`; otherwise `run_plan` with the
+//! plan the current goal routes to, or `stop`. The goal a run gets is the
+//! user's (or a recovery rule's rewrite), never a model's text. A
+//! `run_plan` identical to the last one (same plan, same goal) counts as a
+//! consecutive failure before it runs (`decision_repeated`), and a bridge
+//! run paused for approval stops the loop (`"waiting_approval"`).
+//!
 //! After a failed bridge run the recovery rules of the service policy are
 //! considered (once per controller run): a matching rule rewrites the goal
 //! (`recovery_applied`), otherwise `recovery_skipped`. Ids trace
@@ -18,9 +26,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::model::{FailureClass, RunStatus};
+use crate::router::select;
 use crate::runtime::IdKind;
 use crate::server::adapters::AdapterKind;
 use crate::server::bridge::{self, BridgeStatus, Origin};
+use crate::server::decision::choices::{Choices, OfferedPlan};
 use crate::server::decision::{Action, Decision, DecisionContext};
 use crate::server::error::ServiceError;
 use crate::server::guard;
@@ -56,7 +66,7 @@ impl ControllerStatus {
 pub struct ControllerState {
     pub controller_run_id: String,
     pub goal: String,
-    /// The goal the next bridge run gets (changed by recovery or a model).
+    /// The goal the next bridge run gets (changed only by a recovery rule).
     pub current_goal: String,
     pub status: ControllerStatus,
     /// Once finished: the last bridge run's outcome (`done`, `failed` or
@@ -168,6 +178,7 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
             break "consecutive_failures";
         }
         let last = state.bridge_results.last();
+        let choices = offer(service, &state.current_goal, last);
         let context = DecisionContext {
             goal: &state.current_goal,
             original_goal: &state.goal,
@@ -175,33 +186,59 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
             max_iterations: limits.max_iterations,
             last_status: last.map(|result| result.status.as_str()),
             last_agent_status: last.and_then(|result| result.agent_final_status).map(RunStatus::as_str),
+            last_failure_class: last.and_then(|result| result.failure_class),
+            last_error: last.and_then(|result| result.error.as_deref()),
             recovery_attempted: state.recovery_attempted,
             recovery_pending,
+            choices: &choices,
         };
-        let decision = service.decision.decide(&context).await;
+        let decision = service.decision.decide(&context, service.env.clock.as_ref()).await;
         recovery_pending = false;
-        records.event(
-            service.now(),
-            "decision_made",
-            Some("running"),
-            details([
-                ("iteration", json!(iteration)),
-                ("action", json!(decision.action.as_str())),
-                ("goal", json!(decision.goal)),
-                ("reason", json!(decision.reason)),
-                ("mode", json!(decision.mode)),
-                ("parsed_success", json!(decision.parsed_success)),
-                ("fallback_used", json!(decision.fallback_used)),
-                ("fallback_reason", json!(decision.fallback_reason)),
-            ]),
-        )?;
+        let mut event = details([("iteration", json!(iteration))]);
+        if let Value::Object(fields) = json!(decision) {
+            event.extend(fields);
+        }
+        records.event(service.now(), "decision_made", Some("running"), event)?;
+        // The same run chosen again after it did not succeed counts as a
+        // failure before it starts: a loop of identical retries ends at the
+        // consecutive-failure guard instead of at `max_iterations`.
+        let repeated = decision.action == Action::RunPlan
+            && state
+                .decisions
+                .iter()
+                .rev()
+                .find(|earlier| earlier.decision.action == Action::RunPlan)
+                .is_some_and(|earlier| earlier.decision.same_choice(&decision));
         let action = decision.action;
         let run_goal = decision.goal.clone();
+        if action == Action::Stop
+            && state.bridge_results.is_empty()
+            && let Some(why) = &choices.run_withheld
+        {
+            state.error = Some(format!("nothing ran: {why}"));
+        }
         state.decisions.push(DecisionRecord { iteration, decision });
         state.updated_at = service.now();
         records.save(&state)?;
         if action == Action::Stop {
             break "decision_stop";
+        }
+        if repeated {
+            state.consecutive_failures += 1;
+            records.event(
+                service.now(),
+                "decision_repeated",
+                Some("running"),
+                details([
+                    ("iteration", json!(iteration)),
+                    ("goal", json!(run_goal)),
+                    ("consecutive_failures", json!(state.consecutive_failures)),
+                ]),
+            )?;
+            records.save(&state)?;
+            if state.consecutive_failures >= limits.max_consecutive_failures {
+                break "consecutive_failures";
+            }
         }
 
         let bridge_run_id = controller_bridge_id(&run_id, iteration);
@@ -268,6 +305,26 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
         iteration += 1;
     };
     finish(service, &mut records, state, stop_reason)
+}
+
+/// The closed set the next decision chooses from: only `stop` after a run
+/// that is done (the agent run ended `done`, so its plan's `[verify]`
+/// held), else `run_plan` with the plan the current goal routes to (the
+/// agent adapter routes the same instruction the same way) or, when it
+/// routes to none, only `stop`.
+fn offer(service: &Service, goal: &str, last: Option<&BridgeResult>) -> Choices {
+    if let Some(last) = last
+        && last.status == BridgeStatus::Done
+        && last.agent_final_status.is_none_or(|status| status == RunStatus::Done)
+    {
+        return Choices::stop_only("the last run is done and verified");
+    }
+    match select(&service.adapters.agent.catalog, &bridge::build_instruction(goal)) {
+        Ok((plan, _policy)) => {
+            Choices::run_or_stop(OfferedPlan { id: plan.id.clone(), description: plan.description.clone() })
+        }
+        Err(why) => Choices::stop_only(why),
+    }
 }
 
 /// Logs `recovery_considered`, then `recovery_applied` (rewriting the goal)

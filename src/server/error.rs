@@ -6,9 +6,9 @@
 //! | status | code | when |
 //! |---|---|---|
 //! | 400 | `malformed_json` | the body is not JSON |
-//! | 400 | `invalid_request` | a field is empty or out of range |
+//! | 400 | `invalid_request` | a goal of white space only, a field out of range or holding control characters |
 //! | 400 | `unknown_adapter` | `adapter` names no adapter |
-//! | 400 | `invalid_run_id` | the path holds no valid run id |
+//! | 400 | `invalid_run_id` | the path holds no valid run id (or is not UTF-8 once decoded) |
 //! | 401 | `unauthorized` | missing or wrong bearer token |
 //! | 404 | `run_not_found` / `not_found` | unknown run id / route |
 //! | 405 | `method_not_allowed` | |

@@ -8,7 +8,7 @@
 //! | `approvals.rs` | approve / reject a bridge run whose agent run waits for approval |
 //! | `controller.rs` | the controller loop: decisions, recovery, limits |
 //! | `adapters/` | `stub`, `local_echo`, `agent`, `openai`, `ollama`, `cloudcode` |
-//! | `decision/` | decision backends (`stub`, `ollama`, `openai`) and answer validation |
+//! | `decision/` | decision backends (`stub`, `ollama`, `openai`): closed choices, structured output, answer validation, evidence |
 //! | `guard.rs` | the prompt guard |
 //! | `config.rs` | environment settings |
 //! | `ids.rs` | the derived ids `bri-ctrl-…-i<n>` and `agent-<bridge id>` |
@@ -127,7 +127,11 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
             Ok(client) => client,
             Err(error) => return fail(ExitStatus::Failed, &format!("cannot build the HTTP client: {error}")),
         };
-        let (decision, ollama_up) = DecisionBackend::select(&config, &client).await;
+        let selection = match DecisionBackend::select(&config, &policy.decision, &client).await {
+            Ok(selection) => selection,
+            Err(message) => return fail(ExitStatus::InvalidInput, &format!("{message}; nothing served")),
+        };
+        let ollama_up = selection.ollama_up;
         let adapters = Adapters {
             agent,
             echo_program: adapters::local_echo::find_echo(),
@@ -142,7 +146,8 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
             workspace,
             policy,
             adapters,
-            decision,
+            decision: selection.backend,
+            decision_note: selection.note,
             env,
             store,
             api_token: config.api_token.clone(),
@@ -188,9 +193,10 @@ fn announce(service: &Service, address: &str) {
     let adapters =
         AdapterKind::ALL.map(|kind| format!("{}={}", kind.name(), service.adapters.mode(kind).as_str())).join(" ");
     eprintln!(
-        "planrun serve: decision backend {}{}; adapters {adapters}; service policy {}; auth {}",
+        "planrun serve: decision backend {}{}{}; adapters {adapters}; service policy {}; auth {}",
         service.decision.name(),
         service.decision.model().map(|model| format!(" ({model})")).unwrap_or_default(),
+        service.decision_note.as_deref().map(|note| format!(" ({note})")).unwrap_or_default(),
         service.policy.source,
         if service.api_token.is_some() { "bearer token" } else { "none" },
     );

@@ -1,27 +1,95 @@
 //! The OpenAPI 3.1 document served at `GET /openapi.json`. Written by hand
-//! next to the handlers; `tests/server.rs` checks that every route is in it.
+//! next to the handlers; `tests/server.rs` checks that every route is in it,
+//! and `.ci/run` runs schemathesis against a live service (with and without
+//! a token) so that the document and the behaviour cannot drift apart:
+//! every status a route answers is listed, and every value a request schema
+//! allows is one the handler accepts (and the other way round).
+//!
+//! Bearer auth is declared (`security`, the 401 answers) only when the
+//! service has `PLANRUN_API_TOKEN`: the document describes the running
+//! service.
 
 use serde_json::{Value, json};
 
-pub fn document() -> Value {
+/// A goal's pattern: a character that is not Unicode `White_Space` (what
+/// `char::is_whitespace` uses), spelt out because `\s` differs between
+/// regex dialects (ECMA adds U+FEFF, Python the U+001C–U+001F separators).
+const NOT_ONLY_WHITE_SPACE: &str =
+    "[^\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
+
+/// No C0 or C1 control character (`char::is_control`).
+const NO_CONTROL_CHARACTERS: &str = "^[^\\x00-\\x1f\\x7f-\\x9f]*$";
+
+/// The service's document; `auth` says whether a bearer token is required.
+pub fn document(auth: bool) -> Value {
+    let mut document = full_document();
+    if !auth {
+        if let Some(root) = document.as_object_mut() {
+            root.remove("security");
+        }
+        if let Some(paths) = document["paths"].as_object_mut() {
+            for operation in paths.values_mut().filter_map(Value::as_object_mut).flat_map(|path| path.values_mut()) {
+                if let Some(responses) = operation["responses"].as_object_mut() {
+                    responses.remove("401");
+                }
+                if let Some(operation) = operation.as_object_mut() {
+                    operation.remove("security");
+                }
+            }
+        }
+    }
+    document
+}
+
+fn full_document() -> Value {
+    let goal = json!({"type": "string", "minLength": 1, "pattern": NOT_ONLY_WHITE_SPACE,
+                      "description": "holds a character that is not white space"});
     let error = json!({"$ref": "#/components/schemas/Error"});
     let error_response =
         |description: &str| json!({"description": description, "content": {"application/json": {"schema": error}}});
     let bridge = json!({"$ref": "#/components/schemas/BridgeRun"});
     let controller = json!({"$ref": "#/components/schemas/ControllerRun"});
-    let run_id = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"}}]);
+    let run_id = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^(?!\\.{1,2}$)[A-Za-z0-9._-]{1,64}$"}}]);
     let nullable = |kind: &str| json!({"type": [kind, "null"]});
-    json!({
-        "openapi": "3.1.0",
-        "info": {
-            "title": "planrun service",
-            "version": env!("CARGO_PKG_VERSION"),
-            "description": "Bridge runs (one goal through one adapter) and controller runs (a bounded decide → run loop). \
-                            When PLANRUN_API_TOKEN is set, every endpoint but GET /health needs `Authorization: Bearer <token>`."
-        },
-        "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {
+    let decision = json!({
+        "type": "object",
+        "description": "One decision: a choice from the closed set planrun offered (`offered`), and the model call's evidence.",
+        "properties": {
+            "iteration": {"type": "integer"},
+            "action": {"type": "string", "enum": ["run_plan", "stop"]},
+            "plan_id": nullable("string"),
+            "goal": {"type": "string", "description": "the goal the run gets: the user's or a recovery rule's, never a model's"},
+            "reason": {"type": "string"},
+            "mode": {"type": "string", "enum": ["stub", "ollama", "ollama-fallback", "openai", "openai-fallback"]},
+            "parsed_success": {"type": "boolean"},
+            "fallback_used": {"type": "boolean"},
+            "fallback_reason": nullable("string"),
+            "offered": {"type": "object", "properties": {
+                "actions": {"type": "array", "items": {"enum": ["run_plan", "stop"]}},
+                "plan_ids": {"type": "array", "items": {"type": "string"}},
+                "run_withheld": nullable("string")}},
+            "evidence": {"oneOf": [{"type": "null"}, {"$ref": "#/components/schemas/DecisionEvidence"}]}
+        }
+    });
+    let evidence = json!({
+        "type": "object",
+        "properties": {
+            "backend": {"enum": ["ollama", "openai"]},
+            "model": {"type": "string"},
+            "response_format": {"enum": ["json_schema", "json_object", "ollama_format_schema"]},
+            "response_format_note": nullable("string"),
+            "request_id": nullable("string"),
+            "latency_ms": {"type": "integer", "minimum": 0},
+            "finish_reason": nullable("string"),
+            "usage": {"type": ["object", "null"]},
+            "raw_answer": {"type": ["string", "null"], "description": "at most 4096 bytes; untrusted model output"},
+            "raw_answer_truncated": {"type": "boolean"},
+            "raw_answer_trust": {"const": "untrusted"},
+            "verdict": {"enum": ["accepted", "rejected"]},
+            "verdict_reason": {"type": "string"}
+        }
+    });
+    let schemas = json!({
                 "Error": {
                     "type": "object",
                     "required": ["error"],
@@ -31,14 +99,14 @@ pub fn document() -> Value {
                 "RunRequest": {
                     "type": "object", "additionalProperties": false, "required": ["goal"],
                     "properties": {
-                        "goal": {"type": "string", "minLength": 1},
+                        "goal": goal,
                         "adapter": {"type": "string", "default": "agent",
                                     "enum": ["stub", "local_echo", "agent", "openai", "ollama", "cloudcode"]}
                     }
                 },
                 "ControllerRequest": {
                     "type": "object", "additionalProperties": false, "required": ["goal"],
-                    "properties": {"goal": {"type": "string", "minLength": 1}}
+                    "properties": {"goal": goal}
                 },
                 "BridgeRun": {
                     "type": "object",
@@ -89,37 +157,28 @@ pub fn document() -> Value {
                         "fingerprint": {"type": "string", "pattern": "^[0-9a-fA-F]{64}$",
                                         "description": "the pending action's fingerprint: an operator approves what they saw"},
                         "scope": {"type": "string", "description": "refused unless it is the pending action's scope"},
-                        "state_version": {"type": "integer", "minimum": 0, "description": "refused unless it is the version that froze the action"},
+                        "state_version": {"type": "integer", "minimum": 0, "maximum": u64::MAX, "description": "refused unless it is the version that froze the action"},
                         "expires_in_secs": {"type": "integer", "minimum": 1, "maximum": 604800, "default": 3600},
-                        "approved_by": {"type": "string", "maxLength": 200}
+                        "approved_by": {"type": "string", "maxLength": 200, "pattern": NO_CONTROL_CHARACTERS,
+                                        "description": "trimmed; empty means not given"}
                     }
                 },
                 "RejectRequest": {
                     "type": "object", "additionalProperties": false,
-                    "properties": {"reason": {"type": "string", "maxLength": 2000}}
+                    "properties": {"reason": {"type": "string", "maxLength": 2000, "pattern": NO_CONTROL_CHARACTERS,
+                                             "description": "trimmed; empty means not given"}}
                 },
-                "Decision": {
-                    "type": "object",
-                    "properties": {
-                        "iteration": {"type": "integer"},
-                        "action": {"type": "string", "enum": ["run_agent", "stop"]},
-                        "goal": {"type": "string", "maxLength": 500},
-                        "reason": {"type": "string"},
-                        "mode": {"type": "string", "enum": ["stub", "ollama", "ollama-fallback", "openai", "openai-fallback"]},
-                        "parsed_success": {"type": "boolean"},
-                        "fallback_used": {"type": "boolean"},
-                        "fallback_reason": nullable("string")
-                    }
-                },
+                "Decision": decision,
+                "DecisionEvidence": evidence,
                 "ControllerRun": {
                     "type": "object",
                     "properties": {
                         "controller_run_id": {"type": "string"},
                         "goal": {"type": "string"},
                         "current_goal": {"type": "string"},
-                        "status": {"type": "string", "enum": ["running", "done", "failed"]},
-                        "final_status": {"type": ["string", "null"], "enum": ["done", "failed", null]},
-                        "stop_reason": {"type": ["string", "null"], "enum": ["decision_stop", "max_iterations", "consecutive_failures", "prompt_blocked", null]},
+                        "status": {"type": "string", "enum": ["running", "done", "failed", "waiting_approval"]},
+                        "final_status": {"type": ["string", "null"], "enum": ["done", "failed", "waiting_approval", null]},
+                        "stop_reason": {"type": ["string", "null"], "enum": ["decision_stop", "max_iterations", "consecutive_failures", "prompt_blocked", "waiting_approval", null]},
                         "decision_mode": {"type": "string", "enum": ["stub", "ollama", "openai"]},
                         "decision_model": nullable("string"),
                         "max_iterations": {"type": "integer"},
@@ -144,11 +203,23 @@ pub fn document() -> Value {
                         "adapters": {"type": "object", "additionalProperties": {"enum": ["real", "stub", "unavailable"]}},
                         "decision_backend": {"enum": ["stub", "ollama", "openai"]},
                         "decision_model": nullable("string"),
+                        "decision_backend_note": {"type": "string", "description": "present only when `auto` found no Ollama at start-up: why the stub decides"},
                         "ollama_model": {"type": "string"},
                         "auth_required": {"type": "boolean"}
                     }
                 }
-            }
+    });
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "planrun service",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Bridge runs (one goal through one adapter) and controller runs (a bounded decide → run loop). \
+                            When PLANRUN_API_TOKEN is set, every endpoint but GET /health needs `Authorization: Bearer <token>`."
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": schemas
         },
         "security": [{"bearer": []}],
         "paths": {
@@ -162,11 +233,12 @@ pub fn document() -> Value {
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RunRequest"}}}},
                 "responses": {
                     "201": {"description": "the bridge state: done, failed, or waiting_approval (paused for approval; not final)", "content": {"application/json": {"schema": bridge}}},
-                    "400": error_response("malformed JSON, empty goal or unknown adapter"),
+                    "400": error_response("malformed JSON, a goal of white space only, or unknown adapter"),
                     "401": error_response("missing or wrong bearer token"),
                     "413": error_response("body too large"),
                     "415": error_response("not application/json"),
-                    "422": error_response("JSON of the wrong shape")
+                    "422": error_response("JSON of the wrong shape"),
+                    "500": error_response("records_failed: records could not be written")
                 }
             }},
             "/runs/{id}": {"get": {
@@ -175,7 +247,7 @@ pub fn document() -> Value {
                 "parameters": run_id,
                 "responses": {
                     "200": {"description": "the bridge state (verified: checkpoint seal, audit chain, their agreement)", "content": {"application/json": {"schema": bridge}}},
-                    "400": error_response("invalid run id"),
+                    "400": error_response("invalid run id (also a path that is not UTF-8 once decoded)"),
                     "401": error_response("missing or wrong bearer token"),
                     "404": error_response("unknown run id"),
                     "409": error_response("records_invalid: the record fails verification"),
@@ -192,7 +264,7 @@ pub fn document() -> Value {
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ApproveRequest"}}}},
                 "responses": {
                     "200": {"description": "the new bridge state", "content": {"application/json": {"schema": bridge}}},
-                    "400": error_response("malformed JSON, invalid run id, or a field out of range (fingerprint not 64 hex digits, expires_in_secs, approved_by)"),
+                    "400": error_response("malformed JSON, invalid run id, or a field out of range (fingerprint not 64 hex digits, expires_in_secs, approved_by too long or holding control characters)"),
                     "401": error_response("missing or wrong bearer token"),
                     "404": error_response("unknown run id"),
                     "409": error_response("run_not_waiting, approval_invalid (fingerprint, scope or state version mismatch, expired), \
@@ -210,10 +282,11 @@ pub fn document() -> Value {
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RejectRequest"}}}},
                 "responses": {
                     "200": {"description": "the new bridge state (status rejected)", "content": {"application/json": {"schema": bridge}}},
-                    "400": error_response("malformed JSON, invalid run id, or reason too long"),
+                    "400": error_response("malformed JSON, invalid run id, or reason too long or holding control characters"),
                     "401": error_response("missing or wrong bearer token"),
                     "404": error_response("unknown run id"),
                     "409": error_response("run_not_waiting, run_locked, refused, records_invalid"),
+                    "413": error_response("body too large"),
                     "415": error_response("not application/json"),
                     "422": error_response("JSON of the wrong shape"),
                     "500": error_response("records_failed: records could not be read or written")
@@ -224,9 +297,12 @@ pub fn document() -> Value {
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ControllerRequest"}}}},
                 "responses": {
                     "201": {"description": "the final controller state", "content": {"application/json": {"schema": controller}}},
-                    "400": error_response("malformed JSON or empty goal"),
+                    "400": error_response("malformed JSON or a goal of white space only"),
                     "401": error_response("missing or wrong bearer token"),
-                    "422": error_response("JSON of the wrong shape")
+                    "413": error_response("body too large"),
+                    "415": error_response("not application/json"),
+                    "422": error_response("JSON of the wrong shape"),
+                    "500": error_response("records_failed: records could not be read or written")
                 }
             }},
             "/controller/runs/{id}": {"get": {
@@ -234,7 +310,7 @@ pub fn document() -> Value {
                 "parameters": run_id,
                 "responses": {
                     "200": {"description": "the controller state (verified: checkpoint seal, audit chain, their agreement)", "content": {"application/json": {"schema": controller}}},
-                    "400": error_response("invalid run id"),
+                    "400": error_response("invalid run id (also a path that is not UTF-8 once decoded)"),
                     "401": error_response("missing or wrong bearer token"),
                     "404": error_response("unknown run id"),
                     "409": error_response("records_invalid: the record fails verification"),
@@ -243,7 +319,10 @@ pub fn document() -> Value {
             }},
             "/openapi.json": {"get": {
                 "summary": "This document",
-                "responses": {"200": {"description": "OpenAPI 3.1"}}
+                "responses": {
+                    "200": {"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}},
+                    "401": error_response("missing or wrong bearer token")
+                }
             }}
         }
     })

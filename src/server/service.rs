@@ -23,6 +23,8 @@ pub struct Service {
     pub policy: ServicePolicy,
     pub adapters: Adapters,
     pub decision: DecisionBackend,
+    /// Why `auto` chose the stub (start-up line and `/health`).
+    pub decision_note: Option<String>,
     pub env: Arc<RuntimeEnv>,
     /// Where bridge and controller records are kept (the agent runs'
     /// store, too).

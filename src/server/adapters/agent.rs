@@ -116,7 +116,11 @@ impl AgentRunner {
             agent_run_id: run_id.to_string(),
             agent_final_status: Some(state.status),
             agent_state_path: Some(self.store.run_state_location(run_id)),
-            failure_class: last_failure_class(self.store.as_ref(), run_id),
+            // The final class: a run that ended `done` (or waits for a
+            // person) has none, whatever an earlier retried attempt had.
+            failure_class: (state.status == RunStatus::Failed)
+                .then(|| last_failure_class(self.store.as_ref(), run_id))
+                .flatten(),
             pending_action: state.pending_action.clone().filter(|_| waiting),
         };
         let response = match metadata.pending_action.as_ref() {

@@ -1,57 +1,77 @@
 //! Decision backends of the controller loop: what to do next.
 //!
-//! The backend is chosen once at start-up ([`DecisionBackend::select`]):
-//! the deterministic [`stub`] rules, an [`ollama`] server or an
-//! [`openai`]-compatible chat completions server. Every answer of a model
-//! goes through [`parse_decision`] (fences and leading prose stripped;
-//! `action` is `run_agent` or `stop`; `goal` a string of at most
-//! [`MAX_GOAL_CHARS`] characters); an answer that is invalid, truncated,
-//! slow or unreachable falls back to the stub rules. The decision records
-//! which happened in `mode`:
+//! | file | holds |
+//! |---|---|
+//! | `choices.rs` | the closed set a decision chooses from, and its JSON Schema |
+//! | `prompt.rs` | the request's user message: fixed instructions, quoted run data |
+//! | `answer.rs` | validation of an answer against the offered choices |
+//! | `evidence.rs` | what a model answered, kept with every decision |
+//! | `http.rs` | the JSON call and probe every backend makes |
+//! | `ollama.rs`, `openai.rs` | the two model APIs |
+//! | `stub.rs` | the deterministic rules (and the fallback) |
+//!
+//! The backend is chosen once at start-up ([`DecisionBackend::select`]): the
+//! [`stub`] rules, an [`ollama`] server or an [`openai`]-compatible server.
+//! An explicitly chosen model backend that does not answer its probe is a
+//! start-up error; only `auto` falls back to the stub, with a note.
+//!
+//! Every model request carries the JSON Schema of the offered choices
+//! (structured output), and every answer is validated after decoding; an
+//! answer that is invalid, truncated, slow or unreachable falls back to the
+//! stub rules. The decision records which happened in `mode`, and the model
+//! call's [`Evidence`] in `evidence`:
 //!
 //! | mode | meaning |
 //! |---|---|
-//! | `ollama` / `openai` | the model's answer was parsed and accepted |
+//! | `ollama` / `openai` | the model's answer was valid and used |
 //! | `ollama-fallback` / `openai-fallback` | the model was called, its answer was unusable: stub rules used |
-//! | `stub` | the stub backend (chosen, or Ollama unreachable at start-up) |
+//! | `stub` | the stub backend (chosen, or `auto` found no Ollama at start-up) |
 
+pub mod answer;
+pub mod choices;
+pub mod evidence;
+pub mod http;
 pub mod ollama;
 pub mod openai;
+pub mod prompt;
 pub mod stub;
 
-use std::time::Duration;
+use std::sync::Mutex;
 
 use serde::Serialize;
-use serde_json::Value;
 
+use crate::model::DecisionSettings;
+use crate::model::FailureClass;
+use crate::runtime::Clock;
 use crate::server::config::{BackendChoice, OllamaSettings, OpenAiSettings, ServiceConfig};
-
-/// The longest goal a decision may carry.
-pub const MAX_GOAL_CHARS: usize = 500;
-/// The longest reason kept from a model's answer.
-const MAX_REASON_CHARS: usize = 500;
+use crate::server::decision::answer::{Choice, parse_decision};
+use crate::server::decision::choices::Choices;
+use crate::server::decision::evidence::{Evidence, Reply, Verdict, cap};
+use crate::server::decision::http::BackendError;
+use crate::server::decision::openai::ResponseFormat;
 
 /// What the controller does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
-    RunAgent,
+    RunPlan,
     Stop,
 }
 
 impl Action {
     pub fn as_str(self) -> &'static str {
         match self {
-            Action::RunAgent => "run_agent",
+            Action::RunPlan => "run_plan",
             Action::Stop => "stop",
         }
     }
 }
 
-/// What a decision is based on (the prompt context of the seed).
+/// What a decision is based on.
 #[derive(Debug, Clone)]
 pub struct DecisionContext<'a> {
-    /// The goal the next run would get (rewritten by recovery, if applied).
+    /// The goal the next run would get (rewritten by recovery, if applied;
+    /// never by a model).
     pub goal: &'a str,
     pub original_goal: &'a str,
     pub iteration: u32,
@@ -59,187 +79,200 @@ pub struct DecisionContext<'a> {
     /// Status of the last bridge run; `None` before the first.
     pub last_status: Option<&'a str>,
     pub last_agent_status: Option<&'a str>,
+    pub last_failure_class: Option<FailureClass>,
+    /// The last run's error text: run output, untrusted.
+    pub last_error: Option<&'a str>,
     pub recovery_attempted: bool,
     /// A recovery rewrite was applied after the last run and not yet tried.
     pub recovery_pending: bool,
+    /// What this decision may choose.
+    pub choices: &'a Choices,
+}
+
+/// The choices a decision was offered, as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Offered {
+    pub actions: Vec<&'static str>,
+    pub plan_ids: Vec<String>,
+    /// Why `run_plan` was not offered.
+    pub run_withheld: Option<String>,
+}
+
+impl Offered {
+    fn of(choices: &Choices) -> Self {
+        Offered {
+            actions: choices.actions(),
+            plan_ids: choices.plan_ids().into_iter().map(str::to_string).collect(),
+            run_withheld: choices.run_withheld.clone(),
+        }
+    }
 }
 
 /// A decision as recorded in controller state and audit.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Decision {
     pub action: Action,
+    /// The plan `run_plan` runs; `null` for `stop`.
+    pub plan_id: Option<String>,
+    /// The goal the run gets: the controller's, never a model's text.
     pub goal: String,
     pub reason: String,
     /// `stub`, `ollama`, `ollama-fallback`, `openai`, `openai-fallback`.
     pub mode: String,
-    /// Whether a model's answer was parsed and accepted.
+    /// Whether a model's answer was valid and used.
     pub parsed_success: bool,
     /// Whether the stub rules replaced an unusable model answer.
     pub fallback_used: bool,
     /// Why the model's answer was not used (`null` otherwise).
     pub fallback_reason: Option<String>,
+    pub offered: Offered,
+    /// The model call (`null` for the stub backend).
+    pub evidence: Option<Evidence>,
+}
+
+impl Decision {
+    /// Whether `other` makes the same choice for the same goal.
+    pub fn same_choice(&self, other: &Decision) -> bool {
+        self.action == other.action && self.plan_id == other.plan_id && self.goal == other.goal
+    }
+}
+
+/// Which model API a backend speaks.
+#[derive(Debug, Clone)]
+pub enum ModelApi {
+    Ollama(OllamaSettings),
+    OpenAi(OpenAiSettings),
+}
+
+/// A model backend: its API, the request settings, and what the server
+/// refused so far.
+pub struct ModelBackend {
+    pub api: ModelApi,
+    pub client: reqwest::Client,
+    pub settings: DecisionSettings,
+    /// Set when an OpenAI-compatible server refused `json_schema`: why.
+    schema_refused: Mutex<Option<String>>,
+}
+
+impl ModelBackend {
+    pub fn new(api: ModelApi, client: reqwest::Client, settings: DecisionSettings) -> Self {
+        ModelBackend { api, client, settings, schema_refused: Mutex::new(None) }
+    }
+
+    fn name(&self) -> &'static str {
+        match self.api {
+            ModelApi::Ollama(_) => "ollama",
+            ModelApi::OpenAi(_) => "openai",
+        }
+    }
+
+    fn model(&self) -> &str {
+        match &self.api {
+            ModelApi::Ollama(settings) => &settings.model,
+            ModelApi::OpenAi(settings) => &settings.model,
+        }
+    }
+
+    /// One request; returns the reply, the response format asked and a
+    /// note on it (why `json_object` was used).
+    async fn call(&self, context: &DecisionContext<'_>) -> (Result<Reply, BackendError>, &'static str, Option<String>) {
+        let schema = context.choices.schema();
+        let user = prompt::user_message(context);
+        let system = &self.settings.system_prompt;
+        match &self.api {
+            ModelApi::Ollama(api) => {
+                let reply = ollama::generate(&self.client, api, &self.settings, system, &user, &schema).await;
+                (reply, "ollama_format_schema", None)
+            }
+            ModelApi::OpenAi(api) => {
+                let refused = self.schema_refused.lock().map(|refused| refused.clone()).unwrap_or(None);
+                let ask = |format| openai::complete(&self.client, api, &self.settings, system, &user, &schema, format);
+                if let Some(why) = refused {
+                    let note = format!("the server refused `json_schema` earlier ({why})");
+                    return (ask(ResponseFormat::JsonObject).await, ResponseFormat::JsonObject.as_str(), Some(note));
+                }
+                match ask(ResponseFormat::JsonSchema).await {
+                    Err(error) if error.is_refusal() => {
+                        let reply = ask(ResponseFormat::JsonObject).await;
+                        // Remembered only when the other shape worked: a
+                        // server that fails both ways may just be down.
+                        if reply.is_ok()
+                            && let Ok(mut refused) = self.schema_refused.lock()
+                        {
+                            *refused = Some(error.to_string());
+                        }
+                        let note =
+                            format!("the server refused `json_schema` ({error}); asked again with `json_object`");
+                        (reply, ResponseFormat::JsonObject.as_str(), Some(note))
+                    }
+                    reply => (reply, ResponseFormat::JsonSchema.as_str(), None),
+                }
+            }
+        }
+    }
 }
 
 /// A decision backend, fixed at start-up.
 pub enum DecisionBackend {
     Stub,
-    Ollama { client: reqwest::Client, settings: OllamaSettings, timeout: Duration },
-    OpenAi { client: reqwest::Client, settings: OpenAiSettings, timeout: Duration },
+    Model(ModelBackend),
 }
 
-/// Why a model call gave no usable text.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BackendError {
-    #[error("unreachable: {0}")]
-    Unreachable(String),
-    #[error("timed out after {0} ms")]
-    Timeout(u128),
-    #[error("http status {0}")]
-    Status(u16),
-    #[error("unexpected response: {0}")]
-    Protocol(String),
-    #[error("truncated answer (the model hit its token limit)")]
-    Truncated,
-}
-
-impl BackendError {
-    /// Classifies a reqwest failure.
-    pub(crate) fn from_reqwest(error: &reqwest::Error, timeout: Duration) -> BackendError {
-        if error.is_timeout() {
-            BackendError::Timeout(timeout.as_millis())
-        } else if error.is_connect() {
-            BackendError::Unreachable("connection failed".to_string())
-        } else if let Some(status) = error.status() {
-            BackendError::Status(status.as_u16())
-        } else if error.is_decode() {
-            BackendError::Protocol("body is not the expected JSON".to_string())
-        } else {
-            BackendError::Unreachable(error.to_string())
-        }
-    }
-}
-
-/// Why a model's answer was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InvalidDecision {
-    #[error("no JSON object in the answer")]
-    NoJson,
-    #[error("truncated JSON")]
-    Truncated,
-    #[error("invalid JSON: {0}")]
-    Json(String),
-    #[error("`action` must be `run_agent` or `stop`, found {0}")]
-    Action(String),
-    #[error("`goal` must be a non-empty string of at most 500 characters")]
-    Goal,
-    #[error("`reason` must be a string")]
-    Reason,
-}
-
-/// A model's answer that passed validation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParsedDecision {
-    pub action: Action,
-    pub goal: Option<String>,
-    pub reason: Option<String>,
-}
-
-/// Validates a model's answer: markdown fences and leading prose are
-/// stripped, the first JSON object is read, and its fields are checked.
-pub fn parse_decision(text: &str) -> Result<ParsedDecision, InvalidDecision> {
-    let body = strip_fences(text);
-    let start = body.find('{').ok_or(InvalidDecision::NoJson)?;
-    let mut stream = serde_json::Deserializer::from_str(&body[start..]).into_iter::<Value>();
-    let value = match stream.next() {
-        Some(Ok(value)) => value,
-        Some(Err(error)) if error.is_eof() => return Err(InvalidDecision::Truncated),
-        Some(Err(error)) => return Err(InvalidDecision::Json(error.to_string())),
-        None => return Err(InvalidDecision::NoJson),
-    };
-    let object = value.as_object().ok_or(InvalidDecision::NoJson)?;
-    let action = match object.get("action") {
-        Some(Value::String(action)) if action == "run_agent" => Action::RunAgent,
-        Some(Value::String(action)) if action == "stop" => Action::Stop,
-        Some(other) => return Err(InvalidDecision::Action(other.to_string())),
-        None => return Err(InvalidDecision::Action("nothing".to_string())),
-    };
-    let goal = match object.get("goal") {
-        None | Some(Value::Null) if action == Action::Stop => None,
-        Some(Value::String(goal)) if !goal.trim().is_empty() && goal.chars().count() <= MAX_GOAL_CHARS => {
-            Some(goal.trim().to_string())
-        }
-        _ => return Err(InvalidDecision::Goal),
-    };
-    let reason = match object.get("reason") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(reason)) => Some(reason.chars().take(MAX_REASON_CHARS).collect()),
-        Some(_) => return Err(InvalidDecision::Reason),
-    };
-    Ok(ParsedDecision { action, goal, reason })
-}
-
-/// The text inside the first markdown code fence, or all of it.
-fn strip_fences(text: &str) -> &str {
-    let Some(open) = text.find("```") else {
-        return text.trim();
-    };
-    let after = &text[open + 3..];
-    // Skip the language tag (```json).
-    let after = after.find('\n').map_or(after, |newline| &after[newline + 1..]);
-    match after.find("```") {
-        Some(close) => after[..close].trim(),
-        None => after.trim(),
-    }
-}
-
-/// The prompt sent to a model: the seed's context, and the expected shape.
-pub fn prompt(context: &DecisionContext<'_>) -> String {
-    format!(
-        "You are the controller of a bounded agent runtime. Decide the next action.\n\
-         Reply with one JSON object and nothing else: \
-         {{\"action\": \"run_agent\" or \"stop\", \"goal\": \"<goal for the agent, at most 500 characters>\", \"reason\": \"<short reason>\"}}.\n\
-         Run the agent when the goal is not yet achieved and another attempt can help; stop when the last run is done or retrying cannot help.\n\n\
-         goal: {}\noriginal_goal: {}\niteration: {}/{}\nlast_status: {}\nlast_agent_status: {}\nrecovery_attempted: {}\n",
-        context.goal,
-        context.original_goal,
-        context.iteration,
-        context.max_iterations,
-        context.last_status.unwrap_or("none"),
-        context.last_agent_status.unwrap_or("none"),
-        context.recovery_attempted,
-    )
+/// The outcome of start-up selection.
+pub struct Selection {
+    pub backend: DecisionBackend,
+    /// Whether Ollama answered its probe (the `ollama` adapter's mode).
+    pub ollama_up: bool,
+    /// Why `auto` chose the stub, for the start-up line and `/health`.
+    pub note: Option<String>,
 }
 
 impl DecisionBackend {
-    /// Picks the backend per `PLANRUN_DECISION_BACKEND`: `auto` and
-    /// `ollama` probe Ollama (`GET /api/tags`) and fall back to the stub when
-    /// it does not answer. Returns the backend and whether Ollama answered.
-    pub async fn select(config: &ServiceConfig, client: &reqwest::Client) -> (DecisionBackend, bool) {
-        let ollama_up = ollama::probe(client, &config.ollama, config.timeouts.probe).await;
-        let ollama = || DecisionBackend::Ollama {
-            client: client.clone(),
-            settings: config.ollama.clone(),
-            timeout: config.timeouts.decision,
+    /// Picks the backend per `PLANRUN_DECISION_BACKEND`. `auto` probes
+    /// Ollama (`GET /api/tags`) and takes the stub when it does not answer;
+    /// an explicit `ollama` or `openai` (`GET {base}/models`) that does not
+    /// answer is an `Err` naming what was tried.
+    pub async fn select(
+        config: &ServiceConfig,
+        settings: &DecisionSettings,
+        client: &reqwest::Client,
+    ) -> Result<Selection, String> {
+        let probe = config.timeouts.probe;
+        let ollama_probe = ollama::probe(client, &config.ollama, probe).await;
+        let ollama_up = ollama_probe.is_ok();
+        let model = |api| DecisionBackend::Model(ModelBackend::new(api, client.clone(), settings.clone()));
+        let tried_ollama = format!("`GET {}/api/tags`", config.ollama.host);
+        let (backend, note) = match (config.backend, ollama_probe) {
+            (BackendChoice::Stub, _) => (DecisionBackend::Stub, None),
+            (BackendChoice::Auto | BackendChoice::Ollama, Ok(())) => {
+                (model(ModelApi::Ollama(config.ollama.clone())), None)
+            }
+            (BackendChoice::Auto, Err(error)) => {
+                (DecisionBackend::Stub, Some(format!("auto: no Ollama answered {tried_ollama} ({error}); stub rules")))
+            }
+            (BackendChoice::Ollama, Err(error)) => {
+                return Err(format!(
+                    "decision backend `ollama` (PLANRUN_DECISION_BACKEND) does not answer: tried {tried_ollama}: {error}"
+                ));
+            }
+            (BackendChoice::OpenAi, _) => {
+                if let Err(error) = openai::probe(client, &config.openai, probe).await {
+                    return Err(format!(
+                        "decision backend `openai` (PLANRUN_DECISION_BACKEND) does not answer: tried `GET {}/models`: {error}",
+                        config.openai.base_url
+                    ));
+                }
+                (model(ModelApi::OpenAi(config.openai.clone())), None)
+            }
         };
-        let backend = match config.backend {
-            BackendChoice::Stub => DecisionBackend::Stub,
-            BackendChoice::Auto | BackendChoice::Ollama if ollama_up => ollama(),
-            BackendChoice::Auto | BackendChoice::Ollama => DecisionBackend::Stub,
-            BackendChoice::OpenAi => DecisionBackend::OpenAi {
-                client: client.clone(),
-                settings: config.openai.clone(),
-                timeout: config.timeouts.decision,
-            },
-        };
-        (backend, ollama_up)
+        Ok(Selection { backend, ollama_up, note })
     }
 
     /// `stub`, `ollama` or `openai`.
     pub fn name(&self) -> &'static str {
         match self {
             DecisionBackend::Stub => "stub",
-            DecisionBackend::Ollama { .. } => "ollama",
-            DecisionBackend::OpenAi { .. } => "openai",
+            DecisionBackend::Model(model) => model.name(),
         }
     }
 
@@ -247,90 +280,96 @@ impl DecisionBackend {
     pub fn model(&self) -> Option<&str> {
         match self {
             DecisionBackend::Stub => None,
-            DecisionBackend::Ollama { settings, .. } => Some(&settings.model),
-            DecisionBackend::OpenAi { settings, .. } => Some(&settings.model),
+            DecisionBackend::Model(model) => Some(model.model()),
         }
     }
 
-    /// Decides the next action; never fails (the stub is the fallback).
-    pub async fn decide(&self, context: &DecisionContext<'_>) -> Decision {
-        let answer = match self {
+    /// Decides the next step among `context.choices`; never fails (the stub
+    /// is the fallback). `clock` measures the call's latency.
+    pub async fn decide(&self, context: &DecisionContext<'_>, clock: &dyn Clock) -> Decision {
+        let model = match self {
             DecisionBackend::Stub => {
-                let (action, goal, reason) = stub::decide(context);
-                return Decision {
-                    action,
-                    goal,
-                    reason,
-                    mode: "stub".to_string(),
-                    parsed_success: false,
-                    fallback_used: false,
-                    fallback_reason: None,
-                };
+                let (choice, reason) = stub::decide(context);
+                return decision(context, choice, reason, "stub".to_string(), None, None);
             }
-            DecisionBackend::Ollama { client, settings, timeout } => {
-                ollama::generate(client, settings, *timeout, &prompt(context)).await
-            }
-            DecisionBackend::OpenAi { client, settings, timeout } => {
-                openai::complete(client, settings, *timeout, &prompt(context)).await
+            DecisionBackend::Model(model) => model,
+        };
+        let started = clock.now();
+        let (reply, response_format, response_format_note) = model.call(context).await;
+        let latency_ms = clock.now().duration_since(started).as_millis().max(0) as u64;
+        let checked = match &reply {
+            Err(error) => Err(error.to_string()),
+            Ok(reply) if reply.truncated() => Err("truncated answer (the model hit its token limit)".to_string()),
+            Ok(reply) => {
+                parse_decision(&reply.text, context.choices).map_err(|error| format!("invalid answer: {error}"))
             }
         };
-        let parsed = answer
-            .map_err(|error| error.to_string())
-            .and_then(|text| parse_decision(&text).map_err(|error| format!("invalid answer: {error}")));
-        match parsed {
-            Ok(parsed) => Decision {
-                action: parsed.action,
-                goal: parsed.goal.unwrap_or_else(|| context.goal.to_string()),
-                reason: parsed.reason.unwrap_or_default(),
-                mode: self.name().to_string(),
-                parsed_success: true,
-                fallback_used: false,
-                fallback_reason: None,
-            },
+        let (raw_answer, raw_answer_truncated) = match &reply {
+            Ok(reply) => {
+                let (text, cut) = cap(&reply.text);
+                (Some(text), cut)
+            }
+            Err(_) => (None, false),
+        };
+        let reply = reply.ok();
+        let mut evidence = Evidence {
+            backend: model.name().to_string(),
+            model: model.model().to_string(),
+            response_format: response_format.to_string(),
+            response_format_note,
+            request_id: reply.as_ref().and_then(|reply| reply.request_id.clone()),
+            latency_ms,
+            finish_reason: reply.as_ref().and_then(|reply| reply.finish_reason.clone()),
+            usage: reply.as_ref().and_then(|reply| reply.usage.clone()),
+            raw_answer,
+            raw_answer_truncated,
+            raw_answer_trust: "untrusted",
+            verdict: Verdict::Accepted,
+            verdict_reason: String::new(),
+        };
+        match checked {
+            Ok(parsed) => {
+                evidence.verdict_reason = match &parsed.choice {
+                    Choice::RunPlan(plan) => format!("valid: `run_plan` with offered plan `{plan}`"),
+                    Choice::Stop => "valid: `stop` is offered".to_string(),
+                };
+                let reason = parsed.reason.unwrap_or_default();
+                decision(context, parsed.choice, reason, model.name().to_string(), None, Some(evidence))
+            }
             Err(why) => {
-                let (action, goal, reason) = stub::decide(context);
-                Decision {
-                    action,
-                    goal,
-                    reason,
-                    mode: format!("{}-fallback", self.name()),
-                    parsed_success: false,
-                    fallback_used: true,
-                    fallback_reason: Some(why),
-                }
+                evidence.verdict = Verdict::Rejected;
+                evidence.verdict_reason = why.clone();
+                let (choice, reason) = stub::decide(context);
+                let mode = format!("{}-fallback", model.name());
+                decision(context, choice, reason, mode, Some(why), Some(evidence))
             }
         }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn answers_are_validated() {
-        let ok = |text: &str| parse_decision(text).expect("valid");
-        assert_eq!(
-            ok(r#"{"action": "run_agent", "goal": "test flow pwd to file", "reason": "first"}"#),
-            ParsedDecision {
-                action: Action::RunAgent,
-                goal: Some("test flow pwd to file".into()),
-                reason: Some("first".into())
-            }
-        );
-        assert_eq!(ok("Sure! Here is my answer:\n```json\n{\"action\": \"stop\"}\n```\nthanks").action, Action::Stop);
-        assert_eq!(ok("I think {\"action\":\"stop\",\"goal\":\"g\"} trailing").goal.as_deref(), Some("g"));
-        assert_eq!(parse_decision(r#"{"action": "run_agent", "goal": "g"#), Err(InvalidDecision::Truncated));
-        assert_eq!(parse_decision("no json here"), Err(InvalidDecision::NoJson));
-        assert!(matches!(parse_decision(r#"{"action": "delete_all", "goal": "g"}"#), Err(InvalidDecision::Action(_))));
-        assert!(matches!(parse_decision(r#"{"action": 1}"#), Err(InvalidDecision::Action(_))));
-        assert_eq!(parse_decision(r#"{"action": "run_agent"}"#), Err(InvalidDecision::Goal));
-        assert_eq!(parse_decision(r#"{"action": "run_agent", "goal": 5}"#), Err(InvalidDecision::Goal));
-        let long = format!(r#"{{"action": "run_agent", "goal": "{}"}}"#, "x".repeat(501));
-        assert_eq!(parse_decision(&long), Err(InvalidDecision::Goal));
-        let longest = format!(r#"{{"action": "run_agent", "goal": "{}"}}"#, "é".repeat(500));
-        assert!(parse_decision(&longest).is_ok());
-        assert_eq!(parse_decision(r#"{"action": "stop", "reason": []}"#), Err(InvalidDecision::Reason));
-        assert!(matches!(parse_decision(r#"{"action": "stop",, }"#), Err(InvalidDecision::Json(_))));
+fn decision(
+    context: &DecisionContext<'_>,
+    choice: Choice,
+    reason: String,
+    mode: String,
+    fallback_reason: Option<String>,
+    evidence: Option<Evidence>,
+) -> Decision {
+    let parsed_success = evidence.is_some() && fallback_reason.is_none();
+    let (action, plan_id) = match choice {
+        Choice::RunPlan(plan) => (Action::RunPlan, Some(plan)),
+        Choice::Stop => (Action::Stop, None),
+    };
+    Decision {
+        action,
+        plan_id,
+        goal: context.goal.to_string(),
+        reason,
+        mode,
+        parsed_success,
+        fallback_used: fallback_reason.is_some(),
+        fallback_reason,
+        offered: Offered::of(context.choices),
+        evidence,
     }
 }

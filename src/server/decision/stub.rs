@@ -1,46 +1,61 @@
-//! The deterministic stub rules (the seed's table, plus recovery).
+//! The deterministic stub rules (the seed's table, plus recovery), within
+//! the offered [`Choices`](crate::server::decision::choices::Choices): the
+//! stub never runs a plan that is not offered.
 //!
-//! | condition | action | reason |
+//! | condition | choice | reason |
 //! |---|---|---|
-//! | no previous run (iteration 0) | `run_agent` | first execution |
+//! | no previous run (iteration 0), a plan offered | `run_plan` | first execution |
+//! | no plan offered | `stop` | nothing to run (why) |
 //! | last run done and agent done | `stop` | success |
-//! | last run failed, a recovery rewrite was just applied, below the cap | `run_agent` | retry with the rewritten goal |
-//! | last run failed | `stop` | no controller-level retry |
 //! | iteration approaching the maximum | `stop` | safety cap |
+//! | last run failed, a recovery rewrite was just applied | `run_plan` | retry with the rewritten goal |
+//! | last run failed | `stop` | no controller-level retry |
 
-use crate::server::decision::{Action, DecisionContext};
+use crate::server::decision::DecisionContext;
+use crate::server::decision::answer::Choice;
 
-/// The stub's answer: action, goal and reason.
-pub fn decide(context: &DecisionContext<'_>) -> (Action, String, String) {
-    let goal = context.goal.to_string();
+/// The stub's choice and reason.
+pub fn decide(context: &DecisionContext<'_>) -> (Choice, String) {
+    let offered = context.choices.plans.first().map(|plan| plan.id.clone());
     let Some(last_status) = context.last_status else {
-        return (Action::RunAgent, goal, "first execution".to_string());
+        return match offered {
+            Some(plan) => (Choice::RunPlan(plan), "first execution".to_string()),
+            None => (Choice::Stop, nothing_to_run(context)),
+        };
     };
-    let approaching_max = context.iteration + 1 >= context.max_iterations;
     if last_status == "done" && context.last_agent_status.is_none_or(|status| status == "done") {
-        return (Action::Stop, goal, "success: the last run is done".to_string());
+        return (Choice::Stop, "success: the last run is done".to_string());
     }
-    if approaching_max {
-        return (Action::Stop, goal, "safety cap: iteration approaching the maximum".to_string());
+    if context.iteration + 1 >= context.max_iterations {
+        return (Choice::Stop, "safety cap: iteration approaching the maximum".to_string());
     }
     if last_status == "failed" {
-        if context.recovery_pending {
-            return (Action::RunAgent, goal, "retry with the goal rewritten by a recovery rule".to_string());
-        }
-        return (Action::Stop, goal, "the last run failed; no controller-level retry".to_string());
+        return match offered {
+            Some(plan) if context.recovery_pending => {
+                (Choice::RunPlan(plan), "retry with the goal rewritten by a recovery rule".to_string())
+            }
+            None if context.recovery_pending => (Choice::Stop, nothing_to_run(context)),
+            _ => (Choice::Stop, "the last run failed; no controller-level retry".to_string()),
+        };
     }
-    (Action::Stop, goal, format!("unexpected last status `{last_status}`"))
+    (Choice::Stop, format!("unexpected last status `{last_status}`"))
+}
+
+fn nothing_to_run(context: &DecisionContext<'_>) -> String {
+    format!("nothing to run: {}", context.choices.run_withheld.as_deref().unwrap_or("no plan is offered"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::decision::choices::{Choices, OfferedPlan};
 
-    fn context(
+    fn context<'a>(
+        choices: &'a Choices,
         iteration: u32,
         last: Option<(&'static str, &'static str)>,
         recovery_pending: bool,
-    ) -> DecisionContext<'static> {
+    ) -> DecisionContext<'a> {
         DecisionContext {
             goal: "g",
             original_goal: "g",
@@ -48,22 +63,28 @@ mod tests {
             max_iterations: 3,
             last_status: last.map(|(status, _)| status),
             last_agent_status: last.map(|(_, agent)| agent),
+            last_failure_class: None,
+            last_error: None,
             recovery_attempted: recovery_pending,
             recovery_pending,
+            choices,
         }
     }
 
     #[test]
     fn the_stub_follows_the_seed_table() {
-        let action = |ctx: DecisionContext<'_>| decide(&ctx).0;
-        assert_eq!(action(context(0, None, false)), Action::RunAgent);
-        assert_eq!(action(context(1, Some(("done", "done")), false)), Action::Stop);
-        assert_eq!(action(context(1, Some(("failed", "failed")), false)), Action::Stop);
-        assert_eq!(action(context(1, Some(("failed", "failed")), true)), Action::RunAgent);
-        assert_eq!(action(context(2, Some(("failed", "failed")), true)), Action::Stop);
+        let run = Choices::run_or_stop(OfferedPlan { id: "p".into(), description: String::new() });
+        let choice = |ctx: DecisionContext<'_>| decide(&ctx).0;
+        assert_eq!(choice(context(&run, 0, None, false)), Choice::RunPlan("p".into()));
+        assert_eq!(choice(context(&run, 1, Some(("done", "done")), false)), Choice::Stop);
+        assert_eq!(choice(context(&run, 1, Some(("failed", "failed")), false)), Choice::Stop);
+        assert_eq!(choice(context(&run, 1, Some(("failed", "failed")), true)), Choice::RunPlan("p".into()));
+        assert_eq!(choice(context(&run, 2, Some(("failed", "failed")), true)), Choice::Stop);
         assert_eq!(
-            decide(&context(2, Some(("failed", "failed")), true)).2,
+            decide(&context(&run, 2, Some(("failed", "failed")), true)).1,
             "safety cap: iteration approaching the maximum"
         );
+        let none = Choices::stop_only("ambiguous goal");
+        assert_eq!(decide(&context(&none, 0, None, false)), (Choice::Stop, "nothing to run: ambiguous goal".into()));
     }
 }

