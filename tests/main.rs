@@ -31,6 +31,7 @@
 //! | `server_approvals` | `POST /runs/{id}/approve\|reject`: approval-gated bridge runs, refusals, auth | `server/` |
 //! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers | `server/` |
 //! | `server_read_through` | a waiting bridge run whose agent run was approved, resumed, rejected or cancelled with the CLI shows the real status; HTTP decisions on it answer 409 | |
+//! | `server_run_list` | `GET /runs?limit=&after=`: bridge runs newest first, paging, bad paging parameters (400 JSON), a tampered record listed as unreadable | |
 //! | `server_records` | bridge and controller records: sealed, chained, refused when tampered | |
 //! | `service_policy` | the service policy file on the common loader: TOML and YAML, findings with positions, `check` and `serve` | |
 //! | `serve_harness` | the service test harness (server process, fake model servers) | |
@@ -61,6 +62,7 @@ mod server_approvals;
 mod server_controller;
 mod server_read_through;
 mod server_records;
+mod server_run_list;
 mod service_policy;
 mod shell_completions;
 mod ticket_demo;
