@@ -55,16 +55,16 @@ pub fn runs(args: &RunsArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
 
 fn print_table(runs: &[ListedRun]) {
     let id_width = runs.iter().map(|run| listed_id(run).chars().count()).max().unwrap_or(0).max(2);
-    let plan_width = runs
-        .iter()
-        .filter_map(
-            |run| if let ListedRun::Readable(summary) = run { Some(summary.plan.chars().count()) } else { None },
-        )
+    let summaries =
+        || runs.iter().filter_map(|run| if let ListedRun::Readable(summary) = run { Some(summary) } else { None });
+    let plan_width = summaries().map(|summary| summary.plan.chars().count()).max().unwrap_or(0).max(4);
+    let stop_width = summaries()
+        .map(|summary| summary.stop_reason.as_deref().map_or(1, str::len))
         .max()
         .unwrap_or(0)
-        .max(4);
+        .max("STOP REASON".len());
     let header = format!(
-        "{:<id_width$}  {:<plan_width$}  {:<16}  {:<14}  {:>5}  {:<24}  DURATION",
+        "{:<id_width$}  {:<plan_width$}  {:<16}  {:<stop_width$}  {:>5}  {:<24}  DURATION",
         "ID", "PLAN", "STATUS", "STOP REASON", "STEPS", "STARTED"
     );
     anstream::println!("{}", paint(BOLD, header.trim_end()));
@@ -74,7 +74,7 @@ fn print_table(runs: &[ListedRun]) {
                 // Padded before colouring: escape codes have no width.
                 let padding = " ".repeat(16usize.saturating_sub(summary.status.as_str().len()));
                 anstream::println!(
-                    "{:<id_width$}  {:<plan_width$}  {}{padding}  {:<14}  {:>5}  {:<24}  {}",
+                    "{:<id_width$}  {:<plan_width$}  {}{padding}  {:<stop_width$}  {:>5}  {:<24}  {}",
                     summary.run_id,
                     summary.plan,
                     run_status(summary.status),

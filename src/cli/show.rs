@@ -1,6 +1,7 @@
-//! `planrun show <run_id>`: a run's timeline from its verified records.
+//! `planrun show <run_id>`: a run's timeline from its verified records
+//! (`latest`: the newest run).
 //!
-//! One line per attempt (time, step, kind, status, attempt, duration), then
+//! A header (plan, goal, status, the finish message), then one line per attempt (time, step, kind, status, attempt, duration), then
 //! what ran (argv, path or ticket), the rule that decided, receipts, the
 //! failure class and error, and the first line of the output (all of it
 //! with `--full`); then approval
