@@ -139,7 +139,11 @@ fn show_prints_the_finish_message_and_latest_is_the_newest_run() {
     let empty = Sandbox::new();
     let none = empty.planrun().args(["show", "latest"]).run();
     assert_eq!(none.code, 2, "{}", none.snapshot());
-    assert!(none.stderr.contains("latest"), "{}", none.stderr);
+    assert!(
+        empty.filter(&none.stderr).contains("no runs yet in workspace `[WORKSPACE]`: `latest` names the newest run"),
+        "{}",
+        none.stderr
+    );
 }
 
 #[test]

@@ -18,7 +18,7 @@ pub const LATEST: &str = "latest";
 pub fn show(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Result<LoadedRun, OpsError> {
     validate_run_id(run_id)?;
     let store = env.store(workspace);
-    let run_id = resolve(store.as_ref(), run_id)?;
+    let run_id = resolve(store.as_ref(), run_id, workspace)?;
     Ok(store.read_run(&run_id)?)
 }
 
@@ -28,13 +28,18 @@ pub fn full_state_json(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Resu
 }
 
 /// `run_id`, or for `latest` with no run of that name the newest run's id.
-fn resolve(store: &dyn RunStore, run_id: &str) -> Result<String, OpsError> {
+fn resolve(store: &dyn RunStore, run_id: &str, workspace: &Path) -> Result<String, OpsError> {
     if run_id != LATEST {
         return Ok(run_id.to_string());
     }
-    // Newest first: an exact `latest` wins, else the first listed run; with
-    // no runs, `latest` is looked up as an id and reported as no such run.
+    // Newest first: an exact `latest` wins, else the first listed run.
     let listed = store.list_runs()?;
     let exact = listed.iter().find(|listing| listing.run_id == LATEST);
-    Ok(exact.or(listed.first()).map_or_else(|| LATEST.to_string(), |listing| listing.run_id.clone()))
+    match exact.or(listed.first()) {
+        Some(listing) => Ok(listing.run_id.clone()),
+        None => Err(OpsError::Usage(format!(
+            "no runs yet in workspace `{}`: `latest` names the newest run",
+            workspace.display()
+        ))),
+    }
 }
