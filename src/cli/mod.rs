@@ -16,6 +16,7 @@ mod reject;
 mod resume;
 mod route;
 mod run;
+mod runs;
 mod schema;
 mod show;
 
@@ -99,7 +100,9 @@ pub enum Command {
     Policy(policy::PolicyArgs),
     /// Print the JSON Schema of plan or policy files (editor support).
     Schema(schema::SchemaArgs),
-    /// Show a run's timeline from its records.
+    /// List the runs of the workspace, newest first.
+    Runs(runs::RunsArgs),
+    /// Show a run's timeline from its records (`latest`: the newest run).
     Show(show::ShowArgs),
     /// Approve the action a run is waiting on (bound to its fingerprint).
     Approve(approve::ApproveArgs),
@@ -146,6 +149,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Route(args)) => route::route(args, &cli.dirs),
         Some(Command::Policy(args)) => policy::policy(args, &cli.dirs),
         Some(Command::Schema(args)) => schema::schema_command(args),
+        Some(Command::Runs(args)) => runs::runs(args, &cli.dirs, &env),
         Some(Command::Show(args)) => show::show(args, &cli.dirs, &env),
         Some(Command::Approve(args)) => approve::approve(args, &cli.dirs, &env),
         Some(Command::Reject(args)) => reject::reject(args, &cli.dirs, &env),

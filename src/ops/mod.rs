@@ -13,7 +13,8 @@
 //! | continue a run | [`resume`] | [`RunOutcome`] |
 //! | approve a frozen action | [`approve`] | [`Approved`] |
 //! | reject / cancel a run | [`reject`], [`cancel`] | [`EndedRun`] |
-//! | read a run back | [`show`], [`full_state_json`] | [`LoadedRun`](crate::store::LoadedRun) |
+//! | list runs, newest first | [`runs`] | [`RunsOutcome`] |
+//! | read a run back (`latest`: the newest) | [`show`], [`full_state_json`] | [`LoadedRun`](crate::store::LoadedRun) |
 //! | explain routing | [`route`] | [`Routed`] |
 //! | preview a run | [`preview`] | [`Preview`](crate::preview::Preview) |
 //! | ask a policy about a command line | [`policy_check`] | [`PolicyVerdict`] |
@@ -36,6 +37,7 @@ mod reject;
 mod resume;
 mod route;
 mod run;
+mod runs;
 mod show;
 
 pub use approve::{ApproveInput, Approved, approve};
@@ -51,4 +53,5 @@ pub use reject::reject;
 pub use resume::resume;
 pub use route::{Routed, route};
 pub use run::{RunInput, RunOutcome, RunTarget, run};
-pub use show::{full_state_json, show};
+pub use runs::{ListedRun, RunSummary, RunsInput, RunsOutcome, runs};
+pub use show::{LATEST, full_state_json, show};

@@ -228,3 +228,26 @@ fn a_record_checkpoint_must_be_its_own_object_without_the_store_fields() {
     let loaded = store.read_record(RecordKind::Bridge, "br-1").expect("read");
     assert_eq!((loaded.state_version, loaded.state["status"].as_str()), (3, Some("done")));
 }
+
+#[test]
+fn records_are_listed_newest_first_by_kind() {
+    let (dir, store) = file_store();
+    let store: &dyn RunStore = &store;
+    assert!(store.list_records(RecordKind::Bridge).expect("list").is_empty(), "no records folder yet");
+    for (id, created_at) in
+        [("br-b", "2026-01-02T00:00:00Z"), ("br-c", "2026-01-01T00:00:00Z"), ("br-a", "2026-01-03T00:00:00Z")]
+    {
+        let mut record = store.create_record(RecordKind::Bridge, id).expect("record");
+        record.checkpoint(&json!({"run_id": id, "created_at": created_at}), 0).expect("checkpoint");
+    }
+    let mut controller = store.create_record(RecordKind::Controller, "ctrl-1").expect("record");
+    controller.checkpoint(&json!({"controller_run_id": "ctrl-1", "created_at": "2026-01-09T00:00:00Z"}), 0).expect("c");
+    drop(controller);
+    store.create_record(RecordKind::Bridge, "br-empty").expect("a record without a checkpoint yet");
+    fs::write(dir.path().join("bridge/runs/br-b/state.json"), "not an envelope").expect("break one");
+    let ids = |kind| -> Vec<String> {
+        store.list_records(kind).expect("list").into_iter().map(|listing| listing.run_id).collect()
+    };
+    assert_eq!(ids(RecordKind::Bridge), ["br-a", "br-c", "br-b"], "the broken one last, listed all the same");
+    assert_eq!(ids(RecordKind::Controller), ["ctrl-1"]);
+}

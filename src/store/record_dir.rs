@@ -31,7 +31,7 @@ pub(crate) fn records_folder(workspace: &Path) -> PathBuf {
 }
 
 /// The state and audit file names of `kind`.
-fn files(kind: RecordKind) -> LogFiles {
+pub(crate) fn files(kind: RecordKind) -> LogFiles {
     match kind {
         RecordKind::Bridge => LogFiles { state: "state.json", audit: "audit.jsonl" },
         RecordKind::Controller => LogFiles { state: "controller_state.json", audit: "controller_audit.jsonl" },
