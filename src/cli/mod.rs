@@ -31,7 +31,7 @@ use crate::runtime::RuntimeEnv;
 
 /// Runs bounded agents from declarative plan files.
 #[derive(Debug, Parser)]
-#[command(name = "planrun", version, args_conflicts_with_subcommands = true)]
+#[command(name = "planrun", version)]
 #[command(about = "Runs bounded agents from declarative plan files", long_about = None)]
 pub struct Cli {
     #[command(flatten)]
@@ -60,6 +60,13 @@ pub struct RunArgs {
     /// Print no progress to stderr (errors are still printed).
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+impl RunArgs {
+    /// Whether any option of a run was given.
+    fn is_given(&self) -> bool {
+        self.plan.is_some() || self.goal.is_some() || self.run_id.is_some() || self.json || self.quiet
+    }
 }
 
 /// Where files live; valid before or after a subcommand.
@@ -137,6 +144,16 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return if error.use_stderr() { ExitStatus::InvalidInput } else { ExitStatus::Done }.into();
         }
     };
+    if cli.command.is_some() && cli.run.is_given() {
+        // The folder options (`--workspace`, `--plans`, `--policies`,
+        // `--color`) are global: they may stand before or after a command.
+        // The run's own options may not.
+        return output::fail(
+            ExitStatus::InvalidInput,
+            "`--plan`, `--goal`, `--run-id`, `--json` and `--quiet` before a command belong to a run; \
+             give a command's own options after its name (see `planrun <command> --help`)",
+        );
+    }
     output::set_color(cli.dirs.color);
     let env = match RuntimeEnv::from_process() {
         Ok(env) => env,
