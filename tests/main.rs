@@ -13,6 +13,7 @@
 //! | `approvals` | approval matching (fingerprint, scope, state version), expiry, forged approvals, `decision = "prompt"`, changed plans, `reject`, `cancel` | `bounded/rejected@*` |
 //! | `integrity` | tampered `state.json` and `audit.jsonl` refused by every command; HMAC seals and no downgrade | |
 //! | `idempotency` | receipts: crash after an effect, keyed writes reused or in conflict, uncertain outcomes, resume at the checkpoint | `bounded/crash_resume@*` |
+//! | `budget_paths` | budgets on every path: the approved action of a paused run, its receipt look-up, the verifier's look-ups; nothing over budget is applied | |
 //! | `budgets` | `max_steps`, `max_tool_calls`, `max_run_secs`, plan budgets below the policy's, the deadline across a pause | |
 //! | `completion` | `when` skips, `expect` (exit code, output), `verify` checks deciding `done` | |
 //! | `security` | every security boundary: denied, and nothing executed or created | |
@@ -40,6 +41,7 @@ mod serve_harness;
 
 mod approvals;
 mod authoring;
+mod budget_paths;
 mod budgets;
 mod check_catalog;
 mod cli;

@@ -56,15 +56,19 @@ pub(super) struct Attempt<'a, 'r> {
 impl Attempt<'_, '_> {
     /// One attempt of step `index`. `approved` is the frozen action a
     /// person approved (only when resuming a paused run): it skips the
-    /// budgets, the start event, the condition, resolution and the gate.
+    /// start event, the condition, resolution and the gate, not the budgets.
     pub(super) fn run(mut self, index: usize, step: &Step, approved: Option<ResolvedAction>) -> Result<(), StoreError> {
         let attempt = self.state.cursor.attempts + 1;
         let is_tool = !matches!(step.action, Action::Finish { .. });
         let resuming_pending = approved.is_some();
+        // The approved action of a paused step was counted as a step when
+        // it paused; its tool calls (receipt look-up and effect) are not
+        // counted yet, so the budgets are checked for it as for any other.
+        let new_step = attempt == 1 && !resuming_pending;
+        if !self.budget_allows(step, new_step, is_tool)? {
+            return Ok(());
+        }
         if !resuming_pending {
-            if !self.budget_allows(step, attempt, is_tool)? {
-                return Ok(());
-            }
             if attempt == 1 {
                 self.state.counters.steps += 1;
             }
@@ -136,9 +140,9 @@ impl Attempt<'_, '_> {
 
     /// Checks the budgets that stop a run before an attempt starts; an
     /// exhausted one is recorded and ends the run.
-    fn budget_allows(&mut self, step: &Step, attempt: u32, is_tool: bool) -> Result<bool, StoreError> {
+    fn budget_allows(&mut self, step: &Step, new_step: bool, is_tool: bool) -> Result<bool, StoreError> {
         let needed = u64::from(is_tool) + u64::from(self.idempotency.lookup_needed(step));
-        match self.budgets.before_attempt(self.state, attempt, needed) {
+        match self.budgets.before_attempt(self.state, new_step, needed) {
             Some(exhausted) => {
                 exhausted.record(self.plan, self.state, self.recorder)?;
                 Ok(false)
@@ -252,7 +256,7 @@ impl Attempt<'_, '_> {
 
     /// The run reached its end: `[[verify]]` decides whether it is `done`.
     fn complete(&mut self, reason: &str) -> Result<(), StoreError> {
-        self.verifier.complete(reason, self.state, self.recorder, self.idempotency.receipts())
+        self.verifier.complete(reason, self.state, self.recorder, self.idempotency.receipts(), self.budgets)
     }
 
     /// Evaluates a `when` condition. `Ok(Err(_))` is a template failure.

@@ -214,12 +214,9 @@ impl<'r> Interpreter<'r> {
             })?;
             self.state.pending_action = None;
             self.state.approval = None;
-            // The deadline counts the pause: an approval given after it
-            // cannot run the action.
-            match self.budgets.deadline(&self.state) {
-                Some(exhausted) => exhausted.record(self.plan, &mut self.state, &mut self.recorder)?,
-                None => self.attempt(progress).run(index, step, Some(action))?,
-            }
+            // The attempt checks the budgets first: the deadline counts the
+            // pause, and the tool calls the approved action needs must fit.
+            self.attempt(progress).run(index, step, Some(action))?;
             self.idempotency.recovered();
             self.recorder.checkpoint(&mut self.state)?;
         } else {
@@ -238,6 +235,7 @@ impl<'r> Interpreter<'r> {
                     &mut self.state,
                     &mut self.recorder,
                     self.idempotency.receipts(),
+                    &self.budgets,
                 )?,
             }
             // Only the first attempt after a resume may find its effect
