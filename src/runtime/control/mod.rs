@@ -10,6 +10,7 @@
 mod approve;
 mod cancel;
 mod error;
+mod files;
 mod open;
 mod reject;
 mod resume;

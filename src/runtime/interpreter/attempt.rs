@@ -344,14 +344,8 @@ impl Attempt<'_, '_> {
 
     /// Freezes the resolved action for approval and pauses the run.
     fn freeze(&mut self, step: &Step, action: &ResolvedAction, required_by: String) -> Result<(), StoreError> {
-        let action_json = serde_json::to_value(action).unwrap_or(Value::Null);
-        // Keys are literal or built from `run.id` only (the loader checks),
-        // so rendering cannot fail; a failure yields no key, and the step
-        // then fails closed when it runs.
-        let key = step.idempotency_key.as_ref().and_then(|key| key.render(&*self.outputs).ok());
-        let risk = step.risk().as_str().to_string();
-        let scope = action.scope();
-        let print = fingerprint(step.action.kind(), &action_json, &risk, key.as_deref(), &scope);
+        let Frozen { action: action_json, key, risk, scope, fingerprint: print } =
+            Frozen::of(step, action, self.outputs);
         let pending = PendingAction {
             step_id: step.id.clone(),
             kind: step.action.kind().to_string(),
@@ -379,10 +373,35 @@ impl Attempt<'_, '_> {
     }
 }
 
+/// What a pause freezes of a resolved action, and its fingerprint: built
+/// the same way when the action is frozen and when a loaded run's story is
+/// checked against the plan.
+pub(super) struct Frozen {
+    pub(super) action: Value,
+    pub(super) key: Option<String>,
+    pub(super) risk: String,
+    pub(super) scope: String,
+    pub(super) fingerprint: String,
+}
+
+impl Frozen {
+    pub(super) fn of(step: &Step, action: &ResolvedAction, outputs: &Outputs) -> Self {
+        let action_json = serde_json::to_value(action).unwrap_or(Value::Null);
+        // Keys are literal or built from `run.id` only (the loader checks),
+        // so rendering cannot fail; a failure yields no key, and the step
+        // then fails closed when it runs.
+        let key = step.idempotency_key.as_ref().and_then(|key| key.render(outputs).ok());
+        let risk = step.risk().as_str().to_string();
+        let scope = action.scope();
+        let fingerprint = fingerprint(step.action.kind(), &action_json, &risk, key.as_deref(), &scope);
+        Frozen { action: action_json, key, risk, scope, fingerprint }
+    }
+}
+
 /// Renders every template of an action. Only data fields can hold step
 /// output: the loader guarantees that the program and paths are literal
 /// (or built from `run.id`).
-fn render_action(action: &Action, outputs: &Outputs) -> Result<ResolvedAction, ToolFailure> {
+pub(super) fn render_action(action: &Action, outputs: &Outputs) -> Result<ResolvedAction, ToolFailure> {
     let fail =
         |error: TemplateError| failure(FailureClass::TemplateError, format!("template resolution failed: {error}"));
     Ok(match action {

@@ -256,7 +256,7 @@ pub(super) fn crash_hook(env: &RuntimeEnv, step: &Step, point: CrashPoint) {
 }
 
 /// SHA-256 of what a keyed step intends to do.
-fn intent_digest(kind: &str, action: &Value, key: &str) -> String {
+pub(super) fn intent_digest(kind: &str, action: &Value, key: &str) -> String {
     let value = json!({"kind": kind, "action": action, "idempotency_key": key});
     canonical_digest(&value)
 }

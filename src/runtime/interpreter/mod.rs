@@ -13,6 +13,8 @@
 //! - `idempotency.rs`: receipts of keyed steps, recovery, the crash hook;
 //! - `completion.rs`: `expect` post-conditions and `[[verify]]`;
 //! - `outputs.rs`: the step outputs templates may read;
+//! - `invariants.rs`: whether a loaded run's story is one the plan could
+//!   produce ([`check_story`]);
 //! - `outcome.rs`: failures the interpreter makes itself;
 //! - `Recorder` (`runtime/recorder.rs`): every record the run writes.
 //!
@@ -23,6 +25,7 @@ mod attempt;
 mod budgets;
 mod completion;
 mod idempotency;
+mod invariants;
 mod outcome;
 mod outputs;
 #[cfg(test)]
@@ -46,6 +49,8 @@ use budgets::Budgets;
 use completion::Verifier;
 use idempotency::Idempotency;
 use outputs::Outputs;
+
+pub use invariants::check_story;
 
 /// Runs one plan. Built by [`crate::runtime::execute`] or
 /// [`crate::runtime::resume`].
