@@ -12,6 +12,7 @@
 //! | `ticket_demo` | the ticket demo: pause for approval, approve and resume, already closed, untrusted ticket data, `planrun demo` | `bounded/` |
 //! | `approvals` | approval matching (fingerprint, scope, state version), expiry, forged approvals, `decision = "prompt"`, changed plans, `reject`, `cancel` | `bounded/rejected@*` |
 //! | `integrity` | tampered `state.json` and `audit.jsonl` refused by every command; HMAC seals and no downgrade | |
+//! | `effect_receipts` | receipts the effect vouches for: the ticket store's receipt of a keyed close, recovery asking it first, hand-written runtime receipts never standing in for it, conflicts, uncertain only where the effect cannot answer | |
 //! | `idempotency` | receipts: crash after an effect, keyed writes reused or in conflict, uncertain outcomes, resume at the checkpoint | `bounded/crash_resume@*` |
 //! | `budget_paths` | budgets on every path: the approved action of a paused run, its receipt look-up, the verifier's look-ups; nothing over budget is applied | |
 //! | `budgets` | `max_steps`, `max_tool_calls`, `max_run_secs`, plan budgets below the policy's, the deadline across a pause | |
@@ -49,6 +50,7 @@ mod cli;
 mod completion;
 mod decision_backends;
 mod diagnostics;
+mod effect_receipts;
 mod idempotency;
 mod integrity;
 mod nesting_limit;

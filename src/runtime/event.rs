@@ -326,6 +326,10 @@ pub struct ReceiptLookup {
     pub idempotency_key: String,
     /// The receipt's state, `null` when there is none.
     pub found: Option<ReceiptState>,
+    /// What the effect itself answered (`applied`, `not_applied`,
+    /// `conflict`, `cannot_answer`), when it was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effect: Option<String>,
 }
 
 /// `receipt_recorded`: a keyed effect completed and its receipt is durable.

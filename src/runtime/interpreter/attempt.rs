@@ -32,7 +32,7 @@ use crate::tools::{ResolvedAction, ToolFailure, ToolOutcome, ToolSuccess, Tools}
 
 use super::budgets::Budgets;
 use super::completion::{Verifier, apply_expect};
-use super::idempotency::{Idempotency, crash_hook};
+use super::idempotency::{EffectRun, Idempotency, crash_hook};
 use super::outcome::failure;
 use super::outputs::Outputs;
 
@@ -119,9 +119,8 @@ impl Attempt<'_, '_> {
         let outcome = match &step.idempotency_key {
             Some(key_template) => match key_template.render(&*self.outputs) {
                 Ok(key) => {
-                    let tools = &mut *self.tools;
-                    let effect = || tools.execute(&action, attempt, timeout, resuming_pending);
-                    self.idempotency.execute(step, key, &action, self.state, self.recorder, effect)?
+                    let run = EffectRun { attempt, timeout, approved: resuming_pending };
+                    self.idempotency.execute(step, key, &action, self.state, self.recorder, self.tools, run)?
                 }
                 Err(_) => ToolOutcome::err(failure(
                     FailureClass::TemplateError,
