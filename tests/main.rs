@@ -15,6 +15,7 @@
 //! | `effect_receipts` | receipts the effect vouches for: the ticket store's receipt of a keyed close, recovery asking it first, hand-written runtime receipts never standing in for it, conflicts, uncertain only where the effect cannot answer | |
 //! | `idempotency` | receipts: crash after an effect, keyed writes reused or in conflict, uncertain outcomes, resume at the checkpoint | `bounded/crash_resume@*` |
 //! | `budget_paths` | budgets on every path: the approved action of a paused run, its receipt look-up, the verifier's look-ups; nothing over budget is applied | |
+//! | `reconcile` | `planrun reconcile --applied\|--not-applied` settles a `tool_result_uncertain` run (audited, recorded), `resume` continues past it or runs it again; anything else refused | |
 //! | `budgets` | `max_steps`, `max_tool_calls`, `max_run_secs`, plan budgets below the policy's, the deadline across a pause | |
 //! | `completion` | `when` skips, `expect` (exit code, output), `verify` checks deciding `done` | |
 //! | `story_invariants` | a re-sealed checkpoint whose story the plan could not produce (re-targeted frozen action, missing look-up, `done` without evidence, empty pending step) refused by `approve`/`resume`; `approved_at <= now < expires_at` | |
@@ -55,6 +56,7 @@ mod idempotency;
 mod integrity;
 mod nesting_limit;
 mod preview;
+mod reconcile;
 mod records;
 mod routing;
 mod scenarios;

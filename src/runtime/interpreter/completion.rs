@@ -12,6 +12,7 @@ use crate::store::{Evidence, ReceiptState, RunState, RunStore, StoreError};
 use crate::tools::{ToolOutcome, ToolSuccess, tickets};
 
 use super::budgets::Budgets;
+use super::idempotency::RECEIPT_EVIDENCE;
 use super::outcome::failure;
 
 /// Runs the plan's `[[verify]]` checks when the run reaches its end.
@@ -105,7 +106,7 @@ impl<'r> Verifier<'r> {
                 let label = format!("receipt of step `{step}` matches its intent");
                 let recorded = state.evidence.iter().rev().find(|evidence| {
                     evidence.step_id.as_deref() == Some(step.as_str())
-                        && matches!(evidence.kind.as_str(), "receipt" | "recovered_from_receipt" | "reused_receipt")
+                        && RECEIPT_EVIDENCE.contains(&evidence.kind.as_str())
                 });
                 let Some(recorded) = recorded else {
                     let satisfied = state.evidence.iter().any(|evidence| evidence.kind == "already_satisfied");

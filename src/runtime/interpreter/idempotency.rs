@@ -34,6 +34,10 @@ use crate::tools::{ResolvedAction, ToolOutcome, ToolSuccess, Tools, Vouch};
 
 use super::outcome::failure;
 
+/// Evidence kinds that stand for a keyed write's receipt (`reconciled`: a
+/// person's word, `planrun reconcile --applied`).
+pub(super) const RECEIPT_EVIDENCE: [&str; 4] = ["receipt", "recovered_from_receipt", "reused_receipt", "reconciled"];
+
 /// The run store (for its receipts) and whether the run is recovering.
 pub(super) struct Idempotency<'r> {
     store: Arc<dyn RunStore>,

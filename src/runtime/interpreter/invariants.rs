@@ -22,11 +22,8 @@ use crate::model::{Plan, RunStatus};
 use crate::store::{RunState, StepRecord, StepRecordStatus, StoreError};
 
 use super::attempt::{Frozen, render_action};
-use super::idempotency::intent_digest;
+use super::idempotency::{RECEIPT_EVIDENCE, intent_digest};
 use super::outputs::Outputs;
-
-/// Evidence kinds that stand for a keyed write's receipt.
-const RECEIPT_EVIDENCE: [&str; 3] = ["receipt", "recovered_from_receipt", "reused_receipt"];
 
 /// Checks that `state` and its verified `history` tell a story `plan` could
 /// have produced; a violation is [`StoreError::Tampered`] and nothing runs.
