@@ -3,12 +3,14 @@
 //! (`reconciliation_settled`) and recorded, the run is `running` again and
 //! `resume` continues it — past the step when it was applied (no second
 //! effect), running it again when it was not. Anything but an uncertain run
-//! is refused with the records unchanged.
+//! is refused with the records unchanged. An uncertain ticket close settled
+//! as applied still has to pass the verifier's fresh look-up.
 
 use std::fs;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use crate::common::tickets::{RUN, T_APPROVE, T_RESUME, T_RESUME_AGAIN, close_count, pause, ticket_sandbox, tickets};
 use crate::common::{Sandbox, TEST_POLICY};
 
 const PLAN: &str = "version = 1\nid = \"test\"\n\n[[steps]]\nid = \"write\"\nkind = \"write_file\"\npath = \"out.txt\"\ncontent = \"v1\"\nidempotency_key = \"report-{{ run.id }}\"\n\n[[steps]]\nid = \"after\"\nkind = \"write_file\"\npath = \"after.txt\"\ncontent = \"2\"\n";
@@ -98,4 +100,27 @@ fn only_an_uncertain_run_can_be_reconciled() {
     let sandbox = uncertain_run();
     reconcile(&sandbox, "--not-applied", 0);
     reconcile(&sandbox, "--applied", 1);
+}
+
+#[test]
+fn an_uncertain_ticket_close_settled_as_applied_ends_done_through_the_verifier() {
+    let sandbox = ticket_sandbox("open", 0);
+    pause(&sandbox);
+    sandbox.planrun().args(["approve", RUN]).clock(T_APPROVE).expect_code(0).run();
+    let crashed =
+        sandbox.planrun().args(["resume", RUN]).clock(T_RESUME).env("PLANRUN_CRASH_AT", "close:before_receipt").run();
+    assert_eq!(crashed.code, -1);
+    // The ticket system's receipt is damaged, so it cannot answer.
+    let mut store = tickets(&sandbox);
+    store["receipts"]["close-ticket-7-t"]["result"] = json!({});
+    sandbox.write("workspace/tickets.json", &serde_json::to_string_pretty(&store).expect("JSON"));
+    sandbox.planrun().args(["resume", RUN]).clock(T_RESUME_AGAIN).expect_code(1).run();
+    assert_eq!(sandbox.state(RUN)["stop_reason"], "tool_result_uncertain");
+    sandbox.planrun().args(["reconcile", RUN, "--applied"]).clock(T_RESUME_AGAIN).expect_code(0).run();
+    sandbox.planrun().args(["resume", RUN]).clock(T_RESUME_AGAIN).expect_code(0).run();
+    let state = sandbox.state(RUN);
+    assert_eq!(state["status"], "done", "the fresh look-up and the settled receipt verify it");
+    let verified = state["evidence"].as_array().expect("evidence").iter().filter(|e| e["kind"] == "verify").count();
+    assert_eq!(verified, 2);
+    assert_eq!(close_count(&sandbox, "ticket-7"), 1, "closed once, never again");
 }
