@@ -12,9 +12,13 @@
 //! | `ticket_demo` | the ticket demo: pause for approval, approve and resume, already closed, untrusted ticket data, `planrun demo` | `bounded/` |
 //! | `approvals` | approval matching (fingerprint, scope, state version), expiry, forged approvals, `decision = "prompt"`, changed plans, `reject`, `cancel` | `bounded/rejected@*` |
 //! | `integrity` | tampered `state.json` and `audit.jsonl` refused by every command; HMAC seals and no downgrade | |
+//! | `effect_receipts` | receipts the effect vouches for: the ticket store's receipt of a keyed close, recovery asking it first, hand-written runtime receipts never standing in for it, conflicts, uncertain only where the effect cannot answer | |
 //! | `idempotency` | receipts: crash after an effect, keyed writes reused or in conflict, uncertain outcomes, resume at the checkpoint | `bounded/crash_resume@*` |
+//! | `budget_paths` | budgets on every path: the approved action of a paused run, its receipt look-up, the verifier's look-ups; nothing over budget is applied | |
+//! | `reconcile` | `planrun reconcile --applied\|--not-applied` settles a `tool_result_uncertain` run (audited, recorded), `resume` continues past it or runs it again; anything else refused | |
 //! | `budgets` | `max_steps`, `max_tool_calls`, `max_run_secs`, plan budgets below the policy's, the deadline across a pause | |
 //! | `completion` | `when` skips, `expect` (exit code, output), `verify` checks deciding `done` | |
+//! | `story_invariants` | a re-sealed checkpoint whose story the plan could not produce (re-targeted frozen action, missing look-up, `done` without evidence, empty pending step) refused by `approve`/`resume`; `approved_at <= now < expires_at` | |
 //! | `security` | every security boundary: denied, and nothing executed or created | |
 //! | `records` | run ids, never overwriting, atomic checkpoints, `show`, `--json` | `cli/show_retry_execution*` |
 //! | `routing` | `route` explanations, ambiguity, Unicode | `cli/route_*` |
@@ -44,6 +48,7 @@ mod serve_harness;
 
 mod approvals;
 mod authoring;
+mod budget_paths;
 mod budgets;
 mod check_catalog;
 mod cli;
@@ -51,10 +56,12 @@ mod completion;
 mod controller_decisions;
 mod decision_backends;
 mod diagnostics;
+mod effect_receipts;
 mod idempotency;
 mod integrity;
 mod nesting_limit;
 mod preview;
+mod reconcile;
 mod records;
 mod routing;
 mod scenarios;
@@ -69,5 +76,6 @@ mod server_records;
 mod server_run_list;
 mod service_policy;
 mod shell_completions;
+mod story_invariants;
 mod ticket_demo;
 mod ticket_store;

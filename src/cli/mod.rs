@@ -12,6 +12,7 @@ mod man;
 mod output;
 mod plan;
 mod policy;
+mod reconcile;
 mod reject;
 mod resume;
 mod route;
@@ -119,6 +120,8 @@ pub enum Command {
     Resume(resume::ResumeArgs),
     /// Abandon a run that waits for approval or was interrupted; it ends `cancelled`.
     Cancel(cancel::CancelArgs),
+    /// Settle a run that ended `tool_result_uncertain`: was the write applied?
+    Reconcile(reconcile::ReconcileArgs),
     /// Run the ticket demo end to end (pause, approve, crash, recover) and print its summary.
     Demo(demo::DemoArgs),
     /// Run the HTTP service (bridge runs, controller loop).
@@ -172,6 +175,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Reject(args)) => reject::reject(args, &cli.dirs, &env),
         Some(Command::Resume(args)) => resume::resume(args, &cli.dirs, &env),
         Some(Command::Cancel(args)) => cancel::cancel(args, &cli.dirs, &env),
+        Some(Command::Reconcile(args)) => reconcile::reconcile(args, &cli.dirs, &env),
         Some(Command::Demo(args)) => demo::demo(args, &cli.dirs, &env),
         #[cfg(feature = "server")]
         Some(Command::Serve(args)) => {

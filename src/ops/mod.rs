@@ -13,6 +13,7 @@
 //! | continue a run | [`resume`] | [`RunOutcome`] |
 //! | approve a frozen action | [`approve`] | [`Approved`] |
 //! | reject / cancel a run | [`reject`], [`cancel`] | [`EndedRun`] |
+//! | settle an uncertain write | [`reconcile`] | [`Reconciled`] |
 //! | list runs, newest first | [`runs`] | [`RunsOutcome`] |
 //! | read a run back (`latest`: the newest) | [`show`], [`full_state_json`] | [`LoadedRun`](crate::store::LoadedRun) |
 //! | explain routing | [`route`] | [`Routed`] |
@@ -33,6 +34,7 @@ mod error;
 mod exit_status;
 mod policy_check;
 mod preview;
+mod reconcile;
 mod reject;
 mod resume;
 mod route;
@@ -49,6 +51,7 @@ pub use error::OpsError;
 pub use exit_status::ExitStatus;
 pub use policy_check::{PolicyCheckInput, PolicyVerdict, policy_check};
 pub use preview::{PreviewTarget, preview};
+pub use reconcile::{ReconcileInput, Reconciled, reconcile};
 pub use reject::reject;
 pub use resume::resume;
 pub use route::{Routed, route};

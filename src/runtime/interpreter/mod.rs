@@ -13,6 +13,8 @@
 //! - `idempotency.rs`: receipts of keyed steps, recovery, the crash hook;
 //! - `completion.rs`: `expect` post-conditions and `[[verify]]`;
 //! - `outputs.rs`: the step outputs templates may read;
+//! - `invariants.rs`: whether a loaded run's story is one the plan could
+//!   produce ([`check_story`]);
 //! - `outcome.rs`: failures the interpreter makes itself;
 //! - `Recorder` (`runtime/recorder.rs`): every record the run writes.
 //!
@@ -23,6 +25,7 @@ mod attempt;
 mod budgets;
 mod completion;
 mod idempotency;
+mod invariants;
 mod outcome;
 mod outputs;
 #[cfg(test)]
@@ -46,6 +49,8 @@ use budgets::Budgets;
 use completion::Verifier;
 use idempotency::Idempotency;
 use outputs::Outputs;
+
+pub use invariants::check_story;
 
 /// Runs one plan. Built by [`crate::runtime::execute`] or
 /// [`crate::runtime::resume`].
@@ -214,12 +219,9 @@ impl<'r> Interpreter<'r> {
             })?;
             self.state.pending_action = None;
             self.state.approval = None;
-            // The deadline counts the pause: an approval given after it
-            // cannot run the action.
-            match self.budgets.deadline(&self.state) {
-                Some(exhausted) => exhausted.record(self.plan, &mut self.state, &mut self.recorder)?,
-                None => self.attempt(progress).run(index, step, Some(action))?,
-            }
+            // The attempt checks the budgets first: the deadline counts the
+            // pause, and the tool calls the approved action needs must fit.
+            self.attempt(progress).run(index, step, Some(action))?;
             self.idempotency.recovered();
             self.recorder.checkpoint(&mut self.state)?;
         } else {
@@ -238,6 +240,7 @@ impl<'r> Interpreter<'r> {
                     &mut self.state,
                     &mut self.recorder,
                     self.idempotency.receipts(),
+                    &self.budgets,
                 )?,
             }
             // Only the first attempt after a resume may find its effect
