@@ -18,6 +18,7 @@ mod route;
 mod run;
 mod schema;
 mod show;
+mod verify;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -101,6 +102,8 @@ pub enum Command {
     Schema(schema::SchemaArgs),
     /// Show a run's timeline from its records.
     Show(show::ShowArgs),
+    /// Check a run's records end to end (seal, hash chains, plan copy).
+    Verify(verify::VerifyArgs),
     /// Approve the action a run is waiting on (bound to its fingerprint).
     Approve(approve::ApproveArgs),
     /// Reject the action a run is waiting on; the run ends `rejected`.
@@ -147,6 +150,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Policy(args)) => policy::policy(args, &cli.dirs),
         Some(Command::Schema(args)) => schema::schema_command(args),
         Some(Command::Show(args)) => show::show(args, &cli.dirs, &env),
+        Some(Command::Verify(args)) => verify::verify(args, &cli.dirs, &env),
         Some(Command::Approve(args)) => approve::approve(args, &cli.dirs, &env),
         Some(Command::Reject(args)) => reject::reject(args, &cli.dirs, &env),
         Some(Command::Resume(args)) => resume::resume(args, &cli.dirs, &env),
