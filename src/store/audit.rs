@@ -77,8 +77,10 @@ pub fn verify_audit(text: &str, sealer: &Sealer) -> Result<(Vec<AuditEvent>, Aud
 
 /// Verifies lines `1..=head` of an agent run's log strictly (as
 /// [`verify_audit`]); what follows is the crash tail, counted in
-/// [`AuditTail::past_head`] and otherwise ignored: it may be torn, forged
-/// or half-written, and nothing of it is returned.
+/// [`AuditTail::past_head`] and never returned. A crash leaves a tail that
+/// continues the chain (its last line may be torn); a tail whose whole
+/// lines break it was edited or forged and is refused. Under a key nobody
+/// without it can append a line that continues the chain.
 pub fn verify_head(text: &str, head: u64, sealer: &Sealer) -> Result<(Vec<AuditEvent>, AuditTail), AuditError> {
     let head_len: usize =
         text.split_inclusive('\n').take(usize::try_from(head).unwrap_or(usize::MAX)).map(str::len).sum();
@@ -91,15 +93,32 @@ pub fn verify_head(text: &str, head: u64, sealer: &Sealer) -> Result<(Vec<AuditE
         return Err(AuditError::EndsBefore { head, last: whole });
     }
     let (events, mut tail) = verify_lines(covered, sealer)?;
+    // A torn last line is what a crash mid-write leaves; the whole lines
+    // before it must continue the chain.
+    let whole_tail = &rest[..rest.rfind('\n').map_or(0, |end| end + 1)];
+    continue_chain(whole_tail, sealer, tail.clone(), whole as usize + 1, &mut Vec::new())?;
     tail.past_head = rest.split_inclusive('\n').count() as u64;
     Ok((events, tail))
 }
 
 fn verify_lines(text: &str, sealer: &Sealer) -> Result<(Vec<AuditEvent>, AuditTail), AuditError> {
     let mut events = Vec::new();
-    let mut tail = AuditTail { head_len: text.len(), ..AuditTail::default() };
+    let start = AuditTail { head_len: text.len(), ..AuditTail::default() };
+    let tail = continue_chain(text, sealer, start, 1, &mut events)?;
+    Ok((events, tail))
+}
+
+/// Verifies the lines of `text` as the continuation of a chain that ends
+/// at `tail`, the first of them being line `first`; pushes their events.
+fn continue_chain(
+    text: &str,
+    sealer: &Sealer,
+    mut tail: AuditTail,
+    first: usize,
+    events: &mut Vec<AuditEvent>,
+) -> Result<AuditTail, AuditError> {
     for (index, line) in text.split_terminator('\n').enumerate() {
-        let number = index + 1;
+        let number = index + first;
         let event: AuditEvent = serde_json::from_str(line)
             .map_err(|error| AuditError::Invalid { line: number, message: error.to_string() })?;
         let expected = tail.seq + 1;
@@ -115,7 +134,7 @@ fn verify_lines(text: &str, sealer: &Sealer) -> Result<(Vec<AuditEvent>, AuditTa
         tail.hash = Some(hash);
         events.push(event);
     }
-    Ok((events, tail))
+    Ok(tail)
 }
 
 /// The file names a checkpoint and its log go by, for messages.
@@ -259,9 +278,15 @@ mod tests {
     fn a_keyed_chain_is_refused_without_its_key_and_a_tail_past_the_head_is_ignored() {
         let text = log_text();
         assert!(matches!(verify_audit(&text, &Sealer::keyed(b"k".to_vec())), Err(AuditError::Chain { line: 2 })));
-        let tail = format!("{text}{{\"forged\": true}}\n{{torn");
-        let (events, verified) = verify_head(&tail, 3, &Sealer::plain()).expect("head verifies");
-        assert_eq!((events.len(), verified.seq, verified.past_head, verified.head_len), (3, 3, 2, text.len()));
+        let lines: Vec<&str> = text.lines().collect();
+        let torn = format!("{text}{{torn");
+        let (events, verified) = verify_head(&torn, 2, &Sealer::plain()).expect("head verifies");
+        let head_len = lines[0].len() + lines[1].len() + 2;
+        assert_eq!((events.len(), verified.seq, verified.past_head, verified.head_len), (2, 2, 2, head_len));
+        let forged = format!("{text}{{\"forged\": true}}\n");
+        assert!(matches!(verify_head(&forged, 3, &Sealer::plain()), Err(AuditError::Invalid { line: 4, .. })));
+        let dropped = format!("{}\n{}\n", lines[0], lines[2]);
+        assert!(matches!(verify_head(&dropped, 1, &Sealer::plain()), Err(AuditError::Sequence { line: 2, .. })));
         assert!(verify_head(&text, 4, &Sealer::plain()).is_err(), "a head past the log is refused");
     }
 
