@@ -217,3 +217,21 @@ fn verify_exit_codes() {
     assert_eq!(with.code, 0, "{}", with.snapshot());
     assert!(with.stdout.contains("HMAC-SHA256"), "{}", with.stdout);
 }
+
+#[test]
+fn an_unreadable_or_missing_record_gets_the_same_exit_code_from_every_command() {
+    for (file, how) in [("state.json", "a folder"), ("history.jsonl", "a folder"), ("plan.json", "missing")] {
+        let sandbox = waiting(None);
+        let path = record_path(&sandbox, file);
+        fs::remove_file(&path).expect("remove");
+        if how == "a folder" {
+            fs::create_dir(&path).expect("a folder in its place");
+        }
+        for command in ["verify", "show", "resume", "approve", "reject", "cancel"] {
+            let output = planrun(&sandbox, None, &[command, RUN], T_RESUME);
+            assert_eq!(output.code, 2, "{file} {how}: {command}: {}", output.snapshot());
+            assert!(output.stderr.contains(file), "{file} {how}: {command}: {}", output.stderr);
+        }
+        assert_eq!(close_count(&sandbox, "ticket-7"), 0);
+    }
+}

@@ -74,6 +74,9 @@ pub fn verify(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Result<Verifi
             run_id: run_id.to_string(),
             reason: format!("`{}` line {line} is not a valid record: {message}", path.display()),
         }),
+        Err(StoreError::Unreadable { id, path, source }) => {
+            Ok(Verification::Failed { run_id: id, reason: format!("cannot read `{}`: {source}", path.display()) })
+        }
         Err(error) => Err(error.into()),
     }
 }

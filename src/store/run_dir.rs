@@ -364,7 +364,7 @@ pub fn load_run(workspace: &Path, run_id: &str, sealer: &Sealer) -> Result<Loade
         match fs::read_to_string(&path) {
             Ok(text) => Ok((path, text)),
             Err(error) if error.kind() == io::ErrorKind::NotFound => Err(tampered(format!("`{name}` is missing"))),
-            Err(source) => Err(StoreError::Io { action: "read", path, source }),
+            Err(source) => Err(StoreError::Unreadable { id: run_id.to_string(), path, source }),
         }
     };
     let (_, state_text) = read("state.json")?;
