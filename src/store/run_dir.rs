@@ -151,7 +151,9 @@ impl RunDir {
             drop(lease);
         }
         let path = create_folder(&runs, &name).map_err(|_| exists())?;
-        let lease = Lease::take(&path, run_id)?;
+        // Between the `mkdir` and the lock another creator may take the
+        // folder for a stale one and remove it: it is theirs then.
+        let lease = Lease::take(&path, run_id).map_err(|_| exists())?;
         let audit = AuditLog::new(create_log(&path, "audit.jsonl")?, sealer.clone());
         let history = HistoryLog::new(create_log(&path, "history.jsonl")?, None, sealer.clone());
         Ok(RunDir::assemble(path, final_path, run_id, (audit, history, None), sealer, 0, lease))
