@@ -87,7 +87,13 @@ fn a_waiting_run_whose_look_up_left_the_history_is_refused() {
     let sandbox = ticket_sandbox("open", 0);
     pause(&sandbox);
     fs::write(sandbox.workspace().join("runs").join(RUN).join("history.jsonl"), "").expect("empty history");
-    reseal(&sandbox, |payload| payload["counters"]["history_records"] = json!(0));
+    // Without the HMAC key, an attacker can also re-seal the history chain's
+    // head (an empty history has none): the store then verifies, and the
+    // story check is what refuses.
+    reseal(&sandbox, |payload| {
+        payload["counters"]["history_records"] = json!(0);
+        payload["history_hash"] = json!(null);
+    });
     refused(&sandbox, "approve", "step `lookup` is before the cursor but has no record");
     refused(&sandbox, "resume", "step `lookup` is before the cursor but has no record");
     assert_eq!(close_count(&sandbox, "ticket-7"), 0);

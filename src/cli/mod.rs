@@ -20,6 +20,7 @@ mod run;
 mod runs;
 mod schema;
 mod show;
+mod verify;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -112,6 +113,8 @@ pub enum Command {
     Runs(runs::RunsArgs),
     /// Show a run's timeline from its records (`latest`: the newest run).
     Show(show::ShowArgs),
+    /// Check a run's records end to end (seal, hash chains, plan copy).
+    Verify(verify::VerifyArgs),
     /// Approve the action a run is waiting on (bound to its fingerprint).
     Approve(approve::ApproveArgs),
     /// Reject the action a run is waiting on; the run ends `rejected`.
@@ -171,6 +174,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Schema(args)) => schema::schema_command(args),
         Some(Command::Runs(args)) => runs::runs(args, &cli.dirs, &env),
         Some(Command::Show(args)) => show::show(args, &cli.dirs, &env),
+        Some(Command::Verify(args)) => verify::verify(args, &cli.dirs, &env),
         Some(Command::Approve(args)) => approve::approve(args, &cli.dirs, &env),
         Some(Command::Reject(args)) => reject::reject(args, &cli.dirs, &env),
         Some(Command::Resume(args)) => resume::resume(args, &cli.dirs, &env),

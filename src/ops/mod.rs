@@ -20,6 +20,7 @@
 //! | preview a run | [`preview`] | [`Preview`](crate::preview::Preview) |
 //! | ask a policy about a command line | [`policy_check`] | [`PolicyVerdict`] |
 //! | validate files | [`check`] | [`CheckOutcome`] |
+//! | check a run's records end to end | [`verify`] | [`Verification`] |
 //!
 //! Adding a use case: one file here with its input, outcome and function,
 //! re-exported below; then a thin `cli/` command and, if the service offers
@@ -41,6 +42,7 @@ mod route;
 mod run;
 mod runs;
 mod show;
+mod verify;
 
 pub use approve::{ApproveInput, Approved, approve};
 pub use cancel::cancel;
@@ -58,3 +60,4 @@ pub use route::{Routed, route};
 pub use run::{RunInput, RunOutcome, RunTarget, run};
 pub use runs::{ListedRun, RunSummary, RunsInput, RunsOutcome, runs};
 pub use show::{LATEST, full_state_json, show};
+pub use verify::{Verification, VerifiedRun, verify};

@@ -49,7 +49,7 @@ pub fn resume(
     let workspace = Workspace::open(&request.workspace, &policy.files).map_err(|source| {
         ControlError::Store(StoreError::Io { action: "open", path: request.workspace.clone(), source })
     })?;
-    let discarded = loaded.discarded_history;
+    let discarded = (loaded.discarded_history, loaded.discarded_events);
     let path = run.location().to_path_buf();
     let interpreter = Interpreter::resumed(&plan, &policy, &workspace, run, store, loaded, env);
     let state = interpreter.resume(discarded, progress).map_err(|error| match error {

@@ -181,7 +181,10 @@ impl<'r> Interpreter<'r> {
     /// Continues a resumed run: a `waiting_approval` run executes its frozen
     /// action (after checking the approval), a `running` one (a crash)
     /// continues at its cursor.
-    pub fn resume(mut self, discarded_history: usize, progress: &mut dyn Progress) -> Result<RunState, ResumeError> {
+    /// `discarded` counts the history records and audit events past the
+    /// checkpoint that opening the run dropped (a crash tail).
+    pub fn resume(mut self, discarded: (usize, u64), progress: &mut dyn Progress) -> Result<RunState, ResumeError> {
+        let (discarded_history, discarded_events) = discarded;
         progress.run_started(&self.state.run_id, self.plan, self.policy, self.recorder.path());
         let now = self.env.clock.now();
         let pending = match self.state.status {
@@ -195,7 +198,7 @@ impl<'r> Interpreter<'r> {
             step_id: self.state.current_step_id.clone(),
             from_status: self.state.status,
             from_state_version: self.state.state_version,
-            events_after_checkpoint: self.recorder.audit_seq() - self.state.audit_seq,
+            events_after_checkpoint: discarded_events,
             discarded_history_records: discarded_history,
         }))?;
         if let Some(pending) = pending {
