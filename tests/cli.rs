@@ -38,3 +38,23 @@ fn a_bad_test_clock_is_invalid_input() {
     let output = sandbox.planrun().args(["route", "x"]).clock("yesterday").expect_code(2).run();
     assert!(output.stderr.contains("PLANRUN_TEST_CLOCK"), "names the variable: {}", output.stderr);
 }
+
+/// The folder options are global: before a command as after it. (The
+/// harness adds `--workspace` after the command; this test puts it first.)
+#[test]
+fn folder_options_may_stand_before_a_command() {
+    let sandbox = Sandbox::new();
+    sandbox.planrun().args(["--plan", "plans/flow_pwd.toml", "--run-id", "first", "-q"]).expect_code(0).run();
+    let workspace = sandbox.workspace().display().to_string();
+    let output = sandbox.planrun().args(["--workspace", workspace.as_str(), "show", "first"]).expect_code(0).run();
+    assert!(output.stdout.contains("first"), "{}", output.stdout);
+}
+
+/// A run's options before a command are refused, and nothing runs.
+#[test]
+fn run_options_before_a_command_are_refused() {
+    let sandbox = Sandbox::new();
+    let output = sandbox.planrun().args(["--plan", "plans/flow_pwd.toml", "runs"]).expect_code(2).run();
+    assert!(output.stderr.contains("belong to a run"), "{}", output.stderr);
+    assert!(!sandbox.workspace().join("runs").exists(), "nothing ran");
+}

@@ -75,11 +75,32 @@ fn the_same_key_with_another_intent_is_a_conflict() {
 }
 
 #[test]
+fn a_keyed_write_interrupted_before_its_receipt_is_recovered_by_the_target_digest() {
+    let sandbox = Sandbox::new();
+    sandbox.write_plan(&keyed_write_plan("report-{{ run.id }}", "v1"), TEST_POLICY);
+    sandbox.test_plan().env("PLANRUN_CRASH_AT", "write:before_receipt").expect_code(-1).run();
+    // The file holds exactly the intended content: the write vouches for
+    // itself and is not repeated.
+    sandbox.planrun().in_sandbox().args(["resume", "t"]).expect_code(0).run();
+    let state = sandbox.state("t");
+    assert_eq!(state["status"], "done");
+    assert_eq!(state["evidence"][0]["kind"], "recovered_from_receipt");
+    let history = sandbox.history("t");
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0]["details"]["vouched_by"], "target_digest");
+    assert_eq!(fs::read_to_string(sandbox.workspace().join("out.txt")).expect("out"), "v1");
+}
+
+#[test]
 fn an_unknowable_write_outcome_ends_uncertain_with_a_reconciliation_record() {
     let sandbox = Sandbox::new();
     sandbox.write_plan(&keyed_write_plan("report-{{ run.id }}", "v1"), TEST_POLICY);
     sandbox.test_plan().env("PLANRUN_CRASH_AT", "write:before_receipt").expect_code(-1).run();
+    // Someone changed the target since: its digest can no longer tell
+    // whether the write was applied.
+    fs::write(sandbox.workspace().join("out.txt"), "edited by hand").expect("edit");
     sandbox.planrun().in_sandbox().args(["resume", "t"]).expect_code(1).run();
+    assert_eq!(fs::read_to_string(sandbox.workspace().join("out.txt")).expect("out"), "edited by hand");
     let state = sandbox.state("t");
     assert_eq!(state["stop_reason"], "tool_result_uncertain");
     assert_eq!(state["reconciliation"]["idempotency_key"], "report-t");

@@ -12,13 +12,16 @@ mod man;
 mod output;
 mod plan;
 mod policy;
+mod reconcile;
 mod reject;
 mod resume;
 mod route;
 mod run;
+mod runs;
 mod schema;
 mod show;
 mod test;
+mod verify;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -31,7 +34,7 @@ use crate::runtime::RuntimeEnv;
 
 /// Runs bounded agents from declarative plan files.
 #[derive(Debug, Parser)]
-#[command(name = "planrun", version, args_conflicts_with_subcommands = true)]
+#[command(name = "planrun", version)]
 #[command(about = "Runs bounded agents from declarative plan files", long_about = None)]
 pub struct Cli {
     #[command(flatten)]
@@ -60,6 +63,13 @@ pub struct RunArgs {
     /// Print no progress to stderr (errors are still printed).
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+impl RunArgs {
+    /// Whether any option of a run was given.
+    fn is_given(&self) -> bool {
+        self.plan.is_some() || self.goal.is_some() || self.run_id.is_some() || self.json || self.quiet
+    }
 }
 
 /// Where files live; valid before or after a subcommand.
@@ -100,8 +110,12 @@ pub enum Command {
     Policy(policy::PolicyArgs),
     /// Print the JSON Schema of plan or policy files (editor support).
     Schema(schema::SchemaArgs),
-    /// Show a run's timeline from its records.
+    /// List the runs of the workspace, newest first.
+    Runs(runs::RunsArgs),
+    /// Show a run's timeline from its records (`latest`: the newest run).
     Show(show::ShowArgs),
+    /// Check a run's records end to end (seal, hash chains, plan copy).
+    Verify(verify::VerifyArgs),
     /// Approve the action a run is waiting on (bound to its fingerprint).
     Approve(approve::ApproveArgs),
     /// Reject the action a run is waiting on; the run ends `rejected`.
@@ -112,6 +126,8 @@ pub enum Command {
     Cancel(cancel::CancelArgs),
     /// Run the declared scenarios and compare them with the golden snapshots.
     Test(test::TestArgs),
+    /// Settle a run that ended `tool_result_uncertain`: was the write applied?
+    Reconcile(reconcile::ReconcileArgs),
     /// Run the ticket demo end to end (pause, approve, crash, recover) and print its summary.
     Demo(demo::DemoArgs),
     /// Run the HTTP service (bridge runs, controller loop).
@@ -137,6 +153,16 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return if error.use_stderr() { ExitStatus::InvalidInput } else { ExitStatus::Done }.into();
         }
     };
+    if cli.command.is_some() && cli.run.is_given() {
+        // The folder options (`--workspace`, `--plans`, `--policies`,
+        // `--color`) are global: they may stand before or after a command.
+        // The run's own options may not.
+        return output::fail(
+            ExitStatus::InvalidInput,
+            "`--plan`, `--goal`, `--run-id`, `--json` and `--quiet` before a command belong to a run; \
+             give a command's own options after its name (see `planrun <command> --help`)",
+        );
+    }
     output::set_color(cli.dirs.color);
     let env = match RuntimeEnv::from_process() {
         Ok(env) => env,
@@ -149,11 +175,14 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Route(args)) => route::route(args, &cli.dirs),
         Some(Command::Policy(args)) => policy::policy(args, &cli.dirs),
         Some(Command::Schema(args)) => schema::schema_command(args),
+        Some(Command::Runs(args)) => runs::runs(args, &cli.dirs, &env),
         Some(Command::Show(args)) => show::show(args, &cli.dirs, &env),
+        Some(Command::Verify(args)) => verify::verify(args, &cli.dirs, &env),
         Some(Command::Approve(args)) => approve::approve(args, &cli.dirs, &env),
         Some(Command::Reject(args)) => reject::reject(args, &cli.dirs, &env),
         Some(Command::Resume(args)) => resume::resume(args, &cli.dirs, &env),
         Some(Command::Cancel(args)) => cancel::cancel(args, &cli.dirs, &env),
+        Some(Command::Reconcile(args)) => reconcile::reconcile(args, &cli.dirs, &env),
         Some(Command::Demo(args)) => demo::demo(args, &cli.dirs, &env),
         Some(Command::Test(args)) => test::test(args, &cli.dirs),
         #[cfg(feature = "server")]

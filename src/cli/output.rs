@@ -1,7 +1,7 @@
 //! Output helpers: colour, error lines, diagnostics and the per-step
 //! progress printer (paths are shown with [`crate::diag::display_path`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anstyle::{AnsiColor, Style};
@@ -107,8 +107,59 @@ pub fn invalid_catalog(error: &OpsError) -> ExitCode {
     }
 }
 
-/// Prints one line per step attempt to stderr as it finishes.
-pub struct StderrProgress;
+/// Prints one line per step attempt to stderr as it finishes; at the end,
+/// the finish message and a last line naming the run's record files and
+/// the files the run wrote.
+///
+/// What the run wrote is collected from the step records as they pass by
+/// (the `path` of every `write_file` attempt that is done), so the printer
+/// reads nothing and each step costs it the same. A resumed run names the
+/// files written since it was resumed.
+pub struct StderrProgress {
+    workspace: PathBuf,
+    written: Vec<String>,
+    finish_message: Option<String>,
+}
+
+/// The files of a run's record folder, as the last line names them.
+const RECORD_FILES: &str = "state.json, history.jsonl, audit.jsonl, plan.json";
+
+impl StderrProgress {
+    /// A printer for runs in `workspace` (written paths are shown inside it).
+    pub fn new(workspace: &Path) -> Self {
+        StderrProgress { workspace: workspace.to_path_buf(), written: Vec::new(), finish_message: None }
+    }
+
+    /// Remembers what a done step leaves for the last lines: a written path
+    /// (each once, in the order first written) or the finish message.
+    fn collect(&mut self, record: &StepRecord) {
+        if record.status != StepRecordStatus::Done {
+            return;
+        }
+        match record.kind.as_str() {
+            "write_file" => {
+                if let Some(path) = record.details.get("path").and_then(|path| path.as_str())
+                    && !self.written.iter().any(|known| known == path)
+                {
+                    self.written.push(path.to_string());
+                }
+            }
+            "finish" => self.finish_message = Some(record.output_text.trim_end().to_string()),
+            _ => {}
+        }
+    }
+
+    /// `planrun: records in DIR (state.json, …) · wrote WORKSPACE/report.txt`.
+    fn files_line(&self, run_dir: &Path) -> String {
+        let wrote = if self.written.is_empty() {
+            "wrote no files".to_string()
+        } else {
+            let paths: Vec<String> = self.written.iter().map(|path| display_path(&self.workspace.join(path))).collect();
+            format!("wrote {}", paths.join(", "))
+        };
+        format!("{} records in {} ({RECORD_FILES}) · {wrote}", paint(BOLD, "planrun:"), display_path(run_dir))
+    }
+}
 
 impl Progress for StderrProgress {
     fn run_started(&mut self, run_id: &str, plan: &Plan, policy: &Policy, _run_dir: &Path) {
@@ -136,22 +187,28 @@ impl Progress for StderrProgress {
             line.push_str(&format!("  {}", paint(RED, format!("{class}: {error}"))));
         }
         anstream::eprintln!("{line}");
+        self.collect(record);
     }
 
     fn run_finished(&mut self, state: &RunState, run_dir: &Path) {
         let status = run_status(state.status);
         anstream::eprintln!(
-            "{} run {} {status} ({}) · {} steps · {} tool calls · records in {}",
+            "{} run {} {status} ({}) · {} steps · {} tool calls",
             paint(BOLD, "planrun:"),
             paint(BOLD, &state.run_id),
             state.stop_reason.as_deref().unwrap_or("-"),
             state.counters.steps,
             state.counters.tool_calls,
-            display_path(run_dir)
         );
+        if let Some(message) = self.finish_message.as_deref().filter(|message| !message.is_empty()) {
+            for line in message.lines() {
+                anstream::eprintln!("  {line}");
+            }
+        }
         if let Some(error) = &state.error {
             anstream::eprintln!("  {}", paint(RED, error));
         }
+        anstream::eprintln!("{}", self.files_line(run_dir));
     }
 
     fn run_paused(&mut self, state: &RunState, run_dir: &Path) {

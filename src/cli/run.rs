@@ -35,7 +35,7 @@ pub fn report(
     work: impl FnOnce(&mut dyn Progress) -> Result<RunOutcome, OpsError>,
 ) -> ExitCode {
     let mut silent = NoProgress;
-    let mut printer = StderrProgress;
+    let mut printer = StderrProgress::new(&dirs.workspace);
     let progress: &mut dyn Progress = if quiet { &mut silent } else { &mut printer };
     let outcome = match work(progress) {
         Ok(outcome) => outcome,

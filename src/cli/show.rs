@@ -1,8 +1,10 @@
-//! `planrun show <run_id>`: a run's timeline from its verified records.
+//! `planrun show <run_id>`: a run's timeline from its verified records
+//! (`latest`: the newest run).
 //!
-//! One line per attempt (time, step, kind, status, attempt, duration), then
+//! A header (plan, goal, status, the finish message), then one line per attempt (time, step, kind, status, attempt, duration), then
 //! what ran (argv, path or ticket), the rule that decided, receipts, the
-//! failure class and error, and the first line of the output; then approval
+//! failure class and error, and the first line of the output (all of it
+//! with `--full`); then approval
 //! events, a pending action, completion evidence, and a footer that sums up
 //! steps, attempts and failures by class. Colour on a terminal, plain
 //! otherwise (`NO_COLOR`, `--color never`, or output to a file or pipe).
@@ -22,8 +24,11 @@ use crate::store::{StepRecord, StepRecordStatus, full_state};
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The run to show.
+    /// The run to show; `latest` is the newest run (unless a run has that id).
     pub run_id: String,
+    /// Print every step's whole output, not its first line.
+    #[arg(long)]
+    pub full: bool,
     /// Print the full seed-shaped state (plan with step statuses, history) as JSON.
     #[arg(long)]
     pub json: bool,
@@ -60,6 +65,9 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         state.started_at,
         state.finished_at.as_deref().unwrap_or("-")
     );
+    if let Some(message) = finish_message(&run.history) {
+        anstream::println!("message: {message}");
+    }
     anstream::println!();
     for record in &run.history {
         anstream::println!(
@@ -88,7 +96,9 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         if let (Some(class), Some(error)) = (record.failure_class, &record.error) {
             anstream::println!("      {}", paint(RED, format!("{class}: {error}")));
         }
-        if let Some(line) = first_line(&record.output_text) {
+        if args.full {
+            print_full_output(&record.output_text);
+        } else if let Some(line) = first_line(&record.output_text) {
             anstream::println!("      {}", paint(DIM, format!("output: {line}")));
         }
     }
@@ -166,6 +176,27 @@ fn summary(history: &[StepRecord]) -> String {
         if failed > 0 { paint(RED, failed) } else { failed.to_string() },
         history.len()
     )
+}
+
+/// The message of the run's `finish` step that is done, if it has one
+/// (one line; a multi-line message goes on with an indent).
+fn finish_message(history: &[StepRecord]) -> Option<String> {
+    let record =
+        history.iter().rev().find(|record| record.kind == "finish" && record.status == StepRecordStatus::Done)?;
+    let message = record.output_text.trim_end();
+    (!message.is_empty()).then(|| message.lines().collect::<Vec<_>>().join("\n         "))
+}
+
+/// `output:` then every line of a step's output, indented under it.
+fn print_full_output(output: &str) {
+    let output = output.trim_end();
+    if output.is_empty() {
+        return;
+    }
+    anstream::println!("      {}", paint(DIM, "output:"));
+    for line in output.lines() {
+        anstream::println!("        {line}");
+    }
 }
 
 /// The first non-empty line of a step's output, shortened to 80 characters.

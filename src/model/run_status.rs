@@ -19,6 +19,21 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// Every status, in the order a run can reach them.
+    pub const ALL: [RunStatus; 6] = [
+        RunStatus::Running,
+        RunStatus::WaitingApproval,
+        RunStatus::Done,
+        RunStatus::Failed,
+        RunStatus::Rejected,
+        RunStatus::Cancelled,
+    ];
+
+    /// The status named `name` as `state.json` spells it.
+    pub fn parse(name: &str) -> Option<RunStatus> {
+        RunStatus::ALL.into_iter().find(|status| status.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Running => "running",

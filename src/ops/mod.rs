@@ -13,12 +13,15 @@
 //! | continue a run | [`resume`] | [`RunOutcome`] |
 //! | approve a frozen action | [`approve`] | [`Approved`] |
 //! | reject / cancel a run | [`reject`], [`cancel`] | [`EndedRun`] |
-//! | read a run back | [`show`], [`full_state_json`] | [`LoadedRun`](crate::store::LoadedRun) |
+//! | settle an uncertain write | [`reconcile`] | [`Reconciled`] |
+//! | list runs, newest first | [`runs`] | [`RunsOutcome`] |
+//! | read a run back (`latest`: the newest) | [`show`], [`full_state_json`] | [`LoadedRun`](crate::store::LoadedRun) |
 //! | explain routing | [`route`] | [`Routed`] |
 //! | preview a run | [`preview`] | [`Preview`](crate::preview::Preview) |
 //! | ask a policy about a command line | [`policy_check`] | [`PolicyVerdict`] |
 //! | validate files | [`check`] | [`CheckOutcome`] |
 //! | run declared scenarios against golden snapshots | [`test`] (one: [`run_scenario`]) | [`TestOutcome`] |
+//! | check a run's records end to end | [`verify`] | [`Verification`] |
 //!
 //! Adding a use case: one file here with its input, outcome and function,
 //! re-exported below; then a thin `cli/` command and, if the service offers
@@ -33,14 +36,17 @@ mod error;
 mod exit_status;
 mod policy_check;
 mod preview;
+mod reconcile;
 mod reject;
 mod resume;
 mod route;
 mod run;
+mod runs;
 mod scenario_run;
 mod scenario_sandbox;
 mod show;
 mod test;
+mod verify;
 
 pub use approve::{ApproveInput, Approved, approve};
 pub use cancel::cancel;
@@ -51,13 +57,16 @@ pub use error::OpsError;
 pub use exit_status::ExitStatus;
 pub use policy_check::{PolicyCheckInput, PolicyVerdict, policy_check};
 pub use preview::{PreviewTarget, preview};
+pub use reconcile::{ReconcileInput, Reconciled, reconcile};
 pub use reject::reject;
 pub use resume::resume;
 pub use route::{Routed, route};
 pub use run::{RunInput, RunOutcome, RunTarget, run};
+pub use runs::{ListedRun, RunSummary, RunsInput, RunsOutcome, runs};
 pub use scenario_run::{Captured, ScenarioContext, ScenarioRun, run_scenario};
 pub use scenario_sandbox::SandboxError;
-pub use show::{full_state_json, show};
+pub use show::{LATEST, full_state_json, show};
 pub use test::{
     ScenarioProblems, SnapshotResult, SnapshotState, TestInput, TestOutcome, accept_snapshot, reject_snapshot, test,
 };
+pub use verify::{Verification, VerifiedRun, verify};

@@ -6,16 +6,40 @@ use serde_json::Value;
 
 use crate::ops::OpsError;
 use crate::runtime::RuntimeEnv;
-use crate::store::{LoadedRun, full_state, validate_run_id};
+use crate::store::{LoadedRun, RunStore, full_state, validate_run_id};
+
+/// The run id that names the newest run when no run is called that.
+pub const LATEST: &str = "latest";
 
 /// Every record of `run_id`, read through the run store and verified (a
 /// run whose records fail verification is an error, never shown as true).
+/// `latest` is the newest run, unless a run has that id (an exact id always
+/// wins).
 pub fn show(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Result<LoadedRun, OpsError> {
     validate_run_id(run_id)?;
-    Ok(env.store(workspace).read_run(run_id)?)
+    let store = env.store(workspace);
+    let run_id = resolve(store.as_ref(), run_id, workspace)?;
+    Ok(store.read_run(&run_id)?)
 }
 
 /// The full seed-shaped state of `run_id` (plan with step statuses, history).
 pub fn full_state_json(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Result<Value, OpsError> {
     show(workspace, run_id, env).map(|run| full_state(&run))
+}
+
+/// `run_id`, or for `latest` with no run of that name the newest run's id.
+fn resolve(store: &dyn RunStore, run_id: &str, workspace: &Path) -> Result<String, OpsError> {
+    if run_id != LATEST {
+        return Ok(run_id.to_string());
+    }
+    // Newest first: an exact `latest` wins, else the first listed run.
+    let listed = store.list_runs()?;
+    let exact = listed.iter().find(|listing| listing.run_id == LATEST);
+    match exact.or(listed.first()) {
+        Some(listing) => Ok(listing.run_id.clone()),
+        None => Err(OpsError::Usage(format!(
+            "no runs yet in workspace `{}`: `latest` names the newest run",
+            workspace.display()
+        ))),
+    }
 }

@@ -75,7 +75,8 @@ pub fn check_claims(pending: &PendingAction, claims: &ApprovalClaims) -> Result<
 }
 
 /// Checks a recorded approval before the frozen action runs: it must name
-/// the same fingerprint, state version and scope, and not have expired.
+/// the same fingerprint, state version and scope, and `approved_at <= now <
+/// expires_at`.
 pub fn check_approval(state: &RunState, now: Timestamp) -> Result<(&PendingAction, &Approval), ApprovalInvalid> {
     let Some(pending) = &state.pending_action else {
         return Err(ApprovalInvalid("the run has no pending action".to_string()));
@@ -104,10 +105,23 @@ pub fn check_approval(state: &RunState, now: Timestamp) -> Result<(&PendingActio
             approval.scope, pending.scope
         )));
     }
+    let approved: Timestamp = approval
+        .approved_at
+        .parse()
+        .map_err(|_| ApprovalInvalid(format!("unreadable approval time `{}`", approval.approved_at)))?;
     let expires: Timestamp = approval
         .expires_at
         .parse()
         .map_err(|_| ApprovalInvalid(format!("unreadable expiry `{}`", approval.expires_at)))?;
+    // `approved_at <= now < expires_at`: a clock set back before the
+    // approval cannot bring an expired approval back to life.
+    if now < approved {
+        return Err(ApprovalInvalid(format!(
+            "the approval was given at {}, after the clock's now ({}); the clock went back, approve again",
+            approval.approved_at,
+            crate::runtime::format_timestamp(now)
+        )));
+    }
     if now >= expires {
         return Err(ApprovalInvalid(format!("the approval expired at {}; approve again", approval.expires_at)));
     }

@@ -47,6 +47,7 @@ pub enum Event {
     ReceiptRecorded(ReceiptRecorded),
     ReceiptReused(ReceiptReused),
     ReconciliationRecorded(ReconciliationRecorded),
+    ReconciliationSettled(ReconciliationSettled),
     CompletionVerified(CompletionVerified),
     RunCancelled(RunCancelled),
 }
@@ -83,7 +84,8 @@ impl Event {
             | Event::ReceiptLookup(ReceiptLookup { step_id, .. })
             | Event::ReceiptRecorded(ReceiptRecorded { step_id, .. })
             | Event::ReceiptReused(ReceiptReused { step_id, .. })
-            | Event::ReconciliationRecorded(ReconciliationRecorded { step_id, .. }) => Some(step_id),
+            | Event::ReconciliationRecorded(ReconciliationRecorded { step_id, .. })
+            | Event::ReconciliationSettled(ReconciliationSettled { step_id, .. }) => Some(step_id),
         }
     }
 
@@ -124,6 +126,13 @@ impl Event {
             Event::ApprovalRequested(_) => "waiting_approval",
             Event::ApprovalRejected(_) => "rejected",
             Event::ReconciliationRecorded(_) => "uncertain",
+            Event::ReconciliationSettled(event) => {
+                if event.applied {
+                    "applied"
+                } else {
+                    "not_applied"
+                }
+            }
             Event::RunCancelled(_) => "cancelled",
         }
     }
@@ -326,6 +335,10 @@ pub struct ReceiptLookup {
     pub idempotency_key: String,
     /// The receipt's state, `null` when there is none.
     pub found: Option<ReceiptState>,
+    /// What the effect itself answered (`applied`, `not_applied`,
+    /// `conflict`, `cannot_answer`), when it was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effect: Option<String>,
 }
 
 /// `receipt_recorded`: a keyed effect completed and its receipt is durable.
@@ -375,6 +388,18 @@ pub struct CheckOutcome {
     /// Where the evidence came from: `fresh_read`, `fresh_lookup` or
     /// `receipt_store`.
     pub source: String,
+}
+
+/// `reconciliation_settled`: a person said whether an uncertain write was
+/// applied (`planrun reconcile`); the run continues from there.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReconciliationSettled {
+    #[serde(skip)]
+    pub step_id: String,
+    pub idempotency_key: Option<String>,
+    pub intent_digest: String,
+    pub applied: bool,
+    pub settled_by: Option<String>,
 }
 
 /// `run_cancelled`: `cancel` ended the run.

@@ -7,7 +7,8 @@
 //! reproducible in tests.
 //!
 //! - `request.rs`: [`execute`], a new run;
-//! - `control/`: [`resume`], [`approve`], [`reject`], [`cancel`], one file
+//! - `control/`: [`resume`], [`approve`], [`reject`], [`cancel`],
+//!   [`reconcile`], one file
 //!   per command, on existing runs;
 //! - `interpreter/`: the step loop and its parts;
 //! - `recorder.rs`: the `Recorder`, the only writer of a run's records;
@@ -25,7 +26,7 @@ mod progress;
 mod recorder;
 mod request;
 
-pub use control::{ApproveOutcome, ControlError, ResumeRequest, approve, cancel, reject, resume};
+pub use control::{ApproveOutcome, ControlError, ResumeRequest, approve, cancel, reconcile, reject, resume};
 pub use env::{
     Clock, CrashAt, CrashPoint, FixedClock, IdGen, IdKind, RuntimeEnv, SequentialIds, SystemClock, SystemIds,
     format_timestamp, process_var,

@@ -6,6 +6,12 @@
 //! record, take a durable checkpoint followed by `state_saved`, and end a
 //! run with `run_finished`. Nothing else in the runtime writes a run's
 //! records, and it writes them only through the [`RunHandle`] seam.
+//!
+//! The checkpoint is the sealed head of the run's log, so it is written
+//! after the last line it covers: `state_saved` (and, when the run has
+//! ended, `run_finished`) is appended first, then the head that names it.
+//! A line past the head is a crash tail, never trusted, so nothing a run
+//! claims may be written after its last head.
 
 use std::path::Path;
 
@@ -22,21 +28,19 @@ use crate::store::{NewEvent, RunHandle, RunState, StepRecord, StoreError};
 pub struct Recorder<'c> {
     run: Box<dyn RunHandle>,
     clock: &'c dyn Clock,
+    /// Whether `run_finished` has been written (by the checkpoint of an
+    /// ended run).
+    finished: bool,
 }
 
 impl<'c> Recorder<'c> {
     pub fn new(run: Box<dyn RunHandle>, clock: &'c dyn Clock) -> Self {
-        Recorder { run, clock }
+        Recorder { run, clock, finished: false }
     }
 
     /// Where the run's records are (for progress reports and outcomes).
     pub fn path(&self) -> &Path {
         self.run.location()
-    }
-
-    /// `seq` of the last audit event written.
-    pub fn audit_seq(&self) -> u64 {
-        self.run.audit_seq()
     }
 
     /// Stores the plan as the run saw it (`plan.json`).
@@ -70,18 +74,22 @@ impl<'c> Recorder<'c> {
         Ok(())
     }
 
-    /// One durable checkpoint: a new `state_version` that records the audit
-    /// line it has seen, written atomically over the version it replaces
-    /// (compare-and-set), then `state_saved`.
+    /// One durable checkpoint: `state_saved` (and `run_finished` once the
+    /// run has ended), then the head: a new `state_version` that records
+    /// the audit line it covers, written atomically over the version it
+    /// replaces (compare-and-set).
     pub fn checkpoint(&mut self, state: &mut RunState) -> Result<(), StoreError> {
         let expected = state.state_version;
         state.state_version += 1;
+        state.updated_at = format_timestamp(self.clock.now());
+        let step_id = state.current_step_id.clone();
+        self.emit(Event::StateSaved(StateSaved { step_id, state_version: state.state_version }))?;
+        if state.status.is_terminal() && !self.finished {
+            self.emit_run_finished(state)?;
+        }
         state.audit_seq = self.run.audit_seq();
         state.audit_hash = self.run.audit_hash().map(str::to_string);
-        state.updated_at = format_timestamp(self.clock.now());
-        self.run.checkpoint(state, expected)?;
-        let step_id = state.current_step_id.clone();
-        self.emit(Event::StateSaved(StateSaved { step_id, state_version: state.state_version }))
+        self.run.checkpoint(state, expected)
     }
 
     /// Marks the run ended in memory (the next checkpoint makes it durable).
@@ -93,8 +101,23 @@ impl<'c> Recorder<'c> {
         state.finished_at = Some(format_timestamp(self.clock.now()));
     }
 
-    /// `run_finished` with the run's outcome and counters.
+    /// Makes sure `run_finished` is recorded under a head. The checkpoint
+    /// of an ended run has written it already; otherwise it is written now
+    /// and the head is written again over it (same `state_version`: the
+    /// state is the same, only the log it covers is one line longer).
     pub fn run_finished(&mut self, state: &RunState) -> Result<(), StoreError> {
+        if self.finished {
+            return Ok(());
+        }
+        self.emit_run_finished(state)?;
+        let mut head = state.clone();
+        head.audit_seq = self.run.audit_seq();
+        head.audit_hash = self.run.audit_hash().map(str::to_string);
+        self.run.checkpoint(&head, head.state_version)
+    }
+
+    fn emit_run_finished(&mut self, state: &RunState) -> Result<(), StoreError> {
+        self.finished = true;
         self.emit(Event::RunFinished(RunFinished {
             status: state.status,
             stop_reason: state.stop_reason.clone(),

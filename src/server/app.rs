@@ -5,13 +5,14 @@
 //! semaphore: a client that disconnects does not abandon its run, and
 //! shutdown waits for every slot.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::rejection::{JsonRejection, PathRejection};
-use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -28,6 +29,7 @@ use crate::server::bridge::{self, BridgeState, Origin};
 use crate::server::controller;
 use crate::server::error::ApiError;
 use crate::server::openapi;
+use crate::server::run_list::{self, PageError, Paging, RunPage};
 use crate::server::service::Service;
 use crate::store::{RecordKind, validate_run_id};
 
@@ -37,7 +39,7 @@ pub const BODY_LIMIT: usize = 64 * 1024;
 /// The service's routes.
 pub fn router(service: Arc<Service>) -> Router {
     let protected = Router::new()
-        .route("/runs", post(create_run))
+        .route("/runs", post(create_run).get(list_runs))
         .route("/runs/{id}", get(get_run))
         .route("/runs/{id}/approve", post(approve_run))
         .route("/runs/{id}/reject", post(reject_run))
@@ -150,6 +152,15 @@ async fn create_run(
     });
     let outcome = task.await.map_err(task_failed)??;
     Ok((StatusCode::CREATED, Json(outcome.state)).into_response())
+}
+
+/// `GET /runs?limit=&after=`: a page of bridge runs, newest first.
+async fn list_runs(
+    State(service): State<Arc<Service>>,
+    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<Json<RunPage>, ApiError> {
+    let Query(query) = query.map_err(|rejection| PageError::Invalid(rejection.body_text()))?;
+    Ok(Json(run_list::page(&service, &Paging::parse(&query)?)?))
 }
 
 /// The bridge run, read through to its agent run when it waits for approval

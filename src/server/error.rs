@@ -76,7 +76,9 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         let (status, code) = match &error {
             StoreError::Locked { .. } | StoreError::VersionConflict { .. } => (StatusCode::CONFLICT, "run_locked"),
-            StoreError::Tampered { .. } | StoreError::Corrupt { .. } => (StatusCode::CONFLICT, "records_invalid"),
+            StoreError::Tampered { .. } | StoreError::Corrupt { .. } | StoreError::Unreadable { .. } => {
+                (StatusCode::CONFLICT, "records_invalid")
+            }
             StoreError::NotFound { id, .. } => return ApiError::not_found("run", id),
             StoreError::RunExists { .. } | StoreError::Io { .. } => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "records_failed")

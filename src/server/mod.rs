@@ -34,6 +34,7 @@ pub mod guard;
 pub mod http_client;
 pub mod ids;
 pub mod openapi;
+pub mod run_list;
 pub mod service;
 
 use std::io::Write as _;

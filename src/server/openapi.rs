@@ -89,6 +89,31 @@ fn full_document() -> Value {
             "verdict_reason": {"type": "string"}
         }
     });
+    // `GET /runs` and its page, added after the document's `json!` (which is
+    // at the macro's recursion limit).
+    let run_page = json!({
+        "type": "object", "required": ["runs", "next_after"],
+        "properties": {
+            "runs": {"type": "array", "items": {"oneOf": [bridge, {
+                "type": "object", "required": ["run_id", "status", "error"], "description": "a record that fails verification",
+                "properties": {"run_id": {"type": "string"}, "status": {"const": "unreadable"}, "error": {"type": "string"}}}]}},
+            "next_after": {"type": ["string", "null"], "description": "pass as `after` for the next page; null on the last page"}
+        }
+    });
+    let list_runs = json!({
+        "summary": "The bridge runs, newest first, a page at a time (each as stored; GET /runs/{id} reads a waiting run through)",
+        "parameters": [
+            {"name": "limit", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}},
+            {"name": "after", "in": "query", "required": false, "description": "the `next_after` of the previous page",
+             "schema": {"type": "string", "pattern": "^(?!\\.{1,2}$)[A-Za-z0-9._-]{1,64}$"}}
+        ],
+        "responses": {
+            "200": {"description": "one page", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RunPage"}}}},
+            "400": error_response("invalid_paging: `limit` not 1..100, `after` invalid or naming no bridge run, or an unknown parameter"),
+            "401": error_response("missing or wrong bearer token"),
+            "500": error_response("records_failed: the records folder could not be read")
+        }
+    });
     let schemas = json!({
                 "Error": {
                     "type": "object",
@@ -209,7 +234,7 @@ fn full_document() -> Value {
                     }
                 }
     });
-    json!({
+    let mut document = json!({
         "openapi": "3.1.0",
         "info": {
             "title": "planrun service",
@@ -325,5 +350,8 @@ fn full_document() -> Value {
                 }
             }}
         }
-    })
+    });
+    document["components"]["schemas"]["RunPage"] = run_page;
+    document["paths"]["/runs"]["get"] = list_runs;
+    document
 }

@@ -1,10 +1,13 @@
 //! `audit.jsonl`: the append-only, hash-chained event log.
 //!
-//! Every line carries `prev_hash`, the SHA-256 of the previous line's bytes
-//! (without its newline; `null` on the first line), so a removed, reordered
-//! or edited line breaks the chain. The checkpoint records the `seq` and hash
-//! of the last line it has seen, so the state and the log vouch for each
-//! other.
+//! Every line carries `prev_hash`, the link of the previous line's bytes
+//! (without its newline; `null` on the first line): SHA-256, or
+//! HMAC-SHA256 under `PLANRUN_HMAC_KEY` ([`Sealer::link`]), so a removed,
+//! reordered or edited line breaks the chain, and with the key nobody
+//! without it can write a line that continues the chain. The checkpoint (the
+//! sealed head) records the `seq` and link of the last line it covers and is
+//! written after that line; an agent run's lines past the head are a crash
+//! tail ([`verify_head`]): counted, never trusted.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -12,7 +15,7 @@ use std::io::{self, Write};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::store::canonical::sha256_hex;
+use crate::store::Sealer;
 
 /// One line of `audit.jsonl`. Field order is the file's column order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,7 +29,7 @@ pub struct AuditEvent {
     pub step_id: Option<String>,
     pub status: Option<String>,
     pub details: Map<String, Value>,
-    /// SHA-256 of the previous line; `null` on the first line.
+    /// Link (SHA-256 or HMAC) of the previous line; `null` on the first line.
     pub prev_hash: Option<String>,
 }
 
@@ -41,6 +44,8 @@ pub enum AuditError {
     Sequence { line: usize, found: u64, expected: u64 },
     #[error("line {line} breaks the hash chain: its `prev_hash` is not the hash of line {}", line - 1)]
     Chain { line: usize },
+    #[error("the checkpoint covers line {head} but the log ends at line {last}")]
+    EndsBefore { head: u64, last: u64 },
 }
 
 /// What a verified log ends with.
@@ -53,19 +58,67 @@ pub struct AuditTail {
     /// Hash of every line, by `seq - 1`, so a checkpoint's `audit_seq` can
     /// be checked against its `audit_hash`.
     pub hashes: Vec<String>,
+    /// Lines past the checkpoint's head (a crash tail): not verified, not
+    /// returned, never trusted. Always 0 for [`verify_audit`].
+    pub past_head: u64,
+    /// Bytes of the file up to and including the head line.
+    pub head_len: usize,
 }
 
 /// Verifies a whole log: every line parses, `seq` counts 1, 2, 3, … and the
 /// hash chain is unbroken; a last line without its newline is torn.
-pub fn verify_audit(text: &str) -> Result<(Vec<AuditEvent>, AuditTail), AuditError> {
-    let mut events = Vec::new();
-    let mut tail = AuditTail::default();
+pub fn verify_audit(text: &str, sealer: &Sealer) -> Result<(Vec<AuditEvent>, AuditTail), AuditError> {
     let line_count = text.split_terminator('\n').count();
     if !text.is_empty() && !text.ends_with('\n') {
         return Err(AuditError::TornLine { line: line_count });
     }
+    verify_lines(text, sealer)
+}
+
+/// Verifies lines `1..=head` of an agent run's log strictly (as
+/// [`verify_audit`]); what follows is the crash tail, counted in
+/// [`AuditTail::past_head`] and never returned. A crash leaves a tail that
+/// continues the chain (its last line may be torn); a tail whose whole
+/// lines break it was edited or forged and is refused. Under a key nobody
+/// without it can append a line that continues the chain.
+pub fn verify_head(text: &str, head: u64, sealer: &Sealer) -> Result<(Vec<AuditEvent>, AuditTail), AuditError> {
+    let head_len: usize =
+        text.split_inclusive('\n').take(usize::try_from(head).unwrap_or(usize::MAX)).map(str::len).sum();
+    let (covered, rest) = text.split_at(head_len);
+    let whole = covered.split_terminator('\n').count() as u64;
+    if !covered.is_empty() && !covered.ends_with('\n') {
+        return Err(AuditError::TornLine { line: whole as usize });
+    }
+    if whole < head {
+        return Err(AuditError::EndsBefore { head, last: whole });
+    }
+    let (events, mut tail) = verify_lines(covered, sealer)?;
+    // A torn last line is what a crash mid-write leaves; the whole lines
+    // before it must continue the chain.
+    let whole_tail = &rest[..rest.rfind('\n').map_or(0, |end| end + 1)];
+    continue_chain(whole_tail, sealer, tail.clone(), whole as usize + 1, &mut Vec::new())?;
+    tail.past_head = rest.split_inclusive('\n').count() as u64;
+    Ok((events, tail))
+}
+
+fn verify_lines(text: &str, sealer: &Sealer) -> Result<(Vec<AuditEvent>, AuditTail), AuditError> {
+    let mut events = Vec::new();
+    let start = AuditTail { head_len: text.len(), ..AuditTail::default() };
+    let tail = continue_chain(text, sealer, start, 1, &mut events)?;
+    Ok((events, tail))
+}
+
+/// Verifies the lines of `text` as the continuation of a chain that ends
+/// at `tail`, the first of them being line `first`; pushes their events.
+fn continue_chain(
+    text: &str,
+    sealer: &Sealer,
+    mut tail: AuditTail,
+    first: usize,
+    events: &mut Vec<AuditEvent>,
+) -> Result<AuditTail, AuditError> {
     for (index, line) in text.split_terminator('\n').enumerate() {
-        let number = index + 1;
+        let number = index + first;
         let event: AuditEvent = serde_json::from_str(line)
             .map_err(|error| AuditError::Invalid { line: number, message: error.to_string() })?;
         let expected = tail.seq + 1;
@@ -75,13 +128,13 @@ pub fn verify_audit(text: &str) -> Result<(Vec<AuditEvent>, AuditTail), AuditErr
         if event.prev_hash != tail.hash {
             return Err(AuditError::Chain { line: number });
         }
-        let hash = sha256_hex(line.as_bytes());
+        let hash = sealer.link(line.as_bytes());
         tail.seq = event.seq;
         tail.hashes.push(hash.clone());
         tail.hash = Some(hash);
         events.push(event);
     }
-    Ok((events, tail))
+    Ok(tail)
 }
 
 /// The file names a checkpoint and its log go by, for messages.
@@ -100,11 +153,19 @@ pub(crate) fn verify_checkpointed_log(
     text: &str,
     id: &str,
     files: LogFiles,
-    seen_seq: u64,
-    seen_hash: Option<&str>,
+    seen: (u64, Option<&str>),
+    sealer: &Sealer,
+    head_only: bool,
 ) -> Result<(Vec<AuditEvent>, AuditTail), String> {
     let LogFiles { state, audit: log } = files;
-    let (audit, tail) = verify_audit(text).map_err(|error| format!("`{log}`: {error}"))?;
+    let (seen_seq, seen_hash) = seen;
+    let verified = if head_only { verify_head(text, seen_seq, sealer) } else { verify_audit(text, sealer) };
+    let (audit, tail) = verified.map_err(|error| match error {
+        AuditError::EndsBefore { head, last } => {
+            format!("`{state}` has seen audit line {head} but `{log}` ends at line {last}")
+        }
+        error => format!("`{log}`: {error}"),
+    })?;
     if let Some(event) = audit.iter().find(|event| event.run_id != id) {
         return Err(format!("`{log}` line {} is for run `{}`", event.seq, event.run_id));
     }
@@ -126,16 +187,17 @@ pub struct AuditLog {
     seq: u64,
     last_hash: Option<String>,
     line: Vec<u8>,
+    sealer: Sealer,
 }
 
 impl AuditLog {
-    pub(crate) fn new(file: File) -> Self {
-        AuditLog { file, seq: 0, last_hash: None, line: Vec::with_capacity(512) }
+    pub(crate) fn new(file: File, sealer: Sealer) -> Self {
+        AuditLog { file, seq: 0, last_hash: None, line: Vec::with_capacity(512), sealer }
     }
 
     /// Continues a verified log.
-    pub(crate) fn resume(file: File, tail: &AuditTail) -> Self {
-        AuditLog { file, seq: tail.seq, last_hash: tail.hash.clone(), line: Vec::with_capacity(512) }
+    pub(crate) fn resume(file: File, tail: &AuditTail, sealer: Sealer) -> Self {
+        AuditLog { file, seq: tail.seq, last_hash: tail.hash.clone(), line: Vec::with_capacity(512), sealer }
     }
 
     /// `seq` of the last event written (0 before the first).
@@ -170,7 +232,7 @@ impl AuditLog {
         };
         self.line.clear();
         serde_json::to_writer(&mut self.line, &event)?;
-        let hash = sha256_hex(&self.line);
+        let hash = self.sealer.link(&self.line);
         self.line.push(b'\n');
         if let Err(error) = self.file.write_all(&self.line) {
             self.last_hash = event.prev_hash;
@@ -194,7 +256,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("audit.jsonl");
         let file = std::fs::OpenOptions::new().append(true).create(true).open(&path).expect("open");
-        let mut log = AuditLog::new(file);
+        let mut log = AuditLog::new(file, Sealer::plain());
         for event in ["run_started", "state_saved", "run_finished"] {
             log.append("2026-01-01T00:00:00Z".into(), "r", event, None, Some("ok"), Map::new()).expect("append");
         }
@@ -204,16 +266,34 @@ mod tests {
     #[test]
     fn an_intact_log_verifies_and_its_tail_is_the_last_line() {
         let text = log_text();
-        let (events, tail) = verify_audit(&text).expect("valid log");
+        let (events, tail) = verify_audit(&text, &Sealer::plain()).expect("valid log");
         assert_eq!(events.len(), 3);
         assert_eq!(tail.seq, 3);
-        assert_eq!(tail.hash.as_deref(), Some(sha256_hex(text.lines().last().unwrap_or("").as_bytes()).as_str()));
+        let last = text.lines().last().unwrap_or("").as_bytes();
+        assert_eq!(tail.hash.as_deref(), Some(crate::digest::sha256_hex(last).as_str()));
         assert_eq!(events[0].prev_hash, None);
+    }
+
+    #[test]
+    fn a_keyed_chain_is_refused_without_its_key_and_a_tail_past_the_head_is_ignored() {
+        let text = log_text();
+        assert!(matches!(verify_audit(&text, &Sealer::keyed(b"k".to_vec())), Err(AuditError::Chain { line: 2 })));
+        let lines: Vec<&str> = text.lines().collect();
+        let torn = format!("{text}{{torn");
+        let (events, verified) = verify_head(&torn, 2, &Sealer::plain()).expect("head verifies");
+        let head_len = lines[0].len() + lines[1].len() + 2;
+        assert_eq!((events.len(), verified.seq, verified.past_head, verified.head_len), (2, 2, 2, head_len));
+        let forged = format!("{text}{{\"forged\": true}}\n");
+        assert!(matches!(verify_head(&forged, 3, &Sealer::plain()), Err(AuditError::Invalid { line: 4, .. })));
+        let dropped = format!("{}\n{}\n", lines[0], lines[2]);
+        assert!(matches!(verify_head(&dropped, 1, &Sealer::plain()), Err(AuditError::Sequence { line: 2, .. })));
+        assert!(verify_head(&text, 4, &Sealer::plain()).is_err(), "a head past the log is refused");
     }
 
     #[test]
     fn edits_removals_reorderings_and_torn_lines_are_detected() {
         let text = log_text();
+        let verify_audit = |text: &str| verify_audit(text, &Sealer::plain());
         let lines: Vec<&str> = text.lines().collect();
         let edited = text.replace("state_saved", "state_SAVED");
         assert!(matches!(verify_audit(&edited), Err(AuditError::Chain { line: 3 })));

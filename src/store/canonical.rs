@@ -72,9 +72,30 @@ pub fn canonical_digest(value: &Value) -> String {
 /// Parses JSON refusing duplicate keys and floats (NaN and Infinity are not
 /// JSON at all and fail in the parser).
 pub fn parse_strict(text: &str) -> Result<Value, CanonicalError> {
-    let strict: StrictValue =
-        serde_json::from_str(text).map_err(|error| CanonicalError(format!("line {}: {error}", error.line())))?;
+    let strict: StrictValue = serde_json::from_str(text).map_err(|error| {
+        // The parser only says "expected value"; name the token when it is
+        // one of the non-numbers other writers emit for floats.
+        match non_number_at(text, error.line(), error.column()) {
+            Some(token) => CanonicalError(format!(
+                "line {} column {}: `{token}` is not a JSON number (a checkpoint holds no NaN, Infinity or floats)",
+                error.line(),
+                error.column()
+            )),
+            None => CanonicalError(format!("line {}: {error}", error.line())),
+        }
+    })?;
     Ok(strict.0)
+}
+
+/// `NaN`, `Infinity` or `-Infinity` starting near 1-based `line`/`column`
+/// of `text` (the parser reports the column of the token or just past its
+/// first character).
+fn non_number_at(text: &str, line: usize, column: usize) -> Option<&'static str> {
+    let row = text.lines().nth(line.checked_sub(1)?)?;
+    let from = column.saturating_sub(2);
+    (from..=column)
+        .filter_map(|start| row.get(start..))
+        .find_map(|rest| ["NaN", "-Infinity", "Infinity"].into_iter().find(|token| rest.starts_with(token)))
 }
 
 struct StrictValue(Value);
@@ -150,8 +171,10 @@ mod tests {
         for (text, expected) in [
             (r#"{"a": 1, "a": 2}"#, "duplicate key `a`"),
             (r#"{"a": 1.5}"#, "float"),
-            (r#"{"a": NaN}"#, "line 1"),
-            (r#"{"a": Infinity}"#, "line 1"),
+            (r#"{"a": NaN}"#, "`NaN` is not a JSON number"),
+            (r#"{"a": Infinity}"#, "`Infinity` is not a JSON number"),
+            ("{\n  \"a\": -Infinity\n}", "line 2 column"),
+            (r#"{"a": nope}"#, "line 1: expected"),
         ] {
             let error = parse_strict(text).expect_err(text);
             assert!(error.0.contains(expected), "{text}: {error}");

@@ -228,3 +228,106 @@ fn a_record_checkpoint_must_be_its_own_object_without_the_store_fields() {
     let loaded = store.read_record(RecordKind::Bridge, "br-1").expect("read");
     assert_eq!((loaded.state_version, loaded.state["status"].as_str()), (3, Some("done")));
 }
+
+#[test]
+fn records_are_listed_newest_first_by_kind() {
+    let (dir, store) = file_store();
+    let store: &dyn RunStore = &store;
+    assert!(store.list_records(RecordKind::Bridge).expect("list").is_empty(), "no records folder yet");
+    for (id, created_at) in
+        [("br-b", "2026-01-02T00:00:00Z"), ("br-c", "2026-01-01T00:00:00Z"), ("br-a", "2026-01-03T00:00:00Z")]
+    {
+        let mut record = store.create_record(RecordKind::Bridge, id).expect("record");
+        record.checkpoint(&json!({"run_id": id, "created_at": created_at}), 0).expect("checkpoint");
+    }
+    let mut controller = store.create_record(RecordKind::Controller, "ctrl-1").expect("record");
+    controller.checkpoint(&json!({"controller_run_id": "ctrl-1", "created_at": "2026-01-09T00:00:00Z"}), 0).expect("c");
+    drop(controller);
+    store.create_record(RecordKind::Bridge, "br-empty").expect("a record without a checkpoint yet");
+    fs::write(dir.path().join("bridge/runs/br-b/state.json"), "not an envelope").expect("break one");
+    let ids = |kind| -> Vec<String> {
+        store.list_records(kind).expect("list").into_iter().map(|listing| listing.run_id).collect()
+    };
+    assert_eq!(ids(RecordKind::Bridge), ["br-a", "br-c", "br-b"], "the broken one last, listed all the same");
+    assert_eq!(ids(RecordKind::Controller), ["ctrl-1"]);
+}
+
+/// A step record for the history tests.
+fn step_record(step_id: &str) -> crate::store::StepRecord {
+    crate::store::StepRecord {
+        step_id: step_id.into(),
+        kind: "shell".into(),
+        status: crate::store::StepRecordStatus::Done,
+        attempt: 1,
+        failure_class: None,
+        action: None,
+        output_text: format!("{step_id} ran"),
+        output_json: None,
+        error: None,
+        details: Map::new(),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        finished_at: "2026-01-01T00:00:00Z".into(),
+        duration_ms: 0,
+    }
+}
+
+#[test]
+fn the_checkpoint_is_the_head_and_what_lies_past_it_is_never_returned() {
+    for sealer in [Sealer::plain(), Sealer::keyed(b"k".to_vec())] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = FileStore::new(dir.path(), sealer.clone());
+        let store: &dyn RunStore = &store;
+        started(store, "r1", "2026-01-01T00:00:00Z");
+        let (mut run, loaded) = store.open_run("r1").expect("open");
+        let mut next = loaded.state.clone();
+        run.append_history(&step_record("a")).expect("history");
+        next.counters.history_records = 1;
+        run.append_event(event("state_saved")).expect("event");
+        next.state_version = 2;
+        next.audit_seq = run.audit_seq();
+        next.audit_hash = run.audit_hash().map(str::to_string);
+        run.checkpoint(&next, 1).expect("checkpoint");
+        // A crash tail: an event and an attempt the head does not cover.
+        run.append_event(event("step_started")).expect("event");
+        run.append_history(&step_record("b")).expect("history");
+        drop(run);
+
+        let read = store.read_run("r1").expect("verifies");
+        assert_eq!((read.audit.len(), read.history.len()), (2, 1), "{sealer:?}: only what the head covers");
+        assert_eq!((read.discarded_events, read.discarded_history), (1, 1), "{sealer:?}: the tail is counted");
+        let (run, opened) = store.open_run("r1").expect("open cuts the tail");
+        drop(run);
+        assert_eq!((opened.discarded_events, opened.discarded_history), (1, 1));
+        let again = store.read_run("r1").expect("verifies");
+        assert_eq!((again.discarded_events, again.discarded_history), (0, 0), "{sealer:?}: the tail is gone");
+
+        // The covered history and the plan copy are vouched for by the head.
+        let history = dir.path().join("runs/r1/history.jsonl");
+        let text = fs::read_to_string(&history).expect("history");
+        fs::write(&history, text.replace("a ran", "A ran")).expect("write");
+        assert!(matches!(store.read_run("r1"), Err(StoreError::Tampered { .. })), "{sealer:?}: history edit");
+        fs::write(&history, text).expect("write");
+        let plan = dir.path().join("runs/r1/plan.json");
+        let text = fs::read_to_string(&plan).expect("plan");
+        fs::write(&plan, text.replace("\"p\"", "\"q\"")).expect("write");
+        assert!(matches!(store.read_run("r1"), Err(StoreError::Tampered { .. })), "{sealer:?}: plan edit");
+    }
+}
+
+#[test]
+fn a_run_without_a_checkpoint_does_not_exist_and_its_id_stays_free() {
+    let (dir, store) = file_store();
+    let store: &dyn RunStore = &store;
+    let mut run = store.create_run("r1").expect("create");
+    run.append_event(event("run_started")).expect("event");
+    run.write_plan(&json!({"id": "p", "steps": []})).expect("plan");
+    assert!(matches!(store.create_run("r1"), Err(StoreError::RunExists { .. })), "taken while being created");
+    assert!(matches!(store.read_run("r1"), Err(StoreError::NotFound { .. })));
+    assert!(store.list_runs().expect("list").is_empty(), "not listed before its first checkpoint");
+    drop(run); // the process is gone before its first checkpoint
+    assert!(matches!(store.open_run("r1"), Err(StoreError::NotFound { .. })));
+    started(store, "r1", "2026-01-01T00:00:00Z");
+    assert_eq!(store.read_run("r1").expect("the id was free").state.state_version, 1);
+    let names: Vec<_> = fs::read_dir(dir.path().join("runs")).expect("runs").flatten().map(|e| e.file_name()).collect();
+    assert_eq!(names, ["r1"], "the interrupted start was cleared");
+}

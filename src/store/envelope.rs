@@ -69,6 +69,36 @@ impl Sealer {
         Some(hex(&mac.finalize().into_bytes()))
     }
 
+    /// Whether links and seals are keyed (HMAC-SHA256).
+    pub fn is_keyed(&self) -> bool {
+        self.key.is_some()
+    }
+
+    /// The link of `bytes` in a hash chain: SHA-256, or HMAC-SHA256 under
+    /// the key, as hex. Keyed links are what makes a chain unforgeable
+    /// without the key: a plain chain can be recomputed by anyone who can
+    /// write the file.
+    pub fn link(&self, bytes: &[u8]) -> String {
+        match &self.key {
+            Some(key) => {
+                let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes keys of any length");
+                mac.update(bytes);
+                hex(&mac.finalize().into_bytes())
+            }
+            None => sha256_hex(bytes),
+        }
+    }
+
+    /// The next link of a chain over `line`s: the link of the previous
+    /// link's hex, a newline, and `line`.
+    pub fn chain(&self, previous: Option<&str>, line: &[u8]) -> String {
+        let mut bytes = Vec::with_capacity(line.len() + 65);
+        bytes.extend_from_slice(previous.unwrap_or_default().as_bytes());
+        bytes.push(b'\n');
+        bytes.extend_from_slice(line);
+        self.link(&bytes)
+    }
+
     /// Wraps a payload in an envelope.
     pub fn seal(&self, payload: Value) -> Result<Value, CanonicalError> {
         let canonical = canonical_json(&payload)?;

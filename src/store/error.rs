@@ -31,6 +31,31 @@ pub enum StoreError {
     /// inconsistent. Nothing runs from such a run.
     #[error("run `{id}` failed verification: {reason}")]
     Tampered { id: String, reason: String },
+    /// A record file exists but cannot be read (a folder in its place, an
+    /// I/O error). Nothing runs from such a run.
+    #[error("run `{id}`: cannot read `{}`: {source}", path.display())]
+    Unreadable {
+        id: String,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl StoreError {
+    /// Whether this is about the records of a run as they are (unknown,
+    /// unreadable, or failing verification) rather than about an attempt to
+    /// write them: every command that reads a run gives the same exit status
+    /// (2, bad input) for it.
+    pub fn is_unusable_record(&self) -> bool {
+        matches!(
+            self,
+            StoreError::NotFound { .. }
+                | StoreError::Tampered { .. }
+                | StoreError::Corrupt { .. }
+                | StoreError::Unreadable { .. }
+        )
+    }
 }
 
 /// Maps an I/O error on `path` to [`StoreError::Io`].

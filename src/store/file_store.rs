@@ -17,7 +17,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::store::error::io_error;
-use crate::store::record_dir::load_record;
+use crate::store::record_dir::{files, load_record, records_folder};
 use crate::store::run_dir::{load_run, runs_folder};
 use crate::store::{
     LoadedRecord, LoadedRun, Receipt, ReceiptError, ReceiptStore, RecordDir, RecordHandle, RecordKind, RunDir,
@@ -53,11 +53,11 @@ impl FileStore {
         self.workspace.join(".planrun").join("receipts")
     }
 
-    /// The `started_at` of a run's checkpoint, if it can be read.
-    fn started_at(&self, run_id: &str) -> Option<String> {
-        let text = fs::read_to_string(runs_folder(&self.workspace).join(run_id).join("state.json")).ok()?;
+    /// The time `field` of the checkpoint at `state_path`, if it can be read.
+    fn started_at(&self, state_path: &Path, field: &str) -> Option<String> {
+        let text = fs::read_to_string(state_path).ok()?;
         let payload = self.sealer.open(&text).ok()?;
-        payload.get("started_at").and_then(Value::as_str).map(str::to_string)
+        payload.get(field).and_then(Value::as_str).map(str::to_string)
     }
 }
 
@@ -80,29 +80,16 @@ impl RunStore for FileStore {
     }
 
     fn list_runs(&self) -> Result<Vec<RunListing>, StoreError> {
-        let folder = runs_folder(&self.workspace);
-        let entries = match fs::read_dir(&folder) {
-            Ok(entries) => entries,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => return Err(StoreError::Io { action: "list", path: folder, source }),
-        };
-        let mut runs = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(io_error("list", &folder))?;
-            let Some(run_id) = entry.file_name().to_str().map(str::to_string) else { continue };
-            // Only folders named like run ids are runs (temp files, stray
-            // entries are not).
-            if validate_run_id(&run_id).is_err() || !entry.path().is_dir() {
-                continue;
-            }
-            let started_at = self.started_at(&run_id);
-            runs.push(RunListing { run_id, started_at });
-        }
-        let instant =
-            |listing: &RunListing| listing.started_at.as_deref().and_then(|text| text.parse::<Timestamp>().ok());
-        // Newest first; runs without a readable start time last; ties by id.
-        runs.sort_by(|a, b| instant(b).cmp(&instant(a)).then_with(|| b.run_id.cmp(&a.run_id)));
-        Ok(runs)
+        list_newest_first(&runs_folder(&self.workspace), None, |folder| {
+            self.started_at(&folder.join("state.json"), "started_at")
+        })
+    }
+
+    fn list_records(&self, kind: RecordKind) -> Result<Vec<RunListing>, StoreError> {
+        let state = files(kind).state;
+        list_newest_first(&records_folder(&self.workspace), Some(state), |folder| {
+            self.started_at(&folder.join(state), "created_at")
+        })
     }
 
     fn create_record(&self, kind: RecordKind, id: &str) -> Result<Box<dyn RecordHandle>, StoreError> {
@@ -129,4 +116,37 @@ impl RunStore for FileStore {
     fn remove_receipt(&self, key: &str) -> Result<(), StoreError> {
         self.receipts.remove(key).map_err(io_error("remove receipt in", &self.receipts_folder()))
     }
+}
+
+/// The folders of `parent` named like ids (holding `required` when given),
+/// newest first by `started_at`; entries without a readable time last; ties
+/// by id. A missing `parent` is an empty list.
+fn list_newest_first(
+    parent: &Path,
+    required: Option<&str>,
+    started_at: impl Fn(&Path) -> Option<String>,
+) -> Result<Vec<RunListing>, StoreError> {
+    let entries = match fs::read_dir(parent) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(StoreError::Io { action: "list", path: parent.to_path_buf(), source }),
+    };
+    let mut listed = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(io_error("list", parent))?;
+        let Some(run_id) = entry.file_name().to_str().map(str::to_string) else { continue };
+        let folder = entry.path();
+        // Only folders named like ids are runs (temp files, stray entries
+        // are not); a record folder of another kind lacks `required`.
+        if validate_run_id(&run_id).is_err()
+            || !folder.is_dir()
+            || required.is_some_and(|name| !folder.join(name).is_file())
+        {
+            continue;
+        }
+        listed.push(RunListing { started_at: started_at(&folder), run_id });
+    }
+    let instant = |listing: &RunListing| listing.started_at.as_deref().and_then(|text| text.parse::<Timestamp>().ok());
+    listed.sort_by(|a, b| instant(b).cmp(&instant(a)).then_with(|| b.run_id.cmp(&a.run_id)));
+    Ok(listed)
 }

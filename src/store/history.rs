@@ -1,4 +1,9 @@
-//! `history.jsonl`: one record per step attempt.
+//! `history.jsonl`: one record per step attempt, hash-chained.
+//!
+//! The lines are chained with [`Sealer::chain`] (keyed under
+//! `PLANRUN_HMAC_KEY`); the link after the last covered line is in the
+//! sealed checkpoint (`history_hash`), so an edited, removed, re-ordered or
+//! inserted line among those the checkpoint covers is refused on load.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -7,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::model::FailureClass;
+use crate::store::Sealer;
 
 /// How a step attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,18 +53,35 @@ pub struct StepRecord {
 pub struct HistoryLog {
     file: File,
     line: Vec<u8>,
+    sealer: Sealer,
+    /// The chain's link after the last line written (`None` before the first).
+    hash: Option<String>,
+}
+
+/// The chain link after `lines` (each without its newline), from `None`.
+pub(crate) fn history_chain<'l>(sealer: &Sealer, lines: impl IntoIterator<Item = &'l str>) -> Option<String> {
+    lines.into_iter().fold(None, |previous, line| Some(sealer.chain(previous.as_deref(), line.as_bytes())))
 }
 
 impl HistoryLog {
-    pub(crate) fn new(file: File) -> Self {
-        HistoryLog { file, line: Vec::with_capacity(1024) }
+    /// Continues (or starts, with `hash = None`) a chain.
+    pub(crate) fn new(file: File, hash: Option<String>, sealer: Sealer) -> Self {
+        HistoryLog { file, line: Vec::with_capacity(1024), sealer, hash }
+    }
+
+    /// The chain's link after the last line written.
+    pub fn hash(&self) -> Option<&str> {
+        self.hash.as_deref()
     }
 
     pub fn append(&mut self, record: &StepRecord) -> io::Result<()> {
         self.line.clear();
         serde_json::to_writer(&mut self.line, record)?;
+        let hash = self.sealer.chain(self.hash.as_deref(), &self.line);
         self.line.push(b'\n');
-        self.file.write_all(&self.line)
+        self.file.write_all(&self.line)?;
+        self.hash = Some(hash);
+        Ok(())
     }
 
     pub fn sync(&self) -> io::Result<()> {

@@ -9,10 +9,15 @@
 //!
 //! | file | written | holds |
 //! |---|---|---|
-//! | `plan.json` | once, at start | the validated plan exactly as it ran |
-//! | `state.json` | replaced atomically after every step | the compact checkpoint: status, cursor, counters |
-//! | `history.jsonl` | appended, one line per step attempt | step results (output, failure class, attempt) |
-//! | `audit.jsonl` | appended, one line per event | the event log (`seq`, `ts`, `event_type`, …) |
+//! | `plan.json` | once, at start | the validated plan exactly as it ran (linked by the checkpoint's `plan_hash`) |
+//! | `state.json` | replaced atomically after every step | the compact checkpoint, the sealed head of the logs |
+//! | `history.jsonl` | appended, one line per step attempt | step results, hash-chained (`history_hash`) |
+//! | `audit.jsonl` | appended, one line per event | the event log, hash-chained (`audit_seq`, `audit_hash`) |
+//!
+//! Links are SHA-256, or HMAC-SHA256 under `PLANRUN_HMAC_KEY`
+//! ([`Sealer::link`]); the checkpoint is written after the last line it
+//! covers, and lines past it are a crash tail, never returned (see
+//! `run_dir.rs` and `audit.rs`).
 //!
 //! Why the split: rewriting one file that holds the whole history after every
 //! step makes a run quadratic in its length. Here every step appends one

@@ -31,7 +31,7 @@ pub(crate) fn records_folder(workspace: &Path) -> PathBuf {
 }
 
 /// The state and audit file names of `kind`.
-fn files(kind: RecordKind) -> LogFiles {
+pub(crate) fn files(kind: RecordKind) -> LogFiles {
     match kind {
         RecordKind::Bridge => LogFiles { state: "state.json", audit: "audit.jsonl" },
         RecordKind::Controller => LogFiles { state: "controller_state.json", audit: "controller_audit.jsonl" },
@@ -58,7 +58,7 @@ impl RecordDir {
     pub fn create(workspace: &Path, kind: RecordKind, id: &str, sealer: Sealer) -> Result<RecordDir, StoreError> {
         let path = create_folder(&records_folder(workspace), id)?;
         let lease = Lease::take(&path, id)?;
-        let audit = AuditLog::new(create_log(&path, files(kind).audit)?);
+        let audit = AuditLog::new(create_log(&path, files(kind).audit)?, sealer.clone());
         Ok(RecordDir::assemble(&path, kind, id, audit, sealer, 0, lease))
     }
 
@@ -76,7 +76,7 @@ impl RecordDir {
         }
         let lease = Lease::take(&path, id)?;
         let loaded = load_record(workspace, kind, id, &sealer)?;
-        let audit = AuditLog::resume(append_log(&path, files(kind).audit)?, &loaded.audit_tail);
+        let audit = AuditLog::resume(append_log(&path, files(kind).audit)?, &loaded.audit_tail, sealer.clone());
         let version = loaded.state_version;
         Ok((RecordDir::assemble(&path, kind, id, audit, sealer, version, lease), loaded))
     }
@@ -187,6 +187,7 @@ pub fn load_record(workspace: &Path, kind: RecordKind, id: &str, sealer: &Sealer
     let audit_path = dir.join(names.audit);
     let audit_text = fs::read_to_string(&audit_path).map_err(io_error("read", &audit_path))?;
     let (audit, audit_tail) =
-        verify_checkpointed_log(&audit_text, id, names, audit_seq, audit_hash.as_deref()).map_err(tampered)?;
+        verify_checkpointed_log(&audit_text, id, names, (audit_seq, audit_hash.as_deref()), sealer, false)
+            .map_err(tampered)?;
     Ok(LoadedRecord { state: Value::Object(state), state_version, audit, audit_tail })
 }

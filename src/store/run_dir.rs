@@ -2,6 +2,19 @@
 //! with compare-and-set, verifying it strictly and reading it back. A
 //! [`RunDir`] is the [`FileStore`](crate::store::FileStore)'s
 //! [`RunHandle`].
+//!
+//! A new run is built in `runs/<id>~new/` (`~` is never part of a run id,
+//! so the folder is never listed or opened as a run) and renamed to
+//! `runs/<id>/` (without replacing anything) by its first checkpoint. So
+//! `runs/<id>/` always holds a checkpoint: a run killed before its first
+//! one left nothing that claims the id, ran nothing, and the id can be used
+//! again (the stale folder is removed when it is).
+//!
+//! The checkpoint is the sealed head of every record of the run: besides
+//! the audit line it has seen (`audit_seq`, `audit_hash`) the store adds
+//! `plan_hash` (the link of `plan.json`'s bytes) and `history_hash` (the
+//! history chain's link after the lines it covers) to its payload, and
+//! strips them again on reading.
 
 use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
@@ -12,14 +25,24 @@ use serde_json::{Map, Value, json};
 
 use crate::store::audit::{LogFiles, verify_checkpointed_log};
 use crate::store::error::{io_error, serialize_error};
+use crate::store::history::history_chain;
 use crate::store::{
     AuditEvent, AuditLog, AuditTail, HistoryLog, Lease, NewEvent, RunHandle, RunState, Sealer, StepRecord,
     StepRecordStatus, StoreError, write_atomic,
 };
 
+/// The fields the store adds to a run's checkpoint payload.
+const HEAD_FIELDS: [&str; 2] = ["plan_hash", "history_hash"];
+
 /// An open run folder, locked for this process.
 pub struct RunDir {
+    /// Where the folder is now: `runs/<id>~new` until the first checkpoint
+    /// renames it to `runs/<id>`.
     path: PathBuf,
+    /// `runs/<id>`.
+    final_path: PathBuf,
+    /// The link of `plan.json`'s bytes, once written.
+    plan_hash: Option<String>,
     audit: AuditLog,
     history: HistoryLog,
     run_id: String,
@@ -32,6 +55,11 @@ pub struct RunDir {
     stored_version: u64,
     /// Held for the life of the `RunDir`.
     _lease: Lease,
+}
+
+/// The folder a new run is built in until its first checkpoint.
+fn creating_folder_name(run_id: &str) -> String {
+    format!("{run_id}~new")
 }
 
 /// `<workspace>/runs`.
@@ -106,18 +134,36 @@ impl RunDir {
     /// Creates `<workspace>/runs/<run_id>/`. Fails with
     /// [`StoreError::RunExists`] when the folder exists.
     pub fn create(workspace: &Path, run_id: &str, sealer: Sealer) -> Result<RunDir, StoreError> {
-        let path = create_folder(&runs_folder(workspace), run_id)?;
-        let lease = Lease::take(&path, run_id)?;
-        let audit = AuditLog::new(create_log(&path, "audit.jsonl")?);
-        let history = HistoryLog::new(create_log(&path, "history.jsonl")?);
-        Ok(RunDir::assemble(path, run_id, audit, history, sealer, 0, lease))
+        let runs = runs_folder(workspace);
+        let final_path = runs.join(run_id);
+        let exists = || StoreError::RunExists { id: run_id.to_string(), path: runs.clone() };
+        if final_path.exists() {
+            return Err(exists());
+        }
+        let name = creating_folder_name(run_id);
+        let stale = runs.join(&name);
+        if stale.is_dir() {
+            // Another process creating the same id holds the lock: the id
+            // is taken. A folder nobody holds is what a process killed
+            // before its first checkpoint left: nothing ran from it.
+            let lease = Lease::take(&stale, run_id).map_err(|_| exists())?;
+            fs::remove_dir_all(&stale).map_err(io_error("remove", &stale))?;
+            drop(lease);
+        }
+        let path = create_folder(&runs, &name).map_err(|_| exists())?;
+        // Between the `mkdir` and the lock another creator may take the
+        // folder for a stale one and remove it: it is theirs then.
+        let lease = Lease::take(&path, run_id).map_err(|_| exists())?;
+        let audit = AuditLog::new(create_log(&path, "audit.jsonl")?, sealer.clone());
+        let history = HistoryLog::new(create_log(&path, "history.jsonl")?, None, sealer.clone());
+        Ok(RunDir::assemble(path, final_path, run_id, (audit, history, None), sealer, 0, lease))
     }
 
     fn assemble(
         path: PathBuf,
+        final_path: PathBuf,
         run_id: &str,
-        audit: AuditLog,
-        history: HistoryLog,
+        (audit, history, plan_hash): (AuditLog, HistoryLog, Option<String>),
         sealer: Sealer,
         stored_version: u64,
         lease: Lease,
@@ -125,6 +171,8 @@ impl RunDir {
         let state_path = path.join("state.json");
         RunDir {
             path,
+            final_path,
+            plan_hash,
             audit,
             history,
             run_id: run_id.to_string(),
@@ -147,30 +195,27 @@ impl RunDir {
             return Err(StoreError::NotFound { id: run_id.to_string(), path: runs_folder(workspace) });
         }
         let lease = Lease::take(&path, run_id)?;
-        let mut loaded = load_run(workspace, run_id, &sealer)?;
-        let history_path = path.join("history.jsonl");
-        let keep = usize::try_from(loaded.state.counters.history_records).unwrap_or(usize::MAX);
-        if loaded.history.len() > keep {
-            loaded.discarded_history = loaded.history.len() - keep;
-            loaded.history.truncate(keep);
-            let text = fs::read_to_string(&history_path).map_err(io_error("read", &history_path))?;
-            let cut: usize = text.split_inclusive('\n').take(keep).map(str::len).sum();
-            let file = OpenOptions::new().write(true).open(&history_path).map_err(io_error("open", &history_path))?;
-            file.set_len(cut as u64).map_err(io_error("truncate", &history_path))?;
-            file.sync_all().map_err(io_error("sync", &history_path))?;
-        }
-        let audit = AuditLog::resume(append_log(&path, "audit.jsonl")?, &loaded.audit_tail);
-        let history = HistoryLog::new(append_log(&path, "history.jsonl")?);
+        let loaded = load_run(workspace, run_id, &sealer)?;
+        // What lies past the head is a crash tail: cut it off, so that the
+        // logs continue from the head and no later checkpoint vouches for it.
+        truncate_to(&path.join("history.jsonl"), loaded.heads.history_len)?;
+        truncate_to(&path.join("audit.jsonl"), loaded.audit_tail.head_len)?;
+        let audit = AuditLog::resume(append_log(&path, "audit.jsonl")?, &loaded.audit_tail, sealer.clone());
+        let history =
+            HistoryLog::new(append_log(&path, "history.jsonl")?, loaded.heads.history_hash.clone(), sealer.clone());
         let version = loaded.state.state_version;
-        Ok((RunDir::assemble(path, run_id, audit, history, sealer, version, lease), loaded))
+        let logs = (audit, history, Some(loaded.heads.plan_hash.clone()));
+        Ok((RunDir::assemble(path.clone(), path, run_id, logs, sealer, version, lease), loaded))
     }
 
     /// Writes `plan.json` once, at the start of the run.
-    pub fn write_plan(&self, plan: &Value) -> Result<(), StoreError> {
+    pub fn write_plan(&mut self, plan: &Value) -> Result<(), StoreError> {
         let path = self.path.join("plan.json");
         let mut bytes = serde_json::to_vec_pretty(plan).map_err(|error| serialize_error(&path, error))?;
         bytes.push(b'\n');
-        write_atomic(&path, &bytes).map_err(io_error("write", &path))
+        write_atomic(&path, &bytes).map_err(io_error("write", &path))?;
+        self.plan_hash = Some(self.sealer.link(&bytes));
+        Ok(())
     }
 
     /// The durable checkpoint: makes the logs durable, then replaces
@@ -179,13 +224,61 @@ impl RunDir {
     /// than the logs hold.
     pub fn checkpoint(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
         compare_version(&self.run_id, self.stored_version, expected)?;
+        let Some(plan_hash) = self.plan_hash.clone() else {
+            return Err(serialize_error(&self.state_path, "a run's first checkpoint comes after its plan is stored"));
+        };
         self.history.sync().map_err(io_error("sync", &self.path))?;
         self.audit.sync().map_err(io_error("sync", &self.path))?;
-        let payload = serde_json::to_value(state).map_err(|error| serialize_error(&self.state_path, error))?;
+        let mut payload = serde_json::to_value(state).map_err(|error| serialize_error(&self.state_path, error))?;
+        if let Value::Object(object) = &mut payload {
+            object.insert("plan_hash".into(), json!(plan_hash));
+            object.insert("history_hash".into(), json!(self.history.hash()));
+        }
         write_sealed(&self.sealer, &self.state_path, payload, &mut self.state_buffer)?;
+        if self.path != self.final_path {
+            self.publish()?;
+        }
         self.stored_version = state.state_version;
         Ok(())
     }
+
+    /// Renames the folder a new run was built in to `runs/<id>/`, never
+    /// over an existing folder ([`StoreError::RunExists`]), and makes the
+    /// rename durable.
+    fn publish(&mut self) -> Result<(), StoreError> {
+        let runs = self.final_path.parent().unwrap_or_else(|| Path::new("."));
+        let exists = |error: rustix::io::Errno| {
+            if error == rustix::io::Errno::EXIST || error == rustix::io::Errno::NOTEMPTY {
+                StoreError::RunExists { id: self.run_id.clone(), path: runs.to_path_buf() }
+            } else {
+                StoreError::Io { action: "publish", path: self.final_path.clone(), source: error.into() }
+            }
+        };
+        rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            &self.path,
+            rustix::fs::CWD,
+            &self.final_path,
+            rustix::fs::RenameFlags::NOREPLACE,
+        )
+        .map_err(exists)?;
+        fs::File::open(runs).and_then(|folder| folder.sync_all()).map_err(io_error("sync", runs))?;
+        self.path = self.final_path.clone();
+        self.state_path = self.path.join("state.json");
+        Ok(())
+    }
+}
+
+/// Cuts `path` to its first `len` bytes (a crash tail past the head), if
+/// it is longer, and makes that durable.
+fn truncate_to(path: &Path, len: usize) -> Result<(), StoreError> {
+    let file = OpenOptions::new().write(true).open(path).map_err(io_error("open", path))?;
+    let size = file.metadata().map_err(io_error("read", path))?.len();
+    if size > len as u64 {
+        file.set_len(len as u64).map_err(io_error("truncate", path))?;
+        file.sync_all().map_err(io_error("sync", path))?;
+    }
+    Ok(())
 }
 
 impl RunHandle for RunDir {
@@ -194,7 +287,9 @@ impl RunHandle for RunDir {
     }
 
     fn location(&self) -> &Path {
-        &self.path
+        // Where the run will be once it has a checkpoint (and is from then
+        // on): the folder it is built in is not for messages.
+        &self.final_path
     }
 
     fn audit_seq(&self) -> u64 {
@@ -230,18 +325,35 @@ impl RunHandle for RunDir {
 pub struct LoadedRun {
     pub state: RunState,
     pub plan: Value,
+    /// The history the checkpoint covers.
     pub history: Vec<StepRecord>,
+    /// The audit events the checkpoint covers.
     pub audit: Vec<AuditEvent>,
     pub audit_tail: AuditTail,
-    /// History lines past the checkpoint that opening the run for writing
-    /// ([`RunStore::open_run`](crate::store::RunStore::open_run)) dropped.
+    /// History lines past the checkpoint (a crash tail: not returned,
+    /// never trusted; opening the run for writing drops them).
     pub discarded_history: usize,
+    /// Audit lines past the checkpoint, likewise.
+    pub discarded_events: u64,
+    pub(crate) heads: Heads,
+}
+
+/// The parts of the checkpoint that vouch for the plan copy and the
+/// history, and where the covered history ends.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Heads {
+    pub plan_hash: String,
+    pub history_hash: Option<String>,
+    /// Bytes of `history.jsonl` the checkpoint covers.
+    pub history_len: usize,
 }
 
 /// Reads and verifies `runs/<run_id>/`: the envelope's digest (or HMAC),
 /// strict JSON (no duplicate keys, no floats, no unknown fields), the state's
-/// invariants, the audit log's sequence and hash chain, and that the state
-/// and the log agree (`audit_seq` and `audit_hash`). Any failure is
+/// invariants, the audit log's sequence and hash chain up to the line the
+/// checkpoint covers, the history chain up to the record it covers, the plan
+/// copy's link, and that the state and the logs agree. Lines past the
+/// checkpoint are a crash tail: counted, not returned. Any failure is
 /// [`StoreError::Tampered`] or [`StoreError::Corrupt`] and nothing runs.
 pub fn load_run(workspace: &Path, run_id: &str, sealer: &Sealer) -> Result<LoadedRun, StoreError> {
     let dir = runs_folder(workspace).join(run_id);
@@ -251,12 +363,27 @@ pub fn load_run(workspace: &Path, run_id: &str, sealer: &Sealer) -> Result<Loade
     let tampered = |reason: String| StoreError::Tampered { id: run_id.to_string(), reason };
     let read = |name: &str| {
         let path = dir.join(name);
-        fs::read_to_string(&path).map_err(io_error("read", &path)).map(|text| (path, text))
+        match fs::read_to_string(&path) {
+            Ok(text) => Ok((path, text)),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Err(tampered(format!("`{name}` is missing"))),
+            Err(source) => Err(StoreError::Unreadable { id: run_id.to_string(), path, source }),
+        }
     };
     let (_, state_text) = read("state.json")?;
     let payload = sealer.open(&state_text).map_err(|error| tampered(format!("`state.json`: {error}")))?;
-    let state: RunState =
-        serde_json::from_value(payload).map_err(|error| tampered(format!("`state.json` payload: {error}")))?;
+    let Value::Object(mut payload) = payload else {
+        return Err(tampered("`state.json`: the payload is not an object".to_string()));
+    };
+    let plan_hash = payload.remove(HEAD_FIELDS[0]);
+    let history_hash = payload.remove(HEAD_FIELDS[1]);
+    let (Some(Value::String(plan_hash)), Some(history_hash @ (Value::Null | Value::String(_)))) =
+        (plan_hash, history_hash)
+    else {
+        return Err(tampered("`state.json`: `plan_hash` or `history_hash` is missing or invalid".to_string()));
+    };
+    let history_hash = history_hash.as_str().map(str::to_string);
+    let state: RunState = serde_json::from_value(Value::Object(payload))
+        .map_err(|error| tampered(format!("`state.json` payload: {error}")))?;
     if state.run_id != run_id {
         return Err(tampered(format!("`state.json` is for run `{}`", state.run_id)));
     }
@@ -264,33 +391,46 @@ pub fn load_run(workspace: &Path, run_id: &str, sealer: &Sealer) -> Result<Loade
 
     let (_, audit_text) = read("audit.jsonl")?;
     let files = LogFiles { state: "state.json", audit: "audit.jsonl" };
+    let seen = (state.audit_seq, state.audit_hash.as_deref());
     let (audit, audit_tail) =
-        verify_checkpointed_log(&audit_text, run_id, files, state.audit_seq, state.audit_hash.as_deref())
-            .map_err(tampered)?;
+        verify_checkpointed_log(&audit_text, run_id, files, seen, sealer, true).map_err(tampered)?;
 
     let (plan_path, plan_text) = read("plan.json")?;
+    if sealer.link(plan_text.as_bytes()) != plan_hash {
+        return Err(tampered("`plan.json` is not the plan the run stored (its link does not match)".to_string()));
+    }
     let plan: Value = serde_json::from_str(&plan_text).map_err(|error| StoreError::Corrupt {
         path: plan_path,
         line: error.line(),
         message: error.to_string(),
     })?;
+
     let (history_path, history_text) = read("history.jsonl")?;
-    if !history_text.is_empty() && !history_text.ends_with('\n') {
-        return Err(tampered("`history.jsonl`: the last line is torn (no newline)".to_string()));
-    }
-    let history = parse_lines::<StepRecord>(&history_path, &history_text)?;
-    if (history.len() as u64) < state.counters.history_records {
+    let covered_count = usize::try_from(state.counters.history_records).unwrap_or(usize::MAX);
+    let covered: Vec<&str> = history_text.split_inclusive('\n').take(covered_count).collect();
+    if covered.len() < covered_count || covered.last().is_some_and(|line| !line.ends_with('\n')) {
         return Err(tampered(format!(
-            "`state.json` counts {} history records but `history.jsonl` has {}",
-            state.counters.history_records,
-            history.len()
+            "`state.json` covers {covered_count} history records but `history.jsonl` holds fewer whole lines"
         )));
     }
-    Ok(LoadedRun { state, plan, history, audit, audit_tail, discarded_history: 0 })
+    let lines: Vec<&str> = covered.iter().map(|line| line.trim_end_matches('\n')).collect();
+    if history_chain(sealer, lines.iter().copied()) != history_hash {
+        return Err(tampered(
+            "`history.jsonl`: the records the checkpoint covers were changed (the history chain does not match)"
+                .to_string(),
+        ));
+    }
+    let history_len: usize = covered.iter().map(|line| line.len()).sum();
+    let history = parse_lines::<StepRecord>(&history_path, &lines)?;
+    let discarded_history = history_text[history_len..].split_inclusive('\n').count();
+    let discarded_events = audit_tail.past_head;
+    let heads = Heads { plan_hash, history_hash, history_len };
+    Ok(LoadedRun { state, plan, history, audit, audit_tail, discarded_history, discarded_events, heads })
 }
 
-fn parse_lines<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<Vec<T>, StoreError> {
-    text.lines()
+fn parse_lines<T: serde::de::DeserializeOwned>(path: &Path, lines: &[&str]) -> Result<Vec<T>, StoreError> {
+    lines
+        .iter()
         .enumerate()
         .map(|(index, line)| {
             serde_json::from_str(line).map_err(|error| StoreError::Corrupt {
@@ -307,7 +447,7 @@ fn parse_lines<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Resul
 /// checkpoint).
 pub fn full_state(run: &LoadedRun) -> Value {
     let state = &run.state;
-    let covered = &run.history[..run.history.len().min(state.counters.history_records as usize)];
+    let covered = &run.history;
     let mut attempts: HashMap<&str, (u32, &str)> = HashMap::new();
     for record in covered {
         let status = match record.status {

@@ -60,12 +60,13 @@ impl RecordKind {
     }
 }
 
-/// One entry of [`RunStore::list_runs`].
+/// One entry of [`RunStore::list_runs`] or [`RunStore::list_records`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunListing {
     pub run_id: String,
-    /// From the run's checkpoint; `None` when it cannot be read (the run is
-    /// listed anyway, so that a broken run is visible).
+    /// From the run's checkpoint (a record's `created_at`); `None` when it
+    /// cannot be read (the run is listed anyway, so that a broken run is
+    /// visible).
     pub started_at: Option<String>,
 }
 
@@ -141,6 +142,9 @@ pub trait RunStore: Send + Sync {
     fn run_state_location(&self, run_id: &str) -> String;
     /// Every agent run, newest first.
     fn list_runs(&self) -> Result<Vec<RunListing>, StoreError>;
+    /// Every record of `kind` that has a checkpoint, newest first (by its
+    /// `created_at`; unreadable ones last, listed all the same).
+    fn list_records(&self, kind: RecordKind) -> Result<Vec<RunListing>, StoreError>;
 
     /// Creates record `id` of `kind` and locks it.
     fn create_record(&self, kind: RecordKind, id: &str) -> Result<Box<dyn RecordHandle>, StoreError>;

@@ -11,7 +11,8 @@
 //! "does the target already hold exactly this content?" — by the SHA-256 of
 //! the file against that of the intended content, through the same
 //! confinement as the writes. It is what a recovery can ask the file system
-//! itself instead of trusting its own note (not wired into the runtime yet).
+//! itself instead of trusting its own note (the runtime does, for a keyed
+//! `write_file` whose own receipt says only `started`).
 
 use std::fmt;
 use std::io::{self, Read, Write};

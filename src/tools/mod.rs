@@ -74,6 +74,22 @@ pub struct ToolOutcome {
     pub details: Map<String, Value>,
 }
 
+/// What an effect itself says about a keyed action it may already have
+/// applied: the answer a recovery asks for before anything else, instead of
+/// trusting the runtime's own note.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Vouch {
+    /// Applied, with the result the effect kept (or, for a file, the
+    /// result the write reports).
+    Applied(ToolSuccess),
+    /// Definitely not applied: running it now is the first time.
+    NotApplied,
+    /// The key was applied for another intent.
+    Conflict(String),
+    /// The effect cannot tell (unreadable, malformed, or changed since).
+    CannotAnswer(String),
+}
+
 /// Per-run tool state: the workspace handle, the policy and the cache of
 /// resolved programs (each program is resolved once per run).
 pub struct Tools<'a> {
@@ -132,6 +148,59 @@ impl<'a> Tools<'a> {
                     ToolOutcome::success(output.clone(), None, details)
                 }
             }
+        }
+    }
+
+    /// What the effect says about keyed `action` (`key`, `intent`), for the
+    /// tools that can answer: the ticket system keeps the receipt of a
+    /// keyed close in `tickets.json`; a file answers by its content digest.
+    /// `None`: this kind of action keeps no receipts.
+    pub fn vouch(&self, action: &ResolvedAction, key: &str, intent: &str) -> Option<Vouch> {
+        let max_bytes = self.policy.files.max_read_bytes.max(self.policy.files.max_write_bytes);
+        match action {
+            ResolvedAction::TicketClose { .. } => Some(match tickets::receipt_for(self.workspace, key, max_bytes) {
+                Ok(None) => Vouch::NotApplied,
+                Ok(Some(receipt)) if receipt.intent_digest != intent => {
+                    Vouch::Conflict(format!("the ticket system applied key `{key}` for another intent"))
+                }
+                Ok(Some(receipt)) => Vouch::Applied(ToolSuccess {
+                    output_text: receipt.result["output_text"].as_str().unwrap_or_default().to_string(),
+                    output_json: Some(receipt.result["output_json"].clone()).filter(|value| !value.is_null()),
+                }),
+                Err(failure) => Vouch::CannotAnswer(failure.message),
+            }),
+            ResolvedAction::WriteFile { path, content } => {
+                Some(match target_content(self.workspace, path, content, self.policy.files.max_read_bytes) {
+                    Ok(TargetContent::Matches { .. }) => {
+                        Vouch::Applied(ToolSuccess { output_text: written(content.len(), path), output_json: None })
+                    }
+                    Ok(TargetContent::Missing) => Vouch::NotApplied,
+                    Ok(TargetContent::Differs { sha256 }) => Vouch::CannotAnswer(format!(
+                        "`{path}` holds other content (sha256 {sha256}) than the write intended: it was not applied, or was changed since"
+                    )),
+                    Err(error) => Vouch::CannotAnswer(error.to_string()),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Runs one attempt of keyed `action`: like [`Tools::execute`], except
+    /// that a ticket close keeps its receipt in the same atomic write.
+    pub fn execute_keyed(
+        &mut self,
+        action: &ResolvedAction,
+        (key, intent): (&str, &str),
+        attempt: u32,
+        timeout: Duration,
+        approved: bool,
+    ) -> ToolOutcome {
+        match action {
+            ResolvedAction::TicketClose { ticket_id } => {
+                let max_bytes = self.policy.files.max_read_bytes.max(self.policy.files.max_write_bytes);
+                ToolOutcome::from_result(tickets::close_with_receipt(self.workspace, ticket_id, key, intent, max_bytes))
+            }
+            _ => self.execute(action, attempt, timeout, approved),
         }
     }
 
@@ -246,7 +315,7 @@ impl<'a> Tools<'a> {
         match write_file(self.workspace, path, content, self.policy.files.max_write_bytes) {
             Ok(bytes) => {
                 details.insert("bytes".into(), bytes.into());
-                ToolOutcome::success(format!("wrote {bytes} bytes to {path}"), None, details)
+                ToolOutcome::success(written(bytes, path), None, details)
             }
             Err(err) => ToolOutcome::file_failure(err, details),
         }
@@ -265,6 +334,12 @@ impl<'a> Tools<'a> {
             Err(err) => ToolOutcome::file_failure(err, details),
         }
     }
+}
+
+/// What a write reports: the same words when it runs and when a recovery
+/// finds its content already in place.
+fn written(bytes: impl std::fmt::Display, path: &str) -> String {
+    format!("wrote {bytes} bytes to {path}")
 }
 
 impl ToolOutcome {

@@ -28,9 +28,9 @@
 //!   returns the kept result without closing again, another intent is an
 //!   `idempotency_conflict`. [`receipt_for`] is the query a recovery asks
 //!   after a crash ("was key K applied, and with which result?"); it
-//!   validates the receipt's shape before handing it out. (The runtime does
-//!   not call these yet: its keyed steps still go through plain [`close`]
-//!   and its own receipts in `.planrun/receipts/`.)
+//!   validates the receipt's shape before handing it out. The runtime's
+//!   keyed closes go through [`close_with_receipt`], and its recovery asks
+//!   [`receipt_for`] before its own note in `.planrun/receipts/`.
 //!
 //! A look-up or close of a ticket that does not exist is `not_found`: the
 //! answer is definite, so it is never retried.

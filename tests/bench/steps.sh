@@ -11,6 +11,8 @@
 # times with output to /dev/null.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=echo_plans.sh
+. tests/bench/echo_plans.sh
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(10 100 1000 10000)
 
@@ -20,17 +22,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/plans" "$work/policies"
 max=$(( ${sizes[-1]} * 2 + 10 ))
-cat > "$work/policies/default.toml" <<POLICY
-version = 1
-[shell]
-search_path = ["/usr/bin", "/bin"]
-[[shell.allow]]
-program = "echo"
-prefix = true
-[budget]
-max_steps = $max
-max_tool_calls = $max
-POLICY
+echo_policy "$work/policies/default.toml" "$max"
 
 now() { date +%s.%N; }
 rss_kb() { # peak RSS of a command, in KiB, from /proc when GNU time is absent
@@ -41,11 +33,7 @@ printf '%8s %12s %12s %8s %12s %10s\n' N planrun_s shell_s ratio ms_per_step pea
 prev=""
 for n in "${sizes[@]}"; do
   plan="$work/plans/bench_$n.toml"
-  {
-    printf 'version = 1\nid = "bench_%s"\n' "$n"
-    for i in $(seq 1 "$n"); do printf '\n[[steps]]\nid = "s%s"\nkind = "shell"\ncommand = ["echo", "step-%s"]\n' "$i" "$i"; done
-    printf '\n[[steps]]\nid = "end"\nkind = "finish"\n'
-  } > "$plan"
+  echo_plan "$plan" "bench_$n" "$n"
   script="$work/bench_$n.sh"
   { echo '#!/bin/sh'; for i in $(seq 1 "$n"); do echo "/bin/echo step-$i > /dev/null"; done; } > "$script"
 

@@ -1,13 +1,16 @@
 //! `approve`: records an approval bound to the frozen action, without
-//! running it (`resume` runs it).
+//! running it (`resume` runs it). The frozen action is first checked
+//! against the plan's step at the cursor rendered from the verified record.
 
 use std::path::Path;
 use std::time::Duration;
 
 use crate::runtime::approval::{ApprovalClaims, check_claims};
 use crate::runtime::control::error::ControlError;
+use crate::runtime::control::files::load_files;
 use crate::runtime::control::open::open_waiting;
 use crate::runtime::event::{ApprovalGranted, Event};
+use crate::runtime::interpreter::check_story;
 use crate::runtime::recorder::Recorder;
 use crate::runtime::{RuntimeEnv, format_timestamp};
 use crate::store::{Approval, PendingAction};
@@ -29,7 +32,12 @@ pub fn approve(
     approved_by: Option<String>,
     env: &RuntimeEnv,
 ) -> Result<ApproveOutcome, ControlError> {
-    let (run_dir, mut state, pending) = open_waiting(workspace, run_id, env)?;
+    let (run_dir, loaded, pending) = open_waiting(workspace, run_id, env)?;
+    // A person approves what the plan at the cursor renders to from the
+    // verified record, not whatever a re-sealed checkpoint says was frozen.
+    let (plan, _) = load_files(&loaded.state, false)?;
+    check_story(&plan, &loaded.state, &loaded.history)?;
+    let mut state = loaded.state;
     check_claims(&pending, claims)?;
     let now = env.clock.now();
     let expires_in = SignedDuration::try_from(expires_in).unwrap_or(SignedDuration::MAX);

@@ -35,9 +35,7 @@ impl ControlError {
     pub fn is_bad_input(&self) -> bool {
         match self {
             ControlError::InvalidRunId(_) | ControlError::Files { .. } => true,
-            ControlError::Store(error) => {
-                matches!(error, StoreError::NotFound { .. } | StoreError::Tampered { .. } | StoreError::Corrupt { .. })
-            }
+            ControlError::Store(error) => error.is_unusable_record(),
             ControlError::Refused(_) => false,
         }
     }

@@ -1,5 +1,5 @@
 //! Continuing and deciding on existing runs, one file per command:
-//! [`resume`], [`approve`], [`reject`] and [`cancel`].
+//! [`resume`], [`approve`], [`reject`], [`cancel`] and [`reconcile`].
 //!
 //! Each opens the run through `open.rs`, which verifies the checkpoint
 //! envelope, the audit chain and their agreement, and locks the run; a run
@@ -10,12 +10,15 @@
 mod approve;
 mod cancel;
 mod error;
+mod files;
 mod open;
+mod reconcile;
 mod reject;
 mod resume;
 
 pub use approve::{ApproveOutcome, approve};
 pub use cancel::cancel;
 pub use error::ControlError;
+pub use reconcile::reconcile;
 pub use reject::reject;
 pub use resume::{ResumeRequest, resume};

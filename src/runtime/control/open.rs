@@ -6,7 +6,7 @@ use std::path::Path;
 use crate::model::RunStatus;
 use crate::runtime::RuntimeEnv;
 use crate::runtime::control::error::ControlError;
-use crate::store::{LoadedRun, PendingAction, RunHandle, RunState, RunStore, validate_run_id};
+use crate::store::{LoadedRun, PendingAction, RunHandle, RunStore, validate_run_id};
 
 /// Opens and verifies run `run_id` in the environment's run store of
 /// `workspace`.
@@ -29,14 +29,14 @@ pub(super) fn open_waiting(
     workspace: &Path,
     run_id: &str,
     env: &RuntimeEnv,
-) -> Result<(Box<dyn RunHandle>, RunState, PendingAction), ControlError> {
+) -> Result<(Box<dyn RunHandle>, LoadedRun, PendingAction), ControlError> {
     let (run_dir, loaded) = open(workspace, run_id, env)?;
-    let state = loaded.state;
+    let state = &loaded.state;
     let Some(pending) = state.pending_action.clone().filter(|_| state.status == RunStatus::WaitingApproval) else {
         return Err(ControlError::Refused(format!(
             "run `{run_id}` is not waiting for approval (status `{}`)",
             state.status
         )));
     };
-    Ok((run_dir, state, pending))
+    Ok((run_dir, loaded, pending))
 }

@@ -17,7 +17,8 @@ pub fn reject(
     reason: Option<String>,
     env: &RuntimeEnv,
 ) -> Result<RunState, ControlError> {
-    let (run_dir, mut state, pending) = open_waiting(workspace, run_id, env)?;
+    let (run_dir, loaded, pending) = open_waiting(workspace, run_id, env)?;
+    let mut state = loaded.state;
     let mut recorder = Recorder::new(run_dir, env.clock.as_ref());
     recorder.emit(Event::ApprovalRejected(ApprovalRejected {
         step_id: pending.step_id.clone(),

@@ -2,16 +2,15 @@
 //! approval) or `running` (interrupted by a crash), with the plan and policy
 //! files it started with.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::confine::Workspace;
-use crate::load::Loader;
-use crate::model::{Plan, Policy};
 use crate::runtime::control::error::ControlError;
+use crate::runtime::control::files::load_files;
 use crate::runtime::control::open::open_in;
-use crate::runtime::interpreter::{Interpreter, ResumeError};
+use crate::runtime::interpreter::{Interpreter, ResumeError, check_story};
 use crate::runtime::{Progress, RunOutcome, RuntimeEnv};
-use crate::store::{RunState, StoreError};
+use crate::store::StoreError;
 
 /// What `resume` needs.
 pub struct ResumeRequest {
@@ -33,6 +32,11 @@ pub fn resume(
     let (run, loaded) = open_in(store.as_ref(), &request.run_id)?;
     let state = &loaded.state;
     if state.status.is_terminal() {
+        // An ended run is not continued; its story is still checked, so a
+        // forged ending says so rather than passing as a plain refusal.
+        if let Ok((plan, _)) = load_files(state, true) {
+            check_story(&plan, state, &loaded.history)?;
+        }
         return Err(ControlError::Refused(format!(
             "run `{}` has already ended with status `{}` ({})",
             state.run_id,
@@ -41,10 +45,11 @@ pub fn resume(
         )));
     }
     let (plan, policy) = load_files(state, request.allow_changed_files)?;
+    check_story(&plan, state, &loaded.history)?;
     let workspace = Workspace::open(&request.workspace, &policy.files).map_err(|source| {
         ControlError::Store(StoreError::Io { action: "open", path: request.workspace.clone(), source })
     })?;
-    let discarded = loaded.discarded_history;
+    let discarded = (loaded.discarded_history, loaded.discarded_events);
     let path = run.location().to_path_buf();
     let interpreter = Interpreter::resumed(&plan, &policy, &workspace, run, store, loaded, env);
     let state = interpreter.resume(discarded, progress).map_err(|error| match error {
@@ -52,37 +57,4 @@ pub fn resume(
         ResumeError::Store(store) => ControlError::Store(store),
     })?;
     Ok(RunOutcome { state, run_dir: path })
-}
-
-/// Loads the plan and policy a run started with, from the paths it
-/// recorded, and refuses files whose digest changed unless allowed.
-fn load_files(state: &RunState, allow_changed: bool) -> Result<(Plan, Policy), ControlError> {
-    let mut loader = Loader::new();
-    let plan = loader.load_plan(Path::new(&state.plan.path));
-    let policy = loader.load_policy(Path::new(&state.plan.policy_path));
-    let (Some(plan), Some(policy)) = (plan, policy) else {
-        let (sources, diagnostics) = (loader.sources().clone(), loader.diagnostics().to_vec());
-        return Err(ControlError::Files { sources, diagnostics });
-    };
-    let mut changed = Vec::new();
-    if plan.source.sha256 != state.plan.sha256 {
-        changed.push(format!("plan `{}`", state.plan.path));
-    }
-    if policy.source.sha256 != state.plan.policy_sha256 {
-        changed.push(format!("policy `{}`", state.plan.policy_path));
-    }
-    if !changed.is_empty() && !allow_changed {
-        return Err(ControlError::Refused(format!(
-            "{} changed since run `{}` started; resuming would run steps that were not part of it (pass `--allow-changed-files` to continue anyway)",
-            changed.join(" and "),
-            state.run_id
-        )));
-    }
-    if plan.id != state.plan.id || plan.steps.len() != state.plan.step_count {
-        return Err(ControlError::Refused(format!(
-            "`{}` is no longer the plan `{}` with {} steps that the run started",
-            state.plan.path, state.plan.id, state.plan.step_count
-        )));
-    }
-    Ok((plan, policy))
 }

@@ -32,7 +32,7 @@ use crate::tools::{ResolvedAction, ToolFailure, ToolOutcome, ToolSuccess, Tools}
 
 use super::budgets::Budgets;
 use super::completion::{Verifier, apply_expect};
-use super::idempotency::{Idempotency, crash_hook};
+use super::idempotency::{EffectRun, Idempotency, crash_hook};
 use super::outcome::failure;
 use super::outputs::Outputs;
 
@@ -56,15 +56,19 @@ pub(super) struct Attempt<'a, 'r> {
 impl Attempt<'_, '_> {
     /// One attempt of step `index`. `approved` is the frozen action a
     /// person approved (only when resuming a paused run): it skips the
-    /// budgets, the start event, the condition, resolution and the gate.
+    /// start event, the condition, resolution and the gate, not the budgets.
     pub(super) fn run(mut self, index: usize, step: &Step, approved: Option<ResolvedAction>) -> Result<(), StoreError> {
         let attempt = self.state.cursor.attempts + 1;
         let is_tool = !matches!(step.action, Action::Finish { .. });
         let resuming_pending = approved.is_some();
+        // The approved action of a paused step was counted as a step when
+        // it paused; its tool calls (receipt look-up and effect) are not
+        // counted yet, so the budgets are checked for it as for any other.
+        let new_step = attempt == 1 && !resuming_pending;
+        if !self.budget_allows(step, new_step, is_tool)? {
+            return Ok(());
+        }
         if !resuming_pending {
-            if !self.budget_allows(step, attempt, is_tool)? {
-                return Ok(());
-            }
             if attempt == 1 {
                 self.state.counters.steps += 1;
             }
@@ -115,9 +119,8 @@ impl Attempt<'_, '_> {
         let outcome = match &step.idempotency_key {
             Some(key_template) => match key_template.render(&*self.outputs) {
                 Ok(key) => {
-                    let tools = &mut *self.tools;
-                    let effect = || tools.execute(&action, attempt, timeout, resuming_pending);
-                    self.idempotency.execute(step, key, &action, self.state, self.recorder, effect)?
+                    let run = EffectRun { attempt, timeout, approved: resuming_pending };
+                    self.idempotency.execute(step, key, &action, self.state, self.recorder, self.tools, run)?
                 }
                 Err(_) => ToolOutcome::err(failure(
                     FailureClass::TemplateError,
@@ -136,9 +139,9 @@ impl Attempt<'_, '_> {
 
     /// Checks the budgets that stop a run before an attempt starts; an
     /// exhausted one is recorded and ends the run.
-    fn budget_allows(&mut self, step: &Step, attempt: u32, is_tool: bool) -> Result<bool, StoreError> {
+    fn budget_allows(&mut self, step: &Step, new_step: bool, is_tool: bool) -> Result<bool, StoreError> {
         let needed = u64::from(is_tool) + u64::from(self.idempotency.lookup_needed(step));
-        match self.budgets.before_attempt(self.state, attempt, needed) {
+        match self.budgets.before_attempt(self.state, new_step, needed) {
             Some(exhausted) => {
                 exhausted.record(self.plan, self.state, self.recorder)?;
                 Ok(false)
@@ -252,7 +255,7 @@ impl Attempt<'_, '_> {
 
     /// The run reached its end: `[[verify]]` decides whether it is `done`.
     fn complete(&mut self, reason: &str) -> Result<(), StoreError> {
-        self.verifier.complete(reason, self.state, self.recorder, self.idempotency.receipts())
+        self.verifier.complete(reason, self.state, self.recorder, self.idempotency.receipts(), self.budgets)
     }
 
     /// Evaluates a `when` condition. `Ok(Err(_))` is a template failure.
@@ -340,14 +343,8 @@ impl Attempt<'_, '_> {
 
     /// Freezes the resolved action for approval and pauses the run.
     fn freeze(&mut self, step: &Step, action: &ResolvedAction, required_by: String) -> Result<(), StoreError> {
-        let action_json = serde_json::to_value(action).unwrap_or(Value::Null);
-        // Keys are literal or built from `run.id` only (the loader checks),
-        // so rendering cannot fail; a failure yields no key, and the step
-        // then fails closed when it runs.
-        let key = step.idempotency_key.as_ref().and_then(|key| key.render(&*self.outputs).ok());
-        let risk = step.risk().as_str().to_string();
-        let scope = action.scope();
-        let print = fingerprint(step.action.kind(), &action_json, &risk, key.as_deref(), &scope);
+        let Frozen { action: action_json, key, risk, scope, fingerprint: print } =
+            Frozen::of(step, action, self.outputs);
         let pending = PendingAction {
             step_id: step.id.clone(),
             kind: step.action.kind().to_string(),
@@ -375,10 +372,35 @@ impl Attempt<'_, '_> {
     }
 }
 
+/// What a pause freezes of a resolved action, and its fingerprint: built
+/// the same way when the action is frozen and when a loaded run's story is
+/// checked against the plan.
+pub(super) struct Frozen {
+    pub(super) action: Value,
+    pub(super) key: Option<String>,
+    pub(super) risk: String,
+    pub(super) scope: String,
+    pub(super) fingerprint: String,
+}
+
+impl Frozen {
+    pub(super) fn of(step: &Step, action: &ResolvedAction, outputs: &Outputs) -> Self {
+        let action_json = serde_json::to_value(action).unwrap_or(Value::Null);
+        // Keys are literal or built from `run.id` only (the loader checks),
+        // so rendering cannot fail; a failure yields no key, and the step
+        // then fails closed when it runs.
+        let key = step.idempotency_key.as_ref().and_then(|key| key.render(outputs).ok());
+        let risk = step.risk().as_str().to_string();
+        let scope = action.scope();
+        let fingerprint = fingerprint(step.action.kind(), &action_json, &risk, key.as_deref(), &scope);
+        Frozen { action: action_json, key, risk, scope, fingerprint }
+    }
+}
+
 /// Renders every template of an action. Only data fields can hold step
 /// output: the loader guarantees that the program and paths are literal
 /// (or built from `run.id`).
-fn render_action(action: &Action, outputs: &Outputs) -> Result<ResolvedAction, ToolFailure> {
+pub(super) fn render_action(action: &Action, outputs: &Outputs) -> Result<ResolvedAction, ToolFailure> {
     let fail =
         |error: TemplateError| failure(FailureClass::TemplateError, format!("template resolution failed: {error}"));
     Ok(match action {

@@ -49,21 +49,32 @@ impl<'c> Budgets<'c> {
         })
     }
 
-    /// The budgets that stop a run before attempt `attempt` of a step that
-    /// needs `tool_calls` more tool calls.
-    pub(super) fn before_attempt(&self, state: &RunState, attempt: u32, tool_calls: u64) -> Option<Exhausted> {
+    /// The budgets that stop a run before an attempt that needs
+    /// `tool_calls` more tool calls. `new_step` says whether the attempt
+    /// starts a step not counted yet (the first attempt of a step; not the
+    /// approved action of a step counted when it paused).
+    pub(super) fn before_attempt(&self, state: &RunState, new_step: bool, tool_calls: u64) -> Option<Exhausted> {
         if let Some(exhausted) = self.deadline(state) {
             return Some(exhausted);
         }
         let counters = &state.counters;
-        if attempt == 1 && counters.steps >= self.limits.max_steps {
+        if new_step && counters.steps >= self.limits.max_steps {
             return Some(Exhausted { budget: "max_steps", limit: self.limits.max_steps, used: counters.steps });
         }
-        if tool_calls > 0 && counters.tool_calls + tool_calls > self.limits.max_tool_calls {
-            let limit = self.limits.max_tool_calls;
-            return Some(Exhausted { budget: "max_tool_calls", limit, used: counters.tool_calls });
-        }
-        None
+        self.tool_calls(state, tool_calls)
+    }
+
+    /// `max_tool_calls` before something that needs `tool_calls` more tool
+    /// calls (a step, its receipt look-up, the verifier's look-ups): what
+    /// would exceed the budget never runs.
+    pub(super) fn tool_calls(&self, state: &RunState, tool_calls: u64) -> Option<Exhausted> {
+        let used = state.counters.tool_calls;
+        let limit = self.limits.max_tool_calls;
+        (tool_calls > 0 && used.saturating_add(tool_calls) > limit).then_some(Exhausted {
+            budget: "max_tool_calls",
+            limit,
+            used,
+        })
     }
 
     /// `max_consecutive_failures`, checked after a failure was counted.

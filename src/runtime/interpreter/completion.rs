@@ -11,10 +11,13 @@ use crate::runtime::recorder::Recorder;
 use crate::store::{Evidence, ReceiptState, RunState, RunStore, StoreError};
 use crate::tools::{ToolOutcome, ToolSuccess, tickets};
 
+use super::budgets::Budgets;
+use super::idempotency::RECEIPT_EVIDENCE;
 use super::outcome::failure;
 
 /// Runs the plan's `[[verify]]` checks when the run reaches its end.
 pub(super) struct Verifier<'r> {
+    plan: &'r Plan,
     checks: &'r [VerifyCheck],
     workspace: &'r Workspace,
     max_read_bytes: u64,
@@ -22,7 +25,7 @@ pub(super) struct Verifier<'r> {
 
 impl<'r> Verifier<'r> {
     pub(super) fn new(plan: &'r Plan, policy: &Policy, workspace: &'r Workspace) -> Self {
-        Verifier { checks: &plan.verify, workspace, max_read_bytes: policy.files.max_read_bytes }
+        Verifier { plan, checks: &plan.verify, workspace, max_read_bytes: policy.files.max_read_bytes }
     }
 
     /// The run reached its end (`reason`): `[[verify]]` decides whether it
@@ -33,10 +36,17 @@ impl<'r> Verifier<'r> {
         state: &mut RunState,
         recorder: &mut Recorder<'_>,
         receipts: &dyn RunStore,
+        budgets: &Budgets<'_>,
     ) -> Result<(), StoreError> {
         if self.checks.is_empty() {
             recorder.end(state, RunStatus::Done, reason, None);
             return Ok(());
+        }
+        // The fresh look-ups are tool calls: when they do not all fit in
+        // the budget none runs, and an unverified run cannot be `done`.
+        let needed = self.checks.iter().map(tool_calls).sum();
+        if let Some(exhausted) = budgets.tool_calls(state, needed) {
+            return exhausted.record(self.plan, state, recorder);
         }
         let mut checks = Vec::new();
         for check in self.checks {
@@ -96,7 +106,7 @@ impl<'r> Verifier<'r> {
                 let label = format!("receipt of step `{step}` matches its intent");
                 let recorded = state.evidence.iter().rev().find(|evidence| {
                     evidence.step_id.as_deref() == Some(step.as_str())
-                        && matches!(evidence.kind.as_str(), "receipt" | "recovered_from_receipt" | "reused_receipt")
+                        && RECEIPT_EVIDENCE.contains(&evidence.kind.as_str())
                 });
                 let Some(recorded) = recorded else {
                     let satisfied = state.evidence.iter().any(|evidence| evidence.kind == "already_satisfied");
@@ -120,6 +130,15 @@ impl<'r> Verifier<'r> {
                 check_outcome(label, passed, observed, "receipt_store")
             }
         }
+    }
+}
+
+/// The tool calls a verifier check costs: a fresh read or look-up is one;
+/// the receipt check reads the run's own receipt store.
+fn tool_calls(check: &VerifyCheck) -> u64 {
+    match check {
+        VerifyCheck::File { .. } | VerifyCheck::TicketStatus { .. } => 1,
+        VerifyCheck::Receipt { .. } => 0,
     }
 }
 

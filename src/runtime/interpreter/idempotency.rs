@@ -5,11 +5,21 @@
 //! effect → receipt `done` with the result (durable) → the interpreter's
 //! checkpoint. A crash between any two leaves evidence that tells `resume`
 //! what happened (see the store's `receipts.rs`, reached through
-//! [`RunStore`]). Only the first attempt
-//! after a resume is *recovering*: it looks its receipt up before anything
-//! runs and records the look-up.
+//! [`RunStore`]). Only the first attempt after a resume is *recovering*: it
+//! looks its receipt up before anything runs and records the look-up.
+//!
+//! The effect's own answer comes first ([`Tools::vouch`]): the ticket system
+//! keeps the receipt of a keyed close in `tickets.json`, written in the same
+//! atomic write as the close, and is always asked; a keyed `write_file` is
+//! asked by its target's digest when the runtime's note says only `started`
+//! (or cannot be used). The runtime's note is validated (intent digest, a
+//! `done` result of the right shape) before it is reused, and never stands
+//! in for the effect's answer: the ticket system saying "not applied" runs
+//! the close even over a `done` note. Only where neither can answer does
+//! the step end `tool_result_uncertain` with a reconciliation record.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
@@ -19,10 +29,14 @@ use crate::runtime::event::{Event, ReceiptLookup, ReceiptRecorded, ReceiptReused
 use crate::runtime::recorder::Recorder;
 use crate::runtime::{RuntimeEnv, format_timestamp};
 use crate::store::canonical::canonical_digest;
-use crate::store::{Evidence, Receipt, ReceiptState, Reconciliation, RunState, RunStore, StoreError};
-use crate::tools::{ResolvedAction, ToolOutcome, ToolSuccess};
+use crate::store::{Evidence, Receipt, ReceiptError, ReceiptState, Reconciliation, RunState, RunStore, StoreError};
+use crate::tools::{ResolvedAction, ToolOutcome, ToolSuccess, Tools, Vouch};
 
 use super::outcome::failure;
+
+/// Evidence kinds that stand for a keyed write's receipt (`reconciled`: a
+/// person's word, `planrun reconcile --applied`).
+pub(super) const RECEIPT_EVIDENCE: [&str; 4] = ["receipt", "recovered_from_receipt", "reused_receipt", "reconciled"];
 
 /// The run store (for its receipts) and whether the run is recovering.
 pub(super) struct Idempotency<'r> {
@@ -53,9 +67,12 @@ impl<'r> Idempotency<'r> {
         self.recovering = false;
     }
 
-    /// Runs a keyed step through its receipt: reuse, conflict, uncertainty
-    /// or a first execution (`effect`) that records its receipt before the
-    /// checkpoint.
+    /// Runs a keyed step through its receipts: the effect's own answer
+    /// first where it keeps one (the ticket system always; a file by its
+    /// digest when the runtime's note cannot settle it), then the runtime's
+    /// validated note. Reuse, conflict, uncertainty, or a first execution
+    /// that records its receipt before the checkpoint.
+    #[expect(clippy::too_many_arguments, reason = "the attempt's parts, borrowed for one keyed call")]
     pub(super) fn execute(
         &self,
         step: &Step,
@@ -63,7 +80,8 @@ impl<'r> Idempotency<'r> {
         action: &ResolvedAction,
         state: &mut RunState,
         recorder: &mut Recorder<'_>,
-        effect: impl FnOnce() -> ToolOutcome,
+        tools: &mut Tools<'_>,
+        run: EffectRun,
     ) -> Result<ToolOutcome, StoreError> {
         let action_json = serde_json::to_value(action).unwrap_or(Value::Null);
         let intent = intent_digest(step.action.kind(), &action_json, &key);
@@ -73,19 +91,26 @@ impl<'r> Idempotency<'r> {
         let keyed = Keyed { step, key: &key, intent: &intent, action: &action_json };
         // Outside recovery the receipt check is part of the write call.
         state.counters.tool_calls += 1;
-        let existing = match self.store.get_receipt(&key) {
-            Ok(existing) => existing,
-            Err(error) => return self.uncertain(&keyed, format!("{error}"), details, state, recorder),
-        };
+        let found = self.store.get_receipt(&key);
+        let found_state = found.as_ref().ok().and_then(|receipt| receipt.as_ref().map(|receipt| receipt.state));
+        let note = Note::of(found, &intent);
+        let ask_effect = matches!(action, ResolvedAction::TicketClose { .. })
+            || matches!(note, Note::Started(_) | Note::Unusable(_));
+        let vouch = if ask_effect { tools.vouch(action, &key, &intent) } else { None };
         if self.recovering {
             recorder.emit(Event::ReceiptLookup(ReceiptLookup {
                 step_id: step.id.clone(),
                 idempotency_key: key.clone(),
-                found: existing.as_ref().map(|receipt| receipt.state),
+                found: found_state,
+                effect: vouch.as_ref().map(|vouch| vouch_name(vouch).to_string()),
             }))?;
         }
-        match existing {
-            Some(receipt) if receipt.intent_digest != intent => Ok(ToolOutcome::err_with(
+        let effect = || tools.execute_keyed(action, (&key, &intent), run.attempt, run.timeout, run.approved);
+        match (vouch, note) {
+            (Some(Vouch::Conflict(message)), _) => {
+                Ok(ToolOutcome::err_with(failure(FailureClass::IdempotencyConflict, message), details))
+            }
+            (_, Note::OtherIntent(receipt)) => Ok(ToolOutcome::err_with(
                 failure(
                     FailureClass::IdempotencyConflict,
                     format!(
@@ -95,36 +120,79 @@ impl<'r> Idempotency<'r> {
                 ),
                 details,
             )),
-            Some(receipt) if receipt.state == ReceiptState::Started => {
+            (Some(Vouch::Applied(success)), note) => {
+                let noted = match note {
+                    Note::Done(receipt, _) => Some(receipt.run_id),
+                    _ => None,
+                };
+                details.insert("vouched_by".into(), json!(vouched_by(action)));
+                self.reuse(&keyed, success, noted, details, state, recorder)
+            }
+            (Some(Vouch::NotApplied), _) | (Some(Vouch::CannotAnswer(_)) | None, Note::None) => {
+                self.first_execution(&keyed, details, state, recorder, effect)
+            }
+            (Some(Vouch::CannotAnswer(reason)), _) | (None, Note::Unusable(reason)) => {
+                self.uncertain(&keyed, reason, details, state, recorder)
+            }
+            (None, Note::Started(receipt)) => {
                 let reason = format!(
                     "an earlier attempt (run `{}`) started this write and never recorded its outcome",
                     receipt.run_id
                 );
                 self.uncertain(&keyed, reason, details, state, recorder)
             }
-            Some(receipt) => {
-                let result = receipt.result.unwrap_or(Value::Null);
-                let kind = if self.recovering { "recovered_from_receipt" } else { "reused_receipt" };
-                details.insert("receipt".into(), json!(kind));
-                state.evidence.push(Evidence {
-                    kind: kind.to_string(),
-                    step_id: Some(step.id.clone()),
-                    passed: true,
-                    detail: json!({"idempotency_key": key, "intent_digest": intent, "run_id": receipt.run_id}),
-                });
-                recorder.emit(Event::ReceiptReused(ReceiptReused {
-                    step_id: step.id.clone(),
-                    idempotency_key: key.clone(),
-                    recovered: self.recovering,
-                }))?;
-                let success = ToolSuccess {
-                    output_text: result.get("output_text").and_then(Value::as_str).unwrap_or_default().to_string(),
-                    output_json: result.get("output_json").cloned().filter(|value| !value.is_null()),
-                };
-                Ok(ToolOutcome { result: Ok(success), details })
+            (None, Note::Done(receipt, success)) => {
+                self.reuse(&keyed, success, Some(receipt.run_id), details, state, recorder)
             }
-            None => self.first_execution(&keyed, details, state, recorder, effect),
         }
+    }
+
+    /// The effect is already applied: its result is reused, the effect is
+    /// not repeated. `noted` is the run of the runtime's `done` receipt; an
+    /// effect vouched for without one gets it now, for the `[[verify]]`
+    /// receipt check.
+    fn reuse(
+        &self,
+        keyed: &Keyed<'_>,
+        success: ToolSuccess,
+        noted: Option<String>,
+        mut details: Map<String, Value>,
+        state: &mut RunState,
+        recorder: &mut Recorder<'_>,
+    ) -> Result<ToolOutcome, StoreError> {
+        let Keyed { step, key, intent, action } = *keyed;
+        let run_id = match noted {
+            Some(run_id) => run_id,
+            None => {
+                let now = format_timestamp(self.env.clock.now());
+                self.put_receipt(&Receipt {
+                    key: key.to_string(),
+                    intent_digest: intent.to_string(),
+                    state: ReceiptState::Done,
+                    run_id: state.run_id.clone(),
+                    step_id: step.id.clone(),
+                    action: action.clone(),
+                    result: Some(json!({"output_text": success.output_text, "output_json": success.output_json})),
+                    started_at: now.clone(),
+                    completed_at: Some(now),
+                })?;
+                state.run_id.clone()
+            }
+        };
+        let kind = if self.recovering { "recovered_from_receipt" } else { "reused_receipt" };
+        details.insert("receipt".into(), json!(kind));
+        state.evidence.push(Evidence {
+            kind: kind.to_string(),
+            step_id: Some(step.id.clone()),
+            passed: true,
+            detail: json!({"idempotency_key": key, "intent_digest": intent, "run_id": run_id}),
+        });
+        recorder.emit(Event::ReceiptReused(ReceiptReused {
+            step_id: step.id.clone(),
+            idempotency_key: key.to_string(),
+            recovered: self.recovering,
+        }))?;
+        Ok(ToolOutcome { result: Ok(success), details })
     }
 
     /// No receipt yet: intent receipt, effect, completed receipt.
@@ -233,6 +301,84 @@ impl<'r> Idempotency<'r> {
     }
 }
 
+/// How a keyed effect runs when it runs: the attempt, its timeout, and
+/// whether a person approved it.
+#[derive(Clone, Copy)]
+pub(super) struct EffectRun {
+    pub(super) attempt: u32,
+    pub(super) timeout: Duration,
+    pub(super) approved: bool,
+}
+
+/// The runtime's own receipt for a key, validated before anything trusts
+/// it.
+enum Note {
+    None,
+    Started(Receipt),
+    /// `done` with a result of the right shape: what the effect returned.
+    Done(Receipt, ToolSuccess),
+    /// The key was recorded for another intent.
+    OtherIntent(Receipt),
+    /// Unreadable, or `done` without a well-formed result.
+    Unusable(String),
+}
+
+impl Note {
+    fn of(found: Result<Option<Receipt>, ReceiptError>, intent: &str) -> Self {
+        let receipt = match found {
+            Ok(None) => return Note::None,
+            Ok(Some(receipt)) => receipt,
+            Err(error) => return Note::Unusable(error.to_string()),
+        };
+        if receipt.intent_digest != intent {
+            return Note::OtherIntent(receipt);
+        }
+        if receipt.state == ReceiptState::Started {
+            return Note::Started(receipt);
+        }
+        match receipt.result.as_ref().and_then(result_of) {
+            Some(success) => Note::Done(receipt, success),
+            None => Note::Unusable(format!(
+                "the receipt for key `{}` says `done` without a well-formed result, so it cannot stand for the effect",
+                receipt.key
+            )),
+        }
+    }
+}
+
+/// A receipt's result, when it has exactly the shape a tool result has:
+/// `output_text` (a string) and `output_json` (an object, an array or null).
+fn result_of(result: &Value) -> Option<ToolSuccess> {
+    let Value::Object(fields) = result else {
+        return None;
+    };
+    let text = fields.get("output_text")?.as_str()?;
+    let json = fields.get("output_json")?;
+    let well_formed = fields.len() == 2 && (json.is_object() || json.is_array() || json.is_null());
+    well_formed.then(|| ToolSuccess {
+        output_text: text.to_string(),
+        output_json: Some(json.clone()).filter(|value| !value.is_null()),
+    })
+}
+
+/// The effect's answer as the `receipt_lookup` event names it.
+fn vouch_name(vouch: &Vouch) -> &'static str {
+    match vouch {
+        Vouch::Applied(_) => "applied",
+        Vouch::NotApplied => "not_applied",
+        Vouch::Conflict(_) => "conflict",
+        Vouch::CannotAnswer(_) => "cannot_answer",
+    }
+}
+
+/// Who vouched for an applied effect, for the step's record.
+fn vouched_by(action: &ResolvedAction) -> &'static str {
+    match action {
+        ResolvedAction::TicketClose { .. } => "ticket_store",
+        _ => "target_digest",
+    }
+}
+
 /// What one keyed write is about: the step, its key, its intent digest and
 /// its resolved action.
 #[derive(Clone, Copy)]
@@ -256,7 +402,7 @@ pub(super) fn crash_hook(env: &RuntimeEnv, step: &Step, point: CrashPoint) {
 }
 
 /// SHA-256 of what a keyed step intends to do.
-fn intent_digest(kind: &str, action: &Value, key: &str) -> String {
+pub(super) fn intent_digest(kind: &str, action: &Value, key: &str) -> String {
     let value = json!({"kind": kind, "action": action, "idempotency_key": key});
     canonical_digest(&value)
 }

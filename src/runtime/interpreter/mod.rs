@@ -13,6 +13,8 @@
 //! - `idempotency.rs`: receipts of keyed steps, recovery, the crash hook;
 //! - `completion.rs`: `expect` post-conditions and `[[verify]]`;
 //! - `outputs.rs`: the step outputs templates may read;
+//! - `invariants.rs`: whether a loaded run's story is one the plan could
+//!   produce ([`check_story`]);
 //! - `outcome.rs`: failures the interpreter makes itself;
 //! - `Recorder` (`runtime/recorder.rs`): every record the run writes.
 //!
@@ -23,6 +25,7 @@ mod attempt;
 mod budgets;
 mod completion;
 mod idempotency;
+mod invariants;
 mod outcome;
 mod outputs;
 #[cfg(test)]
@@ -46,6 +49,8 @@ use budgets::Budgets;
 use completion::Verifier;
 use idempotency::Idempotency;
 use outputs::Outputs;
+
+pub use invariants::check_story;
 
 /// Runs one plan. Built by [`crate::runtime::execute`] or
 /// [`crate::runtime::resume`].
@@ -176,7 +181,10 @@ impl<'r> Interpreter<'r> {
     /// Continues a resumed run: a `waiting_approval` run executes its frozen
     /// action (after checking the approval), a `running` one (a crash)
     /// continues at its cursor.
-    pub fn resume(mut self, discarded_history: usize, progress: &mut dyn Progress) -> Result<RunState, ResumeError> {
+    /// `discarded` counts the history records and audit events past the
+    /// checkpoint that opening the run dropped (a crash tail).
+    pub fn resume(mut self, discarded: (usize, u64), progress: &mut dyn Progress) -> Result<RunState, ResumeError> {
+        let (discarded_history, discarded_events) = discarded;
         progress.run_started(&self.state.run_id, self.plan, self.policy, self.recorder.path());
         let now = self.env.clock.now();
         let pending = match self.state.status {
@@ -190,7 +198,7 @@ impl<'r> Interpreter<'r> {
             step_id: self.state.current_step_id.clone(),
             from_status: self.state.status,
             from_state_version: self.state.state_version,
-            events_after_checkpoint: self.recorder.audit_seq() - self.state.audit_seq,
+            events_after_checkpoint: discarded_events,
             discarded_history_records: discarded_history,
         }))?;
         if let Some(pending) = pending {
@@ -214,12 +222,9 @@ impl<'r> Interpreter<'r> {
             })?;
             self.state.pending_action = None;
             self.state.approval = None;
-            // The deadline counts the pause: an approval given after it
-            // cannot run the action.
-            match self.budgets.deadline(&self.state) {
-                Some(exhausted) => exhausted.record(self.plan, &mut self.state, &mut self.recorder)?,
-                None => self.attempt(progress).run(index, step, Some(action))?,
-            }
+            // The attempt checks the budgets first: the deadline counts the
+            // pause, and the tool calls the approved action needs must fit.
+            self.attempt(progress).run(index, step, Some(action))?;
             self.idempotency.recovered();
             self.recorder.checkpoint(&mut self.state)?;
         } else {
@@ -238,6 +243,7 @@ impl<'r> Interpreter<'r> {
                     &mut self.state,
                     &mut self.recorder,
                     self.idempotency.receipts(),
+                    &self.budgets,
                 )?,
             }
             // Only the first attempt after a resume may find its effect

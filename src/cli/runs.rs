@@ -1,0 +1,127 @@
+//! `planrun runs [--status S] [--json]`: the runs of the workspace, newest
+//! first, one line each (id, plan, status, stop reason, steps, started,
+//! duration). A run whose records fail verification is listed as
+//! `unreadable` with the reason, and the command exits 2.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::cli::DirArgs;
+use crate::cli::output::{BOLD, RED, fail_with, paint, run_status};
+use crate::diag::display_path;
+use crate::model::RunStatus;
+use crate::ops::{self, ListedRun, RunSummary, RunsInput};
+use crate::runtime::RuntimeEnv;
+
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// Only runs with this status (runs whose records fail verification are always listed).
+    #[arg(long, value_name = "STATUS", value_parser = parse_status)]
+    pub status: Option<RunStatus>,
+    /// Print the list as a JSON array.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A `--status` value: a status as `state.json` spells it.
+fn parse_status(name: &str) -> Result<RunStatus, String> {
+    RunStatus::parse(name).ok_or_else(|| {
+        let known: Vec<&str> = RunStatus::ALL.iter().map(|status| status.as_str()).collect();
+        format!("not a run status; one of: {}", known.join(", "))
+    })
+}
+
+/// Exit code: 0 when every listed run verified (an empty list included), 2
+/// when one failed verification or the runs folder cannot be read.
+pub fn runs(args: &RunsArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
+    let input = RunsInput { workspace: &dirs.workspace, status: args.status };
+    let outcome = match ops::runs(input, env) {
+        Ok(outcome) => outcome,
+        Err(error) => return fail_with(&error),
+    };
+    if args.json {
+        let list: Vec<Value> = outcome.runs.iter().map(listed_json).collect();
+        anstream::println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
+    } else if outcome.runs.is_empty() {
+        let filter = args.status.map(|status| format!(" with status {status}")).unwrap_or_default();
+        anstream::println!("no runs{filter} in {}", display_path(&dirs.workspace.join("runs")));
+    } else {
+        print_table(&outcome.runs);
+    }
+    outcome.exit_status().into()
+}
+
+fn print_table(runs: &[ListedRun]) {
+    let id_width = runs.iter().map(|run| listed_id(run).chars().count()).max().unwrap_or(0).max(2);
+    let summaries =
+        || runs.iter().filter_map(|run| if let ListedRun::Readable(summary) = run { Some(summary) } else { None });
+    let plan_width = summaries().map(|summary| summary.plan.chars().count()).max().unwrap_or(0).max(4);
+    let stop_width = summaries()
+        .map(|summary| summary.stop_reason.as_deref().map_or(1, str::len))
+        .max()
+        .unwrap_or(0)
+        .max("STOP REASON".len());
+    let header = format!(
+        "{:<id_width$}  {:<plan_width$}  {:<16}  {:<stop_width$}  {:>5}  {:<24}  DURATION",
+        "ID", "PLAN", "STATUS", "STOP REASON", "STEPS", "STARTED"
+    );
+    anstream::println!("{}", paint(BOLD, header.trim_end()));
+    for run in runs {
+        match run {
+            ListedRun::Readable(summary) => {
+                // Padded before colouring: escape codes have no width.
+                let padding = " ".repeat(16usize.saturating_sub(summary.status.as_str().len()));
+                anstream::println!(
+                    "{:<id_width$}  {:<plan_width$}  {}{padding}  {:<stop_width$}  {:>5}  {:<24}  {}",
+                    summary.run_id,
+                    summary.plan,
+                    run_status(summary.status),
+                    summary.stop_reason.as_deref().unwrap_or("-"),
+                    summary.steps,
+                    summary.started_at,
+                    summary.duration_ms.map_or_else(|| "-".to_string(), duration)
+                );
+            }
+            ListedRun::Unreadable { run_id, error } => {
+                anstream::println!("{run_id:<id_width$}  {}", paint(RED, format!("unreadable: {error}")));
+            }
+        }
+    }
+}
+
+fn listed_id(run: &ListedRun) -> &str {
+    match run {
+        ListedRun::Readable(summary) => &summary.run_id,
+        ListedRun::Unreadable { run_id, .. } => run_id,
+    }
+}
+
+/// `850 ms`, `23.0 s`, `12 min 5 s`.
+fn duration(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        _ => format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000),
+    }
+}
+
+fn listed_json(run: &ListedRun) -> Value {
+    match run {
+        ListedRun::Readable(RunSummary {
+            run_id,
+            plan,
+            status,
+            stop_reason,
+            steps,
+            started_at,
+            finished_at,
+            duration_ms,
+        }) => json!({
+            "run_id": run_id, "plan": plan, "status": status, "stop_reason": stop_reason, "steps": steps,
+            "started_at": started_at, "finished_at": finished_at, "duration_ms": duration_ms,
+        }),
+        ListedRun::Unreadable { run_id, error } => json!({"run_id": run_id, "status": "unreadable", "error": error}),
+    }
+}

@@ -1,0 +1,102 @@
+//! List the runs of a workspace (`planrun runs`), newest first.
+//!
+//! Every run folder is listed. A run is read back strictly, as `show` reads
+//! it; a run whose records fail verification is listed as unreadable with
+//! the reason (never hidden, never a crash), whatever the status filter,
+//! because its recorded status cannot be trusted.
+
+use std::path::Path;
+
+use jiff::Timestamp;
+
+use crate::model::RunStatus;
+use crate::ops::{ExitStatus, OpsError};
+use crate::runtime::RuntimeEnv;
+use crate::store::LoadedRun;
+
+/// Which runs to list.
+pub struct RunsInput<'a> {
+    pub workspace: &'a Path,
+    /// Only runs with this status (unreadable runs are always listed).
+    pub status: Option<RunStatus>,
+}
+
+/// One readable run, as the list shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub plan: String,
+    pub status: RunStatus,
+    pub stop_reason: Option<String>,
+    pub steps: u64,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    /// From `started_at` to `finished_at`; `None` while the run has not ended.
+    pub duration_ms: Option<u64>,
+}
+
+/// One entry of the list: the run, or why its records could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListedRun {
+    Readable(RunSummary),
+    Unreadable { run_id: String, error: String },
+}
+
+/// The runs, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunsOutcome {
+    pub runs: Vec<ListedRun>,
+}
+
+impl RunsOutcome {
+    /// 0 when every listed run verified; 2 when one failed verification (as
+    /// `show` exits for it).
+    pub fn exit_status(&self) -> ExitStatus {
+        if self.runs.iter().any(|run| matches!(run, ListedRun::Unreadable { .. })) {
+            ExitStatus::InvalidInput
+        } else {
+            ExitStatus::Done
+        }
+    }
+}
+
+/// Lists the runs of `input.workspace` (an empty list when it has none).
+pub fn runs(input: RunsInput<'_>, env: &RuntimeEnv) -> Result<RunsOutcome, OpsError> {
+    let store = env.store(input.workspace);
+    let mut runs = Vec::new();
+    for listing in store.list_runs()? {
+        let listed = match store.read_run(&listing.run_id) {
+            Ok(run) => ListedRun::Readable(summarize(&run)),
+            Err(error) => ListedRun::Unreadable { run_id: listing.run_id, error: error.to_string() },
+        };
+        let wanted = match (&listed, input.status) {
+            (ListedRun::Readable(summary), Some(status)) => summary.status == status,
+            _ => true,
+        };
+        if wanted {
+            runs.push(listed);
+        }
+    }
+    Ok(RunsOutcome { runs })
+}
+
+fn summarize(run: &LoadedRun) -> RunSummary {
+    let state = &run.state;
+    let instant = |text: &str| text.parse::<Timestamp>().ok();
+    let duration_ms = state
+        .finished_at
+        .as_deref()
+        .and_then(instant)
+        .zip(instant(&state.started_at))
+        .and_then(|(finished, started)| u64::try_from(finished.as_millisecond() - started.as_millisecond()).ok());
+    RunSummary {
+        run_id: state.run_id.clone(),
+        plan: state.plan.id.clone(),
+        status: state.status,
+        stop_reason: state.stop_reason.clone(),
+        steps: state.counters.steps,
+        started_at: state.started_at.clone(),
+        finished_at: state.finished_at.clone(),
+        duration_ms,
+    }
+}

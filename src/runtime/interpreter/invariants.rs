@@ -1,0 +1,150 @@
+//! The semantic invariants of a loaded run: does the verified record tell a
+//! story the plan could have produced? The store checks each record's seal
+//! and shape; only the plan knows which story is possible, and with a plain
+//! SHA-256 seal anyone who can write the files can re-seal them, so these
+//! checks are the defence there (issue 8 item 6).
+//!
+//! - every step before the cursor has a final record (done or skipped) in
+//!   the verified history: the evidence path is complete;
+//! - waiting ⇒ the frozen action is exactly the plan's step at the cursor
+//!   rendered from the verified history (its fingerprint recomputed), and
+//!   the observations its `when` condition and templates read are there;
+//! - done ⇒ every `[[verify]]` check left its evidence, `already_satisfied`
+//!   has its own, and every keyed write that ran has receipt evidence bound
+//!   to the intent digest of the action its record says ran;
+//! - an ended run has no pending action; a pending action names its step.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::model::{Plan, RunStatus};
+use crate::store::{RunState, StepRecord, StepRecordStatus, StoreError};
+
+use super::attempt::{Frozen, render_action};
+use super::idempotency::{RECEIPT_EVIDENCE, intent_digest};
+use super::outputs::Outputs;
+
+/// Checks that `state` and its verified `history` tell a story `plan` could
+/// have produced; a violation is [`StoreError::Tampered`] and nothing runs.
+pub fn check_story(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Result<(), StoreError> {
+    story(plan, state, history).map_err(|reason| StoreError::Tampered {
+        id: state.run_id.clone(),
+        reason: format!("the records do not tell a story the plan `{}` could produce: {reason}", plan.id),
+    })
+}
+
+fn story(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Result<(), String> {
+    if let Some(pending) = &state.pending_action {
+        if pending.step_id.is_empty() {
+            return Err("`pending_action.step_id` is empty".to_string());
+        }
+        if state.status.is_terminal() {
+            return Err(format!("a pending action on a run that ended `{}`", state.status));
+        }
+    }
+    let last = last_records(history);
+    let cursor = state.cursor.next_step;
+    for step in plan.steps.iter().take(cursor) {
+        match last.get(step.id.as_str()).map(|record| record.status) {
+            Some(StepRecordStatus::Done | StepRecordStatus::Skipped) => {}
+            Some(StepRecordStatus::Failed) => {
+                return Err(format!("step `{}` is before the cursor but its last record failed", step.id));
+            }
+            None => return Err(format!("step `{}` is before the cursor but has no record", step.id)),
+        }
+    }
+    match state.status {
+        RunStatus::WaitingApproval => waiting(plan, state, history),
+        RunStatus::Done => done(plan, state, &last),
+        _ => Ok(()),
+    }
+}
+
+/// The last record of each step id.
+fn last_records(history: &[StepRecord]) -> HashMap<&str, &StepRecord> {
+    history.iter().map(|record| (record.step_id.as_str(), record)).collect()
+}
+
+/// The frozen action is the plan's step at the cursor, re-rendered from the
+/// verified history.
+fn waiting(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Result<(), String> {
+    let Some(pending) = &state.pending_action else {
+        return Err("`waiting_approval` without a pending action".to_string());
+    };
+    let index = state.cursor.next_step;
+    let Some(step) = plan.steps.get(index).filter(|step| step.id == pending.step_id) else {
+        return Err(format!("the pending step `{}` is not step {} of the plan", pending.step_id, index + 1));
+    };
+    let outputs = Outputs::restored(plan, &state.run_id, history);
+    if let Some(condition) = &step.when {
+        let value = condition.value.render(&outputs).map_err(|error| {
+            format!("the condition of step `{}` cannot be evaluated from the verified record: {error}", step.id)
+        })?;
+        if !condition.test.holds(&value) {
+            return Err(format!(
+                "the condition of step `{}` does not hold on the verified record, so it could not have paused",
+                step.id
+            ));
+        }
+    }
+    let action = render_action(&step.action, &outputs).map_err(|failure| {
+        format!("step `{}` cannot be rendered from the verified record: {}", step.id, failure.message)
+    })?;
+    let frozen = Frozen::of(step, &action, &outputs);
+    let same = pending.kind == step.action.kind()
+        && pending.action == frozen.action
+        && pending.idempotency_key == frozen.key
+        && pending.risk == frozen.risk
+        && pending.scope == frozen.scope
+        && pending.fingerprint == frozen.fingerprint;
+    if !same {
+        return Err(format!(
+            "the frozen action of step `{}` (fingerprint `{}`) is not the plan's step rendered from the verified record (`{}`)",
+            step.id, pending.fingerprint, frozen.fingerprint
+        ));
+    }
+    Ok(())
+}
+
+/// A `done` run's evidence path is complete and bound to what ran.
+fn done(plan: &Plan, state: &RunState, last: &HashMap<&str, &StepRecord>) -> Result<(), String> {
+    let count = |kind: &str| state.evidence.iter().filter(|evidence| evidence.kind == kind).count();
+    if count("verify") != plan.verify.len() {
+        return Err(format!(
+            "a `done` run with {} verify evidence for the plan's {} `[[verify]]` checks",
+            count("verify"),
+            plan.verify.len()
+        ));
+    }
+    let satisfied = state.stop_reason.as_deref() == Some("already_satisfied");
+    if satisfied && count("already_satisfied") == 0 {
+        return Err("a run `done` as `already_satisfied` without that evidence".to_string());
+    }
+    if state.stop_reason.as_deref() == Some("end_of_plan") && state.cursor.next_step != plan.steps.len() {
+        return Err(format!("a run `done` at the end of the plan with its cursor at step {}", state.cursor.next_step));
+    }
+    for step in plan.steps.iter().filter(|step| step.idempotency_key.is_some()) {
+        let Some(record) = last.get(step.id.as_str()).filter(|record| record.status == StepRecordStatus::Done) else {
+            continue;
+        };
+        let key = record.details.get("idempotency_key").and_then(Value::as_str);
+        let (Some(key), Some(action)) = (key, &record.action) else {
+            return Err(format!("the keyed step `{}` ran without its idempotency key on record", step.id));
+        };
+        let intent = intent_digest(&record.kind, action, key);
+        let bound = state.evidence.iter().any(|evidence| {
+            evidence.step_id.as_deref() == Some(step.id.as_str())
+                && RECEIPT_EVIDENCE.contains(&evidence.kind.as_str())
+                && evidence.detail["idempotency_key"] == key
+                && evidence.detail["intent_digest"] == intent.as_str()
+        });
+        if !bound {
+            return Err(format!(
+                "the keyed step `{}` ran but no receipt evidence is bound to its intent `{intent}`",
+                step.id
+            ));
+        }
+    }
+    Ok(())
+}
