@@ -6,45 +6,25 @@ use std::fs;
 
 use serde_json::{Map, Value, json};
 
-use crate::model::RunStatus;
-use crate::store::{
-    Counters, Cursor, FileStore, NewEvent, PlanRef, RecordKind, RunState, RunStore, Sealer, StoreError,
-};
+use crate::store::{FileStore, NewEvent, PlanRef, RecordKind, RunState, RunStore, Sealer, StoreError};
 
 fn event(event_type: &str) -> NewEvent<'_> {
     NewEvent { ts: "2026-01-01T00:00:00Z".into(), event_type, step_id: None, status: Some("ok"), details: Map::new() }
 }
 
 fn state(run_id: &str, started_at: &str) -> RunState {
-    RunState {
-        run_id: run_id.into(),
-        goal: None,
-        plan: PlanRef {
-            id: "p".into(),
-            path: "plans/p.toml".into(),
-            sha256: "0".into(),
-            policy: "default".into(),
-            policy_path: "policies/default.toml".into(),
-            policy_sha256: "0".into(),
-            step_count: 1,
-        },
-        status: RunStatus::Running,
-        stop_reason: None,
-        current_step_id: None,
-        cursor: Cursor::default(),
-        counters: Counters::default(),
-        error: None,
-        pending_action: None,
-        approval: None,
-        evidence: Vec::new(),
-        reconciliation: None,
-        state_version: 1,
-        audit_seq: 0,
-        audit_hash: None,
-        started_at: started_at.into(),
-        updated_at: started_at.into(),
-        finished_at: None,
-    }
+    let plan = PlanRef {
+        id: "p".into(),
+        path: "plans/p.toml".into(),
+        sha256: "0".into(),
+        policy: "default".into(),
+        policy_path: "policies/default.toml".into(),
+        policy_sha256: "0".into(),
+        step_count: 1,
+    };
+    let mut state = RunState::started(run_id.into(), None, plan, started_at.into());
+    state.state_version = 1;
+    state
 }
 
 /// Creates run `run_id` with one event, its plan and its first checkpoint.

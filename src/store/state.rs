@@ -144,6 +144,32 @@ pub struct Reconciliation {
 }
 
 impl RunState {
+    /// A run that has just started: `running`, nothing done yet, no
+    /// checkpoint taken (`state_version` 0), started and updated at `now`.
+    pub fn started(run_id: String, goal: Option<String>, plan: PlanRef, now: String) -> RunState {
+        RunState {
+            run_id,
+            goal,
+            plan,
+            status: RunStatus::Running,
+            stop_reason: None,
+            current_step_id: None,
+            cursor: Cursor::default(),
+            counters: Counters::default(),
+            error: None,
+            pending_action: None,
+            approval: None,
+            evidence: Vec::new(),
+            reconciliation: None,
+            state_version: 0,
+            audit_seq: 0,
+            audit_hash: None,
+            started_at: now.clone(),
+            updated_at: now,
+            finished_at: None,
+        }
+    }
+
     /// Checks the combinations a valid checkpoint can have. A checkpoint
     /// that breaks one was edited or corrupted.
     pub fn check_invariants(&self) -> Result<(), String> {

@@ -41,7 +41,7 @@ use crate::runtime::approval::{ApprovalInvalid, check_approval};
 use crate::runtime::event::{ApprovalVerified, Event, PlanCreated, RunResumed, RunStarted};
 use crate::runtime::recorder::Recorder;
 use crate::runtime::{Progress, RuntimeEnv, format_timestamp};
-use crate::store::{Counters, Cursor, LoadedRun, PlanRef, RunHandle, RunState, RunStore, StoreError};
+use crate::store::{LoadedRun, PlanRef, RunHandle, RunState, RunStore, StoreError};
 use crate::tools::{ResolvedAction, Tools};
 
 use attempt::Attempt;
@@ -81,35 +81,16 @@ impl<'r> Interpreter<'r> {
         env: &'r RuntimeEnv,
     ) -> Self {
         let now = format_timestamp(env.clock.now());
-        let state = RunState {
-            run_id: run.run_id().to_string(),
-            goal,
-            plan: PlanRef {
-                id: plan.id.clone(),
-                path: plan.source.path.clone(),
-                sha256: plan.source.sha256.clone(),
-                policy: policy.name.clone(),
-                policy_path: policy.source.path.clone(),
-                policy_sha256: policy.source.sha256.clone(),
-                step_count: plan.steps.len(),
-            },
-            status: RunStatus::Running,
-            stop_reason: None,
-            current_step_id: None,
-            cursor: Cursor::default(),
-            counters: Counters::default(),
-            error: None,
-            pending_action: None,
-            approval: None,
-            evidence: Vec::new(),
-            reconciliation: None,
-            state_version: 0,
-            audit_seq: 0,
-            audit_hash: None,
-            started_at: now.clone(),
-            updated_at: now,
-            finished_at: None,
+        let plan_ref = PlanRef {
+            id: plan.id.clone(),
+            path: plan.source.path.clone(),
+            sha256: plan.source.sha256.clone(),
+            policy: policy.name.clone(),
+            policy_path: policy.source.path.clone(),
+            policy_sha256: policy.source.sha256.clone(),
+            step_count: plan.steps.len(),
         };
+        let state = RunState::started(run.run_id().to_string(), goal, plan_ref, now);
         let outputs = Outputs::new(plan, &state.run_id);
         Self::build(plan, policy, workspace, (run, store), state, outputs, env, false)
     }
