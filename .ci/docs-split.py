@@ -7,7 +7,8 @@ A maintainer tool, not shipped documentation. Run from the repository root:
 
 It reads the long README (every section of the reference in one file),
 assigns each `##`/`###` section to one page of docs/ by its heading (the
-PAGE_OF table below), rewrites `#anchor` links across pages, replaces words
+PAGE_OF table below), rewrites `#anchor` links across pages, points
+`module::test` names at the tests/ module that now holds the test, replaces words
 a reader was never taught (the REPLACEMENTS list), and writes docs/*.md
 plus a new README.md landing page (the LANDING template, with the
 Contributing section carried over). It fails, writing nothing, when a
@@ -282,13 +283,30 @@ def without_code(text):
     return re.sub(r"`[^`\n]*`", "", text)
 
 
+def fix_test_paths(text):
+    """`module::test_name` naming a test that moved to another tests/ module
+    (the integration tests were split by area) is pointed at its new module."""
+    sources = {path.stem: path.read_text(encoding="utf-8") for path in Path("tests").glob("*.rs")}
+
+    def fix(match):
+        module, name = match.group(1), match.group(2)
+        defined = f"fn {name}("
+        is_source_path = Path("src", module).is_dir() or Path("src", f"{module}.rs").is_file()
+        if is_source_path or defined in sources.get(module, ""):
+            return match.group(0)
+        homes = [stem for stem, source in sources.items() if defined in source]
+        return f"`{homes[0]}::{name}`" if len(homes) == 1 else match.group(0)
+
+    return re.sub(r"`([a-z_]+)::([a-z0-9_]+)`", fix, text)
+
+
 def main():
     source = Path(sys.argv[1] if len(sys.argv) > 1 else "README.md")
     text = source.read_text(encoding="utf-8")
     if MARKER in text:
         fail(f"{source} is already the landing page; run this on the long reference README")
 
-    text = replace_words(text)
+    text = fix_test_paths(replace_words(text))
     blocks = sections(text)
     preamble = blocks[0][2]
     intro = "\n".join(line for line in preamble if not line.startswith("# ")).strip()
