@@ -234,6 +234,7 @@ planrun serve --addr 127.0.0.1:8000 &
 curl -s localhost:8000/health
 curl -s -X POST localhost:8000/runs -H 'Content-Type: application/json' \\
      -d '{{"goal": "test flow pwd to file", "adapter": "agent"}}'
+kill %1                                            # stops it once in-flight runs have written their records
 ```
 
 ## Documentation
