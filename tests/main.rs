@@ -32,6 +32,7 @@
 //! | `preview` | `plan` previews; a preview executes and creates nothing | `preview/` |
 //! | `seeing_runs` | `runs` (newest first, `--status`, `--json`, a tampered run listed as unreadable, an empty workspace), `show --full`, `show latest`, the finish message, the run's last line naming its files | |
 //! | `authoring` | `list`, `policy check`, `schema` (and the committed `schemas/`), `show` of documented runs | `cli/list`, `cli/policy_check_*`, `cli/show_*` |
+//! | `docs` | the reference in `docs/` names every subcommand, plan/policy/service policy key, exit code and `PLANRUN_*` variable | |
 //! | `shell_completions` | `completions bash\|zsh\|fish` and `man` (stdout and `--out-dir`) name every subcommand | |
 //! | `server` | `planrun serve` over loopback HTTP: bridge runs per adapter, guard, concurrency, shutdown, health, auth, errors, OpenAPI, startup checks | `server/` |
 //! | `server_controller` | `POST /controller/runs`: agent iterations, the one recovery rewrite, stop decisions, blocked goals | `server/controller_*` |
@@ -60,6 +61,7 @@ mod controller_decisions;
 mod crash_start;
 mod decision_backends;
 mod diagnostics;
+mod docs;
 mod effect_receipts;
 mod idempotency;
 mod integrity;

@@ -299,18 +299,19 @@ fn check_notes_a_plan_without_a_scenario() {
     assert!(test.stderr.contains("`plans/greet.toml` has no scenario file"), "{}", test.stderr);
 }
 
-/// The ```toml block of the README that contains `marker`.
+/// The ```toml block of the Author's guide (`docs/authoring-and-review.md`)
+/// that contains `marker`.
 fn readme_block(marker: &str) -> String {
-    let readme = fs::read_to_string(Path::new(ROOT).join("README.md")).expect("README");
+    let readme = fs::read_to_string(Path::new(ROOT).join("docs/authoring-and-review.md")).expect("the guide");
     readme
         .split("```toml\n")
         .skip(1)
         .filter_map(|rest| rest.split_once("```").map(|(block, _)| block.to_string()))
         .find(|block| block.contains(marker))
-        .unwrap_or_else(|| panic!("no README block with {marker}"))
+        .unwrap_or_else(|| panic!("no block of the guide with {marker}"))
 }
 
-/// The Author's guide's plan and scenario, exactly as the README prints
+/// The Author's guide's plan and scenario, exactly as the guide prints
 /// them, check clean and pin a stable run in the sandbox.
 #[test]
 fn the_authors_guide_example_works_as_written() {
