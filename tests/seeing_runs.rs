@@ -129,6 +129,8 @@ fn show_prints_the_finish_message_and_latest_is_the_newest_run() {
 
     let latest = sandbox.planrun().args(["show", "latest"]).expect_code(0).run();
     assert!(latest.stdout.starts_with("run new · plan flow_pwd"), "{}", latest.stdout);
+    let verified = sandbox.planrun().args(["verify", "latest"]).expect_code(0).run();
+    assert!(verified.stdout.contains("run new"), "verify takes `latest` too: {}", verified.stdout);
     assert!(!latest.stdout.contains("message:"), "flow_pwd's finish has no message: {}", latest.stdout);
 
     // An exact id wins over the alias.

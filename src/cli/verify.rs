@@ -12,7 +12,7 @@ use crate::runtime::RuntimeEnv;
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// The run to verify.
+    /// The run to verify (`latest`: the newest run, as for `show`).
     pub run_id: String,
 }
 

@@ -28,7 +28,7 @@ pub fn full_state_json(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Resu
 }
 
 /// `run_id`, or for `latest` with no run of that name the newest run's id.
-fn resolve(store: &dyn RunStore, run_id: &str, workspace: &Path) -> Result<String, OpsError> {
+pub(crate) fn resolve(store: &dyn RunStore, run_id: &str, workspace: &Path) -> Result<String, OpsError> {
     if run_id != LATEST {
         return Ok(run_id.to_string());
     }

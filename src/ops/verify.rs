@@ -58,7 +58,10 @@ impl Verification {
 /// record that cannot be read at all, is an [`OpsError`] (exit 2 too).
 pub fn verify(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Result<Verification, OpsError> {
     validate_run_id(run_id)?;
-    match env.store(workspace).read_run(run_id) {
+    let store = env.store(workspace);
+    let resolved = crate::ops::show::resolve(store.as_ref(), run_id, workspace)?;
+    let run_id = resolved.as_str();
+    match store.read_run(run_id) {
         Ok(run) => Ok(Verification::Verified(VerifiedRun {
             run_id: run.state.run_id.clone(),
             status: run.state.status,

@@ -109,7 +109,8 @@ fn full_document() -> Value {
         ],
         "responses": {
             "200": {"description": "one page", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RunPage"}}}},
-            "400": error_response("invalid_paging: `limit` not 1..100, `after` invalid or naming no bridge run, or an unknown parameter"),
+            "400": error_response("invalid_paging: `limit` not 1..100, `after` not a run id, or an unknown parameter"),
+            "404": error_response("run_not_found: `after` names no bridge run"),
             "401": error_response("missing or wrong bearer token"),
             "500": error_response("records_failed: the records folder could not be read")
         }

@@ -41,6 +41,8 @@ pub struct RunPage {
 pub enum PageError {
     /// Bad paging parameters (400 `invalid_paging`).
     Invalid(String),
+    /// `after` is a valid id that names no bridge run (404 `run_not_found`).
+    UnknownAfter(String),
     Records(StoreError),
 }
 
@@ -48,6 +50,7 @@ impl From<PageError> for ApiError {
     fn from(error: PageError) -> Self {
         match error {
             PageError::Invalid(message) => ApiError::new(StatusCode::BAD_REQUEST, "invalid_paging", message),
+            PageError::UnknownAfter(after) => ApiError::not_found("bridge run", &after),
             PageError::Records(error) => error.into(),
         }
     }
@@ -77,14 +80,14 @@ impl Paging {
 }
 
 /// The page of bridge runs after `paging.after` (from the newest when
-/// absent); an `after` that names no bridge run is refused.
+/// absent); an `after` that names no bridge run is 404.
 pub fn page(service: &Service, paging: &Paging) -> Result<RunPage, PageError> {
     let listed = service.store.list_records(RecordKind::Bridge).map_err(PageError::Records)?;
     let start = match &paging.after {
         None => 0,
         Some(after) => {
             let position = listed.iter().position(|listing| &listing.run_id == after);
-            1 + position.ok_or_else(|| PageError::Invalid(format!("`after`: no bridge run `{after}`")))?
+            1 + position.ok_or_else(|| PageError::UnknownAfter(after.clone()))?
         }
     };
     let ids: Vec<&str> = listed.iter().skip(start).take(paging.limit).map(|listing| listing.run_id.as_str()).collect();
