@@ -29,15 +29,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use serde_json::json;
 
 use crate::ops::OpsError;
 use crate::runtime::ControlError;
 use crate::runtime::approval::ApprovalClaims;
 use crate::server::bridge::{self, BridgeState, BridgeStatus};
+use crate::server::bridge_event::{ApprovalGranted, ApprovalRejected, BridgeEvent, ResumeRefused, RunResumed};
 use crate::server::error::ApiError;
 use crate::server::service::Service;
-use crate::store::{RecordWriter, StoreError, details};
+use crate::store::{RecordWriter, StoreError};
 
 /// What `POST /runs/{id}/approve` asks for.
 #[derive(Debug, Clone)]
@@ -65,17 +65,15 @@ pub async fn approve(service: &Service, run_id: &str, request: ApprovalRequest) 
         .map_err(refused)?;
     records.event(
         service.now(),
-        "approval_granted",
-        Some("waiting_approval"),
-        details([
-            ("agent_run_id", json!(agent_run_id)),
-            ("step_id", json!(granted.pending.step_id)),
-            ("fingerprint", json!(granted.approval.fingerprint)),
-            ("scope", json!(granted.approval.scope)),
-            ("state_version", json!(granted.approval.state_version)),
-            ("approved_by", json!(granted.approval.approved_by)),
-            ("expires_at", json!(granted.approval.expires_at)),
-        ]),
+        &BridgeEvent::ApprovalGranted(ApprovalGranted {
+            agent_run_id: agent_run_id.clone(),
+            step_id: granted.pending.step_id,
+            fingerprint: granted.approval.fingerprint,
+            scope: granted.approval.scope,
+            state_version: granted.approval.state_version,
+            approved_by: granted.approval.approved_by,
+            expires_at: granted.approval.expires_at,
+        }),
     )?;
     let runner = Arc::clone(&service.adapters.agent);
     let id = agent_run_id.clone();
@@ -85,13 +83,11 @@ pub async fn approve(service: &Service, run_id: &str, request: ApprovalRequest) 
             let error = refused(error);
             records.event(
                 service.now(),
-                "resume_refused",
-                Some("waiting_approval"),
-                details([
-                    ("agent_run_id", json!(agent_run_id)),
-                    ("code", json!(error.code)),
-                    ("error", json!(error.message)),
-                ]),
+                &BridgeEvent::ResumeRefused(ResumeRefused {
+                    agent_run_id,
+                    code: error.code,
+                    error: error.message.clone(),
+                }),
             )?;
             return Err(error);
         }
@@ -99,14 +95,12 @@ pub async fn approve(service: &Service, run_id: &str, request: ApprovalRequest) 
     bridge::apply_result(&mut state, &result);
     records.event(
         service.now(),
-        "run_resumed",
-        Some("running"),
-        details([
-            ("agent_run_id", json!(agent_run_id)),
-            ("exit_code", json!(result.exit_code)),
-            ("agent_final_status", json!(state.agent_final_status)),
-            ("response_len", json!(result.response.chars().count())),
-        ]),
+        &BridgeEvent::RunResumed(RunResumed {
+            agent_run_id,
+            exit_code: result.exit_code,
+            agent_final_status: state.agent_final_status,
+            response_len: result.response.chars().count(),
+        }),
     )?;
     Ok(bridge::settle(service, &mut records, state, &result)?.state)
 }
@@ -122,14 +116,12 @@ pub async fn reject(service: &Service, run_id: &str, reason: Option<String>) -> 
     let result = blocking(move || runner.reject(&id, why)).await?.map_err(refused)?;
     records.event(
         service.now(),
-        "approval_rejected",
-        Some("rejected"),
-        details([
-            ("agent_run_id", json!(agent_run_id)),
-            ("step_id", json!(pending.as_ref().map(|pending| &pending.step_id))),
-            ("fingerprint", json!(pending.as_ref().map(|pending| &pending.fingerprint))),
-            ("reason", json!(reason)),
-        ]),
+        &BridgeEvent::ApprovalRejected(ApprovalRejected {
+            agent_run_id,
+            step_id: pending.as_ref().map(|pending| pending.step_id.clone()),
+            fingerprint: pending.map(|pending| pending.fingerprint),
+            reason,
+        }),
     )?;
     bridge::apply_result(&mut state, &result);
     Ok(bridge::settle(service, &mut records, state, &result)?.state)

@@ -18,46 +18,20 @@
 //! or `waiting_approval` again at the next gated step) or ends it `rejected`.
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use crate::model::{FailureClass, RunStatus};
 use crate::runtime::IdKind;
 use crate::server::adapters::{AdapterKind, AdapterMode, AdapterResult};
+use crate::server::bridge_event::{
+    AgentRunObserved, ApprovalRequested, BridgeEvent, InstructionGenerated, ResponseReceived, RunCreated, RunFinished,
+    TaskSent,
+};
 use crate::server::error::ServiceError;
 use crate::server::guard;
 use crate::server::ids::controller_bridge_id;
+pub use crate::server::record_status::BridgeStatus;
 use crate::server::service::Service;
-use crate::store::{PendingAction, RecordKind, RecordWriter, StoreError, details};
-
-/// Where a bridge run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BridgeStatus {
-    Created,
-    Running,
-    /// Not final: the agent run is paused for approval.
-    WaitingApproval,
-    Done,
-    Failed,
-    /// A person rejected the pending action.
-    Rejected,
-    /// A person cancelled the agent run while it waited (`planrun cancel`).
-    Cancelled,
-}
-
-impl BridgeStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BridgeStatus::Created => "created",
-            BridgeStatus::Running => "running",
-            BridgeStatus::WaitingApproval => "waiting_approval",
-            BridgeStatus::Done => "done",
-            BridgeStatus::Failed => "failed",
-            BridgeStatus::Rejected => "rejected",
-            BridgeStatus::Cancelled => "cancelled",
-        }
-    }
-}
+use crate::store::{PendingAction, RecordKind, RecordWriter, StoreError};
 
 /// The state of a bridge run, checkpointed in `bridge/runs/<run_id>/state.json`
 /// (sealed by the run store). Field order is the file's.
@@ -142,29 +116,16 @@ pub async fn execute_run(
     };
     records.event(
         created_at.clone(),
-        "run_created",
-        Some("created"),
-        details([("goal", json!(goal)), ("adapter", json!(adapter.name()))]),
+        &BridgeEvent::RunCreated(RunCreated { goal: goal.to_string(), adapter: adapter.name().to_string() }),
     )?;
     records.save(&state)?;
     let instruction_len = instruction.chars().count();
-    records.event(
-        service.now(),
-        "instruction_generated",
-        Some("created"),
-        details([("instruction_len", json!(instruction_len))]),
-    )?;
+    records.event(service.now(), &BridgeEvent::InstructionGenerated(InstructionGenerated { instruction_len }))?;
 
     if let Err(violation) = guard::check(&service.policy.guard, goal) {
-        let now = service.now();
-        records.event(
-            now,
-            "prompt_blocked",
-            Some("failed"),
-            details([("rule", json!(violation.rule)), ("reason", json!(violation.reason))]),
-        )?;
         state.status = BridgeStatus::Failed;
         state.error = Some(format!("prompt blocked: {}", violation.reason));
+        records.event(service.now(), &BridgeEvent::PromptBlocked(violation.into()))?;
         return finish(service, &mut records, state, None);
     }
 
@@ -172,9 +133,7 @@ pub async fn execute_run(
     state.updated_at = service.now();
     records.event(
         state.updated_at.clone(),
-        "task_sent",
-        Some("running"),
-        details([("adapter", json!(adapter.name())), ("instruction_len", json!(instruction_len))]),
+        &BridgeEvent::TaskSent(TaskSent { adapter: adapter.name().to_string(), instruction_len }),
     )?;
     records.save(&state)?;
 
@@ -182,15 +141,13 @@ pub async fn execute_run(
     apply_result(&mut state, &result);
     records.event(
         service.now(),
-        "response_received",
-        Some("running"),
-        details([
-            ("mode", json!(result.mode.as_str())),
-            ("exit_code", json!(result.exit_code)),
-            ("response_len", json!(result.response.chars().count())),
-            ("agent_run_id", json!(state.agent_run_id)),
-            ("error", json!(result.error)),
-        ]),
+        &BridgeEvent::ResponseReceived(ResponseReceived {
+            mode: result.mode,
+            exit_code: result.exit_code,
+            response_len: result.response.chars().count(),
+            agent_run_id: state.agent_run_id.clone(),
+            error: result.error.clone(),
+        }),
     )?;
     settle(service, &mut records, state, &result)
 }
@@ -224,16 +181,14 @@ pub(crate) fn settle(
         state.updated_at = service.now();
         records.event(
             state.updated_at.clone(),
-            "approval_requested",
-            Some("waiting_approval"),
-            details([
-                ("agent_run_id", json!(state.agent_run_id)),
-                ("step_id", json!(pending.step_id)),
-                ("kind", json!(pending.kind)),
-                ("scope", json!(pending.scope)),
-                ("fingerprint", json!(pending.fingerprint)),
-                ("state_version", json!(pending.state_version)),
-            ]),
+            &BridgeEvent::ApprovalRequested(ApprovalRequested {
+                agent_run_id: state.agent_run_id.clone(),
+                step_id: pending.step_id,
+                kind: pending.kind,
+                scope: pending.scope,
+                fingerprint: pending.fingerprint,
+                state_version: pending.state_version,
+            }),
         )?;
         records.save(&state)?;
         return Ok(BridgeOutcome { state, failure_class });
@@ -260,14 +215,12 @@ pub(crate) fn finish(
     state.updated_at = service.now();
     records.event(
         state.updated_at.clone(),
-        "run_finished",
-        Some(state.status.as_str()),
-        details([
-            ("status", json!(state.status)),
-            ("adapter_mode", json!(state.adapter_mode)),
-            ("agent_run_id", json!(state.agent_run_id)),
-            ("agent_final_status", json!(state.agent_final_status)),
-        ]),
+        &BridgeEvent::RunFinished(RunFinished {
+            status: state.status,
+            adapter_mode: state.adapter_mode,
+            agent_run_id: state.agent_run_id.clone(),
+            agent_final_status: state.agent_final_status,
+        }),
     )?;
     records.save(&state)?;
     Ok(BridgeOutcome { state, failure_class })
@@ -301,13 +254,11 @@ pub(crate) fn sync_with_agent(
     }
     records.event(
         service.now(),
-        "agent_run_observed",
-        agent.agent_final_status.map(RunStatus::as_str),
-        details([
-            ("agent_run_id", json!(agent_run_id)),
-            ("agent_final_status", json!(agent.agent_final_status)),
-            ("reason", json!("the agent run was continued outside the service")),
-        ]),
+        &BridgeEvent::AgentRunObserved(AgentRunObserved {
+            agent_run_id,
+            agent_final_status: agent.agent_final_status,
+            reason: "the agent run was continued outside the service".to_string(),
+        }),
     )?;
     apply_result(&mut state, &result);
     Ok(settle(service, records, state, &result)?.state)

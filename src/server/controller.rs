@@ -22,43 +22,26 @@
 //! `bridge/runs/<ctrl id>/controller_state.json` and
 //! `controller_audit.jsonl`.
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use crate::model::{FailureClass, RunStatus};
 use crate::router::select;
 use crate::runtime::IdKind;
 use crate::server::adapters::AdapterKind;
 use crate::server::bridge::{self, BridgeStatus, Origin};
+pub use crate::server::controller_event::LinkedRun;
+use crate::server::controller_event::{
+    BridgeRunFinished, BridgeRunStarted, ControllerEvent, ControllerFinished, ControllerStarted, DecisionMade,
+    DecisionRepeated, RecoveryApplied, RecoveryConsidered, RecoverySkipped,
+};
 use crate::server::decision::choices::{Choices, OfferedPlan};
 use crate::server::decision::{Action, Decision, DecisionContext};
 use crate::server::error::ServiceError;
 use crate::server::guard;
 use crate::server::ids::{agent_run_id, controller_bridge_id};
+pub use crate::server::record_status::ControllerStatus;
 use crate::server::service::Service;
-use crate::store::{RecordKind, RecordWriter, StoreError, details};
-
-/// Where a controller run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ControllerStatus {
-    Running,
-    /// The last bridge run waits for a person's approval.
-    WaitingApproval,
-    Done,
-    Failed,
-}
-
-impl ControllerStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ControllerStatus::Running => "running",
-            ControllerStatus::WaitingApproval => "waiting_approval",
-            ControllerStatus::Done => "done",
-            ControllerStatus::Failed => "failed",
-        }
-    }
-}
+use crate::store::{RecordKind, RecordWriter, StoreError};
 
 /// The state of a controller run, checkpointed in
 /// `bridge/runs/<id>/controller_state.json` (sealed by the run store). Field order is the file's.
@@ -112,13 +95,6 @@ pub struct BridgeResult {
     pub error: Option<String>,
 }
 
-/// One hop of run-id traceability: bridge run → agent run.
-#[derive(Debug, Clone, Serialize)]
-pub struct LinkedRun {
-    pub bridge_run_id: String,
-    pub agent_run_id: String,
-}
-
 /// Runs the controller loop for `goal` to its end.
 pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, ServiceError> {
     let (run_id, mut records) = service.create_record(RecordKind::Controller, IdKind::Controller)?;
@@ -147,24 +123,17 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
     };
     records.event(
         now.clone(),
-        "controller_started",
-        Some("running"),
-        details([
-            ("goal", json!(goal)),
-            ("decision_mode", json!(state.decision_mode)),
-            ("max_iterations", json!(limits.max_iterations)),
-        ]),
+        &ControllerEvent::ControllerStarted(ControllerStarted {
+            goal: goal.to_string(),
+            decision_mode: state.decision_mode.clone(),
+            max_iterations: limits.max_iterations,
+        }),
     )?;
     records.save(&state)?;
 
     if let Err(violation) = guard::check(&service.policy.guard, goal) {
-        records.event(
-            service.now(),
-            "prompt_blocked",
-            Some("failed"),
-            details([("rule", json!(violation.rule)), ("reason", json!(violation.reason))]),
-        )?;
         state.error = Some(format!("prompt blocked: {}", violation.reason));
+        records.event(service.now(), &ControllerEvent::PromptBlocked(violation.into()))?;
         return finish(service, &mut records, state, "prompt_blocked");
     }
 
@@ -194,11 +163,10 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
         };
         let decision = service.decision.decide(&context, service.env.clock.as_ref()).await;
         recovery_pending = false;
-        let mut event = details([("iteration", json!(iteration))]);
-        if let Value::Object(fields) = json!(decision) {
-            event.extend(fields);
-        }
-        records.event(service.now(), "decision_made", Some("running"), event)?;
+        records.event(
+            service.now(),
+            &ControllerEvent::DecisionMade(DecisionMade { iteration, decision: Box::new(decision.clone()) }),
+        )?;
         // The same run chosen again after it did not succeed counts as a
         // failure before it starts: a loop of identical retries ends at the
         // consecutive-failure guard instead of at `max_iterations`.
@@ -227,13 +195,11 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
             state.consecutive_failures += 1;
             records.event(
                 service.now(),
-                "decision_repeated",
-                Some("running"),
-                details([
-                    ("iteration", json!(iteration)),
-                    ("goal", json!(run_goal)),
-                    ("consecutive_failures", json!(state.consecutive_failures)),
-                ]),
+                &ControllerEvent::DecisionRepeated(DecisionRepeated {
+                    iteration,
+                    goal: run_goal.clone(),
+                    consecutive_failures: state.consecutive_failures,
+                }),
             )?;
             records.save(&state)?;
             if state.consecutive_failures >= limits.max_consecutive_failures {
@@ -245,28 +211,20 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
         state.current_goal = run_goal.clone();
         records.event(
             service.now(),
-            "bridge_run_started",
-            Some("running"),
-            details([
-                ("iteration", json!(iteration)),
-                ("bridge_run_id", json!(bridge_run_id)),
-                ("goal", json!(run_goal)),
-            ]),
+            &ControllerEvent::BridgeRunStarted(BridgeRunStarted { iteration, bridge_run_id, goal: run_goal.clone() }),
         )?;
         let origin = Origin::Controller { controller_run_id: &run_id, iteration };
         let outcome = bridge::execute_run(service, &run_goal, AdapterKind::Agent, origin).await?;
         let bridge_state = outcome.state;
         records.event(
             service.now(),
-            "bridge_run_finished",
-            Some("running"),
-            details([
-                ("iteration", json!(iteration)),
-                ("bridge_run_id", json!(bridge_state.run_id)),
-                ("status", json!(bridge_state.status)),
-                ("agent_final_status", json!(bridge_state.agent_final_status)),
-                ("exit_code", json!(bridge_state.exit_code)),
-            ]),
+            &ControllerEvent::BridgeRunFinished(BridgeRunFinished {
+                iteration,
+                bridge_run_id: bridge_state.run_id.clone(),
+                status: bridge_state.status,
+                agent_final_status: bridge_state.agent_final_status,
+                exit_code: bridge_state.exit_code,
+            }),
         )?;
         state.iterations += 1;
         state.linked_runs.push(LinkedRun {
@@ -353,29 +311,25 @@ fn consider_recovery(
     };
     records.event(
         service.now(),
-        "recovery_considered",
-        Some("running"),
-        details([
-            ("iteration", json!(iteration)),
-            ("original_goal", json!(original)),
-            ("failure_class", json!(failure_class)),
-            ("recovery_applied", json!(rule.is_ok())),
-            ("reason", json!(reason)),
-        ]),
+        &ControllerEvent::RecoveryConsidered(RecoveryConsidered {
+            iteration,
+            original_goal: original.clone(),
+            failure_class,
+            recovery_applied: rule.is_ok(),
+            reason,
+        }),
     )?;
     match rule {
         Ok(rule) => {
             records.event(
                 service.now(),
-                "recovery_applied",
-                Some("running"),
-                details([
-                    ("iteration", json!(iteration)),
-                    ("original_goal", json!(original)),
-                    ("rewritten_goal", json!(rule.rewrite)),
-                    ("rule_id", json!(rule.id)),
-                    ("rule_reason", json!(rule.reason)),
-                ]),
+                &ControllerEvent::RecoveryApplied(RecoveryApplied {
+                    iteration,
+                    original_goal: original,
+                    rewritten_goal: rule.rewrite.clone(),
+                    rule_id: rule.id.clone(),
+                    rule_reason: rule.reason.clone(),
+                }),
             )?;
             state.current_goal = rule.rewrite.clone();
             state.recovery_attempted = true;
@@ -384,9 +338,7 @@ fn consider_recovery(
         Err(why) => {
             records.event(
                 service.now(),
-                "recovery_skipped",
-                Some("running"),
-                details([("iteration", json!(iteration)), ("original_goal", json!(original)), ("reason", json!(why))]),
+                &ControllerEvent::RecoverySkipped(RecoverySkipped { iteration, original_goal: original, reason: why }),
             )?;
             Ok(false)
         }
@@ -408,17 +360,14 @@ fn finish(
     state.final_status = Some(final_status);
     state.stop_reason = Some(stop_reason.to_string());
     state.updated_at = service.now();
-    let linked: Vec<Value> = state.linked_runs.iter().map(|link| json!(link)).collect();
     records.event(
         state.updated_at.clone(),
-        "controller_finished",
-        Some(final_status.as_str()),
-        details([
-            ("final_status", json!(final_status)),
-            ("stop_reason", json!(stop_reason)),
-            ("iterations", json!(state.iterations)),
-            ("linked_runs", json!(linked)),
-        ]),
+        &ControllerEvent::ControllerFinished(ControllerFinished {
+            final_status,
+            stop_reason: stop_reason.to_string(),
+            iterations: state.iterations,
+            linked_runs: state.linked_runs.clone(),
+        }),
     )?;
     records.save(&state)?;
     Ok(state)

@@ -5,6 +5,9 @@
 //! |---|---|
 //! | `app.rs` | routes and thin handlers, bearer auth, body limit |
 //! | `bridge.rs` | the bridge run manager: instruction, guard, adapter, records (through the store) |
+//! | `bridge_event.rs` | a bridge run's typed audit events |
+//! | `controller_event.rs` | a controller run's typed audit events |
+//! | `record_status.rs` | the bridge and controller record statuses |
 //! | `approvals.rs` | approve / reject a bridge run whose agent run waits for approval |
 //! | `controller.rs` | the controller loop: decisions, recovery, limits |
 //! | `adapters/` | `stub`, `local_echo`, `agent`, `openai`, `ollama`, `cloudcode` |
@@ -26,14 +29,17 @@ pub mod adapters;
 pub mod app;
 pub mod approvals;
 pub mod bridge;
+pub mod bridge_event;
 pub mod config;
 pub mod controller;
+pub mod controller_event;
 pub mod decision;
 pub mod error;
 pub mod guard;
 pub mod http_client;
 pub mod ids;
 pub mod openapi;
+pub mod record_status;
 pub mod run_list;
 pub mod service;
 

@@ -62,7 +62,7 @@ pub use receipts::{Receipt, ReceiptError, ReceiptState};
 pub use run_dir::{LoadedRun, full_state};
 pub use run_id::{RunIdError, validate_run_id};
 pub use run_store::{
-    CREATE_ATTEMPTS, LoadedRecord, NewEvent, RecordHandle, RecordKind, RecordWriter, RunHandle, RunListing, RunStore,
-    StoreFactory, create_unique, details,
+    CREATE_ATTEMPTS, LoadedRecord, NewEvent, RecordEvent, RecordHandle, RecordKind, RecordWriter, RunHandle,
+    RunListing, RunStore, StoreFactory, create_unique,
 };
 pub use state::{Approval, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState};

@@ -21,7 +21,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::store::error::serialize_error;
@@ -169,9 +169,21 @@ pub trait StoreFactory: Send + Sync {
     fn open(&self, workspace: &Path, sealer: &Sealer) -> Arc<dyn RunStore>;
 }
 
-/// Builds the `details` object of an event from `(key, value)` pairs.
-pub fn details<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
-    pairs.into_iter().map(|(key, value)| (key.to_string(), value)).collect()
+/// An event of a service record (bridge or controller), typed by its
+/// owner: an enum serialised as `{"event_type": …, "details": {…}}`
+/// (`#[serde(tag = "event_type", content = "details")]`), which knows its
+/// `status` column. The store names no event of its own, so the owner's
+/// enum stays the one place a record's events are spelled.
+pub trait RecordEvent: Serialize {
+    /// The `status` column (`None` writes `null`).
+    fn status(&self) -> Option<&'static str>;
+}
+
+/// The `event_type` and `details` columns of a [`RecordEvent`].
+#[derive(Deserialize)]
+struct RecordEventColumns {
+    event_type: String,
+    details: Map<String, Value>,
 }
 
 /// A typed writer over a [`RecordHandle`]: serialises the caller's state
@@ -193,14 +205,12 @@ impl RecordWriter {
     }
 
     /// Appends one event (records have no steps: `step_id` is `null`).
-    pub fn event(
-        &mut self,
-        ts: String,
-        event_type: &str,
-        status: Option<&str>,
-        details: Map<String, Value>,
-    ) -> Result<(), StoreError> {
-        self.handle.append_event(NewEvent { ts, event_type, step_id: None, status, details }).map(|_| ())
+    pub fn event<E: RecordEvent>(&mut self, ts: String, event: &E) -> Result<(), StoreError> {
+        let not_an_event = |error: serde_json::Error| serialize_error(Path::new(self.handle.id()), error);
+        let value = serde_json::to_value(event).map_err(not_an_event)?;
+        let RecordEventColumns { event_type, details } = serde_json::from_value(value).map_err(not_an_event)?;
+        let status = event.status();
+        self.handle.append_event(NewEvent { ts, event_type: &event_type, step_id: None, status, details }).map(|_| ())
     }
 
     /// Checkpoints `state` (which must serialise to a JSON object).
