@@ -131,6 +131,34 @@ impl Drop for Server {
 }
 
 /// A client that never uses a proxy (traffic stays on loopback).
+/// The ticket demo on the service: a server whose workspace holds the
+/// demo's `tickets.json` before it starts.
+pub fn start_with_tickets(envs: &[(&str, &str)]) -> Server {
+    let sandbox = Sandbox::new();
+    let tickets =
+        std::fs::read_to_string(Path::new(ROOT).join("plans/ticket_close.tickets.json")).expect("sample tickets");
+    sandbox.write("workspace/tickets.json", &tickets);
+    Server::start_in(sandbox, envs)
+}
+
+/// How many times ticket-7 was really closed in the server's workspace.
+pub fn close_count(server: &Server) -> u64 {
+    let text = std::fs::read_to_string(server.sandbox.workspace().join("tickets.json")).expect("tickets");
+    let tickets: Value = serde_json::from_str(&text).expect("tickets JSON");
+    tickets["tickets"]["ticket-7"]["close_count"].as_u64().expect("close_count")
+}
+
+/// The `event_type`s of bridge or controller record `run_id`, in order.
+pub fn audit_events(server: &Server, run_id: &str) -> Vec<String> {
+    server
+        .record(run_id, "audit.jsonl")
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).expect("JSON")["event_type"].as_str().expect("type").to_string()
+        })
+        .collect()
+}
+
 pub fn client() -> reqwest::Client {
     planrun::server::http_client::client_builder().no_proxy().timeout(Duration::from_secs(60)).build().expect("client")
 }

@@ -4,43 +4,16 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{ROOT, Sandbox, snapshot_settings};
-use crate::serve_harness::{Server, client, error_code, get_json, post};
+use crate::common::snapshot_settings;
+use crate::serve_harness::{Server, audit_events, client, close_count, error_code, get_json, post, start_with_tickets};
 
 const GOAL: &str = "close ticket";
-
-/// Starts `planrun serve` (as the harness does) on a workspace seeded with
-/// the ticket demo's `tickets.json` before the server starts.
-fn start_with_tickets(envs: &[(&str, &str)]) -> Server {
-    let sandbox = Sandbox::new();
-    let tickets = std::fs::read_to_string(std::path::Path::new(ROOT).join("plans/ticket_close.tickets.json"))
-        .expect("sample tickets");
-    sandbox.write("workspace/tickets.json", &tickets);
-    Server::start_in(sandbox, envs)
-}
-
-/// How many times ticket-7 was really closed.
-fn close_count(server: &Server) -> u64 {
-    let text = std::fs::read_to_string(server.sandbox.workspace().join("tickets.json")).expect("tickets");
-    let tickets: Value = serde_json::from_str(&text).expect("tickets JSON");
-    tickets["tickets"]["ticket-7"]["close_count"].as_u64().expect("close_count")
-}
 
 /// The agent run's checkpointed status.
 fn agent_status(server: &Server, run_id: &str) -> String {
     let path = server.sandbox.workspace().join("runs").join(run_id).join("state.json");
     let envelope: Value = serde_json::from_str(&std::fs::read_to_string(path).expect("agent state")).expect("JSON");
     envelope["payload"]["status"].as_str().expect("status").to_string()
-}
-
-fn audit_events(server: &Server, run_id: &str) -> Vec<String> {
-    server
-        .record(run_id, "audit.jsonl")
-        .lines()
-        .map(|line| {
-            serde_json::from_str::<Value>(line).expect("JSON")["event_type"].as_str().expect("type").to_string()
-        })
-        .collect()
 }
 
 /// Starts the approval-gated goal; returns the waiting bridge state.

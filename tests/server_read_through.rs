@@ -6,32 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{ROOT, Sandbox};
-use crate::serve_harness::{Server, client, get_json, post};
-
-fn start_with_tickets() -> Server {
-    let sandbox = Sandbox::new();
-    let tickets = std::fs::read_to_string(std::path::Path::new(ROOT).join("plans/ticket_close.tickets.json"))
-        .expect("sample tickets");
-    sandbox.write("workspace/tickets.json", &tickets);
-    Server::start_in(sandbox, &[])
-}
-
-fn close_count(server: &Server) -> u64 {
-    let text = std::fs::read_to_string(server.sandbox.workspace().join("tickets.json")).expect("tickets");
-    let tickets: Value = serde_json::from_str(&text).expect("tickets JSON");
-    tickets["tickets"]["ticket-7"]["close_count"].as_u64().expect("close_count")
-}
-
-fn bridge_events(server: &Server, run_id: &str) -> Vec<String> {
-    server
-        .record(run_id, "audit.jsonl")
-        .lines()
-        .map(|line| {
-            serde_json::from_str::<Value>(line).expect("JSON")["event_type"].as_str().expect("type").to_string()
-        })
-        .collect()
-}
+use crate::serve_harness::{Server, audit_events, client, close_count, get_json, post, start_with_tickets};
 
 /// `POST /runs` "close ticket" with the agent adapter: waiting for approval.
 async fn waiting_run(server: &Server, client: &reqwest::Client) -> Value {
@@ -52,17 +27,17 @@ async fn approve_is_refused(server: &Server, client: &reqwest::Client, fingerpri
     assert_eq!(body["error"]["code"], "run_not_waiting", "{body}");
     let message = body["error"]["message"].as_str().expect("message");
     assert!(message.contains(&format!("its agent run `agent-br-0001` is `{agent_status}`")), "{message}");
-    let settled = bridge_events(server, "br-0001");
+    let settled = audit_events(server, "br-0001");
     assert_eq!(settled.last().map(String::as_str), Some("run_finished"), "{settled:?}");
     assert_eq!(approve().await.expect("approve").status().as_u16(), 409);
     let (status, _) = post(client, &server.url("/runs/br-0001/reject"), json!({})).await;
     assert_eq!(status, 409);
-    assert_eq!(bridge_events(server, "br-0001"), settled, "a refused decision logs nothing");
+    assert_eq!(audit_events(server, "br-0001"), settled, "a refused decision logs nothing");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approved_and_resumed_with_the_cli_shows_done() {
-    let server = start_with_tickets();
+    let server = start_with_tickets(&[]);
     let client = client();
     let waiting = waiting_run(&server, &client).await;
     let fingerprint = waiting["pending_action"]["fingerprint"].as_str().expect("fingerprint").to_string();
@@ -77,12 +52,12 @@ async fn approved_and_resumed_with_the_cli_shows_done() {
     assert_eq!(shown["agent_final_status"], "done");
     assert_eq!(shown["exit_code"], 0);
     assert_eq!(shown["pending_action"], Value::Null);
-    let events = bridge_events(&server, "br-0001");
+    let events = audit_events(&server, "br-0001");
     assert_eq!(events[events.len() - 2..], ["agent_run_observed", "run_finished"], "{events:?}");
     // The record now says so itself: a second read changes nothing.
     let (_, again) = get_json(&client, &server.url("/runs/br-0001")).await;
     assert_eq!(again, shown);
-    assert_eq!(bridge_events(&server, "br-0001").len(), events.len());
+    assert_eq!(audit_events(&server, "br-0001").len(), events.len());
 
     approve_is_refused(&server, &client, &fingerprint, "done").await;
     assert_eq!(close_count(&server), 1, "the ticket is closed exactly once");
@@ -90,7 +65,7 @@ async fn approved_and_resumed_with_the_cli_shows_done() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rejected_with_the_cli_shows_rejected() {
-    let server = start_with_tickets();
+    let server = start_with_tickets(&[]);
     let client = client();
     let waiting = waiting_run(&server, &client).await;
     let fingerprint = waiting["pending_action"]["fingerprint"].as_str().expect("fingerprint").to_string();
@@ -104,7 +79,7 @@ async fn rejected_with_the_cli_shows_rejected() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_with_the_cli_shows_cancelled() {
-    let server = start_with_tickets();
+    let server = start_with_tickets(&[]);
     let client = client();
     waiting_run(&server, &client).await;
     server.sandbox.planrun().args(["cancel", "agent-br-0001"]).expect_code(0).run();
@@ -116,12 +91,12 @@ async fn cancelled_with_the_cli_shows_cancelled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approved_but_not_resumed_still_waits() {
-    let server = start_with_tickets();
+    let server = start_with_tickets(&[]);
     let client = client();
     let waiting = waiting_run(&server, &client).await;
     let fingerprint = waiting["pending_action"]["fingerprint"].as_str().expect("fingerprint").to_string();
     server.sandbox.planrun().args(["approve", "agent-br-0001", "--fingerprint", &fingerprint]).expect_code(0).run();
     let (_, shown) = get_json(&client, &server.url("/runs/br-0001")).await;
     assert_eq!(shown, waiting, "the agent run still waits at the same gate");
-    assert!(!bridge_events(&server, "br-0001").contains(&"agent_run_observed".to_string()));
+    assert!(!audit_events(&server, "br-0001").contains(&"agent_run_observed".to_string()));
 }
