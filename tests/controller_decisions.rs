@@ -7,12 +7,13 @@
 //! `auto` falls back to the stub and says why.
 
 use std::io::Read;
-use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::common::{ROOT, Sandbox, TEST_CLOCK};
-use crate::serve_harness::{Behaviour, FakeModel, Server, client, closed_port, get_json, post};
+use crate::common::Sandbox;
+use crate::serve_harness::{
+    Behaviour, FakeModel, Server, client, closed_port, get_json, post, serve_command, start_with_tickets,
+};
 
 /// A service whose decisions come from a fake with `behaviour`.
 async fn service(behaviour: Behaviour, backend: &str) -> (FakeModel, Server) {
@@ -23,11 +24,7 @@ async fn service(behaviour: Behaviour, backend: &str) -> (FakeModel, Server) {
     };
     let envs: Vec<(&str, &str)> = envs.iter().map(|(key, value)| (*key, value.as_str())).collect();
     // The ticket demo's `tickets.json`, for goals that route to it.
-    let sandbox = Sandbox::new();
-    let tickets = std::fs::read_to_string(std::path::Path::new(ROOT).join("plans/ticket_close.tickets.json"))
-        .expect("sample tickets");
-    sandbox.write("workspace/tickets.json", &tickets);
-    (fake, Server::start_in(sandbox, &envs))
+    (fake, start_with_tickets(&envs))
 }
 
 async fn controller(server: &Server, goal: &str) -> Value {
@@ -134,22 +131,7 @@ async fn a_keyless_openai_compatible_server_decides() {
 /// stderr.
 fn refused_start(envs: &[(&str, &str)], args: &[&str]) -> String {
     let sandbox = Sandbox::new();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_planrun"))
-        .current_dir(ROOT)
-        .args(["serve", "--addr", "127.0.0.1:0", "--workspace"])
-        .arg(sandbox.workspace())
-        .args(args)
-        .env("PLANRUN_TEST_CLOCK", TEST_CLOCK)
-        .env("NO_COLOR", "1")
-        .env("PLANRUN_PROBE_TIMEOUT_MS", "300")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("PLANRUN_API_TOKEN")
-        .envs(envs.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start serve");
+    let mut child = serve_command(&sandbox, envs, args).spawn().expect("start serve");
     let status = child.wait().expect("wait");
     let mut stdout = String::new();
     let mut stderr = String::new();

@@ -44,29 +44,7 @@ impl Server {
     /// As [`Server::start_in`], with more `serve` arguments (for example
     /// `--service-policy FILE`).
     pub fn start_in_with(sandbox: Sandbox, envs: &[(&str, &str)], args: &[&str]) -> Server {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_planrun"));
-        command
-            .current_dir(ROOT)
-            .args(["serve", "--addr", "127.0.0.1:0", "--workspace"])
-            .arg(sandbox.workspace())
-            .args(args)
-            .env("PLANRUN_TEST_CLOCK", TEST_CLOCK)
-            .env("NO_COLOR", "1")
-            .env("PLANRUN_DECISION_BACKEND", "stub")
-            .env("OLLAMA_HOST", "http://127.0.0.1:1")
-            .env("PLANRUN_PROBE_TIMEOUT_MS", "300")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("PLANRUN_API_TOKEN")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for key in CLEARED {
-            command.env_remove(key);
-        }
-        for (key, value) in envs {
-            command.env(key, value);
-        }
+        let mut command = serve_command(&sandbox, envs, args);
         let mut child = command.spawn().expect("start planrun serve");
         let stdout = child.stdout.take().expect("stdout");
         let mut line = String::new();
@@ -131,6 +109,37 @@ impl Drop for Server {
 }
 
 /// A client that never uses a proxy (traffic stays on loopback).
+/// `planrun serve` on a free loopback port with `sandbox`'s workspace, the
+/// test clock, the stub decision backend and no Ollama, the caller's
+/// variables cleared and `envs` set last (they win); stdin null, stdout and
+/// stderr piped.
+pub fn serve_command(sandbox: &Sandbox, envs: &[(&str, &str)], args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_planrun"));
+    command
+        .current_dir(ROOT)
+        .args(["serve", "--addr", "127.0.0.1:0", "--workspace"])
+        .arg(sandbox.workspace())
+        .args(args)
+        .env("PLANRUN_TEST_CLOCK", TEST_CLOCK)
+        .env("NO_COLOR", "1")
+        .env("PLANRUN_DECISION_BACKEND", "stub")
+        .env("OLLAMA_HOST", "http://127.0.0.1:1")
+        .env("PLANRUN_PROBE_TIMEOUT_MS", "300")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("PLANRUN_API_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for key in CLEARED {
+        command.env_remove(key);
+    }
+    for (key, value) in envs {
+        command.env(key, value);
+    }
+    command
+}
+
 /// The ticket demo on the service: a server whose workspace holds the
 /// demo's `tickets.json` before it starts.
 pub fn start_with_tickets(envs: &[(&str, &str)]) -> Server {

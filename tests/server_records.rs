@@ -4,8 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{ROOT, Sandbox};
-use crate::serve_harness::{Server, client, error_code, get_json, post};
+use crate::serve_harness::{Server, client, error_code, get_json, post, start_with_tickets};
 
 fn record_path(server: &Server, run_id: &str, name: &str) -> std::path::PathBuf {
     server.sandbox.workspace().join("bridge/runs").join(run_id).join(name)
@@ -46,11 +45,7 @@ async fn a_tampered_bridge_or_controller_record_is_refused_when_read_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_decision_on_a_tampered_bridge_record_changes_nothing() {
-    let sandbox = Sandbox::new();
-    let tickets = std::fs::read_to_string(std::path::Path::new(ROOT).join("plans/ticket_close.tickets.json"))
-        .expect("sample tickets");
-    sandbox.write("workspace/tickets.json", &tickets);
-    let server = Server::start_in(sandbox, &[]);
+    let server = start_with_tickets(&[]);
     let client = client();
     let (status, waiting) =
         post(&client, &server.url("/runs"), json!({"goal": "close ticket", "adapter": "agent"})).await;
