@@ -26,11 +26,12 @@ trap 'git worktree remove --force "$root/tree"; rm -rf "$root"/target-* "$root/t
 # CARGO_TARGET_DIR is set by the caller.
 measure() {
   local name=$1; shift
-  local t0 t1 log="$root/$name.log"
+  local t0 t1 file=${name//[^A-Za-z0-9]/_}
+  local log="$root/$file.log"
   t0=$(date +%s.%N)
-  /usr/bin/env time -f '%U %S' -o "$root/$name.cpu" "$@" >"$log" 2>&1 || echo "  ($name exited non-zero; log kept: $log)"
+  /usr/bin/env time -f '%U %S' -o "$root/$file.cpu" "$@" >"$log" 2>&1 || echo "  ($name exited non-zero; log kept: $log)"
   t1=$(date +%s.%N)
-  read -r user sys <"$root/$name.cpu"
+  read -r user sys <"$root/$file.cpu"
   printf '%-34s wall %6.0f s   cpu %6.0f s (user %.0f + sys %.0f)\n' "$name" \
     "$(echo "$t1 - $t0" | bc)" "$(echo "$user + $sys" | bc)" "$user" "$sys"
 }
@@ -40,7 +41,7 @@ echo "commit $(git log --oneline -1 | cut -c1-72)"
 export CARGO_TARGET_DIR="$root/target-release"
 measure "cargo build --release" cargo build --release --locked
 measure "then cargo test --release --no-run" cargo test --release --locked --no-run
-echo "  crates the test build compiled again: $(grep -Eo 'Compiling [a-z0-9_-]+' "$root/then cargo test --release --no-run.log" | awk '{print $2}' | sort | tr '\n' ' ')"
+echo "  crates the test build compiled again: $(grep -Eo 'Compiling [a-z0-9_-]+' "$root/then_cargo_test___release___no_run.log" | awk '{print $2}' | sort | tr '\n' ' ')"
 if [ "$what" = all ] || [ "$what" = test ]; then
   export CARGO_TARGET_DIR="$root/target-debug"
   measure "cargo test" env CI=true cargo test --locked
