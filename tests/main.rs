@@ -16,6 +16,7 @@
 //! | `tamper` | every record file edited, removed, re-ordered, appended, with and without the key: `verify`, `show`, `resume` refuse it (exit 2); the issue-8 attacks on a waiting ticket run; a crash tail never trusted; an unreadable or missing record file gets exit 2 from every command; `verify`'s exit codes | |
 //! | `integrity` | tampered `state.json` and `audit.jsonl` refused by every command; HMAC seals and no downgrade | |
 //! | `effect_receipts` | receipts the effect vouches for: the ticket store's receipt of a keyed close, recovery asking it first, hand-written runtime receipts never standing in for it, conflicts, uncertain only where the effect cannot answer | |
+//! | `sealed_receipts` | receipts sealed like checkpoints, named by the log's `receipt_link`; the earlier unsealed format read without a key, refused under one; a receipt swapped afterwards fails `verify` | |
 //! | `idempotency` | receipts: crash after an effect, keyed writes reused or in conflict, uncertain outcomes, resume at the checkpoint | `bounded/crash_resume@*` |
 //! | `budget_paths` | budgets on every path: the approved action of a paused run, its receipt look-up, the verifier's look-ups; nothing over budget is applied | |
 //! | `reconcile` | `planrun reconcile --applied\|--not-applied` settles a `tool_result_uncertain` run (audited, recorded), `resume` continues past it or runs it again; anything else refused | |
@@ -72,6 +73,7 @@ mod reconcile;
 mod records;
 mod routing;
 mod scenarios;
+mod sealed_receipts;
 mod security;
 mod seeing_runs;
 mod server;
