@@ -13,9 +13,12 @@
 //! | `ticket_demo` | the ticket demo: pause for approval, approve and resume, already closed, untrusted ticket data, `planrun demo` | `bounded/` |
 //! | `approvals` | approval matching (fingerprint, scope, state version), expiry, forged approvals, `decision = "prompt"`, changed plans, `reject`, `cancel` | `bounded/rejected@*` |
 //! | `crash_start` | `SIGKILL` (through `strace`) at every `rename` of a run: before its first checkpoint the id is free and every command says so alike; after it the run resumes to `done` or is cancelled | |
+//! | `crash_points` | the crash harness: `SIGKILL` (through `strace`) at every persistence syscall of a run, an approval and a resume (the ticket demo, its resume under the key, a keyed write, a plain run), then recovery: never stuck, no keyed effect twice, ≥ 95 % of the ticket demo's resume kill points `done` through the ticket store's receipt | |
 //! | `tamper` | every record file edited, removed, re-ordered, appended, with and without the key: `verify`, `show`, `resume` refuse it (exit 2); the issue-8 attacks on a waiting ticket run; a crash tail never trusted; an unreadable or missing record file gets exit 2 from every command; `verify`'s exit codes | |
+//! | `tamper_matrix` | every record file found in a run folder and every receipt edited, line-removed, re-ordered, appended, emptied, deleted (a receipt re-sealed), with and without the key, on a run whose `resume` would close a ticket: refused by `verify`, `show`, `resume` alike (exit 2, nothing runs) or an appended crash tail never shown; the ticket system's receipts changed after a crash never close twice under the key | |
 //! | `integrity` | tampered `state.json` and `audit.jsonl` refused by every command; HMAC seals and no downgrade | |
 //! | `effect_receipts` | receipts the effect vouches for: the ticket store's receipt of a keyed close, recovery asking it first, hand-written runtime receipts never standing in for it, conflicts, uncertain only where the effect cannot answer | |
+//! | `sealed_receipts` | receipts sealed like checkpoints, named by the log's `receipt_link`; the earlier unsealed format read without a key, refused under one; a receipt swapped afterwards fails `verify` | |
 //! | `idempotency` | receipts: crash after an effect, keyed writes reused or in conflict, uncertain outcomes, resume at the checkpoint | `bounded/crash_resume@*` |
 //! | `budget_paths` | budgets on every path: the approved action of a paused run, its receipt look-up, the verifier's look-ups; nothing over budget is applied | |
 //! | `reconcile` | `planrun reconcile --applied\|--not-applied` settles a `tool_result_uncertain` run (audited, recorded), `resume` continues past it or runs it again; anything else refused | |
@@ -58,6 +61,7 @@ mod check_catalog;
 mod cli;
 mod completion;
 mod controller_decisions;
+mod crash_points;
 mod crash_start;
 mod decision_backends;
 mod diagnostics;
@@ -72,6 +76,7 @@ mod reconcile;
 mod records;
 mod routing;
 mod scenarios;
+mod sealed_receipts;
 mod security;
 mod seeing_runs;
 mod server;
@@ -85,5 +90,6 @@ mod service_policy;
 mod shell_completions;
 mod story_invariants;
 mod tamper;
+mod tamper_matrix;
 mod ticket_demo;
 mod ticket_store;

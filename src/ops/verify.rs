@@ -5,8 +5,9 @@
 //! the checkpoint's seal (SHA-256, or HMAC-SHA256 under `PLANRUN_HMAC_KEY`),
 //! strict JSON and the state's invariants, the audit log's hash chain up to
 //! the line the checkpoint covers, the history chain up to the record it
-//! covers, and the plan copy's link. Lines past the checkpoint are a crash
-//! tail: counted and reported, never trusted. `resume` and `show` refuse a
+//! covers, the plan copy's link, and that the receipts the log names (by
+//! `receipt_link`) are exactly the ones it used. Lines past the checkpoint
+//! are a crash tail: counted and reported, never trusted. `resume` and `show` refuse a
 //! run for the same reasons with the same exit status (2).
 
 use std::path::Path;

@@ -348,6 +348,9 @@ pub struct ReceiptRecorded {
     pub step_id: String,
     pub idempotency_key: String,
     pub intent_digest: String,
+    /// The receipt's link ([`crate::store::Receipt::link`]): which receipt,
+    /// exactly, so that one swapped later fails verification.
+    pub receipt_link: String,
 }
 
 /// `receipt_reused`: a completed receipt stood in for the effect.
@@ -357,6 +360,8 @@ pub struct ReceiptReused {
     pub step_id: String,
     pub idempotency_key: String,
     pub recovered: bool,
+    /// The link of the receipt that stood in for the effect.
+    pub receipt_link: String,
 }
 
 /// `reconciliation_recorded`: a write's outcome is unknown.
@@ -400,6 +405,9 @@ pub struct ReconciliationSettled {
     pub intent_digest: String,
     pub applied: bool,
     pub settled_by: Option<String>,
+    /// `--applied`: the link of the receipt the person's word became;
+    /// `--not-applied`: `null`, the receipt is gone.
+    pub receipt_link: Option<String>,
 }
 
 /// `run_cancelled`: `cancel` ended the run.

@@ -162,27 +162,59 @@ fn a_tampered_bridge_record_is_refused_on_reading() {
     assert!(matches!(store.read_record(RecordKind::Bridge, "br-404"), Err(StoreError::NotFound { .. })));
 }
 
+/// The receipt of key `k` in `state` (with an empty result once done).
+fn receipt(state: crate::store::ReceiptState) -> crate::store::Receipt {
+    let done = state == crate::store::ReceiptState::Done;
+    crate::store::Receipt {
+        key: "k".into(),
+        intent_digest: "d".into(),
+        state,
+        run_id: "r".into(),
+        step_id: "s".into(),
+        action: json!({}),
+        result: done.then(|| json!({"output_text": "", "output_json": null})),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        completed_at: None,
+    }
+}
+
 #[test]
 fn receipts_round_trip_through_the_store() {
     let (_dir, store) = file_store();
     let store: &dyn RunStore = &store;
-    let receipt = crate::store::Receipt {
-        key: "k".into(),
-        intent_digest: "d".into(),
-        state: crate::store::ReceiptState::Started,
-        run_id: "r".into(),
-        step_id: "s".into(),
-        action: json!({}),
-        result: None,
-        started_at: "2026-01-01T00:00:00Z".into(),
-        completed_at: None,
-    };
+    let receipt = receipt(crate::store::ReceiptState::Started);
     assert_eq!(store.get_receipt("k").expect("get"), None);
     store.put_receipt(&receipt).expect("put");
     assert_eq!(store.get_receipt("k").expect("get"), Some(receipt));
     store.remove_receipt("k").expect("remove");
     store.remove_receipt("k").expect("removing twice is fine");
     assert_eq!(store.get_receipt("k").expect("get"), None);
+}
+
+#[test]
+fn a_receipt_the_log_names_must_stay_the_one_it_used() {
+    let (_dir, store) = file_store();
+    let store: &dyn RunStore = &store;
+    let receipt = receipt(crate::store::ReceiptState::Done);
+    store.put_receipt(&receipt).expect("put");
+    let mut run = store.create_run("r").expect("create");
+    let mut details = Map::new();
+    details.insert("idempotency_key".into(), json!("k"));
+    details.insert(crate::store::RECEIPT_LINK.into(), json!(receipt.link(&Sealer::plain())));
+    run.append_event(NewEvent { details, ..event("receipt_recorded") }).expect("event");
+    run.write_plan(&json!({"id": "p", "steps": []})).expect("plan");
+    let mut state = state("r", "2026-01-01T00:00:00Z");
+    state.audit_seq = run.audit_seq();
+    state.audit_hash = run.audit_hash().map(str::to_string);
+    run.checkpoint(&state, 0).expect("checkpoint");
+    drop(run);
+    store.read_run("r").expect("the receipt it used");
+    let swapped = crate::store::Receipt { completed_at: Some("2026-01-02T00:00:00Z".into()), ..receipt };
+    store.put_receipt(&swapped).expect("put");
+    assert!(matches!(store.read_run("r"), Err(StoreError::Tampered { .. })));
+    assert!(matches!(store.open_run("r"), Err(StoreError::Tampered { .. })));
+    store.remove_receipt("k").expect("remove");
+    assert!(matches!(store.read_run("r"), Err(StoreError::Tampered { .. })));
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! | agent runs | `runs/<id>/{plan.json,state.json,history.jsonl,audit.jsonl,.lock}` |
 //! | bridge records | `bridge/runs/<id>/{state.json,audit.jsonl,.lock}` |
 //! | controller records | `bridge/runs/<id>/{controller_state.json,controller_audit.jsonl,.lock}` |
-//! | receipts | `.planrun/receipts/<sha256 of key>.json` |
+//! | receipts | `.planrun/receipts/<sha256 of key>.json` (sealed; the ones a run's verified log names are checked on every read of the run) |
 
 use std::fs;
 use std::io;
@@ -46,7 +46,7 @@ impl FileStore {
     /// The store of `workspace` (folders are created on first write),
     /// sealing checkpoints with `sealer`.
     pub fn new(workspace: &Path, sealer: Sealer) -> Self {
-        FileStore { workspace: workspace.to_path_buf(), sealer, receipts: ReceiptStore::new(workspace) }
+        FileStore { workspace: workspace.to_path_buf(), receipts: ReceiptStore::new(workspace, sealer.clone()), sealer }
     }
 
     fn receipts_folder(&self) -> PathBuf {
@@ -68,11 +68,15 @@ impl RunStore for FileStore {
 
     fn open_run(&self, run_id: &str) -> Result<(Box<dyn RunHandle>, LoadedRun), StoreError> {
         let (dir, loaded) = RunDir::open(&self.workspace, run_id, self.sealer.clone())?;
+        // The receipts the verified log names are part of what it vouches for.
+        self.receipts.check_references(run_id, &loaded.audit)?;
         Ok((Box::new(dir), loaded))
     }
 
     fn read_run(&self, run_id: &str) -> Result<LoadedRun, StoreError> {
-        load_run(&self.workspace, run_id, &self.sealer)
+        let loaded = load_run(&self.workspace, run_id, &self.sealer)?;
+        self.receipts.check_references(run_id, &loaded.audit)?;
+        Ok(loaded)
     }
 
     fn run_state_location(&self, run_id: &str) -> String {

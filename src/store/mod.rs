@@ -58,7 +58,7 @@ pub use envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
 pub use error::StoreError;
 pub use file_store::{FileStore, FileStores};
 pub use history::{StepRecord, StepRecordStatus};
-pub use receipts::{Receipt, ReceiptError, ReceiptState};
+pub use receipts::{RECEIPT_LINK, Receipt, ReceiptError, ReceiptState};
 pub use run_dir::{LoadedRun, full_state};
 pub use run_id::{RunIdError, validate_run_id};
 pub use run_store::{

@@ -7,7 +7,22 @@
 //! result; a `started` one → the outcome is unknown (`tool_result_uncertain`);
 //! none → the effect never started. The same key with another intent is an
 //! `idempotency_conflict`. `.planrun/` is protected from the file tools.
+//!
+//! A receipt file is sealed like a checkpoint (`envelope.rs`):
+//! `{"schema_version": 1, "payload": {…receipt…}, "sha256"|"hmac_sha256": …}`,
+//! so that under `PLANRUN_HMAC_KEY` a forged or edited receipt is refused
+//! ([`ReceiptError::Refused`]) and an unsealed one too
+//! ([`ReceiptError::Unsealed`]). Without a key, receipts of the earlier
+//! format (the plain receipt object, no envelope) are still read.
+//!
+//! The run's log names the receipt it used: `receipt_recorded`,
+//! `receipt_reused` and `reconciliation_settled` carry the receipt's link
+//! ([`Receipt::link`], the digest its envelope holds; `null` when the event
+//! leaves no receipt behind). [`ReceiptStore::check_references`] holds the
+//! receipts a verified log names to those links, so a receipt swapped,
+//! edited or removed after the fact makes the run fail verification.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -15,8 +30,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::store::canonical::{parse_strict, sha256_hex};
-use crate::store::write_atomic;
+use crate::store::canonical::{canonical_json, parse_strict, sha256_hex};
+use crate::store::{AuditEvent, EnvelopeError, Sealer, StoreError, write_atomic};
+
+/// The audit `details` field that names the receipt an event used.
+pub const RECEIPT_LINK: &str = "receipt_link";
 
 /// Where a keyed effect stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +61,18 @@ pub struct Receipt {
     pub completed_at: Option<String>,
 }
 
+impl Receipt {
+    /// The receipt's link: [`Sealer::link`] of its canonical JSON (SHA-256,
+    /// or HMAC-SHA256 under the key) — the digest its sealed file carries.
+    /// `None` only for a receipt that has no canonical form (a float in its
+    /// result), which cannot be sealed either.
+    pub fn link(&self, sealer: &Sealer) -> Option<String> {
+        let value = serde_json::to_value(self).ok()?;
+        let canonical = canonical_json(&value).ok()?;
+        Some(sealer.link(canonical.as_bytes()))
+    }
+}
+
 /// Why a receipt could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReceiptError {
@@ -54,25 +84,42 @@ pub enum ReceiptError {
     },
     #[error("receipt `{}` is malformed: {message}", path.display())]
     Malformed { path: PathBuf, message: String },
+    /// The envelope does not verify: the receipt was edited or forged, or
+    /// is sealed under another key (or under a key that is not set).
+    #[error("receipt `{}` failed verification: {source}", path.display())]
+    Refused {
+        path: PathBuf,
+        #[source]
+        source: EnvelopeError,
+    },
+    /// A receipt of the earlier, unsealed format while `PLANRUN_HMAC_KEY`
+    /// is set: anyone could have written it.
+    #[error(
+        "receipt `{}` is not sealed, and `PLANRUN_HMAC_KEY` is set: refusing an unauthenticated receipt",
+        path.display()
+    )]
+    Unsealed { path: PathBuf },
 }
 
-/// The receipt folder of a workspace.
+/// The receipt folder of a workspace, sealing with the run store's sealer.
 #[derive(Debug, Clone)]
 pub struct ReceiptStore {
     dir: PathBuf,
+    sealer: Sealer,
 }
 
 impl ReceiptStore {
     /// `<workspace>/.planrun/receipts` (created on first write).
-    pub fn new(workspace: &Path) -> Self {
-        ReceiptStore { dir: workspace.join(".planrun").join("receipts") }
+    pub fn new(workspace: &Path, sealer: Sealer) -> Self {
+        ReceiptStore { dir: workspace.join(".planrun").join("receipts"), sealer }
     }
 
     fn path(&self, key: &str) -> PathBuf {
         self.dir.join(format!("{}.json", sha256_hex(key.as_bytes())))
     }
 
-    /// The receipt for `key`, if any.
+    /// The receipt for `key`, if any: its seal verified (or, without a key,
+    /// the earlier unsealed format), its shape checked.
     pub fn get(&self, key: &str) -> Result<Option<Receipt>, ReceiptError> {
         let path = self.path(key);
         let text = match fs::read_to_string(&path) {
@@ -82,6 +129,14 @@ impl ReceiptStore {
         };
         let malformed = |message: String| ReceiptError::Malformed { path: path.clone(), message };
         let value = parse_strict(&text).map_err(|error| malformed(error.to_string()))?;
+        let sealed = value.as_object().is_some_and(|object| object.contains_key("schema_version"));
+        let value = if sealed {
+            self.sealer.open(&text).map_err(|source| ReceiptError::Refused { path: path.clone(), source })?
+        } else if self.sealer.is_keyed() {
+            return Err(ReceiptError::Unsealed { path });
+        } else {
+            value
+        };
         let receipt: Receipt = serde_json::from_value(value).map_err(|error| malformed(error.to_string()))?;
         if receipt.key != key {
             return Err(malformed(format!("it is for key `{}`", receipt.key)));
@@ -101,12 +156,52 @@ impl ReceiptStore {
         }
     }
 
-    /// Writes a receipt durably (atomic replace, fsynced).
+    /// Writes a receipt durably (sealed, atomic replace, fsynced).
     pub fn put(&self, receipt: &Receipt) -> io::Result<()> {
         fs::create_dir_all(&self.dir)?;
-        let mut bytes = serde_json::to_vec_pretty(receipt)?;
+        let value = serde_json::to_value(receipt)?;
+        let envelope = self.sealer.seal(value).map_err(|error| io::Error::other(error.to_string()))?;
+        let mut bytes = serde_json::to_vec_pretty(&envelope)?;
         bytes.push(b'\n');
         write_atomic(&self.path(&receipt.key), &bytes)
+    }
+
+    /// Holds the receipts that the verified events of run `run_id` name to
+    /// the links they name: for each idempotency key, the last event with
+    /// a [`RECEIPT_LINK`] decides — a link means "this receipt, exactly",
+    /// `null` means the event left none behind. A receipt changed, swapped
+    /// or removed since is [`StoreError::Tampered`].
+    pub fn check_references(&self, run_id: &str, audit: &[AuditEvent]) -> Result<(), StoreError> {
+        let mut named: BTreeMap<&str, (u64, &str)> = BTreeMap::new();
+        for event in audit {
+            let (Some(link), Some(Value::String(key))) =
+                (event.details.get(RECEIPT_LINK), event.details.get("idempotency_key"))
+            else {
+                continue;
+            };
+            match link {
+                Value::String(link) => named.insert(key.as_str(), (event.seq, link.as_str())),
+                _ => named.remove(key.as_str()),
+            };
+        }
+        let tampered = |reason: String| StoreError::Tampered { id: run_id.to_string(), reason };
+        for (key, (seq, link)) in named {
+            match self.get(key) {
+                Ok(Some(receipt)) if receipt.link(&self.sealer).as_deref() == Some(link) => {}
+                Ok(Some(_)) => {
+                    return Err(tampered(format!(
+                        "the receipt for key `{key}` that audit event {seq} used was changed or replaced since"
+                    )));
+                }
+                Ok(None) => {
+                    return Err(tampered(format!(
+                        "the receipt for key `{key}` that audit event {seq} used is missing"
+                    )));
+                }
+                Err(error) => return Err(tampered(error.to_string())),
+            }
+        }
+        Ok(())
     }
 }
 
@@ -131,17 +226,82 @@ mod tests {
     }
 
     #[test]
-    fn receipts_round_trip_and_malformed_ones_are_refused() {
+    fn receipts_round_trip_sealed_and_edited_or_malformed_ones_are_refused() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let store = ReceiptStore::new(dir.path());
-        assert!(store.get("close-7").expect("lookup").is_none());
-        store.put(&receipt(ReceiptState::Done)).expect("put");
-        assert_eq!(store.get("close-7").expect("lookup"), Some(receipt(ReceiptState::Done)));
-        let path = store.path("close-7");
-        let text = fs::read_to_string(&path).expect("read");
-        fs::write(&path, text.replace("\"done\"", "\"started\"")).expect("write");
-        assert!(matches!(store.get("close-7"), Err(ReceiptError::Malformed { .. })));
-        fs::write(&path, "{\"key\": 1.5}").expect("write");
-        assert!(matches!(store.get("close-7"), Err(ReceiptError::Malformed { .. })));
+        for sealer in [Sealer::plain(), Sealer::keyed(b"k".to_vec())] {
+            let store = ReceiptStore::new(dir.path(), sealer.clone());
+            store.remove("close-7").expect("clean");
+            assert!(store.get("close-7").expect("lookup").is_none());
+            store.put(&receipt(ReceiptState::Done)).expect("put");
+            assert_eq!(store.get("close-7").expect("lookup"), Some(receipt(ReceiptState::Done)));
+            let path = store.path("close-7");
+            let text = fs::read_to_string(&path).expect("read");
+            // The envelope's digest is the receipt's link.
+            let envelope: Value = serde_json::from_str(&text).expect("JSON");
+            let digest = if sealer.is_keyed() { &envelope["hmac_sha256"] } else { &envelope["sha256"] };
+            assert_eq!(digest.as_str(), receipt(ReceiptState::Done).link(&sealer).as_deref());
+            fs::write(&path, text.replace("\"done\"", "\"started\"")).expect("write");
+            assert!(matches!(store.get("close-7"), Err(ReceiptError::Refused { .. })), "{sealer:?}");
+            fs::write(&path, "{\"key\": 1.5}").expect("write");
+            assert!(matches!(store.get("close-7"), Err(ReceiptError::Malformed { .. })));
+        }
+    }
+
+    #[test]
+    fn unsealed_receipts_of_the_earlier_format_are_read_only_without_a_key() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let plain = ReceiptStore::new(dir.path(), Sealer::plain());
+        fs::create_dir_all(&plain.dir).expect("dir");
+        let legacy = serde_json::to_string_pretty(&receipt(ReceiptState::Done)).expect("JSON");
+        fs::write(plain.path("close-7"), legacy).expect("write");
+        assert_eq!(plain.get("close-7").expect("lookup"), Some(receipt(ReceiptState::Done)));
+        let keyed = ReceiptStore::new(dir.path(), Sealer::keyed(b"k".to_vec()));
+        assert!(matches!(keyed.get("close-7"), Err(ReceiptError::Unsealed { .. })));
+        // A plain seal is no better than none under a key (no downgrade).
+        plain.put(&receipt(ReceiptState::Done)).expect("put");
+        assert!(matches!(
+            keyed.get("close-7"),
+            Err(ReceiptError::Refused { source: EnvelopeError::Unauthenticated, .. })
+        ));
+    }
+
+    fn event(seq: u64, key: &str, link: Value) -> AuditEvent {
+        let mut details = serde_json::Map::new();
+        details.insert("idempotency_key".into(), json!(key));
+        details.insert(RECEIPT_LINK.into(), link);
+        AuditEvent {
+            seq,
+            ts: "2026-01-01T00:00:00Z".into(),
+            run_id: "r".into(),
+            event_type: "receipt_recorded".into(),
+            step_id: Some("close".into()),
+            status: Some("ok".into()),
+            details,
+            prev_hash: None,
+        }
+    }
+
+    #[test]
+    fn the_receipts_a_log_names_must_be_exactly_the_ones_it_used() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let sealer = Sealer::keyed(b"k".to_vec());
+        let store = ReceiptStore::new(dir.path(), sealer.clone());
+        let done = receipt(ReceiptState::Done);
+        store.put(&done).expect("put");
+        let link = json!(done.link(&sealer).expect("link"));
+        store.check_references("r", &[event(4, "close-7", link.clone())]).expect("the receipt it used");
+        // Swapped for another genuine receipt of the same key.
+        let mut other = done.clone();
+        other.completed_at = Some("2026-01-02T00:00:00Z".into());
+        store.put(&other).expect("put");
+        let changed = store.check_references("r", &[event(4, "close-7", link.clone())]).expect_err("swapped");
+        assert!(changed.to_string().contains("audit event 4 used was changed"), "{changed}");
+        // A later event that left no receipt behind (`null`) ends the claim.
+        store
+            .check_references("r", &[event(4, "close-7", link.clone()), event(9, "close-7", Value::Null)])
+            .expect("settled");
+        store.remove("close-7").expect("remove");
+        let missing = store.check_references("r", &[event(4, "close-7", link)]).expect_err("missing");
+        assert!(missing.to_string().contains("is missing"), "{missing}");
     }
 }

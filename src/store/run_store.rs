@@ -12,7 +12,8 @@
 //! - events and history are appended, never rewritten;
 //! - a checkpoint names the `state_version` it expects to replace
 //!   (compare-and-set, [`StoreError::VersionConflict`]);
-//! - reading back verifies strictly (seal, hash chain, their agreement);
+//! - reading back verifies strictly (seal, hash chain, their agreement,
+//!   and that the receipts the log names by `receipt_link` are those);
 //! - runs can be listed.
 //!
 //! Every method takes `&self` / `&mut self` and returns boxed handles, so

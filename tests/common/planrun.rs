@@ -34,6 +34,8 @@ pub struct Planrun<'a> {
     envs: Vec<(OsString, OsString)>,
     current_dir: PathBuf,
     expected_code: Option<i32>,
+    /// A program (and its arguments) the binary runs under, e.g. `strace`.
+    wrapper: Vec<OsString>,
 }
 
 impl Sandbox {
@@ -46,6 +48,7 @@ impl Sandbox {
             envs: Vec::new(),
             current_dir: PathBuf::from(ROOT),
             expected_code: None,
+            wrapper: Vec::new(),
         }
     }
 }
@@ -104,6 +107,18 @@ impl Planrun<'_> {
         self.current_dir(dir)
     }
 
+    /// Runs the binary under `wrapper` (a program and its arguments, e.g.
+    /// `strace -e inject=…`), which comes first on the command line. A
+    /// process the wrapper kills exits with code -1.
+    pub fn under<I, S>(mut self, wrapper: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.wrapper = wrapper.into_iter().map(|arg| arg.as_ref().to_os_string()).collect();
+        self
+    }
+
     /// Makes [`Planrun::run`] assert the exit code, printing the command
     /// line and everything the binary said when it differs.
     pub fn expect_code(mut self, code: i32) -> Self {
@@ -113,7 +128,15 @@ impl Planrun<'_> {
 
     /// Runs the binary and returns what it did, paths filtered.
     pub fn run(self) -> Output {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_planrun"));
+        let binary = env!("CARGO_BIN_EXE_planrun");
+        let mut command = match self.wrapper.split_first() {
+            Some((program, arguments)) => {
+                let mut command = Command::new(program);
+                command.args(arguments).arg(binary);
+                command
+            }
+            None => Command::new(binary),
+        };
         command.current_dir(&self.current_dir).args(&self.args).arg("--workspace").arg(self.sandbox.workspace());
         if let Some(trailing) = &self.trailing {
             command.arg("--").args(trailing);

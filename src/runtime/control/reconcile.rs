@@ -46,28 +46,32 @@ pub fn reconcile(
         )));
     };
     let mut recorder = Recorder::new(run, env.clock.as_ref());
+    let now = format_timestamp(env.clock.now());
+    let key = reconciliation.idempotency_key.clone();
+    // `--applied`: the receipt the person's word becomes, known before the
+    // event so that the event can name it (its link).
+    let receipt = key.clone().filter(|_| applied).map(|key| Receipt {
+        key,
+        intent_digest: reconciliation.intent_digest.clone(),
+        state: ReceiptState::Done,
+        run_id: state.run_id.clone(),
+        step_id: reconciliation.step_id.clone(),
+        action: reconciliation.action.clone(),
+        result: Some(json!({"output_text": "", "output_json": null})),
+        started_at: reconciliation.recorded_at.clone(),
+        completed_at: Some(now.clone()),
+    });
     recorder.emit(Event::ReconciliationSettled(ReconciliationSettled {
         step_id: reconciliation.step_id.clone(),
         idempotency_key: reconciliation.idempotency_key.clone(),
         intent_digest: reconciliation.intent_digest.clone(),
         applied,
         settled_by: settled_by.clone(),
+        receipt_link: receipt.as_ref().and_then(|receipt| receipt.link(&env.sealer)),
     }))?;
-    let now = format_timestamp(env.clock.now());
-    let key = reconciliation.idempotency_key.clone();
     if applied {
-        if let Some(key) = &key {
-            store.put_receipt(&Receipt {
-                key: key.clone(),
-                intent_digest: reconciliation.intent_digest.clone(),
-                state: ReceiptState::Done,
-                run_id: state.run_id.clone(),
-                step_id: reconciliation.step_id.clone(),
-                action: reconciliation.action.clone(),
-                result: Some(json!({"output_text": "", "output_json": null})),
-                started_at: reconciliation.recorded_at.clone(),
-                completed_at: Some(now.clone()),
-            })?;
+        if let Some(receipt) = &receipt {
+            store.put_receipt(receipt)?;
         }
         let mut details = Map::new();
         details.insert("idempotency_key".into(), json!(key));

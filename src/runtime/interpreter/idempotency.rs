@@ -93,7 +93,7 @@ impl<'r> Idempotency<'r> {
         state.counters.tool_calls += 1;
         let found = self.store.get_receipt(&key);
         let found_state = found.as_ref().ok().and_then(|receipt| receipt.as_ref().map(|receipt| receipt.state));
-        let note = Note::of(found, &intent);
+        let note = Note::of(found, &intent, &action_json);
         let ask_effect = matches!(action, ResolvedAction::TicketClose { .. })
             || matches!(note, Note::Started(_) | Note::Unusable(_));
         let vouch = if ask_effect { tools.vouch(action, &key, &intent) } else { None };
@@ -106,7 +106,26 @@ impl<'r> Idempotency<'r> {
             }))?;
         }
         let effect = || tools.execute_keyed(action, (&key, &intent), run.attempt, run.timeout, run.approved);
+        // Under the key the runtime's own `done` receipt is authentic (an
+        // edited or forged one is refused when read): where the effect's
+        // answer contradicts it, the effect's record was changed and
+        // neither may be trusted into a second effect or a result.
+        let authentic = self.env.sealer.is_keyed();
         match (vouch, note) {
+            (Some(Vouch::NotApplied), Note::Done(receipt, _)) if authentic => {
+                let reason = format!(
+                    "the runtime's sealed receipt (run `{}`) says key `{key}` was applied, but the effect keeps no receipt of it",
+                    receipt.run_id
+                );
+                self.uncertain(&keyed, reason, details, state, recorder)
+            }
+            (Some(Vouch::Applied(success)), Note::Done(receipt, noted)) if authentic && success != noted => {
+                let reason = format!(
+                    "the effect's receipt for key `{key}` holds another result than the runtime's sealed receipt (run `{}`)",
+                    receipt.run_id
+                );
+                self.uncertain(&keyed, reason, details, state, recorder)
+            }
             (Some(Vouch::Conflict(message)), _) => {
                 Ok(ToolOutcome::err_with(failure(FailureClass::IdempotencyConflict, message), details))
             }
@@ -122,7 +141,7 @@ impl<'r> Idempotency<'r> {
             )),
             (Some(Vouch::Applied(success)), note) => {
                 let noted = match note {
-                    Note::Done(receipt, _) => Some(receipt.run_id),
+                    Note::Done(receipt, _) => Some(receipt),
                     _ => None,
                 };
                 details.insert("vouched_by".into(), json!(vouched_by(action)));
@@ -142,43 +161,45 @@ impl<'r> Idempotency<'r> {
                 self.uncertain(&keyed, reason, details, state, recorder)
             }
             (None, Note::Done(receipt, success)) => {
-                self.reuse(&keyed, success, Some(receipt.run_id), details, state, recorder)
+                self.reuse(&keyed, success, Some(receipt), details, state, recorder)
             }
         }
     }
 
     /// The effect is already applied: its result is reused, the effect is
-    /// not repeated. `noted` is the run of the runtime's `done` receipt; an
-    /// effect vouched for without one gets it now, for the `[[verify]]`
-    /// receipt check.
+    /// not repeated. `noted` is the runtime's `done` receipt; an effect
+    /// vouched for without one gets it now, for the `[[verify]]` receipt
+    /// check. The `receipt_reused` event names the receipt by its link.
     fn reuse(
         &self,
         keyed: &Keyed<'_>,
         success: ToolSuccess,
-        noted: Option<String>,
+        noted: Option<Receipt>,
         mut details: Map<String, Value>,
         state: &mut RunState,
         recorder: &mut Recorder<'_>,
     ) -> Result<ToolOutcome, StoreError> {
         let Keyed { step, key, intent, action } = *keyed;
-        let run_id = match noted {
-            Some(run_id) => run_id,
+        let receipt = match noted {
+            Some(receipt) => receipt,
             None => {
                 let now = format_timestamp(self.env.clock.now());
-                self.put_receipt(&Receipt {
+                let receipt = Receipt {
                     key: key.to_string(),
                     intent_digest: intent.to_string(),
                     state: ReceiptState::Done,
                     run_id: state.run_id.clone(),
                     step_id: step.id.clone(),
                     action: action.clone(),
-                    result: Some(json!({"output_text": success.output_text, "output_json": success.output_json})),
+                    result: Some(result_json(&success)),
                     started_at: now.clone(),
                     completed_at: Some(now),
-                })?;
-                state.run_id.clone()
+                };
+                self.put_receipt(&receipt)?;
+                receipt
             }
         };
+        let run_id = receipt.run_id.clone();
         let kind = if self.recovering { "recovered_from_receipt" } else { "reused_receipt" };
         details.insert("receipt".into(), json!(kind));
         state.evidence.push(Evidence {
@@ -191,6 +212,7 @@ impl<'r> Idempotency<'r> {
             step_id: step.id.clone(),
             idempotency_key: key.to_string(),
             recovered: self.recovering,
+            receipt_link: self.link(&receipt)?,
         }))?;
         Ok(ToolOutcome { result: Ok(success), details })
     }
@@ -227,7 +249,7 @@ impl<'r> Idempotency<'r> {
         match &outcome.result {
             Ok(success) => {
                 receipt.state = ReceiptState::Done;
-                receipt.result = Some(json!({"output_text": success.output_text, "output_json": success.output_json}));
+                receipt.result = Some(result_json(success));
                 receipt.completed_at = Some(format_timestamp(self.env.clock.now()));
                 self.put_receipt(&receipt)?;
                 state.evidence.push(Evidence {
@@ -240,6 +262,7 @@ impl<'r> Idempotency<'r> {
                     step_id: step.id.clone(),
                     idempotency_key: key.to_string(),
                     intent_digest: intent.to_string(),
+                    receipt_link: self.link(&receipt)?,
                 }))?;
                 crash_hook(self.env, step, CrashPoint::AfterEffect);
             }
@@ -259,6 +282,15 @@ impl<'r> Idempotency<'r> {
 
     fn put_receipt(&self, receipt: &Receipt) -> Result<(), StoreError> {
         self.store.put_receipt(receipt)
+    }
+
+    /// The link the run's log names `receipt` by. A receipt without one
+    /// (no canonical form) could not have been sealed and written either.
+    fn link(&self, receipt: &Receipt) -> Result<String, StoreError> {
+        receipt.link(&self.env.sealer).ok_or_else(|| StoreError::Tampered {
+            id: receipt.run_id.clone(),
+            reason: format!("the receipt for key `{}` has no canonical form", receipt.key),
+        })
     }
 
     fn remove_receipt(&self, key: &str) -> Result<(), StoreError> {
@@ -324,7 +356,11 @@ enum Note {
 }
 
 impl Note {
-    fn of(found: Result<Option<Receipt>, ReceiptError>, intent: &str) -> Self {
+    /// Validates the runtime's receipt for a keyed step that intends
+    /// `intent` (`action`): its shape (read by the store), its intent
+    /// digest, the action it records, and a `done` result of the shape a
+    /// tool result has.
+    fn of(found: Result<Option<Receipt>, ReceiptError>, intent: &str, action: &Value) -> Self {
         let receipt = match found {
             Ok(None) => return Note::None,
             Ok(Some(receipt)) => receipt,
@@ -332,6 +368,12 @@ impl Note {
         };
         if receipt.intent_digest != intent {
             return Note::OtherIntent(receipt);
+        }
+        if &receipt.action != action {
+            return Note::Unusable(format!(
+                "the receipt for key `{}` records another action than its intent digest stands for",
+                receipt.key
+            ));
         }
         if receipt.state == ReceiptState::Started {
             return Note::Started(receipt);
@@ -344,6 +386,11 @@ impl Note {
             )),
         }
     }
+}
+
+/// A tool result as a receipt keeps it.
+fn result_json(success: &ToolSuccess) -> Value {
+    json!({"output_text": success.output_text, "output_json": success.output_json})
 }
 
 /// A receipt's result, when it has exactly the shape a tool result has:
