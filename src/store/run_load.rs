@@ -138,17 +138,23 @@ pub fn load_run(workspace: &Path, run_id: &str, sealer: &Sealer) -> Result<Loade
         return Err(StoreError::NotFound { id: run_id.to_string(), path: runs_folder(workspace) });
     }
     let folder = RunFolder { dir, run_id };
+    // `state.json` first: a writer writes it after the log lines it names,
+    // so a log read after it holds them even while the run goes on.
+    let compact = folder.read_optional("state.json")?.map(|(_, text)| text);
     // A key that is missing, or set for a run sealed without one, says so
     // before the log's links (which it makes differ) are checked.
-    if let Some((_, text)) = folder.read_optional("state.json")?
-        && let Err(error @ (EnvelopeError::KeyMissing | EnvelopeError::Unauthenticated)) = sealer.open(&text)
+    if let Some(text) = &compact
+        && let Err(error @ (EnvelopeError::KeyMissing | EnvelopeError::Unauthenticated)) = sealer.open(text)
     {
         return Err(folder.tampered(format!("`state.json`: {error}")));
     }
     let (_, audit_text) = folder.read("audit.jsonl")?;
     match read_log(&audit_text, run_id, sealer).map_err(|reason| folder.tampered(reason))? {
-        Some(log) => load_logged(&folder, &audit_text, log, sealer),
-        None => load_previous_layout(&folder, &audit_text, sealer),
+        Some(log) => load_logged(&folder, (compact.as_deref(), &audit_text), log, sealer),
+        None => match compact {
+            Some(state_text) => load_previous_layout(&folder, (&state_text, &audit_text), sealer),
+            None => Err(folder.tampered("`state.json` is missing".to_string())),
+        },
     }
 }
 
@@ -205,7 +211,12 @@ fn read_log(text: &str, run_id: &str, sealer: &Sealer) -> Result<Option<Log>, St
 }
 
 /// A run in the log layout (see the module docs).
-fn load_logged(folder: &RunFolder<'_>, audit_text: &str, log: Log, sealer: &Sealer) -> Result<LoadedRun, StoreError> {
+fn load_logged(
+    folder: &RunFolder<'_>,
+    (compact, audit_text): (Option<&str>, &str),
+    log: Log,
+    sealer: &Sealer,
+) -> Result<LoadedRun, StoreError> {
     let tampered = |reason: String| folder.tampered(reason);
     let Log { mut events, tail, heads, whole_lines, torn } = log;
     let mut payloads = Vec::with_capacity(heads.len());
@@ -251,7 +262,8 @@ fn load_logged(folder: &RunFolder<'_>, audit_text: &str, log: Log, sealer: &Seal
     }
 
     let log_end = (whole_lines, torn);
-    let compact_seq = check_compact_head(folder, audit_text, (&events, &heads, &payloads), (&tail, log_end), sealer)?;
+    let compact_seq =
+        check_compact_head(folder, (compact, audit_text), (&events, &heads, &payloads), (&tail, log_end), sealer)?;
     let state_behind =
         (state.status == RunStatus::WaitingApproval || state.status.is_terminal()) && compact_seq != Some(tail.seq);
     let (history_len, history_behind, discarded_history) = check_history_view(folder, &lines)?;
@@ -283,16 +295,16 @@ fn check_state(folder: &RunFolder<'_>, state: &RunState, source: &str) -> Result
 /// than every head line. Returns the `audit_seq` it names, if any.
 fn check_compact_head(
     folder: &RunFolder<'_>,
-    audit_text: &str,
+    (compact, audit_text): (Option<&str>, &str),
     (events, heads, payloads): (&[AuditEvent], &[usize], &[HeadPayload]),
     (tail, (whole_lines, torn)): (&AuditTail, (u64, bool)),
     sealer: &Sealer,
 ) -> Result<Option<u64>, StoreError> {
     let tampered = |reason: String| folder.tampered(reason);
-    let Some((_, text)) = folder.read_optional("state.json")?.filter(|(_, text)| !text.is_empty()) else {
+    let Some(text) = compact.filter(|text| !text.is_empty()) else {
         return Ok(None);
     };
-    let payload = sealer.open(&text).map_err(|error| tampered(format!("`state.json`: {error}")))?;
+    let payload = sealer.open(text).map_err(|error| tampered(format!("`state.json`: {error}")))?;
     let Value::Object(payload) = payload else {
         return Err(tampered("`state.json`: the payload is not an object".to_string()));
     };
@@ -362,10 +374,13 @@ fn check_history_view(folder: &RunFolder<'_>, lines: &[String]) -> Result<(usize
 
 /// A run recorded in the previous layout: `state.json` after every step is
 /// the head (as that layout was read).
-fn load_previous_layout(folder: &RunFolder<'_>, audit_text: &str, sealer: &Sealer) -> Result<LoadedRun, StoreError> {
+fn load_previous_layout(
+    folder: &RunFolder<'_>,
+    (state_text, audit_text): (&str, &str),
+    sealer: &Sealer,
+) -> Result<LoadedRun, StoreError> {
     let tampered = |reason: String| folder.tampered(reason);
-    let (_, state_text) = folder.read("state.json")?;
-    let payload = sealer.open(&state_text).map_err(|error| tampered(format!("`state.json`: {error}")))?;
+    let payload = sealer.open(state_text).map_err(|error| tampered(format!("`state.json`: {error}")))?;
     let Value::Object(payload) = payload else {
         return Err(tampered("`state.json`: the payload is not an object".to_string()));
     };
