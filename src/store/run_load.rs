@@ -450,10 +450,12 @@ pub(crate) fn run_started_at(dir: &Path, sealer: &Sealer) -> Option<String> {
     if from_state.is_some() {
         return from_state;
     }
-    let text = fs::read_to_string(dir.join("audit.jsonl")).ok()?;
+    // The first head line is the third of a new run's log: read up to it,
+    // not the whole log.
+    let log = io::BufReader::new(fs::File::open(dir.join("audit.jsonl")).ok()?);
     let marker = format!("\"{CHECKPOINT_KEY}\":");
-    let line = text.lines().find(|line| line.contains(&marker))?;
-    let event: AuditEvent = serde_json::from_str(line).ok()?;
+    let line = io::BufRead::lines(log).map_while(Result::ok).find(|line| line.contains(&marker))?;
+    let event: AuditEvent = serde_json::from_str(&line).ok()?;
     event.details.get(CHECKPOINT_KEY)?.get("state")?.get("started_at")?.as_str().map(str::to_string)
 }
 
