@@ -307,10 +307,12 @@ fn a_run_without_a_checkpoint_does_not_exist_and_its_id_stays_free() {
     run.append_event(event("run_started")).expect("event");
     run.write_plan(&json!({"id": "p", "steps": []})).expect("plan");
     assert!(matches!(store.create_run("r1"), Err(StoreError::RunExists { .. })), "taken while being created");
-    assert!(matches!(store.read_run("r1"), Err(StoreError::NotFound { .. })));
+    assert!(matches!(store.read_run("r1"), Err(StoreError::Interrupted { .. })));
     assert!(store.list_runs().expect("list").is_empty(), "not listed before its first checkpoint");
     drop(run); // the process is gone before its first checkpoint
-    assert!(matches!(store.open_run("r1"), Err(StoreError::NotFound { .. })));
+    let refused = store.open_run("r1").err().map(|error| error.to_string()).unwrap_or_default();
+    assert!(refused.contains("its log holds run_started") && refused.contains("the id is free"), "{refused}");
+    assert!(matches!(store.read_run("r2"), Err(StoreError::NotFound { .. })), "no start at all");
     started(store, "r1", "2026-01-01T00:00:00Z");
     assert_eq!(store.read_run("r1").expect("the id was free").state.state_version, 1);
     let names: Vec<_> = fs::read_dir(dir.path().join("runs")).expect("runs").flatten().map(|e| e.file_name()).collect();
@@ -450,4 +452,20 @@ fn the_compact_head_of_an_ended_run_agrees_with_the_log_and_is_not_needed() {
         "{:?}",
         refused.err()
     );
+}
+
+#[test]
+fn a_start_killed_after_its_first_checkpoint_line_is_opened_and_published() {
+    let (dir, store) = file_store();
+    let store: &dyn RunStore = &store;
+    started(store, "r1", "2026-01-01T00:00:00Z");
+    // As if killed between the first checkpoint line and the publication.
+    fs::rename(dir.path().join("runs/r1"), dir.path().join("runs/r1~new")).expect("unpublish");
+    assert_eq!(store.read_run("r1").expect("read from its log").state.state_version, 1);
+    assert!(store.list_runs().expect("list").is_empty(), "not listed until published");
+    let (run, loaded) = store.open_run("r1").expect("opening publishes it");
+    assert_eq!(loaded.state.state_version, 1);
+    drop(run);
+    assert!(dir.path().join("runs/r1/audit.jsonl").is_file() && !dir.path().join("runs/r1~new").exists());
+    assert_eq!(store.list_runs().expect("list").len(), 1);
 }

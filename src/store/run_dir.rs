@@ -38,7 +38,7 @@ use crate::store::error::{io_error, serialize_error};
 use crate::store::head::{
     CHECKPOINT_KEY, HEAD_EVENTS, HeadPayload, full_payload, head_state, linked_payload, plan_bytes,
 };
-use crate::store::run_load::{load_run, runs_folder};
+use crate::store::run_load::{creating_folder, has_checkpoint, load_run, missing_run, runs_folder};
 use crate::store::{
     AuditLog, HistoryLog, Lease, LoadedRun, NewEvent, RunHandle, RunState, Sealer, StepRecord, StoreError, write_atomic,
 };
@@ -94,11 +94,6 @@ impl HeldEvent {
             details: event.details,
         }
     }
-}
-
-/// The folder a new run is built in until its first checkpoint.
-fn creating_folder_name(run_id: &str) -> String {
-    format!("{run_id}~new")
 }
 
 /// Creates `folder` with one `mkdir`, so the check and the creation are
@@ -185,8 +180,8 @@ impl RunDir {
         if final_path.exists() {
             return Err(exists());
         }
-        let name = creating_folder_name(run_id);
-        let stale = runs.join(&name);
+        let stale = creating_folder(workspace, run_id);
+        let name = stale.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
         if stale.is_dir() {
             // Another process creating the same id holds the lock: the id
             // is taken. A folder nobody holds is what a process killed
@@ -240,10 +235,11 @@ impl RunDir {
     /// will carry its plan and every step record before it.
     pub fn open(workspace: &Path, run_id: &str, sealer: Sealer) -> Result<(RunDir, LoadedRun), StoreError> {
         let path = runs_folder(workspace).join(run_id);
-        if !path.is_dir() {
-            return Err(StoreError::NotFound { id: run_id.to_string(), path: runs_folder(workspace) });
-        }
-        let lease = Lease::take(&path, run_id)?;
+        let lease = if path.is_dir() {
+            Lease::take(&path, run_id)?
+        } else {
+            adopt_interrupted_start(workspace, run_id, &path)?
+        };
         let loaded = load_run(workspace, run_id, &sealer)?;
         // What lies past the head is a crash tail: cut it off, so that the
         // logs continue from the head and no later checkpoint vouches for it.
@@ -388,6 +384,26 @@ impl RunDir {
         self.path = self.final_path.clone();
         Ok(())
     }
+}
+
+/// A start killed between its first checkpoint line and the folder's
+/// publication left a log with a plan and a head (nothing ran yet):
+/// publishes it as `runs/<id>/` under its lock (a creator still alive
+/// holds the lock: [`StoreError::Locked`]), so the run is opened like any
+/// other. Anything less is no run ([`missing_run`]).
+fn adopt_interrupted_start(workspace: &Path, run_id: &str, path: &Path) -> Result<Lease, StoreError> {
+    let creating = creating_folder(workspace, run_id);
+    if !creating.is_dir() {
+        return Err(missing_run(workspace, run_id));
+    }
+    // The lock is on `.lock` inside the folder, so it moves with it.
+    let lease = Lease::take(&creating, run_id)?;
+    if !has_checkpoint(&creating) {
+        return Err(missing_run(workspace, run_id));
+    }
+    rustix::fs::renameat_with(rustix::fs::CWD, &creating, rustix::fs::CWD, path, rustix::fs::RenameFlags::NOREPLACE)
+        .map_err(|error| StoreError::Io { action: "publish", path: path.to_path_buf(), source: error.into() })?;
+    Ok(lease)
 }
 
 /// Cuts `path` to its first `len` bytes (a crash tail past the head), if

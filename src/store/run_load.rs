@@ -40,6 +40,39 @@ pub(crate) fn runs_folder(workspace: &Path) -> PathBuf {
     workspace.join("runs")
 }
 
+/// The folder a new run is built in until its first checkpoint publishes
+/// it (`~` is never part of a run id).
+pub(crate) fn creating_folder(workspace: &Path, run_id: &str) -> PathBuf {
+    runs_folder(workspace).join(format!("{run_id}~new"))
+}
+
+/// Whether the log in `dir` holds a checkpoint line.
+pub(crate) fn has_checkpoint(dir: &Path) -> bool {
+    fs::read_to_string(dir.join("audit.jsonl")).is_ok_and(|text| text.contains(&format!("\"{CHECKPOINT_KEY}\":")))
+}
+
+/// Run `run_id` is not in `runs/`: a start killed before its first
+/// checkpoint ([`StoreError::Interrupted`], saying what its folder holds)
+/// or no run at all ([`StoreError::NotFound`]).
+pub(crate) fn missing_run(workspace: &Path, run_id: &str) -> StoreError {
+    let creating = creating_folder(workspace, run_id);
+    if !creating.is_dir() {
+        return StoreError::NotFound { id: run_id.to_string(), path: runs_folder(workspace) };
+    }
+    let events: Vec<String> = fs::read_to_string(creating.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|event| event.get("event_type").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    let known = if events.is_empty() {
+        "its log holds no event".to_string()
+    } else {
+        format!("its log holds {}", events.join(", "))
+    };
+    StoreError::Interrupted { id: run_id.to_string(), path: runs_folder(workspace), known }
+}
+
 /// Everything a run left on disk, verified.
 pub struct LoadedRun {
     pub state: RunState,
@@ -133,9 +166,16 @@ impl RunFolder<'_> {
 /// tail: counted, not returned. Any failure is [`StoreError::Tampered`] or
 /// [`StoreError::Corrupt`] and nothing runs.
 pub fn load_run(workspace: &Path, run_id: &str, sealer: &Sealer) -> Result<LoadedRun, StoreError> {
-    let dir = runs_folder(workspace).join(run_id);
+    let mut dir = runs_folder(workspace).join(run_id);
     if !dir.is_dir() {
-        return Err(StoreError::NotFound { id: run_id.to_string(), path: runs_folder(workspace) });
+        // A start killed between its first checkpoint line and the
+        // folder's publication: the log has a plan and a head (nothing ran
+        // yet), so it is read as the run; opening it publishes it.
+        let creating = creating_folder(workspace, run_id);
+        if !has_checkpoint(&creating) {
+            return Err(missing_run(workspace, run_id));
+        }
+        dir = creating;
     }
     let folder = RunFolder { dir, run_id };
     // `state.json` first: a writer writes it after the log lines it names,
