@@ -138,3 +138,110 @@ fn json_prints_the_final_state_to_stdout() {
     assert_eq!(state["status"], "done");
     assert_eq!(state["history"][3]["output_text"], "planrun copies this line");
 }
+
+/// A sandbox whose workspace is a copy of `tests/fixtures/previous_layout/<name>/`:
+/// runs recorded by planrun before the log held the checkpoints (`state.json`
+/// after every step, `state_saved` lines without a checkpoint).
+fn previous_layout(name: &str) -> Sandbox {
+    fn copy(from: &std::path::Path, to: &std::path::Path) {
+        fs::create_dir_all(to).expect("create");
+        for entry in fs::read_dir(from).expect("fixture").flatten() {
+            let target = to.join(entry.file_name());
+            if entry.path().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                fs::copy(entry.path(), &target).expect("copy");
+            }
+        }
+    }
+    let sandbox = Sandbox::new();
+    let fixture = std::path::Path::new(crate::common::ROOT).join("tests/fixtures/previous_layout").join(name);
+    copy(&fixture, &sandbox.workspace());
+    sandbox
+}
+
+/// `planrun <args>` at `clock`, with the fixtures' key or without.
+fn previous_run(sandbox: &Sandbox, key: Option<&str>, args: &[&str], clock: &str) -> crate::common::Output {
+    let command = sandbox.planrun().args(args).clock(clock);
+    match key {
+        Some(key) => command.env("PLANRUN_HMAC_KEY", key).run(),
+        None => command.run(),
+    }
+}
+
+/// The fixtures' key (`tests/tamper.rs` uses the same).
+const FIXTURE_KEY: &str = "s3cret";
+
+#[test]
+fn a_finished_run_of_the_previous_layout_still_shows_and_verifies() {
+    for (key, name) in [(None, "flow_pwd_done_plain"), (Some(FIXTURE_KEY), "flow_pwd_done_keyed")] {
+        let sandbox = previous_layout(name);
+        let clock = crate::common::tickets::T_RESUME;
+        let verify = previous_run(&sandbox, key, &["verify", "f"], clock);
+        assert_eq!(verify.code, 0, "{name}: {}", verify.snapshot());
+        assert!(
+            verify.stdout.contains("· done · state version 5 · 17 audit events · 4 history records"),
+            "{}",
+            verify.stdout
+        );
+        let show = previous_run(&sandbox, key, &["show", "f", "--json"], clock);
+        assert_eq!(show.code, 0, "{name}: {}", show.snapshot());
+        let shown: Value = serde_json::from_str(&show.stdout).expect("JSON");
+        assert_eq!((shown["status"].as_str(), shown["history"].as_array().map(Vec::len)), (Some("done"), Some(4)));
+        let resume = previous_run(&sandbox, key, &["resume", "f"], clock);
+        assert_eq!(resume.code, 1, "{name}: {}", resume.snapshot());
+        assert!(resume.stderr.contains("already ended"), "{}", resume.stderr);
+        // An edit of the old layout's files is refused as it was.
+        let history = sandbox.workspace().join("runs/f/history.jsonl");
+        let text = fs::read_to_string(&history).expect("history");
+        fs::write(&history, text.replacen("\"done\"", "\"failed\"", 1)).expect("edit");
+        let refused = previous_run(&sandbox, key, &["verify", "f"], clock);
+        assert_eq!(refused.code, 2, "{name}: {}", refused.snapshot());
+        assert!(refused.stderr.contains("history chain does not match"), "{}", refused.stderr);
+    }
+}
+
+#[test]
+fn a_waiting_run_of_the_previous_layout_is_approved_and_resumed_and_goes_on_in_the_log() {
+    use crate::common::tickets::{T_APPROVE, T_RESUME, T_RESUME_AGAIN, close_count};
+    for (key, name) in [(None, "ticket_waiting_plain"), (Some(FIXTURE_KEY), "ticket_waiting_keyed")] {
+        let sandbox = previous_layout(name);
+        let verify = previous_run(&sandbox, key, &["verify", "t"], T_APPROVE);
+        assert_eq!(verify.code, 0, "{name}: {}", verify.snapshot());
+        assert!(verify.stdout.contains("waiting_approval"), "{}", verify.stdout);
+        let approve = previous_run(&sandbox, key, &["approve", "t"], T_APPROVE);
+        assert_eq!(approve.code, 0, "{name}: {}", approve.snapshot());
+        let resume = previous_run(&sandbox, key, &["resume", "t"], T_RESUME);
+        assert_eq!(resume.code, 0, "{name}: {}", resume.snapshot());
+        assert_eq!(close_count(&sandbox, "ticket-7"), 1, "{name}");
+        // It went on in the log layout: the first head line carries the
+        // plan and the look-up recorded before.
+        let audit = sandbox.record("t", "audit.jsonl");
+        let first_head = audit.lines().find(|line| line.contains("\"checkpoint\":")).expect("a head line");
+        let head: Value = serde_json::from_str(first_head).expect("JSON");
+        assert_eq!(head["details"]["checkpoint"]["plan"]["id"], "ticket_close", "{name}");
+        assert_eq!(head["details"]["checkpoint"]["history"][0]["step_id"], "lookup", "{name}");
+        let verify = previous_run(&sandbox, key, &["verify", "t"], T_RESUME_AGAIN);
+        assert_eq!(verify.code, 0, "{name}: {}", verify.snapshot());
+        assert!(verify.stdout.contains("· done"), "{}", verify.stdout);
+        assert_eq!(sandbox.state("t")["status"], "done");
+    }
+}
+
+#[test]
+fn an_interrupted_run_of_the_previous_layout_resumes_without_closing_twice() {
+    use crate::common::tickets::{T_RESUME_AGAIN, close_count};
+    for (key, name) in [(None, "ticket_interrupted_plain"), (Some(FIXTURE_KEY), "ticket_interrupted_keyed")] {
+        let sandbox = previous_layout(name);
+        assert_eq!(close_count(&sandbox, "ticket-7"), 1, "{name}: the crash came after the close");
+        let verify = previous_run(&sandbox, key, &["verify", "t"], T_RESUME_AGAIN);
+        assert_eq!(verify.code, 0, "{name}: {}", verify.snapshot());
+        assert!(verify.stdout.contains("crash tail"), "{}", verify.stdout);
+        let resume = previous_run(&sandbox, key, &["resume", "t"], T_RESUME_AGAIN);
+        assert_eq!(resume.code, 0, "{name}: {}", resume.snapshot());
+        assert_eq!(close_count(&sandbox, "ticket-7"), 1, "{name}: not closed twice");
+        assert_eq!(sandbox.state("t")["status"], "done");
+        let verify = previous_run(&sandbox, key, &["verify", "t"], T_RESUME_AGAIN);
+        assert_eq!(verify.code, 0, "{name}: {}", verify.snapshot());
+    }
+}

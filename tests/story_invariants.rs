@@ -16,15 +16,51 @@ use serde_json::{Value, json};
 use crate::common::Sandbox;
 use crate::common::tickets::{RUN, T_APPROVE, T_RESUME, T_RUN, close_count, pause, records, ticket_sandbox, tickets};
 
-/// Rewrites the checkpoint's payload and re-seals it with a valid plain
-/// SHA-256 — what anyone who can write the file can do without a key.
-fn reseal(sandbox: &Sandbox, edit: impl FnOnce(&mut Value)) {
-    let path = sandbox.workspace().join("runs").join(RUN).join("state.json");
+/// Rewrites the run's checkpoint — the last head line of `audit.jsonl`
+/// and `state.json`, its compact copy — with `edit` applied, and
+/// recomputes every plain link: the log's chain and seals, the compact
+/// head's link to its line and its SHA-256 — what anyone who can write the
+/// folder can do without a key. `drop_history` also removes every step
+/// record from the log.
+fn reseal_log(sandbox: &Sandbox, drop_history: bool, edit: impl Fn(&mut Value)) {
+    let folder = sandbox.workspace().join("runs").join(RUN);
+    let text = fs::read_to_string(folder.join("audit.jsonl")).expect("log");
+    let mut events: Vec<Value> = text.lines().map(|line| serde_json::from_str(line).expect("JSON")).collect();
+    let last_head = events.iter().rposition(|event| event["details"].get("checkpoint").is_some()).expect("a head");
+    for event in events.iter_mut().filter(|event| event["details"].get("checkpoint").is_some()) {
+        if drop_history {
+            event["details"]["checkpoint"]["history"] = json!([]);
+        }
+    }
+    edit(&mut events[last_head]["details"]["checkpoint"]["state"]);
+    let (mut previous, mut lines) = (None::<String>, Vec::new());
+    for mut event in events {
+        event["prev_hash"] = json!(previous);
+        if let Some(object) = event.as_object_mut()
+            && object.remove("seal").is_some()
+        {
+            let unsealed = serde_json::to_string(object).expect("JSON");
+            object.insert("seal".into(), json!(sha256_hex(unsealed.as_bytes())));
+        }
+        let line = serde_json::to_string(&event).expect("JSON");
+        previous = Some(sha256_hex(line.as_bytes()));
+        lines.push(line);
+    }
+    let head_hash = sha256_hex(lines[last_head].as_bytes());
+    fs::write(folder.join("audit.jsonl"), lines.iter().map(|line| format!("{line}\n")).collect::<String>())
+        .expect("write");
+    let path = folder.join("state.json");
     let mut envelope: Value = serde_json::from_str(&fs::read_to_string(&path).expect("state")).expect("JSON");
     edit(&mut envelope["payload"]);
+    envelope["payload"]["audit_hash"] = json!(head_hash);
     let digest = sha256_hex(canonical_json(&envelope["payload"]).expect("canonical").as_bytes());
     envelope["sha256"] = json!(digest);
     fs::write(&path, serde_json::to_string_pretty(&envelope).expect("JSON")).expect("write");
+}
+
+/// [`reseal_log`] without touching the step records.
+fn reseal(sandbox: &Sandbox, edit: impl Fn(&mut Value)) {
+    reseal_log(sandbox, false, edit);
 }
 
 /// Points the frozen close at `ticket` and recomputes its fingerprint (and
@@ -87,10 +123,10 @@ fn a_waiting_run_whose_look_up_left_the_history_is_refused() {
     let sandbox = ticket_sandbox("open", 0);
     pause(&sandbox);
     fs::write(sandbox.workspace().join("runs").join(RUN).join("history.jsonl"), "").expect("empty history");
-    // Without the HMAC key, an attacker can also re-seal the history chain's
-    // head (an empty history has none): the store then verifies, and the
-    // story check is what refuses.
-    reseal(&sandbox, |payload| {
+    // Without the HMAC key, an attacker can also take the step records out
+    // of the log and re-seal the history chain's head (an empty history has
+    // none): the store then verifies, and the story check is what refuses.
+    reseal_log(&sandbox, true, |payload| {
         payload["counters"]["history_records"] = json!(0);
         payload["history_hash"] = json!(null);
     });

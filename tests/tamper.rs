@@ -7,6 +7,9 @@
 //! `approval_granted` appended with a valid plain chain) and `verify`'s
 //! exit codes. What the README promises without a key is what is asserted
 //! without one: careless edits are caught, a re-computed plain chain is not.
+//! `history.jsonl` and `plan.json` are views of the log: one emptied or
+//! removed is what a power cut can leave, so it is read from the log and
+//! repaired, never trusted as it is.
 
 use std::fs;
 use std::path::PathBuf;
@@ -92,7 +95,6 @@ fn line_tampers() -> Vec<(&'static str, &'static str, LineEdit)> {
         ("history.jsonl", "edit", Box::new(|lines| lines[0] = lines[0].replacen("\"open\"", "\"closed\"", 1))),
         ("history.jsonl", "remove", Box::new(|lines| drop(lines.remove(1)))),
         ("history.jsonl", "re-order", Box::new(swap)),
-        ("history.jsonl", "empty", Box::new(|lines| lines.clear())),
         ("plan.json", "edit", Box::new(|lines| lines[2] = lines[2].replacen('t', "T", 1))),
         ("plan.json", "remove", Box::new(|lines| drop(lines.remove(2)))),
         ("plan.json", "re-order", Box::new(|lines| lines.swap(1, 2))),
@@ -189,10 +191,42 @@ fn the_attacks_of_issue_8_on_a_waiting_ticket_run_fail() {
         payload["history_hash"] = Value::Null;
     });
     assert_refused(&sandbox, Some(KEY), "history emptied and re-sealed");
-    // Without the key the same edit with a stale seal is caught.
+    // Without the key an emptied history is a view behind the log (what a
+    // power cut can leave): the log's look-up stands, and the view is
+    // written again from it.
     let sandbox = waiting(None);
+    let history = sandbox.record(RUN, "history.jsonl");
     fs::write(record_path(&sandbox, "history.jsonl"), "").expect("write");
-    assert_refused(&sandbox, None, "history emptied");
+    let verify = planrun(&sandbox, None, &["verify", RUN], T_APPROVE);
+    assert_eq!(verify.code, 0, "{}", verify.snapshot());
+    assert!(verify.stdout.contains("behind the log"), "{}", verify.stdout);
+    assert_eq!(planrun(&sandbox, None, &["approve", RUN], T_APPROVE).code, 0);
+    assert!(sandbox.record(RUN, "history.jsonl").starts_with(&history), "the view was repaired from the log");
+    let resumed = planrun(&sandbox, None, &["resume", RUN], T_RESUME);
+    assert_eq!(resumed.code, 0, "{}", resumed.snapshot());
+    assert_eq!(close_count(&sandbox, "ticket-7"), 1);
+}
+
+#[test]
+fn views_removed_or_emptied_are_read_from_the_log_and_repaired() {
+    for key in [Some(KEY), None] {
+        let sandbox = finished(key);
+        let before = records(&sandbox);
+        fs::write(record_path(&sandbox, "history.jsonl"), "").expect("empty");
+        fs::remove_file(record_path(&sandbox, "plan.json")).expect("remove");
+        fs::remove_file(record_path(&sandbox, "state.json")).expect("remove");
+        let verify = planrun(&sandbox, key, &["verify", RUN], T_RESUME);
+        assert_eq!(verify.code, 0, "{}", verify.snapshot());
+        assert!(verify.stdout.contains("behind the log"), "{}", verify.stdout);
+        let show = planrun(&sandbox, key, &["show", RUN, "--json"], T_RESUME);
+        assert_eq!(show.code, 0, "{}", show.snapshot());
+        let shown: Value = serde_json::from_str(&show.stdout).expect("JSON");
+        assert_eq!(shown["history"].as_array().map(Vec::len), Some(3), "the log holds the history");
+        // Opening the run for writing (here a refused `resume`) repairs them.
+        let resume = planrun(&sandbox, key, &["resume", RUN], T_RESUME);
+        assert_eq!(resume.code, 1, "{}", resume.snapshot());
+        assert_eq!(records(&sandbox), before, "every view written again from the log");
+    }
 }
 
 #[test]
@@ -220,7 +254,7 @@ fn verify_exit_codes() {
 
 #[test]
 fn an_unreadable_or_missing_record_gets_the_same_exit_code_from_every_command() {
-    for (file, how) in [("state.json", "a folder"), ("history.jsonl", "a folder"), ("plan.json", "missing")] {
+    for (file, how) in [("state.json", "a folder"), ("history.jsonl", "a folder"), ("plan.json", "a folder")] {
         let sandbox = waiting(None);
         let path = record_path(&sandbox, file);
         fs::remove_file(&path).expect("remove");

@@ -5,8 +5,11 @@
 //! `PLANRUN_HMAC_KEY`, on a run whose `resume` would close a ticket (the
 //! canary). Every change is refused alike by `verify`, `show` and `resume`
 //! (exit 2, records unchanged, the ticket never closed); the only other
-//! outcome allowed is an appended line read as a crash tail: reported by
-//! `verify`, never shown (`show --json` is byte for byte what it was).
+//! outcomes allowed are an appended line read as a crash tail (reported by
+//! `verify`, never shown: `show --json` is byte for byte what it was) and a
+//! view of the log (`history.jsonl`, `plan.json`, `state.json`) cut short or
+//! deleted, which is what a power cut may leave: reported by `verify`,
+//! `show --json` unchanged, written again by the next `resume`.
 //! The files are found, not named, so the matrix follows the record layout.
 //!
 //! The ticket system's own receipts in `tickets.json` are the effect's
@@ -187,15 +190,34 @@ enum Outcome {
     /// An appended line read as a crash tail: `verify` reports it and
     /// `show --json` is what it was.
     CrashTail,
+    /// A view (`history.jsonl`, `plan.json`, `state.json`) cut short or
+    /// gone, as a power cut leaves it: the log holds every record, so
+    /// `verify` reports the view behind, `show --json` is what it was, and
+    /// `resume` writes the view again from the log.
+    ViewBehind,
 }
+
+/// The files that are views of the log, and the tampers that only take
+/// something away from them.
+const VIEWS: [&str; 3] = ["runs/t/history.jsonl", "runs/t/plan.json", "runs/t/state.json"];
+const SHORTENINGS: [&str; 3] = ["remove line", "empty", "delete"];
 
 fn judge(sandbox: &Sandbox, key: Option<&str>, case: &str, shown_before: &str) -> Result<Outcome, String> {
     let before = everything(sandbox);
     let verify = planrun(sandbox, key, &["verify", RUN], T_RESUME);
     if verify.code == 0 {
         let show = planrun(sandbox, key, &["show", RUN, "--json"], T_RESUME);
-        return if verify.stdout.contains("crash tail") && show.code == 0 && show.stdout == shown_before {
+        let unchanged = show.code == 0 && show.stdout == shown_before;
+        return if verify.stdout.contains("crash tail") && unchanged {
             Ok(Outcome::CrashTail)
+        } else if verify.stdout.contains("view behind the log") && unchanged {
+            let resume = planrun(sandbox, key, &["resume", RUN], T_RESUME);
+            let again = planrun(sandbox, key, &["verify", RUN], T_RESUME);
+            if resume.code == 0 && again.code == 0 && !again.stdout.contains("view behind") {
+                Ok(Outcome::ViewBehind)
+            } else {
+                Err(format!("{case}: the view was not written again\n{}\n{}", resume.snapshot(), again.snapshot()))
+            }
         } else {
             Err(format!("{case}: accepted\n{}\n{}", verify.snapshot(), show.snapshot()))
         };
@@ -250,6 +272,11 @@ fn every_record_file_tampered_any_way_is_refused_by_verify_show_and_resume_with_
                     Ok(outcome) => {
                         if outcome == Outcome::CrashTail && how != "append" {
                             failures.push(format!("{case}: only an appended line may be a crash tail"));
+                        }
+                        if outcome == Outcome::ViewBehind
+                            && !(VIEWS.contains(&label.as_str()) && SHORTENINGS.contains(&how))
+                        {
+                            failures.push(format!("{case}: only a view cut short may be behind the log"));
                         }
                         let generic = if label.starts_with(".planrun/receipts/") {
                             ".planrun/receipts/*".to_string()

@@ -43,6 +43,11 @@ pub fn verify(args: &VerifyArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
                     run.tail_history
                 );
             }
+            for behind in &run.views_behind {
+                anstream::println!(
+                    "view behind the log: {behind} (what a power cut leaves; written again when the run is next opened)"
+                );
+            }
         }
         Verification::Failed { run_id, reason } => {
             // The same message `show` and `resume` give for this record.

@@ -5,9 +5,11 @@
 //! the checkpoint's seal (SHA-256, or HMAC-SHA256 under `PLANRUN_HMAC_KEY`),
 //! strict JSON and the state's invariants, the audit log's hash chain up to
 //! the line the checkpoint covers, the history chain up to the record it
-//! covers, the plan copy's link, and that the receipts the log names (by
-//! `receipt_link`) are exactly the ones it used. Lines past the checkpoint
-//! are a crash tail: counted and reported, never trusted. `resume` and `show` refuse a
+//! covers, the plan copy's link, that every view agrees with the log, and
+//! that the receipts the log names (by `receipt_link`) are exactly the ones
+//! it used. Lines past the checkpoint are a crash tail: counted and
+//! reported, never trusted; a view behind the log is reported. `resume` and
+//! `show` refuse a
 //! run for the same reasons with the same exit status (2).
 
 use std::path::Path;
@@ -43,6 +45,10 @@ pub struct VerifiedRun {
     pub tail_events: u64,
     /// History lines past the checkpoint (likewise).
     pub tail_history: usize,
+    /// The views (`history.jsonl`, `plan.json`, `state.json`) that are
+    /// behind the log, in words: what a power cut leaves, written again
+    /// from the log when the run is next opened for writing.
+    pub views_behind: Vec<String>,
 }
 
 impl Verification {
@@ -72,6 +78,7 @@ pub fn verify(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Result<Verifi
             keyed: env.sealer.is_keyed(),
             tail_events: run.discarded_events,
             tail_history: run.discarded_history,
+            views_behind: run.views_behind(),
         })),
         Err(StoreError::Tampered { id, reason }) => Ok(Verification::Failed { run_id: id, reason }),
         Err(StoreError::Corrupt { path, line, message }) => Ok(Verification::Failed {

@@ -9,9 +9,12 @@
 //!
 //! The checkpoint is the sealed head of the run's log, so it is written
 //! after the last line it covers: `state_saved` (and, when the run has
-//! ended, `run_finished`) is appended first, then the head that names it.
-//! A line past the head is a crash tail, never trusted, so nothing a run
-//! claims may be written after its last head.
+//! ended, `run_finished`) is appended first, then the head that names it
+//! (a store may write that event and the head as one record: the file
+//! store's head line, whose link it knows only once written, which is why
+//! the head's `audit_hash` is read back after the checkpoint). A line past
+//! the head is a crash tail, never trusted, so nothing a run claims may be
+//! written after its last head.
 
 use std::path::Path;
 
@@ -89,7 +92,9 @@ impl<'c> Recorder<'c> {
         }
         state.audit_seq = self.run.audit_seq();
         state.audit_hash = self.run.audit_hash().map(str::to_string);
-        self.run.checkpoint(state, expected)
+        self.run.checkpoint(state, expected)?;
+        state.audit_hash = self.run.audit_hash().map(str::to_string);
+        Ok(())
     }
 
     /// Marks the run ended in memory (the next checkpoint makes it durable).

@@ -79,7 +79,9 @@ impl From<StoreError> for ApiError {
             StoreError::Tampered { .. } | StoreError::Corrupt { .. } | StoreError::Unreadable { .. } => {
                 (StatusCode::CONFLICT, "records_invalid")
             }
-            StoreError::NotFound { id, .. } => return ApiError::not_found("run", id),
+            StoreError::NotFound { id, .. } | StoreError::Interrupted { id, .. } => {
+                return ApiError::not_found("run", id);
+            }
             StoreError::RunExists { .. } | StoreError::Io { .. } => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "records_failed")
             }

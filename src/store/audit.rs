@@ -8,6 +8,12 @@
 //! sealed head) records the `seq` and link of the last line it covers and is
 //! written after that line; an agent run's lines past the head are a crash
 //! tail ([`verify_head`]): counted, never trusted.
+//!
+//! An agent run's log is its one durable record: a checkpoint is a *head
+//! line* (see `run_dir.rs`) whose details carry the checkpoint, and which
+//! ends with its own `seal` (the link of the line written without it), so
+//! that the last line of the log, which no later `prev_hash` protects yet,
+//! cannot be edited without the key either ([`check_seal`]).
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -31,6 +37,30 @@ pub struct AuditEvent {
     pub details: Map<String, Value>,
     /// Link (SHA-256 or HMAC) of the previous line; `null` on the first line.
     pub prev_hash: Option<String>,
+    /// On a head line only: the link of the line's bytes without this
+    /// field (the last field, so the line without it is the line with
+    /// `,"seal":"…"` cut out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seal: Option<String>,
+}
+
+/// `,"seal":"` + 64 hex digits + `"}`: how a sealed line ends.
+const SEAL_MARK: &str = ",\"seal\":\"";
+const SEAL_SUFFIX_LEN: usize = SEAL_MARK.len() + 64 + 2;
+
+/// Whether `line` (without its newline) ends with a seal that is the link
+/// of the line without it. `None` when the line carries no seal.
+pub(crate) fn check_seal(line: &str, sealer: &Sealer) -> Option<bool> {
+    let start = line.len().checked_sub(SEAL_SUFFIX_LEN)?;
+    let suffix = line.get(start..)?;
+    let hex = suffix.strip_prefix(SEAL_MARK)?.strip_suffix("\"}")?;
+    if hex.len() != 64 || !hex.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut unsealed = line.as_bytes()[..start].to_vec();
+    unsealed.push(b'}');
+    let expected = sealer.link(&unsealed);
+    Some(expected.len() == hex.len() && expected.bytes().zip(hex.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0)
 }
 
 /// Why an audit log was refused.
@@ -220,6 +250,28 @@ impl AuditLog {
         status: Option<&str>,
         details: Map<String, Value>,
     ) -> io::Result<u64> {
+        self.append_line(ts, run_id, (event_type, step_id, status), details, false)
+    }
+
+    /// Appends a head line: an event that ends with its own `seal`.
+    pub(crate) fn append_sealed(
+        &mut self,
+        ts: String,
+        run_id: &str,
+        (event_type, step_id, status): (&str, Option<&str>, Option<&str>),
+        details: Map<String, Value>,
+    ) -> io::Result<u64> {
+        self.append_line(ts, run_id, (event_type, step_id, status), details, true)
+    }
+
+    fn append_line(
+        &mut self,
+        ts: String,
+        run_id: &str,
+        (event_type, step_id, status): (&str, Option<&str>, Option<&str>),
+        details: Map<String, Value>,
+        sealed: bool,
+    ) -> io::Result<u64> {
         let event = AuditEvent {
             seq: self.seq + 1,
             ts,
@@ -229,9 +281,19 @@ impl AuditLog {
             status: status.map(str::to_string),
             details,
             prev_hash: self.last_hash.take(),
+            seal: None,
         };
         self.line.clear();
         serde_json::to_writer(&mut self.line, &event)?;
+        if sealed {
+            // The seal is the line's last field: the link of the line
+            // without it, spliced in before the closing brace.
+            let seal = self.sealer.link(&self.line);
+            self.line.pop();
+            self.line.extend_from_slice(SEAL_MARK.as_bytes());
+            self.line.extend_from_slice(seal.as_bytes());
+            self.line.extend_from_slice(b"\"}");
+        }
         let hash = self.sealer.link(&self.line);
         self.line.push(b'\n');
         if let Err(error) = self.file.write_all(&self.line) {
@@ -288,6 +350,34 @@ mod tests {
         let dropped = format!("{}\n{}\n", lines[0], lines[2]);
         assert!(matches!(verify_head(&dropped, 1, &Sealer::plain()), Err(AuditError::Sequence { line: 2, .. })));
         assert!(verify_head(&text, 4, &Sealer::plain()).is_err(), "a head past the log is refused");
+    }
+
+    #[test]
+    fn a_sealed_line_vouches_for_itself() {
+        for sealer in [Sealer::plain(), Sealer::keyed(b"k".to_vec())] {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let path = dir.path().join("audit.jsonl");
+            let file = std::fs::OpenOptions::new().append(true).create(true).open(&path).expect("open");
+            let mut log = AuditLog::new(file, sealer.clone());
+            log.append("t".into(), "r", "run_started", None, None, Map::new()).expect("append");
+            log.append_sealed("t".into(), "r", ("state_saved", None, Some("ok")), Map::new()).expect("head");
+            let text = std::fs::read_to_string(&path).expect("read");
+            let (events, tail) = verify_audit(&text, &sealer).expect("valid log");
+            assert!(events[1].seal.is_some() && events[0].seal.is_none());
+            let head = text.lines().nth(1).expect("head");
+            assert_eq!(tail.hash.as_deref(), Some(sealer.link(head.as_bytes()).as_str()));
+            assert_eq!(check_seal(head, &sealer), Some(true), "{sealer:?}");
+            assert_eq!(check_seal(text.lines().next().expect("line"), &sealer), None);
+            assert_eq!(check_seal(&head.replace("\"ok\"", "\"OK\""), &sealer), Some(false), "{sealer:?}");
+        }
+        let keyed = Sealer::keyed(b"k".to_vec());
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("audit.jsonl");
+        let file = std::fs::OpenOptions::new().append(true).create(true).open(&path).expect("open");
+        let mut log = AuditLog::new(file, Sealer::plain());
+        log.append_sealed("t".into(), "r", ("state_saved", None, None), Map::new()).expect("head");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(check_seal(text.trim_end(), &keyed), Some(false), "a plain seal is not a keyed one");
     }
 
     #[test]

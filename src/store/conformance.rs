@@ -27,11 +27,13 @@ fn state(run_id: &str, started_at: &str) -> RunState {
     state
 }
 
-/// Creates run `run_id` with one event, its plan and its first checkpoint.
+/// Creates run `run_id` with one event, its plan and its first checkpoint
+/// (which, as every checkpoint, follows its `state_saved` event).
 fn started(store: &dyn RunStore, run_id: &str, started_at: &str) {
     let mut run = store.create_run(run_id).expect("create");
     run.append_event(event("run_started")).expect("event");
     run.write_plan(&json!({"id": "p", "steps": []})).expect("plan");
+    run.append_event(event("state_saved")).expect("event");
     let mut state = state(run_id, started_at);
     state.audit_seq = run.audit_seq();
     state.audit_hash = run.audit_hash().map(str::to_string);
@@ -61,11 +63,14 @@ fn a_checkpoint_with_a_wrong_expected_version_is_refused_and_changes_nothing() {
     let (dir, store) = file_store();
     let store: &dyn RunStore = &store;
     started(store, "r1", "2026-01-01T00:00:00Z");
-    let state_path = dir.path().join("runs/r1/state.json");
-    let before = fs::read(&state_path).expect("state");
+    let log_path = dir.path().join("runs/r1/audit.jsonl");
+    let before = fs::read(&log_path).expect("log");
     let (mut run, loaded) = store.open_run("r1").expect("open");
     let mut next = loaded.state.clone();
     next.state_version = 2;
+    run.append_event(event("state_saved")).expect("event");
+    let before_held = fs::read(&log_path).expect("log");
+    assert_eq!(before_held, before, "the event a checkpoint ends with waits for it");
     next.audit_seq = run.audit_seq();
     next.audit_hash = run.audit_hash().map(str::to_string);
     for wrong in [0, 2, 7] {
@@ -74,7 +79,7 @@ fn a_checkpoint_with_a_wrong_expected_version_is_refused_and_changes_nothing() {
             matches!(refused, Err(StoreError::VersionConflict { expected, found: 1, .. }) if expected == wrong),
             "{refused:?}"
         );
-        assert_eq!(fs::read(&state_path).expect("state"), before, "nothing written");
+        assert_eq!(fs::read(&log_path).expect("log"), before, "nothing written");
     }
     run.checkpoint(&next, 1).expect("the right version is accepted");
     assert!(matches!(run.checkpoint(&next, 1), Err(StoreError::VersionConflict { found: 2, .. })));
@@ -203,6 +208,7 @@ fn a_receipt_the_log_names_must_stay_the_one_it_used() {
     details.insert(crate::store::RECEIPT_LINK.into(), json!(receipt.link(&Sealer::plain())));
     run.append_event(NewEvent { details, ..event("receipt_recorded") }).expect("event");
     run.write_plan(&json!({"id": "p", "steps": []})).expect("plan");
+    run.append_event(event("state_saved")).expect("event");
     let mut state = state("r", "2026-01-01T00:00:00Z");
     state.audit_seq = run.audit_seq();
     state.audit_hash = run.audit_hash().map(str::to_string);
@@ -305,7 +311,7 @@ fn the_checkpoint_is_the_head_and_what_lies_past_it_is_never_returned() {
         drop(run);
 
         let read = store.read_run("r1").expect("verifies");
-        assert_eq!((read.audit.len(), read.history.len()), (2, 1), "{sealer:?}: only what the head covers");
+        assert_eq!((read.audit.len(), read.history.len()), (3, 1), "{sealer:?}: only what the head covers");
         assert_eq!((read.discarded_events, read.discarded_history), (1, 1), "{sealer:?}: the tail is counted");
         let (run, opened) = store.open_run("r1").expect("open cuts the tail");
         drop(run);
@@ -334,12 +340,165 @@ fn a_run_without_a_checkpoint_does_not_exist_and_its_id_stays_free() {
     run.append_event(event("run_started")).expect("event");
     run.write_plan(&json!({"id": "p", "steps": []})).expect("plan");
     assert!(matches!(store.create_run("r1"), Err(StoreError::RunExists { .. })), "taken while being created");
-    assert!(matches!(store.read_run("r1"), Err(StoreError::NotFound { .. })));
+    assert!(matches!(store.read_run("r1"), Err(StoreError::Interrupted { .. })));
     assert!(store.list_runs().expect("list").is_empty(), "not listed before its first checkpoint");
     drop(run); // the process is gone before its first checkpoint
-    assert!(matches!(store.open_run("r1"), Err(StoreError::NotFound { .. })));
+    let refused = store.open_run("r1").err().map(|error| error.to_string()).unwrap_or_default();
+    assert!(refused.contains("its log holds run_started") && refused.contains("the id is free"), "{refused}");
+    assert!(matches!(store.read_run("r2"), Err(StoreError::NotFound { .. })), "no start at all");
     started(store, "r1", "2026-01-01T00:00:00Z");
     assert_eq!(store.read_run("r1").expect("the id was free").state.state_version, 1);
     let names: Vec<_> = fs::read_dir(dir.path().join("runs")).expect("runs").flatten().map(|e| e.file_name()).collect();
     assert_eq!(names, ["r1"], "the interrupted start was cleared");
+}
+
+/// Opens `r1` (made by [`started`]), appends one step record and
+/// checkpoints version 2 with `status`; returns the lines of its log.
+fn one_step(store: &dyn RunStore, dir: &std::path::Path, status: crate::model::RunStatus) -> Vec<String> {
+    let (mut run, loaded) = store.open_run("r1").expect("open");
+    let mut next = loaded.state.clone();
+    run.append_history(&step_record("a")).expect("history");
+    next.counters.history_records = 1;
+    next.counters.tool_calls = 1;
+    next.state_version = 2;
+    run.append_event(event("state_saved")).expect("event");
+    if status.is_terminal() {
+        next.status = status;
+        next.stop_reason = Some("finish_step".into());
+        next.finished_at = Some("2026-01-01T00:00:09Z".into());
+        run.append_event(event("run_finished")).expect("event");
+    }
+    next.audit_seq = run.audit_seq();
+    run.checkpoint(&next, 1).expect("checkpoint");
+    drop(run);
+    fs::read_to_string(dir.join("runs/r1/audit.jsonl")).expect("log").lines().map(str::to_string).collect()
+}
+
+#[test]
+fn a_checkpoint_is_one_sealed_head_line_of_the_log_and_the_views_follow_it() {
+    for sealer in [Sealer::plain(), Sealer::keyed(b"k".to_vec())] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = FileStore::new(dir.path(), sealer.clone());
+        let store: &dyn RunStore = &store;
+        started(store, "r1", "2026-01-01T00:00:00Z");
+        let lines = one_step(store, dir.path(), crate::model::RunStatus::Running);
+        assert_eq!(lines.len(), 3, "{sealer:?}: run_started, the first head, the step's head");
+        let head: Value = serde_json::from_str(&lines[2]).expect("JSON");
+        assert_eq!(head["event_type"], "state_saved");
+        assert_eq!(head["details"]["checkpoint"]["state"]["state_version"], 2);
+        assert_eq!(
+            head["details"]["checkpoint"]["history"][0]["output_text"], "a ran",
+            "the step record is in the log"
+        );
+        assert!(head["details"]["checkpoint"].get("plan").is_none(), "only the first head carries the plan");
+        let first: Value = serde_json::from_str(&lines[1]).expect("JSON");
+        assert_eq!(first["details"]["checkpoint"]["plan"]["id"], "p");
+        assert!(!dir.path().join("runs/r1/state.json").exists(), "{sealer:?}: no compact head while running");
+        let read = store.read_run("r1").expect("reads from the log");
+        assert_eq!((read.state.state_version, read.history.len()), (2, 1));
+        assert_eq!(read.state.audit_seq, 3);
+        assert!(read.views_behind().is_empty());
+
+        // Views lost in a power cut: reported, not an error, repaired on open.
+        let history = dir.path().join("runs/r1/history.jsonl");
+        let plan = dir.path().join("runs/r1/plan.json");
+        let (history_text, plan_text) = (fs::read(&history).expect("view"), fs::read(&plan).expect("view"));
+        fs::write(&history, "").expect("empty");
+        fs::remove_file(&plan).expect("remove");
+        let behind = store.read_run("r1").expect("behind is not tampered");
+        assert_eq!(behind.history.len(), 1, "{sealer:?}: the log holds the history");
+        assert_eq!(behind.views_behind().len(), 2, "{:?}", behind.views_behind());
+        let (run, _) = store.open_run("r1").expect("open repairs");
+        drop(run);
+        assert_eq!(fs::read(&history).expect("view"), history_text, "{sealer:?}: history repaired");
+        assert_eq!(fs::read(&plan).expect("view"), plan_text, "{sealer:?}: plan repaired");
+        assert!(store.read_run("r1").expect("reads").views_behind().is_empty());
+    }
+}
+
+#[test]
+fn a_view_or_a_head_line_that_differs_from_the_log_is_refused() {
+    for sealer in [Sealer::plain(), Sealer::keyed(b"k".to_vec())] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = FileStore::new(dir.path(), sealer.clone());
+        let store: &dyn RunStore = &store;
+        started(store, "r1", "2026-01-01T00:00:00Z");
+        one_step(store, dir.path(), crate::model::RunStatus::Running);
+        let tampered = |file: &str, edit: &dyn Fn(String) -> String| {
+            let path = dir.path().join("runs/r1").join(file);
+            let text = fs::read_to_string(&path).expect("record");
+            fs::write(&path, edit(text.clone())).expect("tamper");
+            let refused = store.read_run("r1");
+            assert!(matches!(refused, Err(StoreError::Tampered { .. })), "{sealer:?} {file}: {:?}", refused.err());
+            assert!(matches!(store.open_run("r1"), Err(StoreError::Tampered { .. })), "{sealer:?} {file}");
+            fs::write(&path, text).expect("restore");
+        };
+        tampered("history.jsonl", &|text| text.replace("a ran", "A ran"));
+        tampered("history.jsonl", &|text| format!("X\n{text}"));
+        tampered("plan.json", &|text| text.replace("\"p\"", "\"q\""));
+        // The last line has no successor whose `prev_hash` protects it:
+        // its own seal does.
+        tampered("audit.jsonl", &|text| text.replace("a ran", "A ran"));
+        tampered("audit.jsonl", &|text| text.replace("\"tool_calls\":1", "\"tool_calls\":0"));
+        assert!(store.read_run("r1").is_ok(), "{sealer:?}: restored");
+    }
+}
+
+#[test]
+fn the_compact_head_of_an_ended_run_agrees_with_the_log_and_is_not_needed() {
+    let (dir, store) = file_store();
+    let store: &dyn RunStore = &store;
+    started(store, "r1", "2026-01-01T00:00:00Z");
+    let lines = one_step(store, dir.path(), crate::model::RunStatus::Done);
+    let last: Value = serde_json::from_str(&lines[lines.len() - 1]).expect("JSON");
+    assert_eq!(last["event_type"], "run_finished", "an ended run's head line is `run_finished`");
+    let state_path = dir.path().join("runs/r1/state.json");
+    let envelope: Value = serde_json::from_str(&fs::read_to_string(&state_path).expect("state")).expect("JSON");
+    assert_eq!(envelope["payload"]["audit_seq"], json!(lines.len()));
+    assert_eq!(envelope["payload"]["status"], "done");
+    let read = store.read_run("r1").expect("reads");
+    assert_eq!(read.state.status, crate::model::RunStatus::Done);
+    let text = fs::read_to_string(&state_path).expect("state");
+
+    // Lost or emptied (it is written without a sync): the log's head is the head.
+    fs::write(&state_path, "").expect("empty");
+    assert_eq!(store.read_run("r1").expect("reads").state, read.state);
+    fs::remove_file(&state_path).expect("remove");
+    assert_eq!(store.read_run("r1").expect("reads").state, read.state);
+
+    // A compact head that names more than the log holds, or re-sealed with
+    // another story, is refused.
+    fs::write(&state_path, &text).expect("restore");
+    let log = dir.path().join("runs/r1/audit.jsonl");
+    let full = fs::read_to_string(&log).expect("log");
+    let shorter: String = lines[..lines.len() - 1].iter().map(|line| format!("{line}\n")).collect();
+    fs::write(&log, shorter).expect("drop the head line");
+    assert!(matches!(store.read_run("r1"), Err(StoreError::Tampered { .. })), "the log was cut");
+    fs::write(&log, full).expect("restore");
+    let mut payload = envelope["payload"].clone();
+    payload["evidence"] = json!([{"kind": "verify", "step_id": null, "passed": true, "detail": {}}]);
+    let resealed = Sealer::plain().seal(payload).expect("seal");
+    fs::write(&state_path, serde_json::to_string_pretty(&resealed).expect("text")).expect("reseal");
+    let refused = store.read_run("r1");
+    assert!(
+        matches!(&refused, Err(StoreError::Tampered { reason, .. }) if reason.contains("state.json")),
+        "{:?}",
+        refused.err()
+    );
+}
+
+#[test]
+fn a_start_killed_after_its_first_checkpoint_line_is_opened_and_published() {
+    let (dir, store) = file_store();
+    let store: &dyn RunStore = &store;
+    started(store, "r1", "2026-01-01T00:00:00Z");
+    // As if killed between the first checkpoint line and the publication.
+    fs::rename(dir.path().join("runs/r1"), dir.path().join("runs/r1~new")).expect("unpublish");
+    assert_eq!(store.read_run("r1").expect("read from its log").state.state_version, 1);
+    assert!(store.list_runs().expect("list").is_empty(), "not listed until published");
+    let (run, loaded) = store.open_run("r1").expect("opening publishes it");
+    assert_eq!(loaded.state.state_version, 1);
+    drop(run);
+    assert!(dir.path().join("runs/r1/audit.jsonl").is_file() && !dir.path().join("runs/r1~new").exists());
+    assert_eq!(store.list_runs().expect("list").len(), 1);
 }

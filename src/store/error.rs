@@ -11,6 +11,13 @@ pub enum StoreError {
     RunExists { id: String, path: PathBuf },
     #[error("no run `{id}` in `{}`", path.display())]
     NotFound { id: String, path: PathBuf },
+    /// A start under this id was killed before its first checkpoint: it
+    /// ran nothing and the id is free.
+    #[error(
+        "no run `{id}` in `{}`: its start was interrupted before its first checkpoint ({known}); nothing ran, and the id is free: start it again with `--run-id {id}`",
+        path.display()
+    )]
+    Interrupted { id: String, path: PathBuf, known: String },
     #[error("run `{id}` is in use: another planrun command or request holds its lock")]
     Locked { id: String },
     /// A checkpoint was refused because the stored `state_version` is not
@@ -51,6 +58,7 @@ impl StoreError {
         matches!(
             self,
             StoreError::NotFound { .. }
+                | StoreError::Interrupted { .. }
                 | StoreError::Tampered { .. }
                 | StoreError::Corrupt { .. }
                 | StoreError::Unreadable { .. }

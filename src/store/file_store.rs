@@ -3,7 +3,7 @@
 //!
 //! | what | where |
 //! |---|---|
-//! | agent runs | `runs/<id>/{plan.json,state.json,history.jsonl,audit.jsonl,.lock}` |
+//! | agent runs | `runs/<id>/{audit.jsonl,history.jsonl,plan.json,state.json,.lock}` (the log and its views) |
 //! | bridge records | `bridge/runs/<id>/{state.json,audit.jsonl,.lock}` |
 //! | controller records | `bridge/runs/<id>/{controller_state.json,controller_audit.jsonl,.lock}` |
 //! | receipts | `.planrun/receipts/<sha256 of key>.json` (sealed; the ones a run's verified log names are checked on every read of the run) |
@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::store::error::io_error;
 use crate::store::record_dir::{files, load_record, records_folder};
-use crate::store::run_dir::{load_run, runs_folder};
+use crate::store::run_load::{load_run, run_started_at, runs_folder};
 use crate::store::{
     LoadedRecord, LoadedRun, Receipt, ReceiptError, ReceiptStore, RecordDir, RecordHandle, RecordKind, RunDir,
     RunHandle, RunListing, RunStore, Sealer, StoreError, StoreFactory, validate_run_id,
@@ -84,9 +84,7 @@ impl RunStore for FileStore {
     }
 
     fn list_runs(&self) -> Result<Vec<RunListing>, StoreError> {
-        list_newest_first(&runs_folder(&self.workspace), None, |folder| {
-            self.started_at(&folder.join("state.json"), "started_at")
-        })
+        list_newest_first(&runs_folder(&self.workspace), None, |folder| run_started_at(folder, &self.sealer))
     }
 
     fn list_records(&self, kind: RecordKind) -> Result<Vec<RunListing>, StoreError> {

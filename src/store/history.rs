@@ -1,9 +1,12 @@
-//! `history.jsonl`: one record per step attempt, hash-chained.
+//! `history.jsonl`: one record per step attempt, hash-chained — a view of
+//! the step records the run's log holds (see `head.rs`).
 //!
 //! The lines are chained with [`Sealer::chain`] (keyed under
 //! `PLANRUN_HMAC_KEY`); the link after the last covered line is in the
 //! sealed checkpoint (`history_hash`), so an edited, removed, re-ordered or
-//! inserted line among those the checkpoint covers is refused on load.
+//! inserted record among those the checkpoint covers is refused on load.
+//! The view is written without a sync: the log is the durable record, and
+//! a view behind it is written again from it.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -49,7 +52,7 @@ pub struct StepRecord {
     pub duration_ms: u64,
 }
 
-/// The open history file (same durability rules as the audit log).
+/// The open history view (appended as records come, never synced).
 pub struct HistoryLog {
     file: File,
     line: Vec<u8>,
@@ -82,9 +85,5 @@ impl HistoryLog {
         self.file.write_all(&self.line)?;
         self.hash = Some(hash);
         Ok(())
-    }
-
-    pub fn sync(&self) -> io::Result<()> {
-        self.file.sync_data()
     }
 }

@@ -9,20 +9,22 @@
 //!
 //! | file | written | holds |
 //! |---|---|---|
-//! | `plan.json` | once, at start | the validated plan exactly as it ran (linked by the checkpoint's `plan_hash`) |
-//! | `state.json` | replaced atomically after every step | the compact checkpoint, the sealed head of the logs |
-//! | `history.jsonl` | appended, one line per step attempt | step results, hash-chained (`history_hash`) |
-//! | `audit.jsonl` | appended, one line per event | the event log, hash-chained (`audit_seq`, `audit_hash`) |
+//! | `audit.jsonl` | appended, one line per event, one `fdatasync` per step | the run's one durable log, hash-chained; each checkpoint is a sealed head line carrying the state, the step records since the previous one and (first) the plan |
+//! | `history.jsonl` | appended, one line per step attempt, not synced | a view of the step records in the log |
+//! | `plan.json` | once, at start, not synced | a view of the plan in the log (linked by `plan_hash`) |
+//! | `state.json` | replaced atomically when the run pauses or ends, not synced | the compact head: the checkpoint of the log's last head line |
 //!
 //! Links are SHA-256, or HMAC-SHA256 under `PLANRUN_HMAC_KEY`
-//! ([`Sealer::link`]); the checkpoint is written after the last line it
-//! covers, and lines past it are a crash tail, never returned (see
-//! `run_dir.rs` and `audit.rs`).
+//! ([`Sealer::link`]); a checkpoint is written after the lines it covers,
+//! and lines past the last one are a crash tail, never returned (see
+//! `run_dir.rs`, `head.rs`, `run_load.rs` and `audit.rs`). Runs recorded
+//! before the log held the checkpoints (`state.json` after every step) are
+//! still read, and continue in this layout (`run_load.rs`).
 //!
-//! Why the split: rewriting one file that holds the whole history after every
-//! step makes a run quadratic in its length. Here every step appends one
-//! history line and a few audit lines and rewrites a `state.json` of constant
-//! size, so a step costs the same at step 10 000 as at step 1.
+//! Why this shape: rewriting one file that holds the whole history after
+//! every step makes a run quadratic in its length. Here every step appends
+//! a few lines of constant size, so a step costs the same at step 10 000 as
+//! at step 1, and its durability one `fdatasync`.
 //! `planrun show <run_id> --json` joins the files back into the seed-shaped
 //! state (see [`full_state`]).
 
@@ -34,12 +36,14 @@ mod conformance;
 mod envelope;
 mod error;
 mod file_store;
+mod head;
 mod history;
 mod lease;
 mod receipts;
 mod record_dir;
 mod run_dir;
 mod run_id;
+mod run_load;
 mod run_store;
 mod state;
 
@@ -59,8 +63,8 @@ pub use error::StoreError;
 pub use file_store::{FileStore, FileStores};
 pub use history::{StepRecord, StepRecordStatus};
 pub use receipts::{RECEIPT_LINK, Receipt, ReceiptError, ReceiptState};
-pub use run_dir::{LoadedRun, full_state};
 pub use run_id::{RunIdError, validate_run_id};
+pub use run_load::{LoadedRun, full_state};
 pub use run_store::{
     CREATE_ATTEMPTS, LoadedRecord, NewEvent, RecordEvent, RecordHandle, RecordKind, RecordWriter, RunHandle,
     RunListing, RunStore, StoreFactory, create_unique,

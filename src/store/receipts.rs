@@ -278,6 +278,7 @@ mod tests {
             status: Some("ok".into()),
             details,
             prev_hash: None,
+            seal: None,
         }
     }
 

@@ -1,7 +1,7 @@
 //! A run's folder: creating it (never over an existing run), checkpointing
-//! with compare-and-set, verifying it strictly and reading it back. A
-//! [`RunDir`] is the [`FileStore`](crate::store::FileStore)'s
-//! [`RunHandle`].
+//! with compare-and-set, and opening it again to continue. A [`RunDir`] is
+//! the [`FileStore`](crate::store::FileStore)'s [`RunHandle`]; reading a
+//! run back is `run_load.rs`.
 //!
 //! A new run is built in `runs/<id>~new/` (`~` is never part of a run id,
 //! so the folder is never listed or opened as a run) and renamed to
@@ -10,29 +10,38 @@
 //! one left nothing that claims the id, ran nothing, and the id can be used
 //! again (the stale folder is removed when it is).
 //!
-//! The checkpoint is the sealed head of every record of the run: besides
-//! the audit line it has seen (`audit_seq`, `audit_hash`) the store adds
-//! `plan_hash` (the link of `plan.json`'s bytes) and `history_hash` (the
-//! history chain's link after the lines it covers) to its payload, and
-//! strips them again on reading.
+//! **One durable log.** `audit.jsonl` is the run's one durable record. A
+//! checkpoint is one head line (see `head.rs`): the `state_saved` (or
+//! `run_finished`) event the recorder appends just before it checkpoints is
+//! held back, and the checkpoint writes it with the checkpoint, the step
+//! records since the previous head and (on the first head) the plan in its
+//! details, sealed, then makes the log durable with one `fdatasync`. The
+//! views (`history.jsonl`, `plan.json`) are written as the records come,
+//! without a sync; `state.json`, the compact head, only when the run pauses
+//! or ends. Every one of them is checked against the log on reading.
+//!
+//! Syncs per run: one `fdatasync` per checkpoint that covers something that
+//! ran, plus the folder entries (the run folder and `runs/`) once, at the
+//! first such checkpoint. The first checkpoint of a new run (nothing has
+//! run yet) is not synced: the first step's checkpoint makes it durable
+//! with the same `fdatasync`, and losing it loses nothing that ran.
 
-use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use crate::store::audit::{LogFiles, verify_checkpointed_log};
+use crate::model::RunStatus;
+use crate::store::atomic::replace_unsynced;
 use crate::store::error::{io_error, serialize_error};
-use crate::store::history::history_chain;
-use crate::store::{
-    AuditEvent, AuditLog, AuditTail, HistoryLog, Lease, NewEvent, RunHandle, RunState, Sealer, StepRecord,
-    StepRecordStatus, StoreError, write_atomic,
+use crate::store::head::{
+    CHECKPOINT_KEY, HEAD_EVENTS, HeadPayload, full_payload, head_state, linked_payload, plan_bytes,
 };
-
-/// The fields the store adds to a run's checkpoint payload.
-const HEAD_FIELDS: [&str; 2] = ["plan_hash", "history_hash"];
+use crate::store::run_load::{creating_folder, has_checkpoint, load_run, missing_run, runs_folder};
+use crate::store::{
+    AuditLog, HistoryLog, Lease, LoadedRun, NewEvent, RunHandle, RunState, Sealer, StepRecord, StoreError, write_atomic,
+};
 
 /// An open run folder, locked for this process.
 pub struct RunDir {
@@ -46,25 +55,45 @@ pub struct RunDir {
     audit: AuditLog,
     history: HistoryLog,
     run_id: String,
-    state_path: PathBuf,
     state_buffer: Vec<u8>,
     sealer: Sealer,
     /// The `state_version` of the checkpoint on disk. The lease makes this
     /// process the folder's only writer, so the copy kept here is the
     /// stored value and the compare-and-set needs no read-back.
     stored_version: u64,
+    /// The event that ends the coming checkpoint (`state_saved` or
+    /// `run_finished`), held until the checkpoint writes it as the head line.
+    held: Option<HeldEvent>,
+    /// Step records appended since the last head line.
+    pending_history: Vec<StepRecord>,
+    /// The plan, until the first head line of the log carries it.
+    pending_plan: Option<Value>,
+    /// Whether the folder entries of the run (its folder in `runs/`, its
+    /// files in the folder) have been made durable by this process.
+    names_durable: bool,
     /// Held for the life of the `RunDir`.
     _lease: Lease,
 }
 
-/// The folder a new run is built in until its first checkpoint.
-fn creating_folder_name(run_id: &str) -> String {
-    format!("{run_id}~new")
+/// An appended event not written yet (see [`RunDir::held`]).
+struct HeldEvent {
+    ts: String,
+    event_type: String,
+    step_id: Option<String>,
+    status: Option<String>,
+    details: Map<String, Value>,
 }
 
-/// `<workspace>/runs`.
-pub(crate) fn runs_folder(workspace: &Path) -> PathBuf {
-    workspace.join("runs")
+impl HeldEvent {
+    fn new(event: NewEvent<'_>) -> Self {
+        HeldEvent {
+            ts: event.ts,
+            event_type: event.event_type.to_string(),
+            step_id: event.step_id.map(str::to_string),
+            status: event.status.map(str::to_string),
+            details: event.details,
+        }
+    }
 }
 
 /// Creates `folder` with one `mkdir`, so the check and the creation are
@@ -95,18 +124,29 @@ pub(crate) fn append_log(folder: &Path, name: &str) -> Result<fs::File, StoreErr
 }
 
 /// Seals `payload` in its envelope into `buffer`, pretty-printed, and
-/// replaces `path` with it atomically.
+/// replaces `path` with it atomically and durably.
 pub(crate) fn write_sealed(
     sealer: &Sealer,
     path: &Path,
     payload: Value,
     buffer: &mut Vec<u8>,
 ) -> Result<(), StoreError> {
+    let bytes = seal_bytes(sealer, path, payload, buffer)?;
+    write_atomic(path, bytes).map_err(io_error("write", path))
+}
+
+/// `payload` sealed in its envelope, pretty-printed, in `buffer`.
+fn seal_bytes<'b>(
+    sealer: &Sealer,
+    path: &Path,
+    payload: Value,
+    buffer: &'b mut Vec<u8>,
+) -> Result<&'b [u8], StoreError> {
     let envelope = sealer.seal(payload).map_err(|error| serialize_error(path, error))?;
     buffer.clear();
     serde_json::to_writer_pretty(&mut *buffer, &envelope).map_err(|error| serialize_error(path, error))?;
     buffer.push(b'\n');
-    write_atomic(path, buffer).map_err(io_error("write", path))
+    Ok(buffer)
 }
 
 /// Appends `event` to `audit` for `id`, naming `path` on failure.
@@ -140,8 +180,8 @@ impl RunDir {
         if final_path.exists() {
             return Err(exists());
         }
-        let name = creating_folder_name(run_id);
-        let stale = runs.join(&name);
+        let stale = creating_folder(workspace, run_id);
+        let name = stale.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
         if stale.is_dir() {
             // Another process creating the same id holds the lock: the id
             // is taken. A folder nobody holds is what a process killed
@@ -168,7 +208,6 @@ impl RunDir {
         stored_version: u64,
         lease: Lease,
     ) -> RunDir {
-        let state_path = path.join("state.json");
         RunDir {
             path,
             final_path,
@@ -176,75 +215,154 @@ impl RunDir {
             audit,
             history,
             run_id: run_id.to_string(),
-            state_path,
             state_buffer: Vec::with_capacity(2048),
             sealer,
             stored_version,
+            held: None,
+            pending_history: Vec::new(),
+            pending_plan: None,
+            names_durable: false,
             _lease: lease,
         }
     }
 
     /// Opens an existing run to continue it: verifies it strictly (see
-    /// [`load_run`]), locks it, and drops history lines written after the
-    /// last checkpoint (an attempt the checkpoint does not cover did not
-    /// happen as far as the run is concerned; the audit log keeps the trace
-    /// of it, and keyed writes are reconciled through their receipts).
+    /// [`load_run`]), locks it, drops lines written after the last
+    /// checkpoint (an attempt the checkpoint does not cover did not happen
+    /// as far as the run is concerned; keyed writes are reconciled through
+    /// their receipts) and repairs views that are behind the log. A run of
+    /// the previous layout continues in the log layout: its first head line
+    /// will carry its plan and every step record before it.
     pub fn open(workspace: &Path, run_id: &str, sealer: Sealer) -> Result<(RunDir, LoadedRun), StoreError> {
         let path = runs_folder(workspace).join(run_id);
-        if !path.is_dir() {
-            return Err(StoreError::NotFound { id: run_id.to_string(), path: runs_folder(workspace) });
-        }
-        let lease = Lease::take(&path, run_id)?;
+        let lease = if path.is_dir() {
+            Lease::take(&path, run_id)?
+        } else {
+            adopt_interrupted_start(workspace, run_id, &path)?
+        };
         let loaded = load_run(workspace, run_id, &sealer)?;
         // What lies past the head is a crash tail: cut it off, so that the
         // logs continue from the head and no later checkpoint vouches for it.
-        truncate_to(&path.join("history.jsonl"), loaded.heads.history_len)?;
+        // No sync: the next checkpoint's `fdatasync` makes the cut durable
+        // with the lines that follow it, and a cut lost in a power cut only
+        // brings back a tail that is still past the head.
         truncate_to(&path.join("audit.jsonl"), loaded.audit_tail.head_len)?;
+        repair_views(&path, &loaded, &sealer)?;
         let audit = AuditLog::resume(append_log(&path, "audit.jsonl")?, &loaded.audit_tail, sealer.clone());
         let history =
             HistoryLog::new(append_log(&path, "history.jsonl")?, loaded.heads.history_hash.clone(), sealer.clone());
         let version = loaded.state.state_version;
         let logs = (audit, history, Some(loaded.heads.plan_hash.clone()));
-        Ok((RunDir::assemble(path.clone(), path, run_id, logs, sealer, version, lease), loaded))
+        let mut dir = RunDir::assemble(path.clone(), path, run_id, logs, sealer, version, lease);
+        if !loaded.heads.logged {
+            dir.pending_history = loaded.history.clone();
+            dir.pending_plan = Some(loaded.plan.clone());
+        }
+        Ok((dir, loaded))
     }
 
-    /// Writes `plan.json` once, at the start of the run.
+    /// Stores the plan once, at the start of the run: the view `plan.json`
+    /// now, the log's copy in its first head line.
     pub fn write_plan(&mut self, plan: &Value) -> Result<(), StoreError> {
         let path = self.path.join("plan.json");
-        let mut bytes = serde_json::to_vec_pretty(plan).map_err(|error| serialize_error(&path, error))?;
-        bytes.push(b'\n');
-        write_atomic(&path, &bytes).map_err(io_error("write", &path))?;
+        let bytes = plan_bytes(plan).map_err(|error| serialize_error(&path, error))?;
+        replace_unsynced(&path, &bytes).map_err(io_error("write", &path))?;
         self.plan_hash = Some(self.sealer.link(&bytes));
+        self.pending_plan = Some(plan.clone());
         Ok(())
     }
 
-    /// The durable checkpoint: makes the logs durable, then replaces
-    /// `state.json` (sealed in its integrity envelope) atomically, if the
-    /// stored `state_version` is `expected`. The state never claims more
-    /// than the logs hold.
+    /// Writes the held event, if any, as a plain line (another event
+    /// follows it before the checkpoint).
+    fn write_held(&mut self) -> Result<(), StoreError> {
+        if let Some(held) = self.held.take() {
+            let path = self.path.join("audit.jsonl");
+            let event = NewEvent {
+                ts: held.ts,
+                event_type: &held.event_type,
+                step_id: held.step_id.as_deref(),
+                status: held.status.as_deref(),
+                details: held.details,
+            };
+            append_event(&mut self.audit, &self.run_id, event, &path)?;
+        }
+        Ok(())
+    }
+
+    /// The checkpoint, if the stored `state_version` is `expected`: the
+    /// held `state_saved`/`run_finished` event is written as the head line
+    /// (see the module docs), the log made durable when the checkpoint
+    /// covers anything that ran, and `state.json` replaced when the run
+    /// pauses or ends. The state never claims more than the log holds.
     pub fn checkpoint(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
+        let audit_path = self.path.join("audit.jsonl");
         compare_version(&self.run_id, self.stored_version, expected)?;
         let Some(plan_hash) = self.plan_hash.clone() else {
-            return Err(serialize_error(&self.state_path, "a run's first checkpoint comes after its plan is stored"));
+            return Err(serialize_error(&audit_path, "a run's first checkpoint comes after its plan is stored"));
         };
-        self.history.sync().map_err(io_error("sync", &self.path))?;
-        self.audit.sync().map_err(io_error("sync", &self.path))?;
-        let mut payload = serde_json::to_value(state).map_err(|error| serialize_error(&self.state_path, error))?;
-        if let Value::Object(object) = &mut payload {
-            object.insert("plan_hash".into(), json!(plan_hash));
-            object.insert("history_hash".into(), json!(self.history.hash()));
-        }
-        write_sealed(&self.sealer, &self.state_path, payload, &mut self.state_buffer)?;
+        let Some(held) = self.held.take() else {
+            return Err(serialize_error(&audit_path, "a checkpoint follows the `state_saved` event it ends with"));
+        };
+        let payload = linked_payload(state, &plan_hash, self.history.hash())
+            .map_err(|error| serialize_error(&audit_path, error))?;
+        let head = HeadPayload {
+            state: head_state(payload),
+            history: std::mem::take(&mut self.pending_history),
+            plan: self.pending_plan.take(),
+        };
+        let mut details = held.details;
+        details.insert(
+            CHECKPOINT_KEY.into(),
+            serde_json::to_value(&head).map_err(|error| serialize_error(&audit_path, error))?,
+        );
+        let columns = (held.event_type.as_str(), held.step_id.as_deref(), held.status.as_deref());
+        let seq = self
+            .audit
+            .append_sealed(held.ts, &self.run_id, columns, details)
+            .map_err(io_error("append to", &audit_path))?;
         if self.path != self.final_path {
             self.publish()?;
+        }
+        let paused_or_ended = state.status == RunStatus::WaitingApproval || state.status.is_terminal();
+        // A checkpoint that covers nothing that ran (the first one of a
+        // new run) is made durable by the next one's sync: lost, it loses
+        // nothing.
+        let ran = state.counters.history_records > 0 || state.counters.tool_calls > 0;
+        if ran || paused_or_ended {
+            self.audit.sync().map_err(io_error("sync", &audit_path))?;
+            self.sync_names()?;
+        }
+        if paused_or_ended {
+            // The compact head for readers. Not synced: the log is durable
+            // already and is the record; a `state.json` lost or left older
+            // in a power cut is read as "the log's head is newer".
+            let hash = self.audit.last_hash().unwrap_or_default().to_string();
+            let state_path = self.path.join("state.json");
+            let envelope = full_payload(&head.state, seq, &hash);
+            let sealed = seal_bytes(&self.sealer, &state_path, Value::Object(envelope), &mut self.state_buffer)?;
+            replace_unsynced(&state_path, sealed).map_err(io_error("write", &state_path))?;
         }
         self.stored_version = state.state_version;
         Ok(())
     }
 
+    /// Makes the run's folder entries durable once: its files' names in
+    /// its folder and the folder's name in `runs/` (an `fdatasync` of a
+    /// file does not promise its name).
+    fn sync_names(&mut self) -> Result<(), StoreError> {
+        if self.names_durable {
+            return Ok(());
+        }
+        let runs = self.final_path.parent().unwrap_or_else(|| Path::new("."));
+        for folder in [self.path.as_path(), runs] {
+            fs::File::open(folder).and_then(|folder| folder.sync_all()).map_err(io_error("sync", folder))?;
+        }
+        self.names_durable = true;
+        Ok(())
+    }
+
     /// Renames the folder a new run was built in to `runs/<id>/`, never
-    /// over an existing folder ([`StoreError::RunExists`]), and makes the
-    /// rename durable.
+    /// over an existing folder ([`StoreError::RunExists`]).
     fn publish(&mut self) -> Result<(), StoreError> {
         let runs = self.final_path.parent().unwrap_or_else(|| Path::new("."));
         let exists = |error: rustix::io::Errno| {
@@ -262,21 +380,75 @@ impl RunDir {
             rustix::fs::RenameFlags::NOREPLACE,
         )
         .map_err(exists)?;
-        fs::File::open(runs).and_then(|folder| folder.sync_all()).map_err(io_error("sync", runs))?;
+        // Made durable with the first synced checkpoint (`sync_names`).
         self.path = self.final_path.clone();
-        self.state_path = self.path.join("state.json");
         Ok(())
     }
 }
 
+/// A start killed between its first checkpoint line and the folder's
+/// publication left a log with a plan and a head (nothing ran yet):
+/// publishes it as `runs/<id>/` under its lock (a creator still alive
+/// holds the lock: [`StoreError::Locked`]), so the run is opened like any
+/// other. Anything less is no run ([`missing_run`]).
+fn adopt_interrupted_start(workspace: &Path, run_id: &str, path: &Path) -> Result<Lease, StoreError> {
+    let creating = creating_folder(workspace, run_id);
+    if !creating.is_dir() {
+        return Err(missing_run(workspace, run_id));
+    }
+    // The lock is on `.lock` inside the folder, so it moves with it.
+    let lease = Lease::take(&creating, run_id)?;
+    if !has_checkpoint(&creating) {
+        return Err(missing_run(workspace, run_id));
+    }
+    rustix::fs::renameat_with(rustix::fs::CWD, &creating, rustix::fs::CWD, path, rustix::fs::RenameFlags::NOREPLACE)
+        .map_err(|error| StoreError::Io { action: "publish", path: path.to_path_buf(), source: error.into() })?;
+    Ok(lease)
+}
+
 /// Cuts `path` to its first `len` bytes (a crash tail past the head), if
-/// it is longer, and makes that durable.
+/// it is longer (not synced: see [`RunDir::open`]).
 fn truncate_to(path: &Path, len: usize) -> Result<(), StoreError> {
     let file = OpenOptions::new().write(true).open(path).map_err(io_error("open", path))?;
     let size = file.metadata().map_err(io_error("read", path))?.len();
     if size > len as u64 {
         file.set_len(len as u64).map_err(io_error("truncate", path))?;
-        file.sync_all().map_err(io_error("sync", path))?;
+    }
+    Ok(())
+}
+
+/// Brings the views of an opened run up to the log: `history.jsonl` cut
+/// to the covered records it holds (a crash tail past them dropped) and
+/// the ones it lacks appended; a missing `plan.json` written again. Not
+/// synced: the log is the record, and the views are checked against it on
+/// every read.
+fn repair_views(path: &Path, loaded: &LoadedRun, sealer: &Sealer) -> Result<(), StoreError> {
+    let history_path = path.join("history.jsonl");
+    if !history_path.exists() {
+        fs::File::create(&history_path).map_err(io_error("create", &history_path))?;
+    }
+    truncate_to(&history_path, loaded.heads.history_len)?;
+    let missing = &loaded.history[loaded.history.len() - loaded.heads.history_behind..];
+    if !missing.is_empty() {
+        let mut bytes = Vec::new();
+        for record in missing {
+            serde_json::to_writer(&mut bytes, record).map_err(|error| serialize_error(&history_path, error))?;
+            bytes.push(b'\n');
+        }
+        let mut file = append_log(path, "history.jsonl")?;
+        file.write_all(&bytes).map_err(io_error("append to", &history_path))?;
+    }
+    if loaded.heads.plan_behind {
+        let plan_path = path.join("plan.json");
+        let bytes = plan_bytes(&loaded.plan).map_err(|error| serialize_error(&plan_path, error))?;
+        replace_unsynced(&plan_path, &bytes).map_err(io_error("write", &plan_path))?;
+    }
+    if loaded.heads.state_behind {
+        let state_path = path.join("state.json");
+        let payload = linked_payload(&loaded.state, &loaded.heads.plan_hash, loaded.heads.history_hash.as_deref())
+            .map_err(|error| serialize_error(&state_path, error))?;
+        let sealed = seal_bytes(sealer, &state_path, Value::Object(payload), &mut Vec::new())?.to_vec();
+        replace_unsynced(&state_path, &sealed).map_err(io_error("write", &state_path))?;
     }
     Ok(())
 }
@@ -293,10 +465,13 @@ impl RunHandle for RunDir {
     }
 
     fn audit_seq(&self) -> u64 {
-        self.audit.seq()
+        // A held event has its `seq` already: the checkpoint writes it.
+        self.audit.seq() + u64::from(self.held.is_some())
     }
 
     fn audit_hash(&self) -> Option<&str> {
+        // The last line written; a held head line's link is known once the
+        // checkpoint has written it.
         self.audit.last_hash()
     }
 
@@ -305,11 +480,18 @@ impl RunHandle for RunDir {
     }
 
     fn append_event(&mut self, event: NewEvent<'_>) -> Result<u64, StoreError> {
+        self.write_held()?;
+        if HEAD_EVENTS.contains(&event.event_type) {
+            self.held = Some(HeldEvent::new(event));
+            return Ok(self.audit.seq() + 1);
+        }
         append_event(&mut self.audit, &self.run_id, event, &self.path.join("audit.jsonl"))
     }
 
     fn append_history(&mut self, record: &StepRecord) -> Result<(), StoreError> {
-        self.history.append(record).map_err(io_error("append to", &self.path.join("history.jsonl")))
+        self.history.append(record).map_err(io_error("append to", &self.path.join("history.jsonl")))?;
+        self.pending_history.push(record.clone());
+        Ok(())
     }
 
     fn write_plan(&mut self, plan: &Value) -> Result<(), StoreError> {
@@ -319,179 +501,4 @@ impl RunHandle for RunDir {
     fn checkpoint(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
         RunDir::checkpoint(self, state, expected)
     }
-}
-
-/// Everything a run left on disk, verified.
-pub struct LoadedRun {
-    pub state: RunState,
-    pub plan: Value,
-    /// The history the checkpoint covers.
-    pub history: Vec<StepRecord>,
-    /// The audit events the checkpoint covers.
-    pub audit: Vec<AuditEvent>,
-    pub audit_tail: AuditTail,
-    /// History lines past the checkpoint (a crash tail: not returned,
-    /// never trusted; opening the run for writing drops them).
-    pub discarded_history: usize,
-    /// Audit lines past the checkpoint, likewise.
-    pub discarded_events: u64,
-    pub(crate) heads: Heads,
-}
-
-/// The parts of the checkpoint that vouch for the plan copy and the
-/// history, and where the covered history ends.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Heads {
-    pub plan_hash: String,
-    pub history_hash: Option<String>,
-    /// Bytes of `history.jsonl` the checkpoint covers.
-    pub history_len: usize,
-}
-
-/// Reads and verifies `runs/<run_id>/`: the envelope's digest (or HMAC),
-/// strict JSON (no duplicate keys, no floats, no unknown fields), the state's
-/// invariants, the audit log's sequence and hash chain up to the line the
-/// checkpoint covers, the history chain up to the record it covers, the plan
-/// copy's link, and that the state and the logs agree. Lines past the
-/// checkpoint are a crash tail: counted, not returned. Any failure is
-/// [`StoreError::Tampered`] or [`StoreError::Corrupt`] and nothing runs.
-pub fn load_run(workspace: &Path, run_id: &str, sealer: &Sealer) -> Result<LoadedRun, StoreError> {
-    let dir = runs_folder(workspace).join(run_id);
-    if !dir.is_dir() {
-        return Err(StoreError::NotFound { id: run_id.to_string(), path: runs_folder(workspace) });
-    }
-    let tampered = |reason: String| StoreError::Tampered { id: run_id.to_string(), reason };
-    let read = |name: &str| {
-        let path = dir.join(name);
-        match fs::read_to_string(&path) {
-            Ok(text) => Ok((path, text)),
-            Err(error) if error.kind() == io::ErrorKind::NotFound => Err(tampered(format!("`{name}` is missing"))),
-            Err(source) => Err(StoreError::Unreadable { id: run_id.to_string(), path, source }),
-        }
-    };
-    let (_, state_text) = read("state.json")?;
-    let payload = sealer.open(&state_text).map_err(|error| tampered(format!("`state.json`: {error}")))?;
-    let Value::Object(mut payload) = payload else {
-        return Err(tampered("`state.json`: the payload is not an object".to_string()));
-    };
-    let plan_hash = payload.remove(HEAD_FIELDS[0]);
-    let history_hash = payload.remove(HEAD_FIELDS[1]);
-    let (Some(Value::String(plan_hash)), Some(history_hash @ (Value::Null | Value::String(_)))) =
-        (plan_hash, history_hash)
-    else {
-        return Err(tampered("`state.json`: `plan_hash` or `history_hash` is missing or invalid".to_string()));
-    };
-    let history_hash = history_hash.as_str().map(str::to_string);
-    let state: RunState = serde_json::from_value(Value::Object(payload))
-        .map_err(|error| tampered(format!("`state.json` payload: {error}")))?;
-    if state.run_id != run_id {
-        return Err(tampered(format!("`state.json` is for run `{}`", state.run_id)));
-    }
-    state.check_invariants().map_err(|reason| tampered(format!("`state.json`: impossible state: {reason}")))?;
-
-    let (_, audit_text) = read("audit.jsonl")?;
-    let files = LogFiles { state: "state.json", audit: "audit.jsonl" };
-    let seen = (state.audit_seq, state.audit_hash.as_deref());
-    let (audit, audit_tail) =
-        verify_checkpointed_log(&audit_text, run_id, files, seen, sealer, true).map_err(tampered)?;
-
-    let (plan_path, plan_text) = read("plan.json")?;
-    if sealer.link(plan_text.as_bytes()) != plan_hash {
-        return Err(tampered("`plan.json` is not the plan the run stored (its link does not match)".to_string()));
-    }
-    let plan: Value = serde_json::from_str(&plan_text).map_err(|error| StoreError::Corrupt {
-        path: plan_path,
-        line: error.line(),
-        message: error.to_string(),
-    })?;
-
-    let (history_path, history_text) = read("history.jsonl")?;
-    let covered_count = usize::try_from(state.counters.history_records).unwrap_or(usize::MAX);
-    let covered: Vec<&str> = history_text.split_inclusive('\n').take(covered_count).collect();
-    if covered.len() < covered_count || covered.last().is_some_and(|line| !line.ends_with('\n')) {
-        return Err(tampered(format!(
-            "`state.json` covers {covered_count} history records but `history.jsonl` holds fewer whole lines"
-        )));
-    }
-    let lines: Vec<&str> = covered.iter().map(|line| line.trim_end_matches('\n')).collect();
-    if history_chain(sealer, lines.iter().copied()) != history_hash {
-        return Err(tampered(
-            "`history.jsonl`: the records the checkpoint covers were changed (the history chain does not match)"
-                .to_string(),
-        ));
-    }
-    let history_len: usize = covered.iter().map(|line| line.len()).sum();
-    let history = parse_lines::<StepRecord>(&history_path, &lines)?;
-    let discarded_history = history_text[history_len..].split_inclusive('\n').count();
-    let discarded_events = audit_tail.past_head;
-    let heads = Heads { plan_hash, history_hash, history_len };
-    Ok(LoadedRun { state, plan, history, audit, audit_tail, discarded_history, discarded_events, heads })
-}
-
-fn parse_lines<T: serde::de::DeserializeOwned>(path: &Path, lines: &[&str]) -> Result<Vec<T>, StoreError> {
-    lines
-        .iter()
-        .enumerate()
-        .map(|(index, line)| {
-            serde_json::from_str(line).map_err(|error| StoreError::Corrupt {
-                path: path.to_path_buf(),
-                line: index + 1,
-                message: error.to_string(),
-            })
-        })
-        .collect()
-}
-
-/// Joins a run's files into the seed-shaped state: `plan.steps` with each
-/// step's `status` and `attempts`, and the whole `history` (up to the
-/// checkpoint).
-pub fn full_state(run: &LoadedRun) -> Value {
-    let state = &run.state;
-    let covered = &run.history;
-    let mut attempts: HashMap<&str, (u32, &str)> = HashMap::new();
-    for record in covered {
-        let status = match record.status {
-            StepRecordStatus::Done => "done",
-            StepRecordStatus::Failed => "failed",
-            StepRecordStatus::Skipped => "skipped",
-        };
-        attempts.insert(record.step_id.as_str(), (record.attempt, status));
-    }
-    let mut plan = run.plan.clone();
-    if let Some(steps) = plan.get_mut("steps").and_then(Value::as_array_mut) {
-        for step in steps {
-            let id = step.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
-            let (count, status) = attempts.get(id.as_str()).copied().unwrap_or((0, "pending"));
-            let current = state.current_step_id.as_deref() == Some(id.as_str()) && status == "pending";
-            let status = match state.status {
-                crate::model::RunStatus::Running if current => "running",
-                crate::model::RunStatus::WaitingApproval if current => "waiting_approval",
-                _ => status,
-            };
-            if let Some(object) = step.as_object_mut() {
-                object.insert("status".into(), json!(status));
-                object.insert("attempts".into(), json!(count));
-            }
-        }
-    }
-    let mut out = Map::new();
-    out.insert("run_id".into(), json!(state.run_id));
-    out.insert("goal".into(), json!(state.goal));
-    out.insert("plan".into(), plan);
-    out.insert("plan_ref".into(), json!(state.plan));
-    out.insert("history".into(), json!(covered));
-    out.insert("status".into(), json!(state.status));
-    out.insert("stop_reason".into(), json!(state.stop_reason));
-    out.insert("current_step_id".into(), json!(state.current_step_id));
-    out.insert("error".into(), json!(state.error));
-    out.insert("pending_action".into(), json!(state.pending_action));
-    out.insert("approval".into(), json!(state.approval));
-    out.insert("evidence".into(), json!(state.evidence));
-    out.insert("reconciliation".into(), json!(state.reconciliation));
-    out.insert("counters".into(), json!(state.counters));
-    out.insert("state_version".into(), json!(state.state_version));
-    out.insert("started_at".into(), json!(state.started_at));
-    out.insert("updated_at".into(), json!(state.updated_at));
-    out.insert("finished_at".into(), json!(state.finished_at));
-    Value::Object(out)
 }

@@ -184,11 +184,30 @@ impl Sandbox {
             .collect()
     }
 
-    /// The payload of `state.json` (inside its integrity envelope).
+    /// The run's checkpoint: the payload of `state.json` (inside its
+    /// integrity envelope), or — while the run goes on, when `state.json`
+    /// (written when a run pauses or ends) is missing or older — the
+    /// checkpoint of the last head line of its log, with its `audit_seq`.
     pub fn state(&self, run_id: &str) -> serde_json::Value {
-        let envelope: serde_json::Value =
-            serde_json::from_str(&self.record(run_id, "state.json")).expect("state is JSON");
-        envelope["payload"].clone()
+        let log = self.record(run_id, "audit.jsonl");
+        let lines: Vec<&str> = log.lines().collect();
+        let head = lines.iter().enumerate().rev().find_map(|(index, line)| {
+            let event: serde_json::Value = serde_json::from_str(line).ok()?;
+            let mut state = event["details"].get("checkpoint")?["state"].clone();
+            state["audit_seq"] = serde_json::json!(index + 1);
+            Some(state)
+        });
+        let path = self.workspace().join("runs").join(run_id).join("state.json");
+        let compact = fs::read_to_string(path).ok().and_then(|text| {
+            let envelope: serde_json::Value = serde_json::from_str(&self.filter(&text)).ok()?;
+            Some(envelope["payload"].clone())
+        });
+        match (compact, head) {
+            (Some(compact), Some(head)) if compact["audit_seq"] != head["audit_seq"] => head,
+            (Some(compact), _) => compact,
+            (None, Some(head)) => head,
+            (None, None) => panic!("run `{run_id}` has no checkpoint"),
+        }
     }
 }
 

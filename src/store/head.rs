@@ -1,0 +1,116 @@
+//! The checkpoint a head line of an agent run's `audit.jsonl` carries.
+//!
+//! A run's log is its one durable record. Each checkpoint is one appended
+//! line, the *head line* — the `state_saved` event, or `run_finished` when
+//! the run has ended — whose `details.checkpoint` is a [`HeadPayload`]:
+//! the checkpoint (what `state.json` held after every step in the previous
+//! layout), the step records appended since the previous head, and on the
+//! first head the plan. The line ends with its own `seal` (see `audit.rs`),
+//! and one `fdatasync` of the log makes it and every line before it
+//! durable. `history.jsonl`, `plan.json` and `state.json` are views of the
+//! log, written without a sync and checked against it on every read.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::store::{RunState, StepRecord};
+
+/// The events a checkpoint ends with (written by the runtime's recorder
+/// just before it checkpoints): the store holds such an event back until
+/// the checkpoint, which writes it as the head line.
+pub(crate) const HEAD_EVENTS: [&str; 2] = ["state_saved", "run_finished"];
+
+/// The key of a head line's details that holds the [`HeadPayload`].
+pub(crate) const CHECKPOINT_KEY: &str = "checkpoint";
+
+/// The fields the store adds to a run's checkpoint payload.
+pub(crate) const LINK_FIELDS: [&str; 2] = ["plan_hash", "history_hash"];
+
+/// The fields of a checkpoint that name the head line itself: a head line
+/// cannot hold its own link, so they are left out of the line and filled
+/// in from its position on reading.
+const SELF_FIELDS: [&str; 2] = ["audit_seq", "audit_hash"];
+
+/// What a head line's `details.checkpoint` holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HeadPayload {
+    /// The checkpoint: the [`RunState`] fields without `audit_seq` and
+    /// `audit_hash`, plus `plan_hash` and `history_hash`.
+    pub state: Map<String, Value>,
+    /// The step records appended since the previous head (on the first
+    /// head of a log every record before it).
+    pub history: Vec<StepRecord>,
+    /// The plan exactly as it runs, on the first head of a log only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Value>,
+}
+
+/// `state` as a checkpoint payload with the store's links: the shape of
+/// `state.json`'s payload.
+pub(crate) fn linked_payload(
+    state: &RunState,
+    plan_hash: &str,
+    history_hash: Option<&str>,
+) -> Result<Map<String, Value>, serde_json::Error> {
+    let Value::Object(mut payload) = serde_json::to_value(state)? else {
+        return Err(serde::ser::Error::custom("a run state is an object"));
+    };
+    payload.insert(LINK_FIELDS[0].into(), json!(plan_hash));
+    payload.insert(LINK_FIELDS[1].into(), json!(history_hash));
+    Ok(payload)
+}
+
+/// The payload as a head line carries it (without the fields naming the
+/// line itself).
+pub(crate) fn head_state(mut payload: Map<String, Value>) -> Map<String, Value> {
+    for field in SELF_FIELDS {
+        // `shift_remove` keeps the order of the fields that stay.
+        payload.shift_remove(field);
+    }
+    payload
+}
+
+/// The full payload of the head line at `seq` whose link is `hash` (the
+/// shape of `state.json`'s payload).
+pub(crate) fn full_payload(state: &Map<String, Value>, seq: u64, hash: &str) -> Map<String, Value> {
+    let mut payload = Map::new();
+    for (key, value) in state {
+        // The fields keep `RunState`'s order: the line's own seq and link
+        // go where the state has them, before `started_at`.
+        if key == "started_at" {
+            payload.insert(SELF_FIELDS[0].into(), json!(seq));
+            payload.insert(SELF_FIELDS[1].into(), json!(hash));
+        }
+        payload.insert(key.clone(), value.clone());
+    }
+    if !payload.contains_key(SELF_FIELDS[0]) {
+        payload.insert(SELF_FIELDS[0].into(), json!(seq));
+        payload.insert(SELF_FIELDS[1].into(), json!(hash));
+    }
+    payload
+}
+
+/// Splits a full payload into the run state and the store's links
+/// (`plan_hash`, `history_hash`); the reason when they are missing or
+/// invalid, or the state does not parse.
+pub(crate) fn split_payload(mut payload: Map<String, Value>) -> Result<(RunState, String, Option<String>), String> {
+    let plan_hash = payload.shift_remove(LINK_FIELDS[0]);
+    let history_hash = payload.shift_remove(LINK_FIELDS[1]);
+    let (Some(Value::String(plan_hash)), Some(history_hash @ (Value::Null | Value::String(_)))) =
+        (plan_hash, history_hash)
+    else {
+        return Err("`plan_hash` or `history_hash` is missing or invalid".to_string());
+    };
+    let history_hash = history_hash.as_str().map(str::to_string);
+    let state: RunState = serde_json::from_value(Value::Object(payload)).map_err(|error| error.to_string())?;
+    Ok((state, plan_hash, history_hash))
+}
+
+/// The bytes `plan.json` holds for `plan`, whose link is the checkpoint's
+/// `plan_hash`.
+pub(crate) fn plan_bytes(plan: &Value) -> Result<Vec<u8>, serde_json::Error> {
+    let mut bytes = serde_json::to_vec_pretty(plan)?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}

@@ -1,0 +1,554 @@
+//! Reading an agent run back, strictly: [`load_run`] and what it returns
+//! ([`LoadedRun`]), and [`full_state`], the seed-shaped state `show --json`
+//! prints.
+//!
+//! Two layouts are read:
+//!
+//! - **the log layout** (this planrun writes it): `audit.jsonl` is the one
+//!   durable record; its last *head line* (see `head.rs`) is the run's
+//!   checkpoint, and the step records and the plan are in the head lines
+//!   too. `history.jsonl` and `plan.json` are views, checked line by line
+//!   against the log: a line that differs is tampering; a view that is
+//!   behind the log (a power loss before the view reached the disk) is
+//!   reported and repaired when the run is next opened for writing.
+//!   `state.json`, when present, is the compact head written when the run
+//!   paused or ended; it must be the checkpoint of the head line it names,
+//!   and a newer head in the log is the head.
+//! - **the previous layout** (runs recorded before the log held the
+//!   checkpoints): `state.json` after every step, `state_saved` lines
+//!   without a checkpoint. Read as before: `state.json` is the head, the
+//!   history and the plan are checked against its `history_hash` and
+//!   `plan_hash`. Opening such a run for writing continues it in the log
+//!   layout: its first head line carries the plan and every step record
+//!   before it.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use crate::model::RunStatus;
+use crate::store::audit::{LogFiles, check_seal, verify_audit, verify_checkpointed_log};
+use crate::store::head::{CHECKPOINT_KEY, HeadPayload, full_payload, plan_bytes, split_payload};
+use crate::store::history::history_chain;
+use crate::store::{AuditEvent, AuditTail, EnvelopeError, RunState, Sealer, StepRecord, StepRecordStatus, StoreError};
+
+/// `<workspace>/runs`.
+pub(crate) fn runs_folder(workspace: &Path) -> PathBuf {
+    workspace.join("runs")
+}
+
+/// The folder a new run is built in until its first checkpoint publishes
+/// it (`~` is never part of a run id).
+pub(crate) fn creating_folder(workspace: &Path, run_id: &str) -> PathBuf {
+    runs_folder(workspace).join(format!("{run_id}~new"))
+}
+
+/// Whether the log in `dir` holds a checkpoint line.
+pub(crate) fn has_checkpoint(dir: &Path) -> bool {
+    fs::read_to_string(dir.join("audit.jsonl")).is_ok_and(|text| text.contains(&format!("\"{CHECKPOINT_KEY}\":")))
+}
+
+/// Run `run_id` is not in `runs/`: a start killed before its first
+/// checkpoint ([`StoreError::Interrupted`], saying what its folder holds)
+/// or no run at all ([`StoreError::NotFound`]).
+pub(crate) fn missing_run(workspace: &Path, run_id: &str) -> StoreError {
+    let creating = creating_folder(workspace, run_id);
+    if !creating.is_dir() {
+        return StoreError::NotFound { id: run_id.to_string(), path: runs_folder(workspace) };
+    }
+    let events: Vec<String> = fs::read_to_string(creating.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|event| event.get("event_type").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    let known = if events.is_empty() {
+        "its log holds no event".to_string()
+    } else {
+        format!("its log holds {}", events.join(", "))
+    };
+    StoreError::Interrupted { id: run_id.to_string(), path: runs_folder(workspace), known }
+}
+
+/// Everything a run left on disk, verified.
+pub struct LoadedRun {
+    pub state: RunState,
+    pub plan: Value,
+    /// The history the checkpoint covers.
+    pub history: Vec<StepRecord>,
+    /// The audit events the checkpoint covers (a head line's checkpoint
+    /// is not repeated in its `details`: it is `state`, `history`, `plan`).
+    pub audit: Vec<AuditEvent>,
+    pub audit_tail: AuditTail,
+    /// History lines past the checkpoint (a crash tail: not returned,
+    /// never trusted; opening the run for writing drops them).
+    pub discarded_history: usize,
+    /// Audit lines past the checkpoint, likewise.
+    pub discarded_events: u64,
+    pub(crate) heads: Heads,
+}
+
+/// The parts of the checkpoint that vouch for the plan copy and the
+/// history, where the covered history ends, and how far the views are
+/// behind the log.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Heads {
+    pub plan_hash: String,
+    pub history_hash: Option<String>,
+    /// Bytes of `history.jsonl` that hold covered records.
+    pub history_len: usize,
+    /// Whether the run is in the log layout (its checkpoints are head
+    /// lines); `false` for a run recorded in the previous layout.
+    pub logged: bool,
+    /// Covered step records `history.jsonl` does not hold yet.
+    pub history_behind: usize,
+    /// Whether `plan.json` is missing or empty (the log holds the plan).
+    pub plan_behind: bool,
+    /// Whether the run has paused or ended at its last head but
+    /// `state.json` is missing, empty or older (a power cut).
+    pub state_behind: bool,
+}
+
+impl LoadedRun {
+    /// The views (`history.jsonl`, `plan.json`) that are behind the log,
+    /// in words; empty when they are up to date. Opening the run for
+    /// writing repairs them.
+    pub fn views_behind(&self) -> Vec<String> {
+        let mut behind = Vec::new();
+        if self.heads.history_behind > 0 {
+            behind.push(format!("`history.jsonl` lacks {} step records the log holds", self.heads.history_behind));
+        }
+        if self.heads.plan_behind {
+            behind.push("`plan.json` is missing (the log holds the plan)".to_string());
+        }
+        if self.heads.state_behind {
+            behind.push("`state.json` is older than the log's last checkpoint".to_string());
+        }
+        behind
+    }
+}
+
+/// A record file of one run folder, read for verification.
+struct RunFolder<'a> {
+    dir: PathBuf,
+    run_id: &'a str,
+}
+
+impl RunFolder<'_> {
+    fn tampered(&self, reason: String) -> StoreError {
+        StoreError::Tampered { id: self.run_id.to_string(), reason }
+    }
+
+    /// The text of `name`; `None` when it does not exist.
+    fn read_optional(&self, name: &str) -> Result<Option<(PathBuf, String)>, StoreError> {
+        let path = self.dir.join(name);
+        match fs::read_to_string(&path) {
+            Ok(text) => Ok(Some((path, text))),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(StoreError::Unreadable { id: self.run_id.to_string(), path, source }),
+        }
+    }
+
+    /// The text of `name`, which must exist.
+    fn read(&self, name: &str) -> Result<(PathBuf, String), StoreError> {
+        self.read_optional(name)?.ok_or_else(|| self.tampered(format!("`{name}` is missing")))
+    }
+}
+
+/// Reads and verifies `runs/<run_id>/` (either layout, see the module
+/// docs): seals (SHA-256, or HMAC-SHA256 under the key), strict JSON, the
+/// state's invariants, the audit log's sequence and hash chain, the
+/// history and the plan against the links the checkpoint holds, and that
+/// every view agrees with the log. Lines past the checkpoint are a crash
+/// tail: counted, not returned. Any failure is [`StoreError::Tampered`] or
+/// [`StoreError::Corrupt`] and nothing runs.
+pub fn load_run(workspace: &Path, run_id: &str, sealer: &Sealer) -> Result<LoadedRun, StoreError> {
+    let mut dir = runs_folder(workspace).join(run_id);
+    if !dir.is_dir() {
+        // A start killed between its first checkpoint line and the
+        // folder's publication: the log has a plan and a head (nothing ran
+        // yet), so it is read as the run; opening it publishes it.
+        let creating = creating_folder(workspace, run_id);
+        if !has_checkpoint(&creating) {
+            return Err(missing_run(workspace, run_id));
+        }
+        dir = creating;
+    }
+    let folder = RunFolder { dir, run_id };
+    // `state.json` first: a writer writes it after the log lines it names,
+    // so a log read after it holds them even while the run goes on.
+    let compact = folder.read_optional("state.json")?.map(|(_, text)| text);
+    // A key that is missing, or set for a run sealed without one, says so
+    // before the log's links (which it makes differ) are checked.
+    if let Some(text) = &compact
+        && let Err(error @ (EnvelopeError::KeyMissing | EnvelopeError::Unauthenticated)) = sealer.open(text)
+    {
+        return Err(folder.tampered(format!("`state.json`: {error}")));
+    }
+    let (_, audit_text) = folder.read("audit.jsonl")?;
+    match read_log(&audit_text, run_id, sealer).map_err(|reason| folder.tampered(reason))? {
+        Some(log) => load_logged(&folder, (compact.as_deref(), &audit_text), log, sealer),
+        None => match compact {
+            Some(state_text) => load_previous_layout(&folder, (&state_text, &audit_text), sealer),
+            None => Err(folder.tampered("`state.json` is missing".to_string())),
+        },
+    }
+}
+
+/// A run's log verified up to its last head line.
+struct Log {
+    events: Vec<AuditEvent>,
+    tail: AuditTail,
+    /// Index in `events` of every head line, in order.
+    heads: Vec<usize>,
+    /// Whole lines in the log, and whether a torn one follows them.
+    whole_lines: u64,
+    torn: bool,
+}
+
+/// Verifies every whole line of an agent run's log (sequence, chain, run
+/// id; a torn last line is what a crash mid-write leaves) and finds its
+/// head lines. `None` when the log has no head line (the previous layout,
+/// or a run killed before its first checkpoint). Lines past the last head
+/// are the crash tail, counted in [`AuditTail::past_head`].
+fn read_log(text: &str, run_id: &str, sealer: &Sealer) -> Result<Option<Log>, String> {
+    let whole = &text[..text.rfind('\n').map_or(0, |end| end + 1)];
+    let torn = u64::from(whole.len() < text.len());
+    let (mut events, mut tail) = verify_audit(whole, sealer).map_err(|error| format!("`audit.jsonl`: {error}"))?;
+    if let Some(event) = events.iter().find(|event| event.run_id != run_id) {
+        return Err(format!("`audit.jsonl` line {} is for run `{}`", event.seq, event.run_id));
+    }
+    let mut heads = Vec::new();
+    for (index, event) in events.iter().enumerate() {
+        match (event.details.contains_key(CHECKPOINT_KEY), event.seal.is_some()) {
+            (true, true) => heads.push(index),
+            (false, false) => {}
+            _ => return Err(format!("`audit.jsonl` line {} is a checkpoint without its seal", event.seq)),
+        }
+    }
+    let Some(&last) = heads.last() else {
+        return Ok(None);
+    };
+    let whole_lines = events.len() as u64;
+    let lines: Vec<&str> = whole.split_terminator('\n').collect();
+    if check_seal(lines[last], sealer) != Some(true) {
+        return Err(format!(
+            "`audit.jsonl` line {}: the checkpoint's seal does not match the line (it was changed)",
+            last + 1
+        ));
+    }
+    let head_len: usize = lines[..=last].iter().map(|line| line.len() + 1).sum();
+    tail.past_head = (events.len() - last - 1) as u64 + torn;
+    events.truncate(last + 1);
+    tail.seq = events[last].seq;
+    tail.hashes.truncate(last + 1);
+    tail.hash = tail.hashes.last().cloned();
+    tail.head_len = head_len;
+    Ok(Some(Log { events, tail, heads, whole_lines, torn: torn == 1 }))
+}
+
+/// A run in the log layout (see the module docs).
+fn load_logged(
+    folder: &RunFolder<'_>,
+    (compact, audit_text): (Option<&str>, &str),
+    log: Log,
+    sealer: &Sealer,
+) -> Result<LoadedRun, StoreError> {
+    let tampered = |reason: String| folder.tampered(reason);
+    let Log { mut events, tail, heads, whole_lines, torn } = log;
+    let mut payloads = Vec::with_capacity(heads.len());
+    for &index in &heads {
+        let event = &mut events[index];
+        let checkpoint = event.details.shift_remove(CHECKPOINT_KEY).unwrap_or(Value::Null);
+        let payload: HeadPayload = serde_json::from_value(checkpoint)
+            .map_err(|error| tampered(format!("`audit.jsonl` line {}: checkpoint: {error}", event.seq)))?;
+        if payload.plan.is_some() != payloads.is_empty() {
+            return Err(tampered(format!(
+                "`audit.jsonl` line {}: only the first checkpoint of a log carries the plan",
+                event.seq
+            )));
+        }
+        payloads.push(payload);
+    }
+    let plan = payloads[0].plan.clone().unwrap_or(Value::Null);
+    let history: Vec<StepRecord> = payloads.iter().flat_map(|payload| payload.history.iter().cloned()).collect();
+    let last = payloads.last().map(|payload| payload.state.clone()).unwrap_or_default();
+    let head_hash = tail.hash.clone().unwrap_or_default();
+    let payload = full_payload(&last, tail.seq, &head_hash);
+    let (state, plan_hash, history_hash) = split_payload(payload.clone())
+        .map_err(|reason| tampered(format!("the checkpoint in `audit.jsonl`: {reason}")))?;
+    check_state(folder, &state, "the checkpoint in `audit.jsonl`")?;
+
+    let lines: Vec<String> =
+        history.iter().map(serde_json::to_string).collect::<Result<_, _>>().map_err(|error| StoreError::Corrupt {
+            path: folder.dir.join("audit.jsonl"),
+            line: tail.seq as usize,
+            message: error.to_string(),
+        })?;
+    if state.counters.history_records != history.len() as u64
+        || history_chain(sealer, lines.iter().map(String::as_str)) != history_hash
+    {
+        return Err(tampered(
+            "the step records in `audit.jsonl` are not the ones its checkpoint covers (the history chain does not match)"
+                .to_string(),
+        ));
+    }
+    let plan_text = plan_bytes(&plan).map_err(|error| tampered(format!("the plan in `audit.jsonl`: {error}")))?;
+    if sealer.link(&plan_text) != plan_hash {
+        return Err(tampered("the plan in `audit.jsonl` is not the one its checkpoint links".to_string()));
+    }
+
+    let log_end = (whole_lines, torn);
+    let compact_seq =
+        check_compact_head(folder, (compact, audit_text), (&events, &heads, &payloads), (&tail, log_end), sealer)?;
+    let state_behind =
+        (state.status == RunStatus::WaitingApproval || state.status.is_terminal()) && compact_seq != Some(tail.seq);
+    let (history_len, history_behind, discarded_history) = check_history_view(folder, &lines)?;
+    let plan_behind = match folder.read_optional("plan.json")? {
+        None => true,
+        Some((_, text)) if text.is_empty() => true,
+        Some((_, text)) if sealer.link(text.as_bytes()) == plan_hash => false,
+        Some(_) => {
+            return Err(tampered("`plan.json` is not the plan the run stored (its link does not match)".to_string()));
+        }
+    };
+    let discarded_events = tail.past_head;
+    let heads = Heads { plan_hash, history_hash, history_len, logged: true, history_behind, plan_behind, state_behind };
+    Ok(LoadedRun { state, plan, history, audit: events, audit_tail: tail, discarded_history, discarded_events, heads })
+}
+
+/// The run id and the invariants of a checkpoint read from `source`.
+fn check_state(folder: &RunFolder<'_>, state: &RunState, source: &str) -> Result<(), StoreError> {
+    if state.run_id != folder.run_id {
+        return Err(folder.tampered(format!("{source} is for run `{}`", state.run_id)));
+    }
+    state.check_invariants().map_err(|reason| folder.tampered(format!("{source}: impossible state: {reason}")))
+}
+
+/// `state.json`, the compact head written when the run paused or ended,
+/// must be the checkpoint of the head line it names (a newer head in the
+/// log is the head). Missing or empty (lost in a power cut: it is written
+/// without a sync) it is not needed. One from the previous layout is older
+/// than every head line. Returns the `audit_seq` it names, if any.
+fn check_compact_head(
+    folder: &RunFolder<'_>,
+    (compact, audit_text): (Option<&str>, &str),
+    (events, heads, payloads): (&[AuditEvent], &[usize], &[HeadPayload]),
+    (tail, (whole_lines, torn)): (&AuditTail, (u64, bool)),
+    sealer: &Sealer,
+) -> Result<Option<u64>, StoreError> {
+    let tampered = |reason: String| folder.tampered(reason);
+    let Some(text) = compact.filter(|text| !text.is_empty()) else {
+        return Ok(None);
+    };
+    let payload = sealer.open(text).map_err(|error| tampered(format!("`state.json`: {error}")))?;
+    let Value::Object(payload) = payload else {
+        return Err(tampered("`state.json`: the payload is not an object".to_string()));
+    };
+    // As strict as the head it copies: fields, invariants, run id.
+    let (state, _, _) =
+        split_payload(payload.clone()).map_err(|reason| tampered(format!("`state.json` payload: {reason}")))?;
+    check_state(folder, &state, "`state.json`")?;
+    let seen = state.audit_seq;
+    if seen > tail.seq {
+        let torn = if torn { ", then a torn line (the process was interrupted mid-write)" } else { "" };
+        return Err(tampered(format!(
+            "`state.json` has seen audit line {seen} but `audit.jsonl` ends at line {whole_lines}{torn}, its last checkpoint at line {}",
+            tail.seq
+        )));
+    }
+    let first_head = events[heads[0]].seq;
+    if seen < first_head {
+        // From the previous layout: the run went on in the log since. Its
+        // seal and its link to the line it names still have to hold.
+        let line_hash = seen.checked_sub(1).and_then(|index| tail.hashes.get(index as usize));
+        if payload.get("audit_hash").and_then(Value::as_str) != line_hash.map(String::as_str) {
+            return Err(tampered(format!("`state.json` and `audit.jsonl` disagree about audit line {seen}")));
+        }
+        return Ok(Some(seen));
+    }
+    let Some(position) = heads.iter().position(|&index| events[index].seq == seen) else {
+        return Err(tampered(format!("`state.json` names audit line {seen}, which is not a checkpoint")));
+    };
+    let line = audit_text.split_terminator('\n').nth(seen as usize - 1).unwrap_or_default();
+    let expected = full_payload(&payloads[position].state, seen, &sealer.link(line.as_bytes()));
+    if expected != payload {
+        return Err(tampered(format!(
+            "`state.json` is not the checkpoint at audit line {seen} (it was changed or re-sealed)"
+        )));
+    }
+    Ok(Some(seen))
+}
+
+/// Checks `history.jsonl` against the covered records (`lines`, as the
+/// view writes them): every line it holds must be the record's line; a
+/// view that ends early (or with a torn prefix of the next line) is
+/// behind. Returns the bytes of the matching lines, how many records it
+/// lacks and how many lines it holds past the covered ones (a crash tail).
+fn check_history_view(folder: &RunFolder<'_>, lines: &[String]) -> Result<(usize, usize, usize), StoreError> {
+    let text = folder.read_optional("history.jsonl")?.map(|(_, text)| text).unwrap_or_default();
+    let mut matched = 0;
+    let mut matched_len = 0;
+    for (index, line) in text.split_inclusive('\n').enumerate() {
+        let Some(expected) = lines.get(index) else { break };
+        match line.strip_suffix('\n') {
+            Some(whole) if whole == expected.as_str() => {
+                matched += 1;
+                matched_len += line.len();
+            }
+            None if expected.starts_with(line) => break,
+            _ => {
+                return Err(folder.tampered(format!(
+                    "`history.jsonl` line {}: not the step record the log holds (it was changed)",
+                    index + 1
+                )));
+            }
+        }
+    }
+    let past = if matched == lines.len() { text[matched_len..].split_inclusive('\n').count() } else { 0 };
+    Ok((matched_len, lines.len() - matched, past))
+}
+
+/// A run recorded in the previous layout: `state.json` after every step is
+/// the head (as that layout was read).
+fn load_previous_layout(
+    folder: &RunFolder<'_>,
+    (state_text, audit_text): (&str, &str),
+    sealer: &Sealer,
+) -> Result<LoadedRun, StoreError> {
+    let tampered = |reason: String| folder.tampered(reason);
+    let payload = sealer.open(state_text).map_err(|error| tampered(format!("`state.json`: {error}")))?;
+    let Value::Object(payload) = payload else {
+        return Err(tampered("`state.json`: the payload is not an object".to_string()));
+    };
+    let (state, plan_hash, history_hash) =
+        split_payload(payload).map_err(|reason| tampered(format!("`state.json`: {reason}")))?;
+    check_state(folder, &state, "`state.json`")?;
+
+    let files = LogFiles { state: "state.json", audit: "audit.jsonl" };
+    let seen = (state.audit_seq, state.audit_hash.as_deref());
+    let (audit, audit_tail) =
+        verify_checkpointed_log(audit_text, folder.run_id, files, seen, sealer, true).map_err(tampered)?;
+
+    let (plan_path, plan_text) = folder.read("plan.json")?;
+    if sealer.link(plan_text.as_bytes()) != plan_hash {
+        return Err(tampered("`plan.json` is not the plan the run stored (its link does not match)".to_string()));
+    }
+    let plan: Value = serde_json::from_str(&plan_text).map_err(|error| StoreError::Corrupt {
+        path: plan_path,
+        line: error.line(),
+        message: error.to_string(),
+    })?;
+
+    let (history_path, history_text) = folder.read("history.jsonl")?;
+    let covered_count = usize::try_from(state.counters.history_records).unwrap_or(usize::MAX);
+    let covered: Vec<&str> = history_text.split_inclusive('\n').take(covered_count).collect();
+    if covered.len() < covered_count || covered.last().is_some_and(|line| !line.ends_with('\n')) {
+        return Err(tampered(format!(
+            "`state.json` covers {covered_count} history records but `history.jsonl` holds fewer whole lines"
+        )));
+    }
+    let lines: Vec<&str> = covered.iter().map(|line| line.trim_end_matches('\n')).collect();
+    if history_chain(sealer, lines.iter().copied()) != history_hash {
+        return Err(tampered(
+            "`history.jsonl`: the records the checkpoint covers were changed (the history chain does not match)"
+                .to_string(),
+        ));
+    }
+    let history_len: usize = covered.iter().map(|line| line.len()).sum();
+    let history = parse_lines::<StepRecord>(&history_path, &lines)?;
+    let discarded_history = history_text[history_len..].split_inclusive('\n').count();
+    let discarded_events = audit_tail.past_head;
+    let heads = Heads { plan_hash, history_hash, history_len, ..Heads::default() };
+    Ok(LoadedRun { state, plan, history, audit, audit_tail, discarded_history, discarded_events, heads })
+}
+
+fn parse_lines<T: serde::de::DeserializeOwned>(path: &Path, lines: &[&str]) -> Result<Vec<T>, StoreError> {
+    lines
+        .iter()
+        .enumerate()
+        .map(|(index, line)| {
+            serde_json::from_str(line).map_err(|error| StoreError::Corrupt {
+                path: path.to_path_buf(),
+                line: index + 1,
+                message: error.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// The time a run started, for listing: from `state.json`, or (a run
+/// going on in the log layout has none yet) from the first head line.
+pub(crate) fn run_started_at(dir: &Path, sealer: &Sealer) -> Option<String> {
+    let from_state = fs::read_to_string(dir.join("state.json"))
+        .ok()
+        .and_then(|text| sealer.open(&text).ok())
+        .and_then(|payload| payload.get("started_at").and_then(Value::as_str).map(str::to_string));
+    if from_state.is_some() {
+        return from_state;
+    }
+    // The first head line is the third of a new run's log: read up to it,
+    // not the whole log.
+    let log = io::BufReader::new(fs::File::open(dir.join("audit.jsonl")).ok()?);
+    let marker = format!("\"{CHECKPOINT_KEY}\":");
+    let line = io::BufRead::lines(log).map_while(Result::ok).find(|line| line.contains(&marker))?;
+    let event: AuditEvent = serde_json::from_str(&line).ok()?;
+    event.details.get(CHECKPOINT_KEY)?.get("state")?.get("started_at")?.as_str().map(str::to_string)
+}
+
+/// Joins a run's files into the seed-shaped state: `plan.steps` with each
+/// step's `status` and `attempts`, and the whole `history` (up to the
+/// checkpoint).
+pub fn full_state(run: &LoadedRun) -> Value {
+    let state = &run.state;
+    let covered = &run.history;
+    let mut attempts: HashMap<&str, (u32, &str)> = HashMap::new();
+    for record in covered {
+        let status = match record.status {
+            StepRecordStatus::Done => "done",
+            StepRecordStatus::Failed => "failed",
+            StepRecordStatus::Skipped => "skipped",
+        };
+        attempts.insert(record.step_id.as_str(), (record.attempt, status));
+    }
+    let mut plan = run.plan.clone();
+    if let Some(steps) = plan.get_mut("steps").and_then(Value::as_array_mut) {
+        for step in steps {
+            let id = step.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+            let (count, status) = attempts.get(id.as_str()).copied().unwrap_or((0, "pending"));
+            let current = state.current_step_id.as_deref() == Some(id.as_str()) && status == "pending";
+            let status = match state.status {
+                crate::model::RunStatus::Running if current => "running",
+                crate::model::RunStatus::WaitingApproval if current => "waiting_approval",
+                _ => status,
+            };
+            if let Some(object) = step.as_object_mut() {
+                object.insert("status".into(), json!(status));
+                object.insert("attempts".into(), json!(count));
+            }
+        }
+    }
+    let mut out = Map::new();
+    out.insert("run_id".into(), json!(state.run_id));
+    out.insert("goal".into(), json!(state.goal));
+    out.insert("plan".into(), plan);
+    out.insert("plan_ref".into(), json!(state.plan));
+    out.insert("history".into(), json!(covered));
+    out.insert("status".into(), json!(state.status));
+    out.insert("stop_reason".into(), json!(state.stop_reason));
+    out.insert("current_step_id".into(), json!(state.current_step_id));
+    out.insert("error".into(), json!(state.error));
+    out.insert("pending_action".into(), json!(state.pending_action));
+    out.insert("approval".into(), json!(state.approval));
+    out.insert("evidence".into(), json!(state.evidence));
+    out.insert("reconciliation".into(), json!(state.reconciliation));
+    out.insert("counters".into(), json!(state.counters));
+    out.insert("state_version".into(), json!(state.state_version));
+    out.insert("started_at".into(), json!(state.started_at));
+    out.insert("updated_at".into(), json!(state.updated_at));
+    out.insert("finished_at".into(), json!(state.finished_at));
+    Value::Object(out)
+}
