@@ -10,6 +10,21 @@
 //! service defines) plus three fields the store adds and strips again on
 //! reading: `state_version`, `audit_seq` and `audit_hash`, which tie the
 //! checkpoint to the log line it has seen.
+//!
+//! Durability ([`Durability`]): per write, a checkpoint syncs the log, the
+//! new state file and the folder (3 syncs) before it returns. Under group
+//! commit (the service) a checkpoint syncs nothing: the log lines and the
+//! new state file are written and renamed into place, and the service's
+//! shared barrier before it answers makes them durable
+//! ([`crate::store::RunStore::make_durable`]). Only a record's first
+//! checkpoint waits for a barrier, between writing its state file and
+//! renaming it into place, so that a state file, once it exists, is whole
+//! after any crash: a later replacement is a rename over an existing file,
+//! which the file system orders after the new file's data (ext4's
+//! `auto_da_alloc`, on by default; see `docs/service.md`). A crash before
+//! the answer leaves the record as its last checkpoint that reached the
+//! disk, or no state file at all (the record is then not listed and its id
+//! is not reused), never a torn one.
 
 use std::fs;
 use std::io;
@@ -17,10 +32,13 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
+use crate::store::atomic::replace_unsynced;
 use crate::store::audit::{LogFiles, verify_checkpointed_log};
 use crate::store::error::{io_error, serialize_error};
-use crate::store::run_dir::{append_event, append_log, compare_version, create_folder, create_log, write_sealed};
-use crate::store::{AuditLog, Lease, LoadedRecord, NewEvent, RecordHandle, RecordKind, Sealer, StoreError};
+use crate::store::run_dir::{append_event, append_log, compare_version, create_folder, create_log};
+use crate::store::{
+    AuditLog, Durability, Lease, LoadedRecord, NewEvent, RecordHandle, RecordKind, Sealer, StoreError, write_atomic,
+};
 
 /// The fields the store adds to a record's state in its checkpoint.
 const CHECKPOINT_FIELDS: [&str; 3] = ["state_version", "audit_seq", "audit_hash"];
@@ -47,49 +65,54 @@ pub struct RecordDir {
     state_path: PathBuf,
     state_buffer: Vec<u8>,
     sealer: Sealer,
+    durability: Durability,
     /// The `state_version` on disk (the lease makes this the only writer).
     stored_version: u64,
     _lease: Lease,
 }
 
+/// What [`RecordDir::create`] and [`RecordDir::open`] need besides the id.
+pub struct RecordOptions {
+    pub kind: RecordKind,
+    pub sealer: Sealer,
+    pub durability: Durability,
+}
+
 impl RecordDir {
     /// Creates `<workspace>/bridge/runs/<id>/` with an empty audit log;
     /// [`StoreError::RunExists`] when the folder exists.
-    pub fn create(workspace: &Path, kind: RecordKind, id: &str, sealer: Sealer) -> Result<RecordDir, StoreError> {
+    pub fn create(workspace: &Path, id: &str, options: RecordOptions) -> Result<RecordDir, StoreError> {
         let path = create_folder(&records_folder(workspace), id)?;
         let lease = Lease::take(&path, id)?;
-        let audit = AuditLog::new(create_log(&path, files(kind).audit)?, sealer.clone());
-        Ok(RecordDir::assemble(&path, kind, id, audit, sealer, 0, lease))
+        let audit = AuditLog::new(create_log(&path, files(options.kind).audit)?, options.sealer.clone());
+        Ok(RecordDir::assemble(&path, id, audit, options, 0, lease))
     }
 
     /// Locks an existing record, reads it back strictly (see
     /// [`load_record`]) and continues its audit log.
-    pub fn open(
-        workspace: &Path,
-        kind: RecordKind,
-        id: &str,
-        sealer: Sealer,
-    ) -> Result<(RecordDir, LoadedRecord), StoreError> {
+    pub fn open(workspace: &Path, id: &str, options: RecordOptions) -> Result<(RecordDir, LoadedRecord), StoreError> {
         let path = records_folder(workspace).join(id);
         if !path.is_dir() {
             return Err(StoreError::NotFound { id: id.to_string(), path: records_folder(workspace) });
         }
         let lease = Lease::take(&path, id)?;
-        let loaded = load_record(workspace, kind, id, &sealer)?;
-        let audit = AuditLog::resume(append_log(&path, files(kind).audit)?, &loaded.audit_tail, sealer.clone());
+        let kind = options.kind;
+        let loaded = load_record(workspace, kind, id, &options.sealer)?;
+        let log = append_log(&path, files(kind).audit)?;
+        let audit = AuditLog::resume(log, &loaded.audit_tail, options.sealer.clone());
         let version = loaded.state_version;
-        Ok((RecordDir::assemble(&path, kind, id, audit, sealer, version, lease), loaded))
+        Ok((RecordDir::assemble(&path, id, audit, options, version, lease), loaded))
     }
 
     fn assemble(
         path: &Path,
-        kind: RecordKind,
         id: &str,
         audit: AuditLog,
-        sealer: Sealer,
+        options: RecordOptions,
         stored_version: u64,
         lease: Lease,
     ) -> RecordDir {
+        let RecordOptions { kind, sealer, durability } = options;
         RecordDir {
             id: id.to_string(),
             kind,
@@ -98,6 +121,7 @@ impl RecordDir {
             state_path: path.join(files(kind).state),
             state_buffer: Vec::with_capacity(2048),
             sealer,
+            durability,
             stored_version,
             _lease: lease,
         }
@@ -139,8 +163,20 @@ impl RecordHandle for RecordDir {
         payload.insert("state_version".into(), json!(version));
         payload.insert("audit_seq".into(), json!(self.audit.seq()));
         payload.insert("audit_hash".into(), json!(self.audit.last_hash()));
-        self.audit.sync().map_err(io_error("sync", &self.audit_path))?;
-        write_sealed(&self.sealer, &self.state_path, Value::Object(payload), &mut self.state_buffer)?;
+        self.sealer.seal_into(&self.state_path, Value::Object(payload), &mut self.state_buffer)?;
+        let written = match &self.durability {
+            Durability::PerWrite => {
+                self.audit.sync().map_err(io_error("sync", &self.audit_path))?;
+                write_atomic(&self.state_path, &self.state_buffer)
+            }
+            // The first state file is whole before it is visible (see the
+            // module's notes); later ones wait for the service's barrier.
+            Durability::Group(commit) => {
+                let first = self.stored_version == 0;
+                replace_unsynced(&self.state_path, &self.state_buffer, || if first { commit.barrier() } else { Ok(()) })
+            }
+        };
+        written.map_err(io_error("write", &self.state_path))?;
         self.stored_version = version;
         Ok(version)
     }

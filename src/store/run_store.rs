@@ -160,6 +160,15 @@ pub trait RunStore: Send + Sync {
     fn put_receipt(&self, receipt: &Receipt) -> Result<(), StoreError>;
     /// Removes the receipt for `key` (no error when there is none).
     fn remove_receipt(&self, key: &str) -> Result<(), StoreError>;
+
+    /// Makes every write made through this store before the call durable.
+    /// A store whose every write is durable when it returns has nothing to
+    /// do (the default, and the file store of the command line); under
+    /// group commit (the service) this is the barrier shared with
+    /// concurrent writers, which the service passes before it answers.
+    fn make_durable(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Opens the store of a workspace: how the runtime and the service get a
@@ -167,6 +176,14 @@ pub trait RunStore: Send + Sync {
 /// [`crate::runtime::RuntimeEnv`]).
 pub trait StoreFactory: Send + Sync {
     fn open(&self, workspace: &Path, sealer: &Sealer) -> Arc<dyn RunStore>;
+
+    /// The factory of the same stores for many concurrent writers of
+    /// `workspace` sharing their durability barriers (group commit), when
+    /// this kind of store has such a mode; `None` keeps this factory (the
+    /// default: every write durable on its own). The service asks for it.
+    fn group_commit(&self, _workspace: &Path) -> std::io::Result<Option<Box<dyn StoreFactory>>> {
+        Ok(None)
+    }
 }
 
 /// An event of a service record (bridge or controller), typed by its
