@@ -14,7 +14,8 @@ fn event(event_type: &str) -> NewEvent<'_> {
     NewEvent { ts: "2026-01-01T00:00:00Z".into(), event_type, step_id: None, status: Some("ok"), details: Map::new() }
 }
 
-fn state(run_id: &str, started_at: &str) -> RunState {
+/// A run's first state (`state_version` 1).
+pub(crate) fn state(run_id: &str, started_at: &str) -> RunState {
     let plan = PlanRef {
         id: "p".into(),
         path: "plans/p.toml".into(),

@@ -105,11 +105,11 @@ impl FileStore {
 
 impl RunStore for FileStore {
     fn create_run(&self, run_id: &str) -> Result<Box<dyn RunHandle>, StoreError> {
-        Ok(Box::new(RunDir::create(&self.workspace, run_id, self.sealer.clone())?))
+        Ok(Box::new(RunDir::create(&self.workspace, run_id, self.sealer.clone(), self.durability.clone())?))
     }
 
     fn open_run(&self, run_id: &str) -> Result<(Box<dyn RunHandle>, LoadedRun), StoreError> {
-        let (dir, loaded) = RunDir::open(&self.workspace, run_id, self.sealer.clone())?;
+        let (dir, loaded) = RunDir::open(&self.workspace, run_id, self.sealer.clone(), self.durability.clone())?;
         Ok((Box::new(dir), loaded))
     }
 
@@ -238,6 +238,26 @@ mod tests {
         assert_eq!((loaded.state["status"].as_str(), loaded.state_version, loaded.audit.len()), (Some("done"), 2, 2));
         let per_write = FileStore::new(dir.path(), Sealer::plain());
         per_write.make_durable().expect("nothing to do");
+    }
+
+    /// An agent run's checkpoint under group commit: one barrier before
+    /// `state.json` is renamed into place (the logs, the plan copy and the
+    /// new file), one after the renames; no sync of its own.
+    #[test]
+    fn under_group_commit_a_run_checkpoint_waits_for_two_barriers() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let commit = GroupCommit::new(dir.path()).expect("committer");
+        let store = FileStore::with_durability(dir.path(), Sealer::plain(), Durability::Group(commit.clone()));
+        let mut run = store.create_run("r1").expect("create");
+        run.append_event(event()).expect("event");
+        run.write_plan(&json!({"id": "p", "steps": []})).expect("plan");
+        assert_eq!(commit.barriers(), 0, "the plan copy waits for the first checkpoint");
+        let mut state = crate::store::conformance::state("r1", "2026-01-01T00:00:00Z");
+        state.audit_seq = run.audit_seq();
+        state.audit_hash = run.audit_hash().map(str::to_string);
+        run.checkpoint(&state, 0).expect("checkpoint");
+        assert_eq!(commit.barriers(), 2);
+        assert_eq!(store.read_run("r1").expect("published and readable").state.state_version, 1);
     }
 
     #[test]

@@ -15,6 +15,13 @@
 //! `plan_hash` (the link of `plan.json`'s bytes) and `history_hash` (the
 //! history chain's link after the lines it covers) to its payload, and
 //! strips them again on reading.
+//!
+//! Durability ([`Durability`]): per write (the command line) a checkpoint
+//! `fdatasync`s the logs, `fsync`s the new `state.json` and the folder.
+//! Under group commit (the service) each of those syncs is a barrier shared
+//! with concurrent runs: one after the logs and the new `state.json` are
+//! written (before it is renamed into place), one after the renames, so a
+//! checkpoint is as durable as the command line's when it returns.
 
 use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
@@ -23,11 +30,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
+use crate::store::atomic::replace_unsynced;
 use crate::store::audit::{LogFiles, verify_checkpointed_log};
 use crate::store::error::{io_error, serialize_error};
 use crate::store::history::history_chain;
 use crate::store::{
-    AuditEvent, AuditLog, AuditTail, HistoryLog, Lease, NewEvent, RunHandle, RunState, Sealer, StepRecord,
+    AuditEvent, AuditLog, AuditTail, Durability, HistoryLog, Lease, NewEvent, RunHandle, RunState, Sealer, StepRecord,
     StepRecordStatus, StoreError, write_atomic,
 };
 
@@ -49,6 +57,7 @@ pub struct RunDir {
     state_path: PathBuf,
     state_buffer: Vec<u8>,
     sealer: Sealer,
+    durability: Durability,
     /// The `state_version` of the checkpoint on disk. The lease makes this
     /// process the folder's only writer, so the copy kept here is the
     /// stored value and the compare-and-set needs no read-back.
@@ -94,19 +103,22 @@ pub(crate) fn append_log(folder: &Path, name: &str) -> Result<fs::File, StoreErr
     OpenOptions::new().append(true).open(&path).map_err(io_error("open", &path))
 }
 
-/// Seals `payload` in its envelope into `buffer`, pretty-printed, and
-/// replaces `path` with it atomically.
-pub(crate) fn write_sealed(
+/// Seals `payload` into `buffer` and replaces `path` with it atomically:
+/// durably on its own, or (group commit) after a shared barrier that makes
+/// the new file whole before it is renamed into place.
+fn write_sealed(
     sealer: &Sealer,
     path: &Path,
     payload: Value,
     buffer: &mut Vec<u8>,
+    durability: &Durability,
 ) -> Result<(), StoreError> {
-    let envelope = sealer.seal(payload).map_err(|error| serialize_error(path, error))?;
-    buffer.clear();
-    serde_json::to_writer_pretty(&mut *buffer, &envelope).map_err(|error| serialize_error(path, error))?;
-    buffer.push(b'\n');
-    write_atomic(path, buffer).map_err(io_error("write", path))
+    sealer.seal_into(path, payload, buffer)?;
+    let written = match durability {
+        Durability::PerWrite => write_atomic(path, buffer),
+        Durability::Group(commit) => replace_unsynced(path, buffer, || commit.barrier()),
+    };
+    written.map_err(io_error("write", path))
 }
 
 /// Appends `event` to `audit` for `id`, naming `path` on failure.
@@ -133,7 +145,12 @@ pub(crate) fn compare_version(id: &str, stored: u64, expected: u64) -> Result<()
 impl RunDir {
     /// Creates `<workspace>/runs/<run_id>/`. Fails with
     /// [`StoreError::RunExists`] when the folder exists.
-    pub fn create(workspace: &Path, run_id: &str, sealer: Sealer) -> Result<RunDir, StoreError> {
+    pub fn create(
+        workspace: &Path,
+        run_id: &str,
+        sealer: Sealer,
+        durability: Durability,
+    ) -> Result<RunDir, StoreError> {
         let runs = runs_folder(workspace);
         let final_path = runs.join(run_id);
         let exists = || StoreError::RunExists { id: run_id.to_string(), path: runs.clone() };
@@ -156,7 +173,7 @@ impl RunDir {
         let lease = Lease::take(&path, run_id).map_err(|_| exists())?;
         let audit = AuditLog::new(create_log(&path, "audit.jsonl")?, sealer.clone());
         let history = HistoryLog::new(create_log(&path, "history.jsonl")?, None, sealer.clone());
-        Ok(RunDir::assemble(path, final_path, run_id, (audit, history, None), sealer, 0, lease))
+        Ok(RunDir::assemble(path, final_path, run_id, (audit, history, None), (sealer, durability), 0, lease))
     }
 
     fn assemble(
@@ -164,7 +181,7 @@ impl RunDir {
         final_path: PathBuf,
         run_id: &str,
         (audit, history, plan_hash): (AuditLog, HistoryLog, Option<String>),
-        sealer: Sealer,
+        (sealer, durability): (Sealer, Durability),
         stored_version: u64,
         lease: Lease,
     ) -> RunDir {
@@ -179,6 +196,7 @@ impl RunDir {
             state_path,
             state_buffer: Vec::with_capacity(2048),
             sealer,
+            durability,
             stored_version,
             _lease: lease,
         }
@@ -189,7 +207,12 @@ impl RunDir {
     /// last checkpoint (an attempt the checkpoint does not cover did not
     /// happen as far as the run is concerned; the audit log keeps the trace
     /// of it, and keyed writes are reconciled through their receipts).
-    pub fn open(workspace: &Path, run_id: &str, sealer: Sealer) -> Result<(RunDir, LoadedRun), StoreError> {
+    pub fn open(
+        workspace: &Path,
+        run_id: &str,
+        sealer: Sealer,
+        durability: Durability,
+    ) -> Result<(RunDir, LoadedRun), StoreError> {
         let path = runs_folder(workspace).join(run_id);
         if !path.is_dir() {
             return Err(StoreError::NotFound { id: run_id.to_string(), path: runs_folder(workspace) });
@@ -205,7 +228,7 @@ impl RunDir {
             HistoryLog::new(append_log(&path, "history.jsonl")?, loaded.heads.history_hash.clone(), sealer.clone());
         let version = loaded.state.state_version;
         let logs = (audit, history, Some(loaded.heads.plan_hash.clone()));
-        Ok((RunDir::assemble(path.clone(), path, run_id, logs, sealer, version, lease), loaded))
+        Ok((RunDir::assemble(path.clone(), path, run_id, logs, (sealer, durability), version, lease), loaded))
     }
 
     /// Writes `plan.json` once, at the start of the run.
@@ -213,7 +236,13 @@ impl RunDir {
         let path = self.path.join("plan.json");
         let mut bytes = serde_json::to_vec_pretty(plan).map_err(|error| serialize_error(&path, error))?;
         bytes.push(b'\n');
-        write_atomic(&path, &bytes).map_err(io_error("write", &path))?;
+        // Under group commit the first checkpoint's barrier makes the plan
+        // copy durable before the checkpoint that vouches for it is visible.
+        let written = match &self.durability {
+            Durability::PerWrite => write_atomic(&path, &bytes),
+            Durability::Group(_) => replace_unsynced(&path, &bytes, || Ok(())),
+        };
+        written.map_err(io_error("write", &path))?;
         self.plan_hash = Some(self.sealer.link(&bytes));
         Ok(())
     }
@@ -227,16 +256,21 @@ impl RunDir {
         let Some(plan_hash) = self.plan_hash.clone() else {
             return Err(serialize_error(&self.state_path, "a run's first checkpoint comes after its plan is stored"));
         };
-        self.history.sync().map_err(io_error("sync", &self.path))?;
-        self.audit.sync().map_err(io_error("sync", &self.path))?;
+        if let Durability::PerWrite = self.durability {
+            self.history.sync().map_err(io_error("sync", &self.path))?;
+            self.audit.sync().map_err(io_error("sync", &self.path))?;
+        }
         let mut payload = serde_json::to_value(state).map_err(|error| serialize_error(&self.state_path, error))?;
         if let Value::Object(object) = &mut payload {
             object.insert("plan_hash".into(), json!(plan_hash));
             object.insert("history_hash".into(), json!(self.history.hash()));
         }
-        write_sealed(&self.sealer, &self.state_path, payload, &mut self.state_buffer)?;
+        write_sealed(&self.sealer, &self.state_path, payload, &mut self.state_buffer, &self.durability)?;
         if self.path != self.final_path {
             self.publish()?;
+        }
+        if let Durability::Group(commit) = &self.durability {
+            commit.barrier().map_err(io_error("sync", &self.path))?;
         }
         self.stored_version = state.state_version;
         Ok(())
@@ -262,7 +296,9 @@ impl RunDir {
             rustix::fs::RenameFlags::NOREPLACE,
         )
         .map_err(exists)?;
-        fs::File::open(runs).and_then(|folder| folder.sync_all()).map_err(io_error("sync", runs))?;
+        if let Durability::PerWrite = self.durability {
+            fs::File::open(runs).and_then(|folder| folder.sync_all()).map_err(io_error("sync", runs))?;
+        }
         self.path = self.final_path.clone();
         self.state_path = self.path.join("state.json");
         Ok(())
