@@ -218,24 +218,35 @@ mod tests {
     }
 
     /// The barriers a bridge record costs under group commit: one at its
-    /// first checkpoint (its state file whole before it is visible), none
-    /// at later ones, one when the service makes the request durable.
+    /// first checkpoint (written at once, so it is listed while it runs),
+    /// none at later ones (kept in memory), one when the request commits
+    /// the last one, one when the service makes the request durable.
     #[test]
-    fn under_group_commit_a_record_waits_for_one_barrier_at_its_first_checkpoint_only() {
+    fn under_group_commit_a_record_writes_its_first_and_its_last_checkpoint_only() {
         let dir = tempfile::tempdir().expect("temp dir");
         let commit = GroupCommit::new(dir.path()).expect("committer");
         let store = FileStore::with_durability(dir.path(), Sealer::plain(), Durability::Group(commit.clone()));
         let mut record = store.create_record(RecordKind::Bridge, "br-1").expect("create");
+        let status = || store.read_record(RecordKind::Bridge, "br-1").expect("readable").state["status"].clone();
         record.append_event(event()).expect("event");
         assert_eq!(record.checkpoint(&json!({"run_id": "br-1", "status": "created"}), 0).expect("first"), 1);
-        assert_eq!(commit.barriers(), 1);
+        assert_eq!((commit.barriers(), status()), (1, json!("created")));
         record.append_event(event()).expect("event");
-        assert_eq!(record.checkpoint(&json!({"run_id": "br-1", "status": "done"}), 1).expect("second"), 2);
-        assert_eq!(commit.barriers(), 1, "a later checkpoint waits for the service's barrier");
-        store.make_durable().expect("barrier");
+        assert_eq!(record.checkpoint(&json!({"run_id": "br-1", "status": "running"}), 1).expect("second"), 2);
+        assert_eq!(record.checkpoint(&json!({"run_id": "br-1", "status": "done"}), 2).expect("third"), 3);
+        assert_eq!((commit.barriers(), status()), (1, json!("created")), "later checkpoints wait for the commit");
+        record.commit().expect("commit");
+        assert_eq!((commit.barriers(), status()), (2, json!("done")));
+        record.commit().expect("nothing pending");
         assert_eq!(commit.barriers(), 2);
+        store.make_durable().expect("barrier");
+        assert_eq!(commit.barriers(), 3);
         let loaded = store.read_record(RecordKind::Bridge, "br-1").expect("readable");
-        assert_eq!((loaded.state["status"].as_str(), loaded.state_version, loaded.audit.len()), (Some("done"), 2, 2));
+        assert_eq!((loaded.state_version, loaded.audit.len()), (3, 2));
+        // A pending checkpoint is written when the handle goes (an error path).
+        record.checkpoint(&json!({"run_id": "br-1", "status": "failed"}), 3).expect("fourth");
+        drop(record);
+        assert_eq!(status(), json!("failed"));
         let per_write = FileStore::new(dir.path(), Sealer::plain());
         per_write.make_durable().expect("nothing to do");
     }

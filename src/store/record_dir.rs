@@ -13,18 +13,18 @@
 //!
 //! Durability ([`Durability`]): per write, a checkpoint syncs the log, the
 //! new state file and the folder (3 syncs) before it returns. Under group
-//! commit (the service) a checkpoint syncs nothing: the log lines and the
-//! new state file are written and renamed into place, and the service's
-//! shared barrier before it answers makes them durable
-//! ([`crate::store::RunStore::make_durable`]). Only a record's first
-//! checkpoint waits for a barrier, between writing its state file and
-//! renaming it into place, so that a state file, once it exists, is whole
-//! after any crash: a later replacement is a rename over an existing file,
-//! which the file system orders after the new file's data (ext4's
-//! `auto_da_alloc`, on by default; see `docs/service.md`). A crash before
-//! the answer leaves the record as its last checkpoint that reached the
-//! disk, or no state file at all (the record is then not listed and its id
-//! is not reused), never a torn one.
+//! commit (the service) the log lines are the durable part and the state
+//! file is a view written twice per request at most: a new record's first
+//! checkpoint at once (so that it is listed while it runs), and the last
+//! checkpoint when the request ends or pauses ([`RecordHandle::commit`]);
+//! checkpoints in between are kept in memory only. Each write waits for a
+//! shared barrier between writing the new state file and renaming it into
+//! place, so the state file never claims a log line or content the disk
+//! does not hold; the service's barrier before it answers makes the rename
+//! durable ([`crate::store::RunStore::make_durable`]). A crash before the
+//! answer leaves the record as its last written checkpoint (its log may
+//! hold more lines), or without a state file (not listed, its id not
+//! reused), never torn.
 
 use std::fs;
 use std::io;
@@ -66,8 +66,11 @@ pub struct RecordDir {
     state_buffer: Vec<u8>,
     sealer: Sealer,
     durability: Durability,
-    /// The `state_version` on disk (the lease makes this the only writer).
+    /// The `state_version` of the last checkpoint taken (the lease makes
+    /// this the only writer): on disk, or pending.
     stored_version: u64,
+    /// Group commit: the state buffer holds a checkpoint not yet written.
+    pending: bool,
     _lease: Lease,
 }
 
@@ -123,8 +126,25 @@ impl RecordDir {
             sealer,
             durability,
             stored_version,
+            pending: false,
             _lease: lease,
         }
+    }
+
+    /// Writes the sealed state in the buffer: at once per write, or after a
+    /// shared barrier (group commit) that makes the log lines it names and
+    /// the new file durable before it is renamed into place.
+    fn write_state(&mut self) -> Result<(), StoreError> {
+        let written = match &self.durability {
+            Durability::PerWrite => {
+                self.audit.sync().map_err(io_error("sync", &self.audit_path))?;
+                write_atomic(&self.state_path, &self.state_buffer)
+            }
+            Durability::Group(commit) => replace_unsynced(&self.state_path, &self.state_buffer, || commit.barrier()),
+        };
+        written.map_err(io_error("write", &self.state_path))?;
+        self.pending = false;
+        Ok(())
     }
 }
 
@@ -164,21 +184,31 @@ impl RecordHandle for RecordDir {
         payload.insert("audit_seq".into(), json!(self.audit.seq()));
         payload.insert("audit_hash".into(), json!(self.audit.last_hash()));
         self.sealer.seal_into(&self.state_path, Value::Object(payload), &mut self.state_buffer)?;
-        let written = match &self.durability {
-            Durability::PerWrite => {
-                self.audit.sync().map_err(io_error("sync", &self.audit_path))?;
-                write_atomic(&self.state_path, &self.state_buffer)
-            }
-            // The first state file is whole before it is visible (see the
-            // module's notes); later ones wait for the service's barrier.
-            Durability::Group(commit) => {
-                let first = self.stored_version == 0;
-                replace_unsynced(&self.state_path, &self.state_buffer, || if first { commit.barrier() } else { Ok(()) })
-            }
-        };
-        written.map_err(io_error("write", &self.state_path))?;
+        // Under group commit only a new record's first checkpoint is
+        // written at once; later ones wait for `commit` (module notes).
+        let defer = matches!(self.durability, Durability::Group(_)) && self.stored_version > 0;
+        if defer {
+            self.pending = true;
+        } else {
+            self.write_state()?;
+        }
         self.stored_version = version;
         Ok(version)
+    }
+
+    fn commit(&mut self) -> Result<(), StoreError> {
+        if self.pending { self.write_state() } else { Ok(()) }
+    }
+}
+
+impl Drop for RecordDir {
+    /// A checkpoint still pending (a request that ended on an error before
+    /// committing) is written all the same, so the record shows how far it
+    /// got; nothing can be reported from here.
+    fn drop(&mut self) {
+        if self.pending {
+            let _ = self.write_state();
+        }
     }
 }
 

@@ -119,8 +119,17 @@ pub trait RecordHandle: Send {
     /// Appends one audit event; returns its `seq`.
     fn append_event(&mut self, event: NewEvent<'_>) -> Result<u64, StoreError>;
     /// Replaces the record's checkpoint with `state` (a JSON object) if the
-    /// stored `state_version` is `expected`; returns the new version.
+    /// stored `state_version` is `expected`; returns the new version. A
+    /// store may keep a checkpoint in memory until [`RecordHandle::commit`]
+    /// (the file store under group commit does, for all but a new record's
+    /// first).
     fn checkpoint(&mut self, state: &Value, expected: u64) -> Result<u64, StoreError>;
+    /// Writes the last checkpoint if it was kept in memory: called when the
+    /// request holding the record ends or pauses. A no-op where every
+    /// checkpoint is written when taken (the default).
+    fn commit(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Gives the record's lock or lease back (see [`RunHandle::release`]).
     fn release(self: Box<Self>) -> Result<(), StoreError> {
         Ok(())
@@ -235,6 +244,13 @@ impl RecordWriter {
         let value = serde_json::to_value(state).map_err(|error| serialize_error(Path::new(self.handle.id()), error))?;
         self.version = self.handle.checkpoint(&value, self.version)?;
         Ok(())
+    }
+
+    /// Checkpoints `state` as the last one of this request (it ends or
+    /// pauses) and writes it ([`RecordHandle::commit`]).
+    pub fn save_last<T: Serialize>(&mut self, state: &T) -> Result<(), StoreError> {
+        self.save(state)?;
+        self.handle.commit()
     }
 }
 
