@@ -19,6 +19,12 @@
 //! covers, and lines past it are a crash tail, never returned (see
 //! `run_dir.rs` and `audit.rs`).
 //!
+//! Durability: the command line syncs its own files at every checkpoint;
+//! the service's store shares one barrier between concurrent writers
+//! (group commit, see `group_commit.rs`), and there a bridge or controller
+//! record's state file is written at its first and its last checkpoint of
+//! a request only (see `record_dir.rs`).
+//!
 //! Why the split: rewriting one file that holds the whole history after every
 //! step makes a run quadratic in its length. Here every step appends one
 //! history line and a few audit lines and rewrites a `state.json` of constant
