@@ -3,9 +3,14 @@
 //!
 //! Runs execute in their own task, holding a slot of the service's
 //! semaphore: a client that disconnects does not abandon its run, and
-//! shutdown waits for every slot.
+//! shutdown waits for every slot. The task runs on a blocking thread (the
+//! store writes with blocking file I/O and, under group commit, waits there
+//! for the barrier it shares with concurrent runs, never on the runtime's
+//! workers), and a run is answered only once every record it wrote is
+//! durable ([`crate::store::RunStore::make_durable`]).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +36,7 @@ use crate::server::error::ApiError;
 use crate::server::openapi;
 use crate::server::run_list::{self, PageError, Paging, RunPage};
 use crate::server::service::Service;
-use crate::store::{RecordKind, validate_run_id};
+use crate::store::{RecordKind, StoreError, validate_run_id};
 
 /// The largest request body accepted, in bytes.
 pub const BODY_LIMIT: usize = 64 * 1024;
@@ -144,13 +149,10 @@ async fn create_run(
             format!("unknown adapter `{}`; known adapters: {known}", body.adapter),
         )
     })?;
-    let permit = slot(&service).await?;
-    let task_service = Arc::clone(&service);
-    let task = tokio::spawn(async move {
-        let _permit = permit;
-        bridge::execute_run(&task_service, &goal, adapter, Origin::Api).await
-    });
-    let outcome = task.await.map_err(task_failed)??;
+    let outcome = run_durably(&service, move |service| async move {
+        bridge::execute_run(&service, &goal, adapter, Origin::Api).await
+    })
+    .await?;
     Ok((StatusCode::CREATED, Json(outcome.state)).into_response())
 }
 
@@ -197,12 +199,8 @@ async fn approve_run(
         expires_in: Duration::from_secs(body.expires_in_secs),
         approved_by,
     };
-    let permit = slot(&service).await?;
-    let task = tokio::spawn(async move {
-        let _permit = permit;
-        approvals::approve(&service, &id, request).await
-    });
-    Ok(Json(task.await.map_err(task_failed)??))
+    let state = run_durably(&service, move |service| async move { approvals::approve(&service, &id, request).await });
+    Ok(Json(state.await?))
 }
 
 async fn reject_run(
@@ -213,12 +211,8 @@ async fn reject_run(
     let id = run_id(id)?;
     let Json(body) = body?;
     let reason = optional_text(body.reason, "reason", MAX_REASON_CHARS)?;
-    let permit = slot(&service).await?;
-    let task = tokio::spawn(async move {
-        let _permit = permit;
-        approvals::reject(&service, &id, reason).await
-    });
-    Ok(Json(task.await.map_err(task_failed)??))
+    let state = run_durably(&service, move |service| async move { approvals::reject(&service, &id, reason).await });
+    Ok(Json(state.await?))
 }
 
 /// An optional text field: too long or holding control characters (checked
@@ -244,13 +238,7 @@ async fn create_controller_run(
 ) -> Result<Response, ApiError> {
     let Json(body) = body?;
     let goal = check_goal(body.goal)?;
-    let permit = slot(&service).await?;
-    let task_service = Arc::clone(&service);
-    let task = tokio::spawn(async move {
-        let _permit = permit;
-        controller::execute(&task_service, &goal).await
-    });
-    let state = task.await.map_err(task_failed)??;
+    let state = run_durably(&service, move |service| async move { controller::execute(&service, &goal).await }).await?;
     Ok((StatusCode::CREATED, Json(state)).into_response())
 }
 
@@ -351,6 +339,32 @@ mod json_integer {
     pub fn optional<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
         Option::<Number>::deserialize(deserializer)?.map(|number| from_number(&number)).transpose()
     }
+}
+
+/// Runs `work` to its end holding a slot, on a blocking thread (see the
+/// module's notes), then makes every record written so far durable; the
+/// result is answered only after that. A client that disconnects does not
+/// stop the work.
+async fn run_durably<T, E, F>(
+    service: &Arc<Service>,
+    work: impl FnOnce(Arc<Service>) -> F + Send + 'static,
+) -> Result<T, ApiError>
+where
+    F: Future<Output = Result<T, E>>,
+    T: Send + 'static,
+    E: From<StoreError> + Send + 'static,
+    ApiError: From<E>,
+{
+    let permit = slot(service).await?;
+    let service = Arc::clone(service);
+    let runtime = tokio::runtime::Handle::current();
+    let task = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let value = runtime.block_on(work(Arc::clone(&service)))?;
+        service.store.make_durable()?;
+        Ok::<T, E>(value)
+    });
+    Ok(task.await.map_err(task_failed)??)
 }
 
 async fn slot(service: &Arc<Service>) -> Result<OwnedSemaphorePermit, ApiError> {

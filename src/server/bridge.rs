@@ -190,7 +190,7 @@ pub(crate) fn settle(
                 state_version: pending.state_version,
             }),
         )?;
-        records.save(&state)?;
+        records.save_last(&state)?;
         return Ok(BridgeOutcome { state, failure_class });
     }
     let agent_status = result.agent.as_ref().and_then(|agent| agent.agent_final_status);
@@ -222,7 +222,7 @@ pub(crate) fn finish(
             agent_final_status: state.agent_final_status,
         }),
     )?;
-    records.save(&state)?;
+    records.save_last(&state)?;
     Ok(BridgeOutcome { state, failure_class })
 }
 

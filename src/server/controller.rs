@@ -369,6 +369,6 @@ fn finish(
             linked_runs: state.linked_runs.clone(),
         }),
     )?;
-    records.save(&state)?;
+    records.save_last(&state)?;
     Ok(state)
 }

@@ -24,6 +24,12 @@
 //! picks the decision backend, binds, prints `listening on http://<addr>` on
 //! stdout and serves until SIGINT or SIGTERM; then it stops accepting
 //! connections and waits for every in-flight run to finish before exiting 0.
+//!
+//! Durability: the service's store is built for group commit
+//! ([`crate::store::StoreFactory::group_commit`]): runs write their records
+//! without syncing each file, and a request that wrote records is answered
+//! only after one barrier shared with the concurrent requests has made them
+//! durable (see `app.rs` and `docs/service.md`).
 
 pub mod adapters;
 pub mod app;
@@ -80,7 +86,7 @@ pub struct ServeArgs {
 }
 
 /// Runs the service until a signal; returns the exit code.
-pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, env: RuntimeEnv) -> ExitCode {
+pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, mut env: RuntimeEnv) -> ExitCode {
     let config = match ServiceConfig::from_env() {
         Ok(config) => config,
         Err(message) => return fail(ExitStatus::InvalidInput, &message),
@@ -113,6 +119,18 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
             );
         }
     };
+    // Concurrent runs share durability barriers (group commit): every
+    // record and agent run of the workspace goes through the same committer.
+    match env.stores.group_commit(&workspace) {
+        Ok(Some(grouped)) => env.stores = grouped,
+        Ok(None) => {}
+        Err(error) => {
+            return fail(
+                ExitStatus::InvalidInput,
+                &format!("cannot open workspace `{}`: {error}", display_path(&workspace)),
+            );
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => return fail(ExitStatus::Failed, &format!("cannot start the async runtime: {error}")),

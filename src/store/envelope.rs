@@ -11,8 +11,12 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Map, Value, json};
 use sha2::Sha256;
 
+use std::path::Path;
+
 use crate::digest::{hex, sha256_hex};
+use crate::store::StoreError;
 use crate::store::canonical::{CanonicalError, canonical_json, parse_strict};
+use crate::store::error::serialize_error;
 
 /// The only envelope version this planrun reads and writes.
 pub const SCHEMA_VERSION: u64 = 1;
@@ -116,6 +120,17 @@ impl Sealer {
             }
         }
         Ok(Value::Object(envelope))
+    }
+
+    /// Seals `payload` into `buffer` as a checkpoint file holds it: the
+    /// envelope pretty-printed, with a final newline (`path` names the file
+    /// in errors).
+    pub(crate) fn seal_into(&self, path: &Path, payload: Value, buffer: &mut Vec<u8>) -> Result<(), StoreError> {
+        let envelope = self.seal(payload).map_err(|error| serialize_error(path, error))?;
+        buffer.clear();
+        serde_json::to_writer_pretty(&mut *buffer, &envelope).map_err(|error| serialize_error(path, error))?;
+        buffer.push(b'\n');
+        Ok(())
     }
 
     /// Verifies an envelope's text and returns its payload.

@@ -7,6 +7,10 @@
 //! | bridge records | `bridge/runs/<id>/{state.json,audit.jsonl,.lock}` |
 //! | controller records | `bridge/runs/<id>/{controller_state.json,controller_audit.jsonl,.lock}` |
 //! | receipts | `.planrun/receipts/<sha256 of key>.json` (sealed; the ones a run's verified log names are checked on every read of the run) |
+//!
+//! A file store makes its writes durable per write (the command line) or
+//! under group commit (the service: [`GroupFileStores`], see
+//! `group_commit.rs`).
 
 use std::fs;
 use std::io;
@@ -17,11 +21,11 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::store::error::io_error;
-use crate::store::record_dir::{files, load_record, records_folder};
+use crate::store::record_dir::{RecordOptions, files, load_record, records_folder};
 use crate::store::run_load::{load_run, run_started_at, runs_folder};
 use crate::store::{
-    LoadedRecord, LoadedRun, Receipt, ReceiptError, ReceiptStore, RecordDir, RecordHandle, RecordKind, RunDir,
-    RunHandle, RunListing, RunStore, Sealer, StoreError, StoreFactory, validate_run_id,
+    Durability, GroupCommit, LoadedRecord, LoadedRun, Receipt, ReceiptError, ReceiptStore, RecordDir, RecordHandle,
+    RecordKind, RunDir, RunHandle, RunListing, RunStore, Sealer, StoreError, StoreFactory, validate_run_id,
 };
 
 /// The [`StoreFactory`] of [`FileStore`]s.
@@ -32,6 +36,34 @@ impl StoreFactory for FileStores {
     fn open(&self, workspace: &Path, sealer: &Sealer) -> Arc<dyn RunStore> {
         Arc::new(FileStore::new(workspace, sealer.clone()))
     }
+
+    fn group_commit(&self, workspace: &Path) -> io::Result<Option<Box<dyn StoreFactory>>> {
+        Ok(Some(Box::new(GroupFileStores::new(workspace)?)))
+    }
+}
+
+/// The [`StoreFactory`] of the service: [`FileStore`]s of its workspace
+/// sharing one [`GroupCommit`] (any other workspace gets per-write
+/// durability: the committer's barrier covers only its file system).
+#[derive(Debug, Clone)]
+pub struct GroupFileStores {
+    workspace: PathBuf,
+    commit: GroupCommit,
+}
+
+impl GroupFileStores {
+    /// The stores of `workspace` (an existing folder), under one committer.
+    pub fn new(workspace: &Path) -> io::Result<GroupFileStores> {
+        Ok(GroupFileStores { workspace: workspace.to_path_buf(), commit: GroupCommit::new(workspace)? })
+    }
+}
+
+impl StoreFactory for GroupFileStores {
+    fn open(&self, workspace: &Path, sealer: &Sealer) -> Arc<dyn RunStore> {
+        let durability =
+            if workspace == self.workspace { Durability::Group(self.commit.clone()) } else { Durability::PerWrite };
+        Arc::new(FileStore::with_durability(workspace, sealer.clone(), durability))
+    }
 }
 
 /// The file store of one workspace.
@@ -39,14 +71,29 @@ impl StoreFactory for FileStores {
 pub struct FileStore {
     workspace: PathBuf,
     sealer: Sealer,
+    durability: Durability,
     receipts: ReceiptStore,
 }
 
 impl FileStore {
     /// The store of `workspace` (folders are created on first write),
-    /// sealing checkpoints with `sealer`.
+    /// sealing checkpoints with `sealer`; every write durable on its own.
     pub fn new(workspace: &Path, sealer: Sealer) -> Self {
-        FileStore { workspace: workspace.to_path_buf(), receipts: ReceiptStore::new(workspace, sealer.clone()), sealer }
+        FileStore::with_durability(workspace, sealer, Durability::PerWrite)
+    }
+
+    /// As [`FileStore::new`], making writes durable as `durability` says.
+    pub fn with_durability(workspace: &Path, sealer: Sealer, durability: Durability) -> Self {
+        FileStore {
+            workspace: workspace.to_path_buf(),
+            durability,
+            receipts: ReceiptStore::new(workspace, sealer.clone()),
+            sealer,
+        }
+    }
+
+    fn record_options(&self, kind: RecordKind) -> RecordOptions {
+        RecordOptions { kind, sealer: self.sealer.clone(), durability: self.durability.clone() }
     }
 
     fn receipts_folder(&self) -> PathBuf {
@@ -63,11 +110,11 @@ impl FileStore {
 
 impl RunStore for FileStore {
     fn create_run(&self, run_id: &str) -> Result<Box<dyn RunHandle>, StoreError> {
-        Ok(Box::new(RunDir::create(&self.workspace, run_id, self.sealer.clone())?))
+        Ok(Box::new(RunDir::create(&self.workspace, run_id, self.sealer.clone(), self.durability.clone())?))
     }
 
     fn open_run(&self, run_id: &str) -> Result<(Box<dyn RunHandle>, LoadedRun), StoreError> {
-        let (dir, loaded) = RunDir::open(&self.workspace, run_id, self.sealer.clone())?;
+        let (dir, loaded) = RunDir::open(&self.workspace, run_id, self.sealer.clone(), self.durability.clone())?;
         // The receipts the verified log names are part of what it vouches for.
         self.receipts.check_references(run_id, &loaded.audit)?;
         Ok((Box::new(dir), loaded))
@@ -95,11 +142,11 @@ impl RunStore for FileStore {
     }
 
     fn create_record(&self, kind: RecordKind, id: &str) -> Result<Box<dyn RecordHandle>, StoreError> {
-        Ok(Box::new(RecordDir::create(&self.workspace, kind, id, self.sealer.clone())?))
+        Ok(Box::new(RecordDir::create(&self.workspace, id, self.record_options(kind))?))
     }
 
     fn open_record(&self, kind: RecordKind, id: &str) -> Result<(Box<dyn RecordHandle>, LoadedRecord), StoreError> {
-        let (dir, loaded) = RecordDir::open(&self.workspace, kind, id, self.sealer.clone())?;
+        let (dir, loaded) = RecordDir::open(&self.workspace, id, self.record_options(kind))?;
         Ok((Box::new(dir), loaded))
     }
 
@@ -117,6 +164,13 @@ impl RunStore for FileStore {
 
     fn remove_receipt(&self, key: &str) -> Result<(), StoreError> {
         self.receipts.remove(key).map_err(io_error("remove receipt in", &self.receipts_folder()))
+    }
+
+    fn make_durable(&self) -> Result<(), StoreError> {
+        match &self.durability {
+            Durability::PerWrite => Ok(()),
+            Durability::Group(commit) => commit.barrier().map_err(io_error("make durable", &self.workspace)),
+        }
     }
 }
 
@@ -151,4 +205,97 @@ fn list_newest_first(
     let instant = |listing: &RunListing| listing.started_at.as_deref().and_then(|text| text.parse::<Timestamp>().ok());
     listed.sort_by(|a, b| instant(b).cmp(&instant(a)).then_with(|| b.run_id.cmp(&a.run_id)));
     Ok(listed)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Map, json};
+
+    use super::*;
+    use crate::store::NewEvent;
+
+    fn event() -> NewEvent<'static> {
+        NewEvent {
+            ts: "2026-01-01T00:00:00Z".into(),
+            event_type: "run_created",
+            step_id: None,
+            status: None,
+            details: Map::new(),
+        }
+    }
+
+    /// The barriers a bridge record costs under group commit: one at its
+    /// first checkpoint (written at once, so it is listed while it runs),
+    /// none at later ones (kept in memory), one when the request commits
+    /// the last one, one when the service makes the request durable.
+    #[test]
+    fn under_group_commit_a_record_writes_its_first_and_its_last_checkpoint_only() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let commit = GroupCommit::new(dir.path()).expect("committer");
+        let store = FileStore::with_durability(dir.path(), Sealer::plain(), Durability::Group(commit.clone()));
+        let mut record = store.create_record(RecordKind::Bridge, "br-1").expect("create");
+        let status = || store.read_record(RecordKind::Bridge, "br-1").expect("readable").state["status"].clone();
+        record.append_event(event()).expect("event");
+        assert_eq!(record.checkpoint(&json!({"run_id": "br-1", "status": "created"}), 0).expect("first"), 1);
+        assert_eq!((commit.barriers(), status()), (1, json!("created")));
+        record.append_event(event()).expect("event");
+        assert_eq!(record.checkpoint(&json!({"run_id": "br-1", "status": "running"}), 1).expect("second"), 2);
+        assert_eq!(record.checkpoint(&json!({"run_id": "br-1", "status": "done"}), 2).expect("third"), 3);
+        assert_eq!((commit.barriers(), status()), (1, json!("created")), "later checkpoints wait for the commit");
+        record.commit().expect("commit");
+        assert_eq!((commit.barriers(), status()), (2, json!("done")));
+        record.commit().expect("nothing pending");
+        assert_eq!(commit.barriers(), 2);
+        store.make_durable().expect("barrier");
+        assert_eq!(commit.barriers(), 3);
+        let loaded = store.read_record(RecordKind::Bridge, "br-1").expect("readable");
+        assert_eq!((loaded.state_version, loaded.audit.len()), (3, 2));
+        // A pending checkpoint is written when the handle goes (an error path).
+        record.checkpoint(&json!({"run_id": "br-1", "status": "failed"}), 3).expect("fourth");
+        drop(record);
+        assert_eq!(status(), json!("failed"));
+        let per_write = FileStore::new(dir.path(), Sealer::plain());
+        per_write.make_durable().expect("nothing to do");
+    }
+
+    /// An agent run's checkpoint under group commit: the first one (nothing
+    /// has run) waits for none, every later one for one barrier shared with
+    /// the service's other runs (it covers the log and the folder entries);
+    /// no sync of its own.
+    #[test]
+    fn under_group_commit_a_run_checkpoint_waits_for_one_barrier() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let commit = GroupCommit::new(dir.path()).expect("committer");
+        let store = FileStore::with_durability(dir.path(), Sealer::plain(), Durability::Group(commit.clone()));
+        let mut run = store.create_run("r1").expect("create");
+        run.append_event(event()).expect("event");
+        run.write_plan(&json!({"id": "p", "steps": []})).expect("plan");
+        assert_eq!(commit.barriers(), 0, "the plan copy waits for the first checkpoint");
+        let saved = || NewEvent { event_type: "state_saved", ..event() };
+        run.append_event(saved()).expect("event");
+        let mut state = crate::store::conformance::state("r1", "2026-01-01T00:00:00Z");
+        run.checkpoint(&state, 0).expect("checkpoint");
+        assert_eq!(commit.barriers(), 0, "the first checkpoint covers nothing that ran");
+        assert_eq!(store.read_run("r1").expect("published and readable").state.state_version, 1);
+        run.append_event(saved()).expect("event");
+        state.state_version = 2;
+        state.counters.tool_calls = 1;
+        run.checkpoint(&state, 1).expect("checkpoint");
+        assert_eq!(commit.barriers(), 1);
+        assert_eq!(store.read_run("r1").expect("readable").state.state_version, 2);
+    }
+
+    #[test]
+    fn the_service_factory_groups_its_own_workspace_only() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let other = tempfile::tempdir().expect("temp dir");
+        assert!(FileStores.group_commit(dir.path()).expect("committer").is_some(), "the file store groups");
+        let stores = GroupFileStores::new(dir.path()).expect("committer");
+        for (workspace, barriers) in [(dir.path(), 1), (other.path(), 1)] {
+            let store = stores.open(workspace, &Sealer::plain());
+            let mut record = store.create_record(RecordKind::Bridge, "br-1").expect("create");
+            record.checkpoint(&json!({"run_id": "br-1"}), 0).expect("first");
+            assert_eq!(stores.commit.barriers(), barriers, "{}", workspace.display());
+        }
+    }
 }

@@ -21,6 +21,12 @@
 //! before the log held the checkpoints (`state.json` after every step) are
 //! still read, and continue in this layout (`run_load.rs`).
 //!
+//! Durability: the command line syncs its own log at every checkpoint;
+//! the service's store shares one barrier between concurrent writers
+//! (group commit, see `group_commit.rs`), and there a bridge or controller
+//! record's state file is written at its first and its last checkpoint of
+//! a request only (see `record_dir.rs`).
+//!
 //! Why this shape: rewriting one file that holds the whole history after
 //! every step makes a run quadratic in its length. Here every step appends
 //! a few lines of constant size, so a step costs the same at step 10 000 as
@@ -36,6 +42,7 @@ mod conformance;
 mod envelope;
 mod error;
 mod file_store;
+mod group_commit;
 mod head;
 mod history;
 mod lease;
@@ -60,7 +67,8 @@ use run_dir::RunDir;
 pub use audit::{AuditError, AuditEvent, AuditTail, verify_audit};
 pub use envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
 pub use error::StoreError;
-pub use file_store::{FileStore, FileStores};
+pub use file_store::{FileStore, FileStores, GroupFileStores};
+pub use group_commit::{Durability, GroupCommit};
 pub use history::{StepRecord, StepRecordStatus};
 pub use receipts::{RECEIPT_LINK, Receipt, ReceiptError, ReceiptState};
 pub use run_id::{RunIdError, validate_run_id};

@@ -10,6 +10,21 @@
 //! service defines) plus three fields the store adds and strips again on
 //! reading: `state_version`, `audit_seq` and `audit_hash`, which tie the
 //! checkpoint to the log line it has seen.
+//!
+//! Durability ([`Durability`]): per write, a checkpoint syncs the log, the
+//! new state file and the folder (3 syncs) before it returns. Under group
+//! commit (the service) the log lines are the durable part and the state
+//! file is a view written twice per request at most: a new record's first
+//! checkpoint at once (so that it is listed while it runs), and the last
+//! checkpoint when the request ends or pauses ([`RecordHandle::commit`]);
+//! checkpoints in between are kept in memory only. Each write waits for a
+//! shared barrier between writing the new state file and renaming it into
+//! place, so the state file never claims a log line or content the disk
+//! does not hold; the service's barrier before it answers makes the rename
+//! durable ([`crate::store::RunStore::make_durable`]). A crash before the
+//! answer leaves the record as its last written checkpoint (its log may
+//! hold more lines), or without a state file (not listed, its id not
+//! reused), never torn.
 
 use std::fs;
 use std::io;
@@ -17,10 +32,13 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
+use crate::store::atomic::replace_unsynced;
 use crate::store::audit::{LogFiles, verify_checkpointed_log};
 use crate::store::error::{io_error, serialize_error};
-use crate::store::run_dir::{append_event, append_log, compare_version, create_folder, create_log, write_sealed};
-use crate::store::{AuditLog, Lease, LoadedRecord, NewEvent, RecordHandle, RecordKind, Sealer, StoreError};
+use crate::store::run_dir::{append_event, append_log, compare_version, create_folder, create_log};
+use crate::store::{
+    AuditLog, Durability, Lease, LoadedRecord, NewEvent, RecordHandle, RecordKind, Sealer, StoreError, write_atomic,
+};
 
 /// The fields the store adds to a record's state in its checkpoint.
 const CHECKPOINT_FIELDS: [&str; 3] = ["state_version", "audit_seq", "audit_hash"];
@@ -47,49 +65,57 @@ pub struct RecordDir {
     state_path: PathBuf,
     state_buffer: Vec<u8>,
     sealer: Sealer,
-    /// The `state_version` on disk (the lease makes this the only writer).
+    durability: Durability,
+    /// The `state_version` of the last checkpoint taken (the lease makes
+    /// this the only writer): on disk, or pending.
     stored_version: u64,
+    /// Group commit: the state buffer holds a checkpoint not yet written.
+    pending: bool,
     _lease: Lease,
+}
+
+/// What [`RecordDir::create`] and [`RecordDir::open`] need besides the id.
+pub struct RecordOptions {
+    pub kind: RecordKind,
+    pub sealer: Sealer,
+    pub durability: Durability,
 }
 
 impl RecordDir {
     /// Creates `<workspace>/bridge/runs/<id>/` with an empty audit log;
     /// [`StoreError::RunExists`] when the folder exists.
-    pub fn create(workspace: &Path, kind: RecordKind, id: &str, sealer: Sealer) -> Result<RecordDir, StoreError> {
+    pub fn create(workspace: &Path, id: &str, options: RecordOptions) -> Result<RecordDir, StoreError> {
         let path = create_folder(&records_folder(workspace), id)?;
         let lease = Lease::take(&path, id)?;
-        let audit = AuditLog::new(create_log(&path, files(kind).audit)?, sealer.clone());
-        Ok(RecordDir::assemble(&path, kind, id, audit, sealer, 0, lease))
+        let audit = AuditLog::new(create_log(&path, files(options.kind).audit)?, options.sealer.clone());
+        Ok(RecordDir::assemble(&path, id, audit, options, 0, lease))
     }
 
     /// Locks an existing record, reads it back strictly (see
     /// [`load_record`]) and continues its audit log.
-    pub fn open(
-        workspace: &Path,
-        kind: RecordKind,
-        id: &str,
-        sealer: Sealer,
-    ) -> Result<(RecordDir, LoadedRecord), StoreError> {
+    pub fn open(workspace: &Path, id: &str, options: RecordOptions) -> Result<(RecordDir, LoadedRecord), StoreError> {
         let path = records_folder(workspace).join(id);
         if !path.is_dir() {
             return Err(StoreError::NotFound { id: id.to_string(), path: records_folder(workspace) });
         }
         let lease = Lease::take(&path, id)?;
-        let loaded = load_record(workspace, kind, id, &sealer)?;
-        let audit = AuditLog::resume(append_log(&path, files(kind).audit)?, &loaded.audit_tail, sealer.clone());
+        let kind = options.kind;
+        let loaded = load_record(workspace, kind, id, &options.sealer)?;
+        let log = append_log(&path, files(kind).audit)?;
+        let audit = AuditLog::resume(log, &loaded.audit_tail, options.sealer.clone());
         let version = loaded.state_version;
-        Ok((RecordDir::assemble(&path, kind, id, audit, sealer, version, lease), loaded))
+        Ok((RecordDir::assemble(&path, id, audit, options, version, lease), loaded))
     }
 
     fn assemble(
         path: &Path,
-        kind: RecordKind,
         id: &str,
         audit: AuditLog,
-        sealer: Sealer,
+        options: RecordOptions,
         stored_version: u64,
         lease: Lease,
     ) -> RecordDir {
+        let RecordOptions { kind, sealer, durability } = options;
         RecordDir {
             id: id.to_string(),
             kind,
@@ -98,9 +124,27 @@ impl RecordDir {
             state_path: path.join(files(kind).state),
             state_buffer: Vec::with_capacity(2048),
             sealer,
+            durability,
             stored_version,
+            pending: false,
             _lease: lease,
         }
+    }
+
+    /// Writes the sealed state in the buffer: at once per write, or after a
+    /// shared barrier (group commit) that makes the log lines it names and
+    /// the new file durable before it is renamed into place.
+    fn write_state(&mut self) -> Result<(), StoreError> {
+        let written = match &self.durability {
+            Durability::PerWrite => {
+                self.audit.sync().map_err(io_error("sync", &self.audit_path))?;
+                write_atomic(&self.state_path, &self.state_buffer)
+            }
+            Durability::Group(commit) => replace_unsynced(&self.state_path, &self.state_buffer, || commit.barrier()),
+        };
+        written.map_err(io_error("write", &self.state_path))?;
+        self.pending = false;
+        Ok(())
     }
 }
 
@@ -139,10 +183,32 @@ impl RecordHandle for RecordDir {
         payload.insert("state_version".into(), json!(version));
         payload.insert("audit_seq".into(), json!(self.audit.seq()));
         payload.insert("audit_hash".into(), json!(self.audit.last_hash()));
-        self.audit.sync().map_err(io_error("sync", &self.audit_path))?;
-        write_sealed(&self.sealer, &self.state_path, Value::Object(payload), &mut self.state_buffer)?;
+        self.sealer.seal_into(&self.state_path, Value::Object(payload), &mut self.state_buffer)?;
+        // Under group commit only a new record's first checkpoint is
+        // written at once; later ones wait for `commit` (module notes).
+        let defer = matches!(self.durability, Durability::Group(_)) && self.stored_version > 0;
+        if defer {
+            self.pending = true;
+        } else {
+            self.write_state()?;
+        }
         self.stored_version = version;
         Ok(version)
+    }
+
+    fn commit(&mut self) -> Result<(), StoreError> {
+        if self.pending { self.write_state() } else { Ok(()) }
+    }
+}
+
+impl Drop for RecordDir {
+    /// A checkpoint still pending (a request that ended on an error before
+    /// committing) is written all the same, so the record shows how far it
+    /// got; nothing can be reported from here.
+    fn drop(&mut self) {
+        if self.pending {
+            let _ = self.write_state();
+        }
     }
 }
 

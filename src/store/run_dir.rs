@@ -25,6 +25,11 @@
 //! first such checkpoint. The first checkpoint of a new run (nothing has
 //! run yet) is not synced: the first step's checkpoint makes it durable
 //! with the same `fdatasync`, and losing it loses nothing that ran.
+//!
+//! Durability ([`Durability`]): per write (the command line) that sync is
+//! the log's own `fdatasync` (and the folder entries' `fsync`s once); under
+//! group commit (the service) it is one barrier shared with concurrent runs
+//! (`group_commit.rs`), which covers the folder entries too.
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
@@ -40,7 +45,7 @@ use crate::store::head::{
 };
 use crate::store::run_load::{creating_folder, has_checkpoint, load_run, missing_run, runs_folder};
 use crate::store::{
-    AuditLog, HistoryLog, Lease, LoadedRun, NewEvent, RunHandle, RunState, Sealer, StepRecord, StoreError, write_atomic,
+    AuditLog, Durability, HistoryLog, Lease, LoadedRun, NewEvent, RunHandle, RunState, Sealer, StepRecord, StoreError,
 };
 
 /// An open run folder, locked for this process.
@@ -57,6 +62,7 @@ pub struct RunDir {
     run_id: String,
     state_buffer: Vec<u8>,
     sealer: Sealer,
+    durability: Durability,
     /// The `state_version` of the checkpoint on disk. The lease makes this
     /// process the folder's only writer, so the copy kept here is the
     /// stored value and the compare-and-set needs no read-back.
@@ -123,18 +129,6 @@ pub(crate) fn append_log(folder: &Path, name: &str) -> Result<fs::File, StoreErr
     OpenOptions::new().append(true).open(&path).map_err(io_error("open", &path))
 }
 
-/// Seals `payload` in its envelope into `buffer`, pretty-printed, and
-/// replaces `path` with it atomically and durably.
-pub(crate) fn write_sealed(
-    sealer: &Sealer,
-    path: &Path,
-    payload: Value,
-    buffer: &mut Vec<u8>,
-) -> Result<(), StoreError> {
-    let bytes = seal_bytes(sealer, path, payload, buffer)?;
-    write_atomic(path, bytes).map_err(io_error("write", path))
-}
-
 /// `payload` sealed in its envelope, pretty-printed, in `buffer`.
 fn seal_bytes<'b>(
     sealer: &Sealer,
@@ -173,7 +167,12 @@ pub(crate) fn compare_version(id: &str, stored: u64, expected: u64) -> Result<()
 impl RunDir {
     /// Creates `<workspace>/runs/<run_id>/`. Fails with
     /// [`StoreError::RunExists`] when the folder exists.
-    pub fn create(workspace: &Path, run_id: &str, sealer: Sealer) -> Result<RunDir, StoreError> {
+    pub fn create(
+        workspace: &Path,
+        run_id: &str,
+        sealer: Sealer,
+        durability: Durability,
+    ) -> Result<RunDir, StoreError> {
         let runs = runs_folder(workspace);
         let final_path = runs.join(run_id);
         let exists = || StoreError::RunExists { id: run_id.to_string(), path: runs.clone() };
@@ -196,7 +195,7 @@ impl RunDir {
         let lease = Lease::take(&path, run_id).map_err(|_| exists())?;
         let audit = AuditLog::new(create_log(&path, "audit.jsonl")?, sealer.clone());
         let history = HistoryLog::new(create_log(&path, "history.jsonl")?, None, sealer.clone());
-        Ok(RunDir::assemble(path, final_path, run_id, (audit, history, None), sealer, 0, lease))
+        Ok(RunDir::assemble(path, final_path, run_id, (audit, history, None), (sealer, durability), 0, lease))
     }
 
     fn assemble(
@@ -204,7 +203,7 @@ impl RunDir {
         final_path: PathBuf,
         run_id: &str,
         (audit, history, plan_hash): (AuditLog, HistoryLog, Option<String>),
-        sealer: Sealer,
+        (sealer, durability): (Sealer, Durability),
         stored_version: u64,
         lease: Lease,
     ) -> RunDir {
@@ -217,6 +216,7 @@ impl RunDir {
             run_id: run_id.to_string(),
             state_buffer: Vec::with_capacity(2048),
             sealer,
+            durability,
             stored_version,
             held: None,
             pending_history: Vec::new(),
@@ -233,7 +233,12 @@ impl RunDir {
     /// their receipts) and repairs views that are behind the log. A run of
     /// the previous layout continues in the log layout: its first head line
     /// will carry its plan and every step record before it.
-    pub fn open(workspace: &Path, run_id: &str, sealer: Sealer) -> Result<(RunDir, LoadedRun), StoreError> {
+    pub fn open(
+        workspace: &Path,
+        run_id: &str,
+        sealer: Sealer,
+        durability: Durability,
+    ) -> Result<(RunDir, LoadedRun), StoreError> {
         let path = runs_folder(workspace).join(run_id);
         let lease = if path.is_dir() {
             Lease::take(&path, run_id)?
@@ -253,7 +258,7 @@ impl RunDir {
             HistoryLog::new(append_log(&path, "history.jsonl")?, loaded.heads.history_hash.clone(), sealer.clone());
         let version = loaded.state.state_version;
         let logs = (audit, history, Some(loaded.heads.plan_hash.clone()));
-        let mut dir = RunDir::assemble(path.clone(), path, run_id, logs, sealer, version, lease);
+        let mut dir = RunDir::assemble(path.clone(), path, run_id, logs, (sealer, durability), version, lease);
         if !loaded.heads.logged {
             dir.pending_history = loaded.history.clone();
             dir.pending_plan = Some(loaded.plan.clone());
@@ -266,7 +271,7 @@ impl RunDir {
     pub fn write_plan(&mut self, plan: &Value) -> Result<(), StoreError> {
         let path = self.path.join("plan.json");
         let bytes = plan_bytes(plan).map_err(|error| serialize_error(&path, error))?;
-        replace_unsynced(&path, &bytes).map_err(io_error("write", &path))?;
+        replace_unsynced(&path, &bytes, || Ok(())).map_err(io_error("write", &path))?;
         self.plan_hash = Some(self.sealer.link(&bytes));
         self.pending_plan = Some(plan.clone());
         Ok(())
@@ -329,8 +334,15 @@ impl RunDir {
         // nothing.
         let ran = state.counters.history_records > 0 || state.counters.tool_calls > 0;
         if ran || paused_or_ended {
-            self.audit.sync().map_err(io_error("sync", &audit_path))?;
-            self.sync_names()?;
+            match &self.durability {
+                Durability::PerWrite => {
+                    self.audit.sync().map_err(io_error("sync", &audit_path))?;
+                    self.sync_names()?;
+                }
+                // One barrier for the file system covers the log and the
+                // folder entries, shared with the service's other runs.
+                Durability::Group(commit) => commit.barrier().map_err(io_error("sync", &audit_path))?,
+            }
         }
         if paused_or_ended {
             // The compact head for readers. Not synced: the log is durable
@@ -340,7 +352,7 @@ impl RunDir {
             let state_path = self.path.join("state.json");
             let envelope = full_payload(&head.state, seq, &hash);
             let sealed = seal_bytes(&self.sealer, &state_path, Value::Object(envelope), &mut self.state_buffer)?;
-            replace_unsynced(&state_path, sealed).map_err(io_error("write", &state_path))?;
+            replace_unsynced(&state_path, sealed, || Ok(())).map_err(io_error("write", &state_path))?;
         }
         self.stored_version = state.state_version;
         Ok(())
@@ -441,14 +453,14 @@ fn repair_views(path: &Path, loaded: &LoadedRun, sealer: &Sealer) -> Result<(), 
     if loaded.heads.plan_behind {
         let plan_path = path.join("plan.json");
         let bytes = plan_bytes(&loaded.plan).map_err(|error| serialize_error(&plan_path, error))?;
-        replace_unsynced(&plan_path, &bytes).map_err(io_error("write", &plan_path))?;
+        replace_unsynced(&plan_path, &bytes, || Ok(())).map_err(io_error("write", &plan_path))?;
     }
     if loaded.heads.state_behind {
         let state_path = path.join("state.json");
         let payload = linked_payload(&loaded.state, &loaded.heads.plan_hash, loaded.heads.history_hash.as_deref())
             .map_err(|error| serialize_error(&state_path, error))?;
         let sealed = seal_bytes(sealer, &state_path, Value::Object(payload), &mut Vec::new())?.to_vec();
-        replace_unsynced(&state_path, &sealed).map_err(io_error("write", &state_path))?;
+        replace_unsynced(&state_path, &sealed, || Ok(())).map_err(io_error("write", &state_path))?;
     }
     Ok(())
 }

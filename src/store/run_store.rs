@@ -120,8 +120,17 @@ pub trait RecordHandle: Send {
     /// Appends one audit event; returns its `seq`.
     fn append_event(&mut self, event: NewEvent<'_>) -> Result<u64, StoreError>;
     /// Replaces the record's checkpoint with `state` (a JSON object) if the
-    /// stored `state_version` is `expected`; returns the new version.
+    /// stored `state_version` is `expected`; returns the new version. A
+    /// store may keep a checkpoint in memory until [`RecordHandle::commit`]
+    /// (the file store under group commit does, for all but a new record's
+    /// first).
     fn checkpoint(&mut self, state: &Value, expected: u64) -> Result<u64, StoreError>;
+    /// Writes the last checkpoint if it was kept in memory: called when the
+    /// request holding the record ends or pauses. A no-op where every
+    /// checkpoint is written when taken (the default).
+    fn commit(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Gives the record's lock or lease back (see [`RunHandle::release`]).
     fn release(self: Box<Self>) -> Result<(), StoreError> {
         Ok(())
@@ -161,6 +170,15 @@ pub trait RunStore: Send + Sync {
     fn put_receipt(&self, receipt: &Receipt) -> Result<(), StoreError>;
     /// Removes the receipt for `key` (no error when there is none).
     fn remove_receipt(&self, key: &str) -> Result<(), StoreError>;
+
+    /// Makes every write made through this store before the call durable.
+    /// A store whose every write is durable when it returns has nothing to
+    /// do (the default, and the file store of the command line); under
+    /// group commit (the service) this is the barrier shared with
+    /// concurrent writers, which the service passes before it answers.
+    fn make_durable(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Opens the store of a workspace: how the runtime and the service get a
@@ -168,6 +186,14 @@ pub trait RunStore: Send + Sync {
 /// [`crate::runtime::RuntimeEnv`]).
 pub trait StoreFactory: Send + Sync {
     fn open(&self, workspace: &Path, sealer: &Sealer) -> Arc<dyn RunStore>;
+
+    /// The factory of the same stores for many concurrent writers of
+    /// `workspace` sharing their durability barriers (group commit), when
+    /// this kind of store has such a mode; `None` keeps this factory (the
+    /// default: every write durable on its own). The service asks for it.
+    fn group_commit(&self, _workspace: &Path) -> std::io::Result<Option<Box<dyn StoreFactory>>> {
+        Ok(None)
+    }
 }
 
 /// An event of a service record (bridge or controller), typed by its
@@ -219,6 +245,13 @@ impl RecordWriter {
         let value = serde_json::to_value(state).map_err(|error| serialize_error(Path::new(self.handle.id()), error))?;
         self.version = self.handle.checkpoint(&value, self.version)?;
         Ok(())
+    }
+
+    /// Checkpoints `state` as the last one of this request (it ends or
+    /// pauses) and writes it ([`RecordHandle::commit`]).
+    pub fn save_last<T: Serialize>(&mut self, state: &T) -> Result<(), StoreError> {
+        self.save(state)?;
+        self.handle.commit()
     }
 }
 

@@ -4,10 +4,12 @@
 # flow pwd to file"), then report requests per second and latency
 # percentiles, and check that no run was lost (every 201 answer is `done`,
 # every run id is distinct, and every run's records exist on disk).
-# Never asserted in tests.
+# Never asserted in tests. `tests/bench/wrk.sh` measures the same loads with
+# wrk (higher rates than curl clients can drive), with syncs per request.
 #
 #   tests/bench/serve.sh                  # 1000 stub + 300 agent requests, 16 clients
 #   tests/bench/serve.sh 2000 500 32      # other counts and concurrency
+#   PLANRUN_BIN=path/to/planrun tests/bench/serve.sh   # another build (no cargo build)
 #
 # Bounded: at most 5000 requests per adapter, 64 clients, 60 s per request,
 # 10 minutes overall; traffic only to 127.0.0.1.
@@ -18,19 +20,15 @@ agent_n=${2:-300}
 clients=${3:-16}
 [ "$stub_n" -le 5000 ] && [ "$agent_n" -le 5000 ] && [ "$clients" -le 64 ] || { echo "too large" >&2; exit 2; }
 
-cargo build --release --quiet
-bin="${CARGO_TARGET_DIR:-$PWD/target}/release/planrun"
+# shellcheck source=serve_start.sh
+. tests/bench/serve_start.sh
+release_bin
 work=$(mktemp -d)
 server_pid=
 cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 
-PLANRUN_DECISION_BACKEND=stub OLLAMA_HOST=http://127.0.0.1:1 PLANRUN_PROBE_TIMEOUT_MS=200 \
-  "$bin" serve --addr 127.0.0.1:0 --workspace "$work/workspace" >"$work/serve.out" 2>"$work/serve.err" &
-server_pid=$!
-for _ in $(seq 100); do grep -q "listening on" "$work/serve.out" 2>/dev/null && break; sleep 0.05; done
-base=$(sed -n 's/^listening on //p' "$work/serve.out")
-[ -n "$base" ] || { cat "$work/serve.err" >&2; exit 1; }
+start_serve "$work"
 echo "server $base (release build), $clients concurrent clients"
 printf '%-8s %6s %8s %9s %9s %9s %9s %s\n' adapter runs "req/s" "p50 ms" "p90 ms" "p99 ms" "max ms" "lost"
 
