@@ -14,6 +14,7 @@
 //! | `approvals` | approval matching (fingerprint, scope, state version), expiry, forged approvals, `decision = "prompt"`, changed plans, `reject`, `cancel` | `bounded/rejected@*` |
 //! | `crash_start` | `SIGKILL` (through `strace`) at every `rename` of a run: before its first checkpoint the id is free and every command says so alike; after it the run resumes to `done` or is cancelled | |
 //! | `tamper` | every record file edited, removed, re-ordered, appended, with and without the key: `verify`, `show`, `resume` refuse it (exit 2); the issue-8 attacks on a waiting ticket run; a crash tail never trusted; an unreadable or missing record file gets exit 2 from every command; `verify`'s exit codes | |
+//! | `pg_store` | the PostgreSQL store with the real binary (`--store postgres://…`, a schema per test on `PLANRUN_TEST_PG`): flow_pwd and the ticket demo, `export` equal to the file-store twin and verified by it, `store migrate` twice, unmigrated or newer schemas, bad and unreachable URLs, tampered rows | |
 //! | `integrity` | tampered `state.json` and `audit.jsonl` refused by every command; HMAC seals and no downgrade | |
 //! | `effect_receipts` | receipts the effect vouches for: the ticket store's receipt of a keyed close, recovery asking it first, hand-written runtime receipts never standing in for it, conflicts, uncertain only where the effect cannot answer | |
 //! | `idempotency` | receipts: crash after an effect, keyed writes reused or in conflict, uncertain outcomes, resume at the checkpoint | `bounded/crash_resume@*` |
@@ -66,6 +67,7 @@ mod effect_receipts;
 mod idempotency;
 mod integrity;
 mod nesting_limit;
+mod pg_store;
 mod planrun_test;
 mod preview;
 mod reconcile;

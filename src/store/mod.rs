@@ -1,5 +1,7 @@
 //! Run records, behind one seam: [`RunStore`], implemented by
-//! [`FileStore`]. Everything a run writes goes through it: agent runs
+//! [`FileStore`] (the default) and, with the `postgres` feature, by
+//! `pg::PgStore` (`--store postgres://…`, see `pg/mod.rs` and `location.rs`).
+//! Everything a run writes goes through it: agent runs
 //! (`<workspace>/runs/<run_id>/`), bridge and controller records
 //! (`<workspace>/bridge/runs/<id>/`, see `record_dir.rs`) and idempotency
 //! receipts (`<workspace>/.planrun/receipts/`). No code outside this module
@@ -33,15 +35,21 @@ pub mod canonical;
 mod conformance;
 mod envelope;
 mod error;
+mod export;
 mod file_store;
 mod history;
 mod lease;
+pub mod location;
+#[cfg(feature = "postgres")]
+pub mod pg;
 mod receipts;
 mod record_dir;
 mod run_dir;
 mod run_id;
 mod run_store;
 mod state;
+#[cfg(test)]
+mod test_runs;
 
 // The file store's parts stay inside this module: everything else reaches
 // records through `RunStore`.
@@ -58,6 +66,7 @@ pub use envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
 pub use error::StoreError;
 pub use file_store::{FileStore, FileStores};
 pub use history::{StepRecord, StepRecordStatus};
+pub use location::{LocationError, StoreLocation};
 pub use receipts::{Receipt, ReceiptError, ReceiptState};
 pub use run_dir::{LoadedRun, full_state};
 pub use run_id::{RunIdError, validate_run_id};

@@ -138,6 +138,15 @@ pub trait RunStore: Send + Sync {
     fn open_run(&self, run_id: &str) -> Result<(Box<dyn RunHandle>, LoadedRun), StoreError>;
     /// Reads agent run `run_id` back strictly, without locking it.
     fn read_run(&self, run_id: &str) -> Result<LoadedRun, StoreError>;
+    /// Writes verified agent run `run_id` in the file store's layout,
+    /// `<out>/runs/<run_id>/` (`state.json`, `plan.json`, `history.jsonl`,
+    /// `audit.jsonl`), with the same seal and chains, and returns the
+    /// folder. A store whose runs are such folders already has nothing to
+    /// export.
+    fn export_run(&self, run_id: &str, out: &Path) -> Result<std::path::PathBuf, StoreError> {
+        let _ = (run_id, out);
+        Err(StoreError::Unsupported("`export` reads a database store: the file store's runs are folders already"))
+    }
     /// Where agent run `run_id`'s checkpoint is (for messages and links).
     fn run_state_location(&self, run_id: &str) -> String;
     /// Every agent run, newest first.
