@@ -354,3 +354,41 @@ fn a_crashed_holder_keeps_the_run_until_its_lease_expires_then_recovery_closes_n
     assert_eq!(state["status"], "done");
     assert_eq!(state["evidence"][0]["kind"], "recovered_from_receipt");
 }
+
+#[test]
+fn a_worker_takes_up_approved_and_abandoned_runs_and_leaves_held_ones_alone() {
+    let sandbox = ticket_sandbox("open", 0);
+    let Some(schema) = Schema::migrated("worker", &sandbox) else { return };
+    let store = ["--store", schema.url.as_str()];
+    let worker = || sandbox.planrun().args(["worker", "--once"]).args(store).expect_code(0).run();
+    sandbox.planrun().args(["--plan", PLAN, "--run-id", RUN]).args(store).clock(T_RUN).expect_code(3).run();
+    let idle = worker();
+    assert!(idle.stdout.contains("0 run(s) taken up"), "waiting without an approval: {}", idle.stdout);
+    sandbox.planrun().args(["approve", RUN]).args(store).clock(T_APPROVE).expect_code(0).run();
+
+    // A holder that died mid-run with a 30-second lease: the run is not
+    // taken up while the lease lasts.
+    let crashed = sandbox
+        .planrun()
+        .args(["resume", RUN])
+        .args(store)
+        .env("PLANRUN_CRASH_AT", "close:after_effect")
+        .clock(T_RESUME)
+        .run();
+    assert_eq!(crashed.code, -1, "{}", crashed.snapshot());
+    let held = worker();
+    assert!(held.stdout.contains("0 run(s) taken up"), "a held run is left alone: {}", held.stdout);
+    assert_eq!(schema.sql("SELECT status FROM runs WHERE run_id = 't'"), "waiting_approval");
+
+    // Its lease expires (as after 30 s): the worker takes the run over.
+    schema.sql("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE run_id = 't'");
+    let took = sandbox.planrun().args(["worker", "--once"]).args(store).clock(T_RESUME_AGAIN).expect_code(0).run();
+    assert!(took.stdout.contains("run t · done (exit 0)"), "{}", took.stdout);
+    assert_eq!(close_count(&sandbox, "ticket-7"), 1, "the close is recovered from its receipt, never repeated");
+    assert_eq!(schema.sql("SELECT status || ' ' || (owner_id IS NULL) FROM runs WHERE run_id = 't'"), "done true");
+    let after = worker();
+    assert!(after.stdout.contains("0 run(s) taken up"), "a done run is not taken up: {}", after.stdout);
+
+    let file = sandbox.planrun().args(["worker", "--once"]).expect_code(2).run();
+    assert!(file.stderr.contains("needs a database store"), "{}", file.stderr);
+}

@@ -24,6 +24,7 @@ mod show;
 mod store;
 mod test;
 mod verify;
+mod worker;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -138,6 +139,8 @@ pub enum Command {
     Export(export::ExportArgs),
     /// Manage a database store: `store migrate` creates or updates its schema.
     Store(store::StoreArgs),
+    /// Take up the runs of a database store nobody holds (interrupted, or approved) and drive them.
+    Worker(worker::WorkerArgs),
     /// Run the ticket demo end to end (pause, approve, crash, recover) and print its summary.
     Demo(demo::DemoArgs),
     /// Run the HTTP service (bridge runs, controller loop).
@@ -201,6 +204,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Demo(args)) => demo::demo(args, &cli.dirs, &env),
         Some(Command::Export(args)) => export::export(args, &cli.dirs, &env),
         Some(Command::Store(args)) => store::store(args, &cli.dirs),
+        Some(Command::Worker(args)) => worker::worker(args, &cli.dirs, &env),
         Some(Command::Test(args)) => test::test(args, &cli.dirs),
         #[cfg(feature = "server")]
         Some(Command::Serve(args)) => {
@@ -227,7 +231,8 @@ fn touches_runs(cli: &Cli) -> bool {
             | Command::Resume(_)
             | Command::Cancel(_)
             | Command::Reconcile(_)
-            | Command::Export(_),
+            | Command::Export(_)
+            | Command::Worker(_),
         ) => true,
         #[cfg(feature = "server")]
         Some(Command::Serve(_)) => true,

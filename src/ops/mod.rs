@@ -24,6 +24,7 @@
 //! | check a run's records end to end | [`verify`] | [`Verification`] |
 //! | write a database run as files | [`export`] | [`Exported`] |
 //! | create or update a database store's schema | [`migrate`] | [`Migrated`] |
+//! | take up the runnable runs of a database store | [`work`] | [`WorkedRun`]s |
 //!
 //! Adding a use case: one file here with its input, outcome and function,
 //! re-exported below; then a thin `cli/` command and, if the service offers
@@ -51,6 +52,7 @@ mod show;
 mod store_admin;
 mod test;
 mod verify;
+mod worker;
 
 pub use approve::{ApproveInput, Approved, approve};
 pub use cancel::cancel;
@@ -76,3 +78,4 @@ pub use test::{
     ScenarioProblems, SnapshotResult, SnapshotState, TestInput, TestOutcome, accept_snapshot, reject_snapshot, test,
 };
 pub use verify::{Verification, VerifiedRun, verify};
+pub use worker::{WorkedRun, WorkerInput, work};

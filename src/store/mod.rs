@@ -72,6 +72,6 @@ pub use run_dir::{LoadedRun, full_state};
 pub use run_id::{RunIdError, validate_run_id};
 pub use run_store::{
     CREATE_ATTEMPTS, LoadedRecord, NewEvent, RecordEvent, RecordHandle, RecordKind, RecordWriter, RunHandle,
-    RunListing, RunStore, StoreFactory, create_unique,
+    RunListing, RunStore, Runnable, StoreFactory, create_unique,
 };
 pub use state::{Approval, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState};

@@ -48,7 +48,7 @@ use crate::store::location::PgLocation;
 use crate::store::run_dir::compare_version;
 use crate::store::{
     AuditEvent, LoadedRecord, LoadedRun, NewEvent, Receipt, ReceiptError, ReceiptState, RecordHandle, RecordKind,
-    RunHandle, RunListing, RunState, RunStore, Sealer, StepRecord, StoreError, StoreFactory,
+    RunHandle, RunListing, RunState, RunStore, Runnable, Sealer, StepRecord, StoreError, StoreFactory,
 };
 use error::{PgError, pool_error, store_error};
 pub use migrate::MigrationReport;
@@ -515,6 +515,29 @@ impl RunStore for PgStore {
 
     fn export_run(&self, run_id: &str, out: &Path) -> Result<PathBuf, StoreError> {
         self.export(run_id, out)
+    }
+
+    fn runnable_runs(&self) -> Result<Vec<Runnable>, StoreError> {
+        let workspace = self.workspace_id.clone();
+        let rows = self.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            let rows = query(&client, sql::RUNNABLE, &[&workspace], "list the runnable runs").await?;
+            Ok(rows
+                .iter()
+                .map(|row| (row.get::<_, String>(0), row.get::<_, String>(1), row.get::<_, String>(2)))
+                .collect::<Vec<_>>())
+        })?;
+        // A waiting run is runnable once it holds an approval; a checkpoint
+        // that does not open is left to the claim, which refuses it.
+        Ok(rows
+            .into_iter()
+            .filter_map(|(run_id, status, state)| {
+                let payload = self.sealer.open(&state).ok()?;
+                let approved = !payload.get("approval").is_none_or(Value::is_null);
+                let state_version = payload.get("state_version").and_then(Value::as_u64)?;
+                (status == "running" || approved).then_some(Runnable { run_id, state_version })
+            })
+            .collect())
     }
 
     fn run_state_location(&self, run_id: &str) -> String {

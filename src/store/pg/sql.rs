@@ -109,6 +109,15 @@ pub const READ_EVENTS: &str =
 pub const READ_HISTORY: &str =
     "SELECT record_no, line FROM history WHERE kind = 'agent' AND run_id = $1::text ORDER BY record_no";
 
+/// The agent runs of workspace `$1` nobody holds (or whose holder's lease
+/// expired) that are interrupted or waiting (the caller keeps the approved
+/// ones), oldest first.
+pub const RUNNABLE: &str = "SELECT run_id, status, state FROM runs \
+     WHERE kind = 'agent' AND workspace_id = $1::text AND state IS NOT NULL \
+         AND status IN ('running', 'waiting_approval') AND not_before <= now() \
+         AND (owner_id IS NULL OR lease_expires_at <= now()) \
+     ORDER BY created_at, run_id";
+
 /// Every run or record of a kind that has a checkpoint, with it.
 pub const LIST: &str = "SELECT run_id, state FROM runs WHERE kind = $1::text AND state IS NOT NULL";
 
