@@ -392,3 +392,42 @@ fn a_worker_takes_up_approved_and_abandoned_runs_and_leaves_held_ones_alone() {
     let file = sandbox.planrun().args(["worker", "--once"]).expect_code(2).run();
     assert!(file.stderr.contains("needs a database store"), "{}", file.stderr);
 }
+
+#[test]
+fn concurrent_worker_loops_drive_every_abandoned_run_exactly_once() {
+    let sandbox = Sandbox::new();
+    let Some(schema) = Schema::migrated("concurrency", &sandbox) else { return };
+    let store = ["--store", schema.url.as_str()];
+    let ids = ["w1", "w2", "w3", "w4", "w5", "w6"];
+    for id in ids {
+        let crashed = sandbox
+            .planrun()
+            .args(["--plan", "plans/flow_pwd.toml", "--run-id", id])
+            .args(store)
+            .env("PLANRUN_CRASH_AT", "step-2:after_effect")
+            .run();
+        assert_eq!(crashed.code, -1, "{id}: {}", crashed.snapshot());
+    }
+    assert_eq!(schema.sql("SELECT count(*) FROM runs WHERE status = 'running' AND owner_id IS NOT NULL"), "6");
+    schema.sql("UPDATE runs SET lease_expires_at = now() - interval '1 second'");
+    let worked = sandbox.planrun().args(["worker", "--once", "--concurrency", "3"]).args(store).expect_code(0).run();
+    for id in ids {
+        let lines = worked.stdout.lines().filter(|line| line.contains(&format!("run {id} ·"))).count();
+        assert_eq!(lines, 1, "{id} taken up exactly once: {}", worked.stdout);
+    }
+    assert!(worked.stdout.contains("6 run(s) taken up"), "{}", worked.stdout);
+    assert_eq!(
+        schema.sql("SELECT string_agg(DISTINCT status || ' ' || (owner_id IS NULL), ',') FROM runs"),
+        "done true",
+        "every run done, its lease given back"
+    );
+    // Driven once each: one `run_resumed` per run in its verified log (a
+    // loop that claims a run another loop finished writes nothing).
+    let resumed = "SELECT string_agg(DISTINCT n::text, ',') FROM (SELECT count(*) AS n FROM audit_events \
+         WHERE line::jsonb ->> 'event_type' = 'run_resumed' GROUP BY run_id) AS per_run";
+    assert_eq!(schema.sql(resumed), "1");
+    assert_eq!(schema.sql("SELECT count(DISTINCT run_id) FROM audit_events WHERE line LIKE '%run_resumed%'"), "6");
+    for id in ids {
+        sandbox.planrun().args(["verify", id]).args(store).expect_code(0).run();
+    }
+}

@@ -20,15 +20,22 @@ pub struct WorkerArgs {
     /// Milliseconds between passes.
     #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
     pub poll_ms: u64,
+    /// How many runs to drive at once.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub concurrency: u16,
 }
 
 /// Exit code: 0 after `--once` (whatever the runs it took up ended with:
 /// each has its line), 2 a store that has no runnable runs to offer (the
 /// file store) or cannot be read. Without `--once` it runs until stopped.
 pub fn worker(args: &WorkerArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
-    let input =
-        WorkerInput { workspace: dirs.workspace.clone(), once: args.once, poll: Duration::from_millis(args.poll_ms) };
-    let worked = ops::work(&input, env, &mut |worked| match &worked.outcome {
+    let input = WorkerInput {
+        workspace: dirs.workspace.clone(),
+        once: args.once,
+        poll: Duration::from_millis(args.poll_ms),
+        concurrency: usize::from(args.concurrency),
+    };
+    let worked = ops::work(&input, env, &|worked| match &worked.outcome {
         Ok(outcome) => anstream::println!(
             "{} run {} · {} (exit {})",
             paint(BOLD, "worked:"),

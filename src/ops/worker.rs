@@ -7,9 +7,10 @@
 //!
 //! Each run is tried once per checkpoint: a run the worker could not
 //! continue (an expired approval, changed files) is not tried again until
-//! its `state_version` moves. A run another worker claimed first is
-//! skipped. Queued runs, concurrency within one worker and LISTEN/NOTIFY
-//! wake-ups come next (see docs/scale-out.md).
+//! its `state_version` moves. A run another worker (or another of this
+//! worker's `--concurrency` loops) claimed first is skipped: the claim is
+//! one guarded statement, so two loops never drive one run. Queued runs and
+//! LISTEN/NOTIFY wake-ups come next (see docs/scale-out.md).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use crate::ops::{OpsError, RunOutcome};
 use crate::runtime::{ControlError, NoProgress, ResumeRequest, RuntimeEnv};
-use crate::store::StoreError;
+use crate::store::{RunStore, Runnable, StoreError};
 
 /// What the worker is asked to do.
 #[derive(Debug, Clone)]
@@ -27,6 +28,8 @@ pub struct WorkerInput {
     pub once: bool,
     /// How long to wait between passes.
     pub poll: Duration,
+    /// How many runs are driven at once (one loop each).
+    pub concurrency: usize,
 }
 
 /// One run the worker took up, and how it went.
@@ -45,9 +48,34 @@ fn taken_by_another(error: &OpsError) -> bool {
     )
 }
 
-/// Works runs until stopped (or after one pass with `once`), calling
-/// `report` for each run taken up; returns how many were.
-pub fn work(input: &WorkerInput, env: &RuntimeEnv, report: &mut dyn FnMut(&WorkedRun)) -> Result<usize, OpsError> {
+/// Whether run `runnable` has been checkpointed since it was listed.
+fn moved_on(store: &dyn RunStore, runnable: &Runnable) -> bool {
+    store.read_run(&runnable.run_id).is_ok_and(|run| run.state.state_version != runnable.state_version)
+}
+
+/// Works runs until stopped (or after one pass with `once`) in
+/// `concurrency` loops, calling `report` for each run taken up; returns how
+/// many were. The first store error of any loop ends the call.
+pub fn work(input: &WorkerInput, env: &RuntimeEnv, report: &(dyn Fn(&WorkedRun) + Sync)) -> Result<usize, OpsError> {
+    let loops = input.concurrency.max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..loops).map(|_| scope.spawn(|| work_loop(input, env, report))).collect();
+        let mut worked = 0;
+        let mut first_error = None;
+        for handle in handles {
+            match handle.join() {
+                Ok(Ok(count)) => worked += count,
+                Ok(Err(error)) => first_error = first_error.or(Some(error)),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        first_error.map_or(Ok(worked), Err)
+    })
+}
+
+/// One loop: pass over the runnable runs, take up each it has not tried at
+/// this checkpoint, wait, again.
+fn work_loop(input: &WorkerInput, env: &RuntimeEnv, report: &(dyn Fn(&WorkedRun) + Sync)) -> Result<usize, OpsError> {
     let store = env.store(&input.workspace);
     let mut tried: HashSet<(String, u64)> = HashSet::new();
     let mut worked = 0;
@@ -62,7 +90,10 @@ pub fn work(input: &WorkerInput, env: &RuntimeEnv, report: &mut dyn FnMut(&Worke
                 allow_changed_files: false,
             };
             let outcome = crate::ops::resume(request, env, &mut NoProgress);
-            if outcome.as_ref().is_err_and(taken_by_another) {
+            // The listing is a hint: between it and the claim another loop
+            // may have driven the run (it then refuses to continue, or is
+            // held). That is not this loop's run to report.
+            if outcome.as_ref().is_err_and(|error| taken_by_another(error) || moved_on(store.as_ref(), &runnable)) {
                 continue;
             }
             worked += 1;
