@@ -431,3 +431,26 @@ fn concurrent_worker_loops_drive_every_abandoned_run_exactly_once() {
         sandbox.planrun().args(["verify", id]).args(store).expect_code(0).run();
     }
 }
+
+#[test]
+fn hmac_seals_hold_in_the_database_and_are_refused_without_the_key() {
+    let sandbox = Sandbox::new();
+    let Some(schema) = Schema::migrated("hmac", &sandbox) else { return };
+    let store = ["--store", schema.url.as_str()];
+    let key = ("PLANRUN_HMAC_KEY", "a-key-for-the-test");
+    sandbox
+        .planrun()
+        .args(["--plan", "plans/flow_pwd.toml", "--run-id", "k"])
+        .args(store)
+        .env(key.0, key.1)
+        .expect_code(0)
+        .run();
+    let keyed = sandbox.planrun().args(["verify", "k"]).args(store).env(key.0, key.1).expect_code(0).run();
+    assert!(keyed.stdout.contains("HMAC-SHA256"), "{}", keyed.stdout);
+    assert!(schema.sql("SELECT state FROM runs WHERE run_id = 'k'").contains("hmac_sha256"));
+    let unkeyed = sandbox.planrun().args(["verify", "k"]).args(store).expect_code(2).run();
+    assert!(unkeyed.stderr.contains("PLANRUN_HMAC_KEY"), "{}", unkeyed.stderr);
+    let wrong = sandbox.planrun().args(["verify", "k"]).args(store).env(key.0, "another key").expect_code(2).run();
+    assert!(wrong.stderr.contains("failed verification"), "{}", wrong.stderr);
+    assert_eq!(schema.sql("SELECT claims FROM runs WHERE run_id = 'k'"), "0", "a checkpoint is progress");
+}

@@ -35,6 +35,7 @@ pub mod canonical;
 mod conformance;
 mod envelope;
 mod error;
+#[cfg(feature = "postgres")]
 mod export;
 mod file_store;
 mod history;

@@ -56,9 +56,10 @@ pub const RELEASE_LEASE: &str = "UPDATE runs SET owner_id = NULL, lease_expires_
 
 /// The guarded checkpoint: replaces the sealed state if the caller still
 /// holds the lease and the stored version is the expected one. One row
-/// when it was written.
+/// when it was written. A checkpoint is progress: `claims` (claims since
+/// the last progress) goes back to 0.
 pub const CHECKPOINT: &str = "UPDATE runs SET state = $6::text, status = $7::text, state_version = $8::bigint, \
-         audit_head_seq = $9::bigint, history_records = $10::bigint, updated_at = now(), \
+         audit_head_seq = $9::bigint, history_records = $10::bigint, updated_at = now(), claims = 0, \
          finished_at = CASE WHEN $11::bool THEN coalesce(finished_at, now()) ELSE NULL END, \
          lease_expires_at = now() + make_interval(secs => $12::bigint) \
      WHERE kind = $1::text AND run_id = $2::text AND owner_id = $3::text AND lease_version = $4::bigint \
