@@ -353,6 +353,10 @@ fn a_crashed_holder_keeps_the_run_until_its_lease_expires_then_recovery_closes_n
     let state: serde_json::Value = serde_json::from_str(&state.stdout).expect("JSON");
     assert_eq!(state["status"], "done");
     assert_eq!(state["evidence"][0]["kind"], "recovered_from_receipt");
+    let monotonic = "SELECT bool_and(lease_version >= previous) FROM (SELECT lease_version, \
+         lag(lease_version) OVER (ORDER BY seq) AS previous FROM audit_events WHERE run_id = 't') AS chain \
+         WHERE previous IS NOT NULL";
+    assert_eq!(schema.sql(monotonic), "t", "the lease version never goes down along the audit");
 }
 
 #[test]
@@ -391,6 +395,33 @@ fn a_worker_takes_up_approved_and_abandoned_runs_and_leaves_held_ones_alone() {
 
     let file = sandbox.planrun().args(["worker", "--once"]).expect_code(2).run();
     assert!(file.stderr.contains("needs a database store"), "{}", file.stderr);
+}
+
+#[test]
+fn a_worker_names_its_node_in_the_leases_it_holds() {
+    let sandbox = Sandbox::new();
+    let Some(schema) = Schema::migrated("node id", &sandbox) else { return };
+    let store = ["--store", schema.url.as_str()];
+    let crash = ("PLANRUN_CRASH_AT", "step-2:after_effect");
+    let first = sandbox
+        .planrun()
+        .args(["--plan", "plans/flow_pwd.toml", "--run-id", "n"])
+        .args(store)
+        .env(crash.0, crash.1)
+        .run();
+    assert_eq!(first.code, -1, "{}", first.snapshot());
+    schema.sql("UPDATE runs SET lease_expires_at = now() - interval '1 second'");
+    // The worker dies inside the run too: its lease is left, named by its node.
+    let worker = sandbox
+        .planrun()
+        .args(["worker", "--once", "--node-id", "node-a"])
+        .args(store)
+        .env("PLANRUN_CRASH_AT", "step-3:after_effect")
+        .run();
+    assert_eq!(worker.code, -1, "{}", worker.snapshot());
+    assert_eq!(schema.sql("SELECT owner_id LIKE 'node-a:%' FROM runs WHERE run_id = 'n'"), "t");
+    let bad = sandbox.planrun().args(["worker", "--once", "--node-id", "a b"]).args(store).expect_code(2).run();
+    assert!(bad.stderr.contains("node id"), "{}", bad.stderr);
 }
 
 #[test]

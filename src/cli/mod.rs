@@ -182,7 +182,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Err(message) => return output::fail(ExitStatus::InvalidInput, &message),
     };
     if touches_runs(&cli)
-        && let Err(message) = env.select_store(&cli.dirs.store)
+        && let Err(message) = env.select_store(&cli.dirs.store, worker::node_id(&cli.command))
     {
         return output::fail(ExitStatus::InvalidInput, &message);
     }

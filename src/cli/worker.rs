@@ -20,9 +20,28 @@ pub struct WorkerArgs {
     /// Milliseconds between passes.
     #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
     pub poll_ms: u64,
+    /// Names this machine in the owner id of the leases it takes (`[A-Za-z0-9._-]{1,64}`).
+    #[arg(long, value_name = "NAME", env = "PLANRUN_NODE_ID", value_parser = parse_node_id)]
+    pub node_id: Option<String>,
     /// How many runs to drive at once.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub concurrency: u16,
+}
+
+/// A `--node-id`: the alphabet of run ids, so that it reads plainly in
+/// `runs.owner_id`.
+fn parse_node_id(text: &str) -> Result<String, String> {
+    crate::store::validate_run_id(text)
+        .map(|()| text.to_string())
+        .map_err(|_| "a node id has 1 to 64 ASCII letters, digits, `.`, `_` or `-`".to_string())
+}
+
+/// The `--node-id` of a `worker` command line, for the store's owner ids.
+pub fn node_id(command: &Option<crate::cli::Command>) -> Option<&str> {
+    match command {
+        Some(crate::cli::Command::Worker(args)) => args.node_id.as_deref(),
+        _ => None,
+    }
 }
 
 /// Exit code: 0 after `--once` (whatever the runs it took up ended with:

@@ -26,7 +26,7 @@ pub fn migrate(location: &str) -> Result<Migrated, OpsError> {
         )),
         #[cfg(feature = "postgres")]
         StoreLocation::Postgres(location) => {
-            let options = crate::runtime::pg_options().map_err(OpsError::Usage)?;
+            let options = crate::runtime::pg_options(None).map_err(OpsError::Usage)?;
             let report = crate::store::pg::PgStores::migrate(&location, options)
                 .map_err(|error| OpsError::StoreUnavailable(error.to_string()))?;
             Ok(Migrated { schema: report.schema, applied: report.applied, version: report.version })

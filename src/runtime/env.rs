@@ -242,17 +242,20 @@ impl RuntimeEnv {
     /// Uses the store at `location` (`file`, or a `postgres://` URL) for
     /// every run this command touches. Refuses a malformed location, an
     /// unreachable database and a schema that is not migrated to this
-    /// planrun's version, before anything is written.
-    pub fn select_store(&mut self, location: &str) -> Result<(), String> {
+    /// planrun's version, before anything is written. `node_id` (a
+    /// worker's `--node-id`) prefixes the owner id of the leases this
+    /// process takes, so that an operator sees which machine holds a run.
+    pub fn select_store(&mut self, location: &str, node_id: Option<&str>) -> Result<(), String> {
         match StoreLocation::parse(location).map_err(|error| error.to_string())? {
             StoreLocation::File => {
+                let _ = node_id;
                 self.stores = Box::new(FileStores);
                 Ok(())
             }
             #[cfg(feature = "postgres")]
             StoreLocation::Postgres(location) => {
-                let stores =
-                    crate::store::pg::PgStores::connect(&location, pg_options()?).map_err(|error| error.to_string())?;
+                let stores = crate::store::pg::PgStores::connect(&location, pg_options(node_id)?)
+                    .map_err(|error| error.to_string())?;
                 self.stores = Box::new(stores);
                 Ok(())
             }
@@ -262,11 +265,11 @@ impl RuntimeEnv {
 
 /// How this process uses a PostgreSQL store: the lease length
 /// (`PLANRUN_LEASE_SECS`, default [`DEFAULT_LEASE_SECS`]) and a fresh owner
-/// id (`<pid>:<random>`), so that a restarted process never holds the
-/// leases of the one before it.
+/// id (`[<node_id>:]<pid>:<random>`), so that a restarted process never
+/// holds the leases of the one before it.
 #[cfg(feature = "postgres")]
 #[expect(clippy::disallowed_methods, reason = "the one source of fresh random ids")]
-pub fn pg_options() -> Result<crate::store::pg::PgOptions, String> {
+pub fn pg_options(node_id: Option<&str>) -> Result<crate::store::pg::PgOptions, String> {
     let lease_secs = match process_var("PLANRUN_LEASE_SECS") {
         None => DEFAULT_LEASE_SECS,
         Some(text) => match text.trim().parse::<u64>() {
@@ -278,7 +281,11 @@ pub fn pg_options() -> Result<crate::store::pg::PgOptions, String> {
             }
         },
     };
-    let owner_id = format!("{}:{}", std::process::id(), uuid::Uuid::now_v7().simple());
+    let process = format!("{}:{}", std::process::id(), uuid::Uuid::now_v7().simple());
+    let owner_id = match node_id {
+        Some(node) => format!("{node}:{process}"),
+        None => process,
+    };
     Ok(crate::store::pg::PgOptions { lease_secs, owner_id })
 }
 

@@ -29,6 +29,7 @@ pub const CLEARED: &[&str] = &[
     "PLANRUN_CRASH_AT",
     "PLANRUN_STORE",
     "PLANRUN_LEASE_SECS",
+    "PLANRUN_NODE_ID",
 ];
 
 /// A `planrun` command line waiting to be run; start one with
