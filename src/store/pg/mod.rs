@@ -267,7 +267,10 @@ impl HeldLease {
     fn new(shared: Arc<PgShared>, key: LeaseKey) -> HeldLease {
         let pool = shared.pool.clone();
         let beat = key.clone();
-        let period = Duration::from_secs(u64::try_from(key.secs / 3).unwrap_or(1).max(1));
+        // A third of the lease, so that two beats can be lost before it
+        // expires (a one-second test lease beats every 333 ms).
+        let period = Duration::from_millis(u64::try_from(key.secs).unwrap_or(1).saturating_mul(1000) / 3)
+            .max(Duration::from_millis(100));
         let heartbeat = shared.runtime.spawn(async move {
             loop {
                 tokio::time::sleep(period).await;

@@ -115,3 +115,20 @@ fn the_store_is_usable_from_inside_a_tokio_runtime() {
     let current = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     current.block_on(async { assert!(store.read_run("r1").is_ok()) });
 }
+
+#[test]
+fn the_heartbeat_keeps_a_held_lease_alive_past_its_length() {
+    let Some(schema) = TestSchema::create() else { return };
+    let workspace = std::path::Path::new("/tmp/planrun-test-workspace");
+    let holder = schema.process("test:holder", 1).store(workspace, &Sealer::plain());
+    let other = schema.process("test:other", 1).store(workspace, &Sealer::plain());
+    started(&holder, "r1");
+    let (mut run, loaded) = holder.open_run("r1").expect("open");
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert!(matches!(other.open_run("r1"), Err(StoreError::Locked { .. })), "still held after 2.5 one-second leases");
+    let mut next = loaded.state.clone();
+    next.state_version = 2;
+    run.checkpoint(&next, 1).expect("the holder still writes");
+    drop(run);
+    assert!(other.open_run("r1").is_ok(), "given back when dropped");
+}
