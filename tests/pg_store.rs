@@ -485,3 +485,26 @@ fn hmac_seals_hold_in_the_database_and_are_refused_without_the_key() {
     assert!(wrong.stderr.contains("failed verification"), "{}", wrong.stderr);
     assert_eq!(schema.sql("SELECT claims FROM runs WHERE run_id = 'k'"), "0", "a checkpoint is progress");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_survives_its_database_sessions_being_terminated() {
+    let sandbox = Sandbox::new();
+    let Some(schema) = Schema::migrated("terminated sessions", &sandbox) else { return };
+    let name = format!("planrun-{}", schema.name);
+    let url = format!("{}&application_name={name}", schema.url);
+    let server = Server::start_in(sandbox, &[("PLANRUN_STORE", url.as_str())]);
+    let client = client();
+    let goal = json!({"goal": "test flow pwd to file", "adapter": "agent"});
+    let (status, body) = post(&client, &server.url("/runs"), goal.clone()).await;
+    assert_eq!((status, body["status"].as_str()), (201, Some("done")), "{body}");
+    let killed = schema.sql(&format!(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '{name}'"
+    ));
+    assert_ne!(killed, "0", "the service's sessions were open");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let (status, body) = post(&client, &server.url("/runs"), goal).await;
+    assert_eq!((status, body["status"].as_str()), (201, Some("done")), "a new session is opened: {body}");
+    let (status, first) = get_json(&client, &server.url("/runs/br-0001")).await;
+    assert_eq!((status, first["status"].as_str()), (200, Some("done")), "{first}");
+    assert_eq!(schema.sql("SELECT count(*) FROM runs WHERE status = 'done'"), "4", "two bridge and two agent runs");
+}
