@@ -508,3 +508,44 @@ async fn serve_survives_its_database_sessions_being_terminated() {
     assert_eq!((status, first["status"].as_str()), (200, Some("done")), "{first}");
     assert_eq!(schema.sql("SELECT count(*) FROM runs WHERE status = 'done'"), "4", "two bridge and two agent runs");
 }
+
+/// Polls `sql` until it answers `want` (10 s at most); the last answer.
+fn wait_for(schema: &Schema, sql: &str, want: &str) -> String {
+    let mut answer = schema.sql(sql);
+    for _ in 0..100 {
+        if answer == want {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        answer = schema.sql(sql);
+    }
+    answer
+}
+
+#[test]
+fn serve_works_approved_runs_unless_no_worker() {
+    for no_worker in [false, true] {
+        let sandbox = ticket_sandbox("open", 0);
+        let Some(schema) = Schema::migrated("serve worker", &sandbox) else { return };
+        let store = ["--store", schema.url.as_str()];
+        let args: &[&str] = if no_worker { &["--no-worker"] } else { &[] };
+        let mut server = Server::start_in_with(
+            sandbox,
+            &[("PLANRUN_STORE", schema.url.as_str()), ("PLANRUN_TEST_CLOCK", T_RESUME)],
+            args,
+        );
+        let sandbox = &server.sandbox;
+        sandbox.planrun().args(["--plan", PLAN, "--run-id", RUN]).args(store).clock(T_RUN).expect_code(3).run();
+        sandbox.planrun().args(["approve", RUN]).args(store).clock(T_APPROVE).expect_code(0).run();
+        let status = "SELECT status FROM runs WHERE kind = 'agent' AND run_id = 't'";
+        if no_worker {
+            std::thread::sleep(std::time::Duration::from_millis(2500));
+            assert_eq!(schema.sql(status), "waiting_approval", "--no-worker: the service leaves the run alone");
+            assert_eq!(close_count(sandbox, "ticket-7"), 0);
+        } else {
+            assert_eq!(wait_for(&schema, status, "done"), "done", "the service's worker resumed the approved run");
+            assert_eq!(close_count(sandbox, "ticket-7"), 1);
+        }
+        assert!(server.terminate().success(), "a clean shutdown stops the service's worker too");
+    }
+}

@@ -53,6 +53,7 @@ pub fn worker(args: &WorkerArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         once: args.once,
         poll: Duration::from_millis(args.poll_ms),
         concurrency: usize::from(args.concurrency),
+        stop: None,
     };
     let worked = ops::work(&input, env, &|worked| match &worked.outcome {
         Ok(outcome) => anstream::println!(

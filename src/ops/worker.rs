@@ -14,6 +14,8 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::ops::{OpsError, RunOutcome};
@@ -30,6 +32,25 @@ pub struct WorkerInput {
     pub poll: Duration,
     /// How many runs are driven at once (one loop each).
     pub concurrency: usize,
+    /// Set to stop: each loop ends after the run it is driving (the
+    /// service's worker, stopped at shutdown).
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+impl WorkerInput {
+    fn stopped(&self) -> bool {
+        self.stop.as_ref().is_some_and(|stop| stop.load(Ordering::SeqCst))
+    }
+
+    /// Waits `poll`, in slices, so that a stop is seen within 50 ms.
+    fn pause(&self) {
+        let slice = Duration::from_millis(50);
+        let mut waited = Duration::ZERO;
+        while waited < self.poll && !self.stopped() {
+            std::thread::sleep(slice.min(self.poll - waited));
+            waited += slice;
+        }
+    }
 }
 
 /// One run the worker took up, and how it went.
@@ -81,6 +102,9 @@ fn work_loop(input: &WorkerInput, env: &RuntimeEnv, report: &(dyn Fn(&WorkedRun)
     let mut worked = 0;
     loop {
         for runnable in store.runnable_runs()? {
+            if input.stopped() {
+                return Ok(worked);
+            }
             if !tried.insert((runnable.run_id.clone(), runnable.state_version)) {
                 continue;
             }
@@ -99,9 +123,9 @@ fn work_loop(input: &WorkerInput, env: &RuntimeEnv, report: &(dyn Fn(&WorkedRun)
             worked += 1;
             report(&WorkedRun { run_id: runnable.run_id, outcome });
         }
-        if input.once {
+        if input.once || input.stopped() {
             return Ok(worked);
         }
-        std::thread::sleep(input.poll);
+        input.pause();
     }
 }
