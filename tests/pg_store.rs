@@ -549,3 +549,35 @@ fn serve_works_approved_runs_unless_no_worker() {
         assert!(server.terminate().success(), "a clean shutdown stops the service's worker too");
     }
 }
+
+#[test]
+fn a_waiting_worker_is_woken_by_notify_long_before_it_would_poll() {
+    let sandbox = ticket_sandbox("open", 0);
+    let Some(schema) = Schema::migrated("notify", &sandbox) else { return };
+    let store = ["--store", schema.url.as_str()];
+    sandbox.planrun().args(["--plan", PLAN, "--run-id", RUN]).args(store).clock(T_RUN).expect_code(3).run();
+    let name = format!("planrun-{}", schema.name);
+    let worker_url = format!("{}&application_name={name}", schema.url);
+    // A worker that would poll again only after ten minutes.
+    let mut worker = Command::new(env!("CARGO_BIN_EXE_planrun"))
+        .current_dir(crate::common::ROOT)
+        .args(["worker", "--poll-ms", "600000", "--store", &worker_url, "--workspace"])
+        .arg(sandbox.workspace())
+        .env("PLANRUN_TEST_CLOCK", T_RESUME)
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the worker");
+    let listening = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = '{name}' AND query = 'LISTEN planrun_runnable'"
+    );
+    assert_eq!(wait_for(&schema, &listening, "1"), "1", "the worker listens");
+    sandbox.planrun().args(["approve", RUN]).args(store).clock(T_APPROVE).expect_code(0).run();
+    let status = "SELECT status FROM runs WHERE run_id = 't'";
+    let done = wait_for(&schema, status, "done");
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert_eq!(done, "done", "woken by the approval's release, not by its ten-minute poll");
+    assert_eq!(close_count(&sandbox, "ticket-7"), 1);
+}

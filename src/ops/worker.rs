@@ -9,8 +9,10 @@
 //! continue (an expired approval, changed files) is not tried again until
 //! its `state_version` moves. A run another worker (or another of this
 //! worker's `--concurrency` loops) claimed first is skipped: the claim is
-//! one guarded statement, so two loops never drive one run. Queued runs and
-//! LISTEN/NOTIFY wake-ups come next (see docs/scale-out.md).
+//! one guarded statement, so two loops never drive one run. Between passes
+//! a loop waits for the store's wake-up (`LISTEN/NOTIFY` in PostgreSQL) or
+//! `poll`, whichever comes first. Queued runs come next (see
+//! docs/scale-out.md).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -42,12 +44,15 @@ impl WorkerInput {
         self.stop.as_ref().is_some_and(|stop| stop.load(Ordering::SeqCst))
     }
 
-    /// Waits `poll`, in slices, so that a stop is seen within 50 ms.
-    fn pause(&self) {
+    /// Waits up to `poll` for a wake-up from `store`, in slices, so that a
+    /// stop is seen within 50 ms.
+    fn pause(&self, store: &dyn RunStore) {
         let slice = Duration::from_millis(50);
         let mut waited = Duration::ZERO;
         while waited < self.poll && !self.stopped() {
-            std::thread::sleep(slice.min(self.poll - waited));
+            if store.wait_for_runnable(slice.min(self.poll - waited)) {
+                return;
+            }
             waited += slice;
         }
     }
@@ -126,6 +131,6 @@ fn work_loop(input: &WorkerInput, env: &RuntimeEnv, report: &(dyn Fn(&WorkedRun)
         if input.once || input.stopped() {
             return Ok(worked);
         }
-        input.pause();
+        input.pause(store.as_ref());
     }
 }

@@ -163,6 +163,13 @@ pub trait RunStore: Send + Sync {
     fn runnable_runs(&self) -> Result<Vec<Runnable>, StoreError> {
         Err(StoreError::Unsupported("`worker` needs a database store (`--store postgres://…`)"))
     }
+    /// Waits up to `timeout` for a hint that a run may have become
+    /// runnable (another process gave a lease back); `true` when one came.
+    /// A hint only: callers poll as well. Without hints, it just waits.
+    fn wait_for_runnable(&self, timeout: std::time::Duration) -> bool {
+        std::thread::sleep(timeout);
+        false
+    }
     /// Where agent run `run_id`'s checkpoint is (for messages and links).
     fn run_state_location(&self, run_id: &str) -> String;
     /// Every agent run, newest first.

@@ -79,6 +79,10 @@ struct PgShared {
     pool: Pool,
     display: String,
     options: PgOptions,
+    /// The session configuration, for the unpooled listening session.
+    config: tokio_postgres::Config,
+    /// Wake-ups (`LISTEN planrun_runnable`), once a worker waits for them.
+    wake_ups: std::sync::Mutex<WakeUps>,
 }
 
 impl PgShared {
@@ -98,7 +102,7 @@ impl PgShared {
         }
         config.keepalives(true);
         let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
-        let manager = Manager::from_config(config, tokio_postgres::NoTls, manager_config);
+        let manager = Manager::from_config(config.clone(), tokio_postgres::NoTls, manager_config);
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
             .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -107,7 +111,14 @@ impl PgShared {
             .build()
             .map_err(|error| unreachable(error.to_string()))?;
         let runtime = StoreRuntime::start().map_err(|error| unreachable(error.to_string()))?;
-        Ok(Arc::new(PgShared { runtime, pool, display: location.display.clone(), options }))
+        Ok(Arc::new(PgShared {
+            runtime,
+            pool,
+            display: location.display.clone(),
+            options,
+            config,
+            wake_ups: std::sync::Mutex::new(WakeUps::default()),
+        }))
     }
 
     /// Runs `make(pool)` on the store's runtime and waits for it.
@@ -119,10 +130,53 @@ impl PgShared {
         self.runtime.run(make(self.pool.clone()))
     }
 
+    /// Starts the listening session: one unpooled connection that
+    /// subscribes to `planrun_runnable` and forwards each payload (a
+    /// workspace id). When it ends (the server went away) the channel
+    /// closes and the next wait starts another.
+    fn listen(&self) -> std::sync::mpsc::Receiver<String> {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let config = self.config.clone();
+        self.runtime.spawn(async move {
+            let Ok((client, mut connection)) = config.connect(tokio_postgres::NoTls).await else { return };
+            // The connection is polled here (it carries the notifications);
+            // the client lives as long as the session listens.
+            let forward = async move {
+                while let Some(Ok(message)) = std::future::poll_fn(|context| connection.poll_message(context)).await {
+                    if let tokio_postgres::AsyncMessage::Notification(note) = message
+                        && sender.send(note.payload().to_string()).is_err()
+                    {
+                        return;
+                    }
+                }
+            };
+            let subscribe = async move {
+                if client.batch_execute(sql::LISTEN_RUNNABLE).await.is_ok() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                () = forward => {},
+                () = subscribe => {},
+            }
+        });
+        receiver
+    }
+
     fn lease_secs(&self) -> i64 {
         i64::try_from(self.options.lease_secs.max(1)).unwrap_or(i64::MAX)
     }
 }
+
+/// The listening session's channel, and when to try again after it ended.
+#[derive(Default)]
+struct WakeUps {
+    receiver: Option<std::sync::mpsc::Receiver<String>>,
+    retry_at: Option<std::time::Instant>,
+}
+
+/// How long to wait before listening again after the session ended.
+const LISTEN_RETRY: Duration = Duration::from_secs(5);
 
 /// One connection of the pool, or the message why there is none.
 async fn connect(pool: &Pool) -> Result<deadpool_postgres::Object, StoreError> {
@@ -259,12 +313,14 @@ struct LeaseKey {
 struct HeldLease {
     shared: Arc<PgShared>,
     key: LeaseKey,
+    /// The run's workspace, whose workers are woken when it is given back.
+    workspace: String,
     heartbeat: Option<tokio::task::JoinHandle<()>>,
     released: bool,
 }
 
 impl HeldLease {
-    fn new(shared: Arc<PgShared>, key: LeaseKey) -> HeldLease {
+    fn new(shared: Arc<PgShared>, key: LeaseKey, workspace: String) -> HeldLease {
         let pool = shared.pool.clone();
         let beat = key.clone();
         // A third of the lease, so that two beats can be lost before it
@@ -285,7 +341,7 @@ impl HeldLease {
                 }
             }
         });
-        HeldLease { shared, key, heartbeat: Some(heartbeat), released: false }
+        HeldLease { shared, key, workspace, heartbeat: Some(heartbeat), released: false }
     }
 
     fn release(&mut self) -> Result<(), StoreError> {
@@ -296,11 +352,16 @@ impl HeldLease {
             return Ok(());
         }
         self.released = true;
-        let key = self.key.clone();
+        let (key, workspace) = (self.key.clone(), self.workspace.clone());
         self.shared.call(move |pool| async move {
             let client = connect(&pool).await?;
             let params: [&(dyn ToSql + Sync); 4] = [&key.kind, &key.id, &key.owner, &key.token];
-            execute(&client, sql::RELEASE_LEASE, &params, "release the lease").await.map(|_| ())
+            let released = execute(&client, sql::RELEASE_LEASE, &params, "release the lease").await?;
+            if released == 1 && key.kind == AGENT {
+                // A hint for the workers; polling covers a lost one.
+                let _ = execute(&client, sql::NOTIFY_RUNNABLE, &[&workspace], "wake the workers").await;
+            }
+            Ok(())
         })
     }
 }
@@ -421,7 +482,7 @@ impl PgStore {
             return Err(StoreError::RunExists { id: id.to_string(), path: self.location_of(kind, "") });
         };
         let key = LeaseKey { kind, id: id.to_string(), owner: key_owner, token, secs };
-        Ok(HeldLease::new(self.shared.clone(), key))
+        Ok(HeldLease::new(self.shared.clone(), key, self.workspace_id.clone()))
     }
 
     /// Claims the lease of an existing run or record with a checkpoint.
@@ -442,7 +503,7 @@ impl PgStore {
         match claimed {
             Ok(token) => {
                 let key = LeaseKey { kind, id: id.to_string(), owner: key_owner, token, secs };
-                Ok(HeldLease::new(self.shared.clone(), key))
+                Ok(HeldLease::new(self.shared.clone(), key, self.workspace_id.clone()))
             }
             Err(Some(true)) => Err(StoreError::Locked { id: id.to_string() }),
             Err(_) => Err(StoreError::NotFound { id: id.to_string(), path: self.location_of(kind, "") }),
@@ -518,6 +579,34 @@ impl RunStore for PgStore {
 
     fn export_run(&self, run_id: &str, out: &Path) -> Result<PathBuf, StoreError> {
         self.export(run_id, out)
+    }
+
+    fn wait_for_runnable(&self, timeout: Duration) -> bool {
+        let Ok(mut wake_ups) = self.shared.wake_ups.lock() else {
+            std::thread::sleep(timeout);
+            return false;
+        };
+        if wake_ups.receiver.is_none() && wake_ups.retry_at.is_none_or(|at| std::time::Instant::now() >= at) {
+            wake_ups.receiver = Some(self.shared.listen());
+        }
+        let Some(receiver) = &wake_ups.receiver else {
+            drop(wake_ups);
+            std::thread::sleep(timeout);
+            return false;
+        };
+        match receiver.recv_timeout(timeout) {
+            Ok(workspace) => workspace == self.workspace_id,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => false,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                // The session ended (or never began): poll only, and listen
+                // again a little later.
+                wake_ups.receiver = None;
+                wake_ups.retry_at = Some(std::time::Instant::now() + LISTEN_RETRY);
+                drop(wake_ups);
+                std::thread::sleep(timeout);
+                false
+            }
+        }
     }
 
     fn runnable_runs(&self) -> Result<Vec<Runnable>, StoreError> {

@@ -130,3 +130,11 @@ pub const PUT_RECEIPT: &str = "INSERT INTO receipts (workspace_id, key_sha256, i
          run_id = EXCLUDED.run_id, step_id = EXCLUDED.step_id, receipt = EXCLUDED.receipt, updated_at = now()";
 
 pub const REMOVE_RECEIPT: &str = "DELETE FROM receipts WHERE workspace_id = $1::text AND key_sha256 = $2::text";
+
+/// Wakes the workers of workspace `$1`: a run there may be runnable (sent
+/// in its own autocommit statement after a lease is given back, never per
+/// step: NOTIFY serialises the commits that send it).
+pub const NOTIFY_RUNNABLE: &str = "SELECT pg_notify('planrun_runnable', $1::text)";
+
+/// What a worker's listening session subscribes to.
+pub const LISTEN_RUNNABLE: &str = "LISTEN planrun_runnable";
