@@ -41,7 +41,9 @@
 //!   `finish`, `flaky`, `ticket_lookup`, `ticket_close`).
 //! - [`store`]: the [`store::RunStore`] seam and its file store: sealed
 //!   checkpoints, hash-chained audit logs, history, receipts, bridge and
-//!   controller records, locks; strict verification on load.
+//!   controller records, locks; strict verification on load; and (cargo
+//!   feature `postgres`, `--store postgres://…`) the PostgreSQL store with
+//!   the same records in tables, leases and `export` (`store/pg/`).
 //! - [`snapshot`]: golden snapshot files in insta's `.snap` format and the
 //!   unified diff of a mismatch (`planrun test`).
 //! - [`runtime`]: the interpreter loop (recorder, budgets, one attempt,

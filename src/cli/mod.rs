@@ -7,6 +7,7 @@ mod cancel;
 mod check;
 mod completions;
 mod demo;
+mod export;
 mod list;
 mod man;
 mod output;
@@ -20,8 +21,10 @@ mod run;
 mod runs;
 mod schema;
 mod show;
+mod store;
 mod test;
 mod verify;
+mod worker;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -84,6 +87,10 @@ pub struct DirArgs {
     /// The folder of policy files.
     #[arg(long, global = true, value_name = "DIR", default_value = "policies", env = "PLANRUN_POLICIES")]
     pub policies: PathBuf,
+    /// Where runs are kept: `file` (the folders under `--workspace`) or
+    /// `postgres://user@host:port/database` (see docs/scale-out.md).
+    #[arg(long, global = true, value_name = "URL", default_value = "file", env = "PLANRUN_STORE")]
+    pub store: String,
     /// When to colour output.
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
@@ -128,6 +135,12 @@ pub enum Command {
     Test(test::TestArgs),
     /// Settle a run that ended `tool_result_uncertain`: was the write applied?
     Reconcile(reconcile::ReconcileArgs),
+    /// Write a run of a database store as files (`DIR/runs/<run_id>/`), verified.
+    Export(export::ExportArgs),
+    /// Manage a database store: `store migrate` creates or updates its schema.
+    Store(store::StoreArgs),
+    /// Take up the runs of a database store nobody holds (interrupted, or approved) and drive them.
+    Worker(worker::WorkerArgs),
     /// Run the ticket demo end to end (pause, approve, crash, recover) and print its summary.
     Demo(demo::DemoArgs),
     /// Run the HTTP service (bridge runs, controller loop).
@@ -164,10 +177,15 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         );
     }
     output::set_color(cli.dirs.color);
-    let env = match RuntimeEnv::from_process() {
+    let mut env = match RuntimeEnv::from_process() {
         Ok(env) => env,
         Err(message) => return output::fail(ExitStatus::InvalidInput, &message),
     };
+    if touches_runs(&cli)
+        && let Err(message) = env.select_store(&cli.dirs.store, worker::node_id(&cli.command))
+    {
+        return output::fail(ExitStatus::InvalidInput, &message);
+    }
     match &cli.command {
         Some(Command::Check(args)) => check::check(args, &cli.dirs),
         Some(Command::Plan(args)) => plan::plan(args, &cli.dirs),
@@ -184,6 +202,9 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Cancel(args)) => cancel::cancel(args, &cli.dirs, &env),
         Some(Command::Reconcile(args)) => reconcile::reconcile(args, &cli.dirs, &env),
         Some(Command::Demo(args)) => demo::demo(args, &cli.dirs, &env),
+        Some(Command::Export(args)) => export::export(args, &cli.dirs, &env),
+        Some(Command::Store(args)) => store::store(args, &cli.dirs),
+        Some(Command::Worker(args)) => worker::worker(args, &cli.dirs, &env),
         Some(Command::Test(args)) => test::test(args, &cli.dirs),
         #[cfg(feature = "server")]
         Some(Command::Serve(args)) => {
@@ -192,5 +213,29 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Completions(args)) => completions::completions(args),
         Some(Command::Man(args)) => man::man(args),
         None => run::run(&cli.run, &cli.dirs, &env),
+    }
+}
+
+/// Whether the command reads or writes runs, and so uses `--store`: a store
+/// is connected (and a database's schema checked) only for those, so that
+/// `check`, `plan` or `completions` never need a database.
+fn touches_runs(cli: &Cli) -> bool {
+    match &cli.command {
+        None => cli.run.plan.is_some() || cli.run.goal.is_some(),
+        Some(
+            Command::Runs(_)
+            | Command::Show(_)
+            | Command::Verify(_)
+            | Command::Approve(_)
+            | Command::Reject(_)
+            | Command::Resume(_)
+            | Command::Cancel(_)
+            | Command::Reconcile(_)
+            | Command::Export(_)
+            | Command::Worker(_),
+        ) => true,
+        #[cfg(feature = "server")]
+        Some(Command::Serve(_)) => true,
+        _ => false,
     }
 }

@@ -42,6 +42,11 @@ pub enum OpsError {
     /// A run's records are missing or fail verification (exit 2).
     #[error(transparent)]
     Records(#[from] StoreError),
+    /// The store named by `--store` cannot be used: a malformed location,
+    /// an unreachable database, an unusable schema (exit 2; nothing was
+    /// written).
+    #[error("{0}")]
+    StoreUnavailable(String),
 }
 
 fn error_count(diagnostics: &[Diagnostic]) -> usize {
@@ -110,6 +115,7 @@ impl OpsError {
             | OpsError::NothingToRun
             | OpsError::Usage(_)
             | OpsError::InvalidRunId(_)
+            | OpsError::StoreUnavailable(_)
             | OpsError::Records(_) => ExitStatus::InvalidInput,
             OpsError::Run(error) if error.nothing_ran() => ExitStatus::InvalidInput,
             OpsError::Run(_) => ExitStatus::Failed,

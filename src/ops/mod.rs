@@ -22,6 +22,9 @@
 //! | validate files | [`check`] | [`CheckOutcome`] |
 //! | run declared scenarios against golden snapshots | [`test`] (one: [`run_scenario`]) | [`TestOutcome`] |
 //! | check a run's records end to end | [`verify`] | [`Verification`] |
+//! | write a database run as files | [`export`] | [`Exported`] |
+//! | create or update a database store's schema | [`migrate`] | [`Migrated`] |
+//! | take up the runnable runs of a database store | [`work`] | [`WorkedRun`]s |
 //!
 //! Adding a use case: one file here with its input, outcome and function,
 //! re-exported below; then a thin `cli/` command and, if the service offers
@@ -34,6 +37,7 @@ mod check;
 mod ended_run;
 mod error;
 mod exit_status;
+mod export;
 mod policy_check;
 mod preview;
 mod reconcile;
@@ -45,8 +49,10 @@ mod runs;
 mod scenario_run;
 mod scenario_sandbox;
 mod show;
+mod store_admin;
 mod test;
 mod verify;
+mod worker;
 
 pub use approve::{ApproveInput, Approved, approve};
 pub use cancel::cancel;
@@ -55,6 +61,7 @@ pub use check::{CheckInput, CheckOutcome, CheckedFile, check};
 pub use ended_run::EndedRun;
 pub use error::OpsError;
 pub use exit_status::ExitStatus;
+pub use export::{Exported, export};
 pub use policy_check::{PolicyCheckInput, PolicyVerdict, policy_check};
 pub use preview::{PreviewTarget, preview};
 pub use reconcile::{ReconcileInput, Reconciled, reconcile};
@@ -66,7 +73,9 @@ pub use runs::{ListedRun, RunSummary, RunsInput, RunsOutcome, runs};
 pub use scenario_run::{Captured, ScenarioContext, ScenarioRun, run_scenario};
 pub use scenario_sandbox::SandboxError;
 pub use show::{LATEST, full_state_json, show};
+pub use store_admin::{Migrated, migrate};
 pub use test::{
     ScenarioProblems, SnapshotResult, SnapshotState, TestInput, TestOutcome, accept_snapshot, reject_snapshot, test,
 };
 pub use verify::{Verification, VerifiedRun, verify};
+pub use worker::{WorkedRun, WorkerInput, work};

@@ -1,5 +1,11 @@
 //! The injected environment: clock, id generator, run store.
 //!
+//! The run store is the file store unless `--store` / `PLANRUN_STORE` names
+//! another ([`RuntimeEnv::select_store`]): a PostgreSQL store is connected
+//! and its schema checked once, at start-up, so that a bad URL, an
+//! unreachable server or an unmigrated schema stops a command before it
+//! reads or writes anything.
+//!
 //! Production uses [`SystemClock`] and [`SystemIds`]. Tests (and the
 //! `PLANRUN_TEST_CLOCK` hook of the binary) use [`FixedClock`], which starts
 //! at a given instant and advances one second per reading, and
@@ -12,7 +18,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use jiff::{Timestamp, Unit};
 
-use crate::store::{FileStores, RunStore, Sealer, StoreFactory};
+use crate::store::{FileStores, RunStore, Sealer, StoreFactory, StoreLocation};
 
 /// A source of the current time.
 pub trait Clock: Send + Sync {
@@ -226,6 +232,61 @@ impl RuntimeEnv {
         }
         Ok(env)
     }
+}
+
+/// The default of `PLANRUN_LEASE_SECS`: how long a run's lease lasts
+/// without a heartbeat (renewed at a third of it).
+pub const DEFAULT_LEASE_SECS: u64 = 30;
+
+impl RuntimeEnv {
+    /// Uses the store at `location` (`file`, or a `postgres://` URL) for
+    /// every run this command touches. Refuses a malformed location, an
+    /// unreachable database and a schema that is not migrated to this
+    /// planrun's version, before anything is written. `node_id` (a
+    /// worker's `--node-id`) prefixes the owner id of the leases this
+    /// process takes, so that an operator sees which machine holds a run.
+    pub fn select_store(&mut self, location: &str, node_id: Option<&str>) -> Result<(), String> {
+        match StoreLocation::parse(location).map_err(|error| error.to_string())? {
+            StoreLocation::File => {
+                let _ = node_id;
+                self.stores = Box::new(FileStores);
+                Ok(())
+            }
+            #[cfg(feature = "postgres")]
+            StoreLocation::Postgres(location) => {
+                let stores = crate::store::pg::PgStores::connect(&location, pg_options(node_id)?)
+                    .map_err(|error| error.to_string())?;
+                self.stores = Box::new(stores);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// How this process uses a PostgreSQL store: the lease length
+/// (`PLANRUN_LEASE_SECS`, default [`DEFAULT_LEASE_SECS`]) and a fresh owner
+/// id (`[<node_id>:]<pid>:<random>`), so that a restarted process never
+/// holds the leases of the one before it.
+#[cfg(feature = "postgres")]
+#[expect(clippy::disallowed_methods, reason = "the one source of fresh random ids")]
+pub fn pg_options(node_id: Option<&str>) -> Result<crate::store::pg::PgOptions, String> {
+    let lease_secs = match process_var("PLANRUN_LEASE_SECS") {
+        None => DEFAULT_LEASE_SECS,
+        Some(text) => match text.trim().parse::<u64>() {
+            Ok(secs) if (1..=86_400).contains(&secs) => secs,
+            _ => {
+                return Err(format!(
+                    "`PLANRUN_LEASE_SECS` must be a whole number of seconds from 1 to 86400, not `{text}`"
+                ));
+            }
+        },
+    };
+    let process = format!("{}:{}", std::process::id(), uuid::Uuid::now_v7().simple());
+    let owner_id = match node_id {
+        Some(node) => format!("{node}:{process}"),
+        None => process,
+    };
+    Ok(crate::store::pg::PgOptions { lease_secs, owner_id })
 }
 
 /// RFC 3339 in UTC, as written in records.

@@ -27,9 +27,11 @@ mod recorder;
 mod request;
 
 pub use control::{ApproveOutcome, ControlError, ResumeRequest, approve, cancel, reconcile, reject, resume};
+#[cfg(feature = "postgres")]
+pub use env::pg_options;
 pub use env::{
-    Clock, CrashAt, CrashPoint, FixedClock, IdGen, IdKind, RuntimeEnv, SequentialIds, SystemClock, SystemIds,
-    format_timestamp, process_var,
+    Clock, CrashAt, CrashPoint, DEFAULT_LEASE_SECS, FixedClock, IdGen, IdKind, RuntimeEnv, SequentialIds, SystemClock,
+    SystemIds, format_timestamp, process_var,
 };
 pub use event::Event;
 pub use progress::{NoProgress, Progress};

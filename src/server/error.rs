@@ -75,16 +75,19 @@ impl From<ServiceError> for ApiError {
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         let (status, code) = match &error {
-            StoreError::Locked { .. } | StoreError::VersionConflict { .. } => (StatusCode::CONFLICT, "run_locked"),
+            StoreError::Locked { .. } | StoreError::VersionConflict { .. } | StoreError::LeaseLost { .. } => {
+                (StatusCode::CONFLICT, "run_locked")
+            }
             StoreError::Tampered { .. } | StoreError::Corrupt { .. } | StoreError::Unreadable { .. } => {
                 (StatusCode::CONFLICT, "records_invalid")
             }
             StoreError::NotFound { id, .. } | StoreError::Interrupted { id, .. } => {
                 return ApiError::not_found("run", id);
             }
-            StoreError::RunExists { .. } | StoreError::Io { .. } => {
-                (StatusCode::INTERNAL_SERVER_ERROR, "records_failed")
-            }
+            StoreError::RunExists { .. }
+            | StoreError::Io { .. }
+            | StoreError::Database { .. }
+            | StoreError::Unsupported(_) => (StatusCode::INTERNAL_SERVER_ERROR, "records_failed"),
         };
         ApiError::new(status, code, error.to_string())
     }

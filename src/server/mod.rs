@@ -83,6 +83,11 @@ pub struct ServeArgs {
     /// `.yml`), or built-in defaults when no such file exists.
     #[arg(long, value_name = "FILE")]
     pub service_policy: Option<PathBuf>,
+    /// With a database store (`--store postgres://…`), do not take up the
+    /// runs nobody holds (by default the service works them, as `planrun
+    /// worker` does).
+    #[arg(long)]
+    pub no_worker: bool,
 }
 
 /// Runs the service until a signal; returns the exit code.
@@ -137,6 +142,7 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
     };
     let env = Arc::new(env);
     let store = env.store(&workspace);
+    let worker = (!args.no_worker && store.runnable_runs().is_ok()).then(|| start_worker(&env, &workspace));
     let agent = Arc::new(AgentRunner {
         catalog,
         workspace: workspace.clone(),
@@ -189,9 +195,43 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
         }
         // Every run holds a slot until it has finished and written its records.
         let _all = slots.acquire_many(MAX_CONCURRENT_RUNS).await;
+        if let Some((stop, thread)) = worker {
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
         eprintln!("planrun serve: stopped; every in-flight run finished");
         ExitCode::from(ExitStatus::Done)
     })
+}
+
+/// The service's worker: a thread that takes up the runs of a database
+/// store nobody holds ([`crate::ops::work`]), one line per run on stderr,
+/// until `stop` is set (at shutdown it finishes the run it is driving).
+fn start_worker(
+    env: &Arc<RuntimeEnv>,
+    workspace: &Path,
+) -> (Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>) {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let input = crate::ops::WorkerInput {
+        workspace: workspace.to_path_buf(),
+        once: false,
+        poll: std::time::Duration::from_millis(1000),
+        concurrency: 1,
+        stop: Some(Arc::clone(&stop)),
+    };
+    let env = Arc::clone(env);
+    let thread = std::thread::spawn(move || {
+        let report = |worked: &crate::ops::WorkedRun| match &worked.outcome {
+            Ok(outcome) => {
+                eprintln!("planrun serve: worker: run {} · {}", worked.run_id, outcome.state.status.as_str())
+            }
+            Err(error) => eprintln!("planrun serve: worker: run {} · not continued: {error}", worked.run_id),
+        };
+        if let Err(error) = crate::ops::work(&input, &env, &report) {
+            eprintln!("planrun serve: worker stopped: {error}");
+        }
+    });
+    (stop, thread)
 }
 
 /// The service policy through the loader (`--service-policy`, else

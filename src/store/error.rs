@@ -38,6 +38,20 @@ pub enum StoreError {
     /// inconsistent. Nothing runs from such a run.
     #[error("run `{id}` failed verification: {reason}")]
     Tampered { id: String, reason: String },
+    /// The holder's lease on the run (or record) was taken over or has
+    /// expired: another process owns the run now. Nothing was written.
+    #[error(
+        "run `{id}`: this process no longer holds the run's lease (it expired or another worker took the run over); nothing was written"
+    )]
+    LeaseLost { id: String },
+    /// The database store failed (a lost connection, a timeout, a refused
+    /// statement).
+    #[error("cannot {action} in the PostgreSQL store: {message}")]
+    Database { action: &'static str, message: String },
+    /// The store cannot do this (`export` from the file store, whose runs
+    /// are files already).
+    #[error("{0}")]
+    Unsupported(&'static str),
     /// A record file exists but cannot be read (a folder in its place, an
     /// I/O error). Nothing runs from such a run.
     #[error("run `{id}`: cannot read `{}`: {source}", path.display())]

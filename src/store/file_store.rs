@@ -273,7 +273,7 @@ mod tests {
         assert_eq!(commit.barriers(), 0, "the plan copy waits for the first checkpoint");
         let saved = || NewEvent { event_type: "state_saved", ..event() };
         run.append_event(saved()).expect("event");
-        let mut state = crate::store::conformance::state("r1", "2026-01-01T00:00:00Z");
+        let mut state = crate::store::test_runs::state("r1", "2026-01-01T00:00:00Z");
         run.checkpoint(&state, 0).expect("checkpoint");
         assert_eq!(commit.barriers(), 0, "the first checkpoint covers nothing that ran");
         assert_eq!(store.read_run("r1").expect("published and readable").state.state_version, 1);

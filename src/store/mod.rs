@@ -1,5 +1,7 @@
 //! Run records, behind one seam: [`RunStore`], implemented by
-//! [`FileStore`]. Everything a run writes goes through it: agent runs
+//! [`FileStore`] (the default) and, with the `postgres` feature, by
+//! `pg::PgStore` (`--store postgres://…`, see `pg/mod.rs` and `location.rs`).
+//! Everything a run writes goes through it: agent runs
 //! (`<workspace>/runs/<run_id>/`), bridge and controller records
 //! (`<workspace>/bridge/runs/<id>/`, see `record_dir.rs`) and idempotency
 //! receipts (`<workspace>/.planrun/receipts/`). No code outside this module
@@ -41,11 +43,16 @@ pub mod canonical;
 mod conformance;
 mod envelope;
 mod error;
+#[cfg(feature = "postgres")]
+mod export;
 mod file_store;
 mod group_commit;
 mod head;
 mod history;
 mod lease;
+pub mod location;
+#[cfg(feature = "postgres")]
+pub mod pg;
 mod receipts;
 mod record_dir;
 mod run_dir;
@@ -53,6 +60,8 @@ mod run_id;
 mod run_load;
 mod run_store;
 mod state;
+#[cfg(test)]
+mod test_runs;
 
 // The file store's parts stay inside this module: everything else reaches
 // records through `RunStore`.
@@ -70,11 +79,12 @@ pub use error::StoreError;
 pub use file_store::{FileStore, FileStores, GroupFileStores};
 pub use group_commit::{Durability, GroupCommit};
 pub use history::{StepRecord, StepRecordStatus};
+pub use location::{LocationError, StoreLocation};
 pub use receipts::{RECEIPT_LINK, Receipt, ReceiptError, ReceiptState};
 pub use run_id::{RunIdError, validate_run_id};
 pub use run_load::{LoadedRun, full_state};
 pub use run_store::{
     CREATE_ATTEMPTS, LoadedRecord, NewEvent, RecordEvent, RecordHandle, RecordKind, RecordWriter, RunHandle,
-    RunListing, RunStore, StoreFactory, create_unique,
+    RunListing, RunStore, Runnable, StoreFactory, create_unique,
 };
 pub use state::{Approval, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState};

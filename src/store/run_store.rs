@@ -71,6 +71,15 @@ pub struct RunListing {
     pub started_at: Option<String>,
 }
 
+/// An agent run a worker may take up: free (or its holder's lease has
+/// expired), and either interrupted (`running`) or approved and waiting to
+/// be resumed. Its `state_version` tells one attempt from the next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Runnable {
+    pub run_id: String,
+    pub state_version: u64,
+}
+
 /// A bridge or controller record read back and verified.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadedRecord {
@@ -148,6 +157,29 @@ pub trait RunStore: Send + Sync {
     fn open_run(&self, run_id: &str) -> Result<(Box<dyn RunHandle>, LoadedRun), StoreError>;
     /// Reads agent run `run_id` back strictly, without locking it.
     fn read_run(&self, run_id: &str) -> Result<LoadedRun, StoreError>;
+    /// Writes verified agent run `run_id` in the file store's layout,
+    /// `<out>/runs/<run_id>/` (`state.json`, `plan.json`, `history.jsonl`,
+    /// `audit.jsonl`), with the same seal and chains, and returns the
+    /// folder. A store whose runs are such folders already has nothing to
+    /// export.
+    fn export_run(&self, run_id: &str, out: &Path) -> Result<std::path::PathBuf, StoreError> {
+        let _ = (run_id, out);
+        Err(StoreError::Unsupported("`export` reads a database store: the file store's runs are folders already"))
+    }
+    /// The agent runs of this workspace a worker may take up, oldest
+    /// first (a hint: taking one up claims it and verifies it). Only a
+    /// shared store has them: with the file store a run is continued by
+    /// `resume` on its machine.
+    fn runnable_runs(&self) -> Result<Vec<Runnable>, StoreError> {
+        Err(StoreError::Unsupported("`worker` needs a database store (`--store postgres://…`)"))
+    }
+    /// Waits up to `timeout` for a hint that a run may have become
+    /// runnable (another process gave a lease back); `true` when one came.
+    /// A hint only: callers poll as well. Without hints, it just waits.
+    fn wait_for_runnable(&self, timeout: std::time::Duration) -> bool {
+        std::thread::sleep(timeout);
+        false
+    }
     /// Where agent run `run_id`'s checkpoint is (for messages and links).
     fn run_state_location(&self, run_id: &str) -> String;
     /// Every agent run, newest first.

@@ -21,8 +21,16 @@ use super::{Output, ROOT, Sandbox, TEST_CLOCK};
 /// Variables of planrun's own that must not leak in from the developer's
 /// shell: a test sets the ones it wants with [`Planrun::env`] (the service
 /// harness clears them too).
-pub const CLEARED: &[&str] =
-    &["PLANRUN_WORKSPACE", "PLANRUN_PLANS", "PLANRUN_POLICIES", "PLANRUN_HMAC_KEY", "PLANRUN_CRASH_AT"];
+pub const CLEARED: &[&str] = &[
+    "PLANRUN_WORKSPACE",
+    "PLANRUN_PLANS",
+    "PLANRUN_POLICIES",
+    "PLANRUN_HMAC_KEY",
+    "PLANRUN_CRASH_AT",
+    "PLANRUN_STORE",
+    "PLANRUN_LEASE_SECS",
+    "PLANRUN_NODE_ID",
+];
 
 /// A `planrun` command line waiting to be run; start one with
 /// [`Sandbox::planrun`].

@@ -1,0 +1,136 @@
+//! `planrun worker`: takes up the runs of its workspace that a database
+//! store holds for nobody — interrupted ones (their process died and its
+//! lease expired) and approved ones waiting to be resumed — and drives each
+//! as `resume` does: claiming its lease (a new fencing token), verifying
+//! its records, recovering from receipts, and giving the lease back at the
+//! end or at the next approval gate.
+//!
+//! Each run is tried once per checkpoint: a run the worker could not
+//! continue (an expired approval, changed files) is not tried again until
+//! its `state_version` moves. A run another worker (or another of this
+//! worker's `--concurrency` loops) claimed first is skipped: the claim is
+//! one guarded statement, so two loops never drive one run. Between passes
+//! a loop waits for the store's wake-up (`LISTEN/NOTIFY` in PostgreSQL) or
+//! `poll`, whichever comes first. Queued runs come next (see
+//! docs/scale-out.md).
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::ops::{OpsError, RunOutcome};
+use crate::runtime::{ControlError, NoProgress, ResumeRequest, RuntimeEnv};
+use crate::store::{RunStore, Runnable, StoreError};
+
+/// What the worker is asked to do.
+#[derive(Debug, Clone)]
+pub struct WorkerInput {
+    pub workspace: PathBuf,
+    /// One pass over the runnable runs, then return.
+    pub once: bool,
+    /// How long to wait between passes.
+    pub poll: Duration,
+    /// How many runs are driven at once (one loop each).
+    pub concurrency: usize,
+    /// Set to stop: each loop ends after the run it is driving (the
+    /// service's worker, stopped at shutdown).
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+impl WorkerInput {
+    fn stopped(&self) -> bool {
+        self.stop.as_ref().is_some_and(|stop| stop.load(Ordering::SeqCst))
+    }
+
+    /// Waits up to `poll` for a wake-up from `store`, in slices, so that a
+    /// stop is seen within 50 ms.
+    fn pause(&self, store: &dyn RunStore) {
+        let slice = Duration::from_millis(50);
+        let mut waited = Duration::ZERO;
+        while waited < self.poll && !self.stopped() {
+            if store.wait_for_runnable(slice.min(self.poll - waited)) {
+                return;
+            }
+            waited += slice;
+        }
+    }
+}
+
+/// One run the worker took up, and how it went.
+#[derive(Debug)]
+pub struct WorkedRun {
+    pub run_id: String,
+    pub outcome: Result<RunOutcome, OpsError>,
+}
+
+/// Whether `error` says another process holds the run now.
+fn taken_by_another(error: &OpsError) -> bool {
+    matches!(
+        error,
+        OpsError::Control(ControlError::Store(StoreError::Locked { .. } | StoreError::LeaseLost { .. }))
+            | OpsError::Records(StoreError::Locked { .. } | StoreError::LeaseLost { .. })
+    )
+}
+
+/// Whether run `runnable` has been checkpointed since it was listed.
+fn moved_on(store: &dyn RunStore, runnable: &Runnable) -> bool {
+    store.read_run(&runnable.run_id).is_ok_and(|run| run.state.state_version != runnable.state_version)
+}
+
+/// Works runs until stopped (or after one pass with `once`) in
+/// `concurrency` loops, calling `report` for each run taken up; returns how
+/// many were. The first store error of any loop ends the call.
+pub fn work(input: &WorkerInput, env: &RuntimeEnv, report: &(dyn Fn(&WorkedRun) + Sync)) -> Result<usize, OpsError> {
+    let loops = input.concurrency.max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..loops).map(|_| scope.spawn(|| work_loop(input, env, report))).collect();
+        let mut worked = 0;
+        let mut first_error = None;
+        for handle in handles {
+            match handle.join() {
+                Ok(Ok(count)) => worked += count,
+                Ok(Err(error)) => first_error = first_error.or(Some(error)),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        first_error.map_or(Ok(worked), Err)
+    })
+}
+
+/// One loop: pass over the runnable runs, take up each it has not tried at
+/// this checkpoint, wait, again.
+fn work_loop(input: &WorkerInput, env: &RuntimeEnv, report: &(dyn Fn(&WorkedRun) + Sync)) -> Result<usize, OpsError> {
+    let store = env.store(&input.workspace);
+    let mut tried: HashSet<(String, u64)> = HashSet::new();
+    let mut worked = 0;
+    loop {
+        for runnable in store.runnable_runs()? {
+            if input.stopped() {
+                return Ok(worked);
+            }
+            if !tried.insert((runnable.run_id.clone(), runnable.state_version)) {
+                continue;
+            }
+            let request = ResumeRequest {
+                workspace: input.workspace.clone(),
+                run_id: runnable.run_id.clone(),
+                allow_changed_files: false,
+            };
+            let outcome = crate::ops::resume(request, env, &mut NoProgress);
+            // The listing is a hint: between it and the claim another loop
+            // may have driven the run (it then refuses to continue, or is
+            // held). That is not this loop's run to report.
+            if outcome.as_ref().is_err_and(|error| taken_by_another(error) || moved_on(store.as_ref(), &runnable)) {
+                continue;
+            }
+            worked += 1;
+            report(&WorkedRun { run_id: runnable.run_id, outcome });
+        }
+        if input.once || input.stopped() {
+            return Ok(worked);
+        }
+        input.pause(store.as_ref());
+    }
+}

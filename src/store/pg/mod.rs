@@ -1,0 +1,1028 @@
+//! [`PgStore`]: the [`RunStore`] in PostgreSQL (cargo feature `postgres`,
+//! `--store postgres://…`). The tables are in `migrations/`, every
+//! statement in `sql.rs`, the schema's versions in `migrate.rs`.
+//!
+//! The records are the file store's, byte for byte: the sealed checkpoint
+//! envelope (`runs.state`), the plan copy (`run_plans.plan`), one row per
+//! history line and per audit line, each line as planrun wrote it. Seals
+//! and chains are computed by planrun over those bytes ([`Sealer`]), never
+//! over what `jsonb` gives back, and checked again on every read
+//! (`verify.rs`), so an edited, deleted or re-ordered row is found, and
+//! `planrun export` writes files the file store's verifier accepts.
+//!
+//! A handle holds the run's **lease**: `owner_id`, the fencing token
+//! `lease_version` (one more on every claim) and `lease_expires_at` on the
+//! run's row, renewed by a heartbeat at a third of `PLANRUN_LEASE_SECS`
+//! while the handle lives, given back when it is released or dropped, and
+//! expiring by itself when the process dies. Every write is guarded by the
+//! lease in the statement that writes: a holder whose lease was taken over
+//! writes nothing ([`StoreError::LeaseLost`]).
+//!
+//! An agent run's events and history are kept in its handle until its
+//! next checkpoint and committed with it in one transaction (one commit per
+//! checkpoint; the compare-and-set on `state_version` is in the same
+//! statement as the lease guard), so a database run has no crash tail. A
+//! record's events are written as they happen (its log may run past its
+//! checkpoint, as in the file store).
+
+pub mod error;
+pub mod migrate;
+mod runtime;
+mod sql;
+#[cfg(test)]
+pub(crate) mod test_db;
+#[cfg(test)]
+mod tests;
+mod verify;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
+use serde_json::{Value, json};
+use tokio_postgres::types::ToSql;
+
+use crate::store::canonical::{parse_strict, sha256_hex};
+use crate::store::location::PgLocation;
+use crate::store::run_dir::compare_version;
+use crate::store::{
+    AuditEvent, LoadedRecord, LoadedRun, NewEvent, Receipt, ReceiptError, ReceiptState, RecordHandle, RecordKind,
+    RunHandle, RunListing, RunState, RunStore, Runnable, Sealer, StepRecord, StoreError, StoreFactory,
+};
+use error::{PgError, pool_error, store_error};
+pub use migrate::MigrationReport;
+use runtime::StoreRuntime;
+use verify::{EventRow, RunTexts, verify_record, verify_run};
+
+/// Every statement may take this long (`statement_timeout`).
+const STATEMENT_TIMEOUT_MS: u64 = 30_000;
+/// A session idle inside a transaction this long is ended by the server
+/// (`idle_in_transaction_session_timeout`): a frozen holder cannot keep
+/// row locks.
+const IDLE_IN_TRANSACTION_MS: u64 = 60_000;
+/// Connections per process.
+const POOL_SIZE: usize = 8;
+
+/// How a process uses the store: its lease length and its owner id.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// `PLANRUN_LEASE_SECS` (default 30).
+    pub lease_secs: u64,
+    /// Who holds the leases this process takes (`pid:random`).
+    pub owner_id: String,
+}
+
+/// The process's one pool and runtime, shared by every [`PgStore`].
+struct PgShared {
+    runtime: StoreRuntime,
+    pool: Pool,
+    display: String,
+    options: PgOptions,
+    /// The session configuration, for the unpooled listening session.
+    config: tokio_postgres::Config,
+    /// Wake-ups (`LISTEN planrun_runnable`), once a worker waits for them.
+    wake_ups: std::sync::Mutex<WakeUps>,
+}
+
+impl PgShared {
+    fn open(location: &PgLocation, options: PgOptions) -> Result<Arc<PgShared>, PgError> {
+        let unreachable = |message: String| PgError::Unreachable { location: location.display.clone(), message };
+        let mut config = location.config.clone();
+        if config.get_application_name().is_none() {
+            config.application_name("planrun");
+        }
+        let session = format!(
+            "-c statement_timeout={STATEMENT_TIMEOUT_MS} -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
+        );
+        let given = config.get_options().map(str::to_string);
+        config.options(given.map_or(session.clone(), |given| format!("{given} {session}")));
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(5));
+        }
+        config.keepalives(true);
+        let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
+        let manager = Manager::from_config(config.clone(), tokio_postgres::NoTls, manager_config);
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .create_timeout(Some(Duration::from_secs(10)))
+            .wait_timeout(Some(Duration::from_secs(30)))
+            .build()
+            .map_err(|error| unreachable(error.to_string()))?;
+        let runtime = StoreRuntime::start().map_err(|error| unreachable(error.to_string()))?;
+        Ok(Arc::new(PgShared {
+            runtime,
+            pool,
+            display: location.display.clone(),
+            options,
+            config,
+            wake_ups: std::sync::Mutex::new(WakeUps::default()),
+        }))
+    }
+
+    /// Runs `make(pool)` on the store's runtime and waits for it.
+    fn call<T, F>(&self, make: impl FnOnce(Pool) -> F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
+        self.runtime.run(make(self.pool.clone()))
+    }
+
+    /// Starts the listening session: one unpooled connection that
+    /// subscribes to `planrun_runnable` and forwards each payload (a
+    /// workspace id). When it ends (the server went away) the channel
+    /// closes and the next wait starts another.
+    fn listen(&self) -> std::sync::mpsc::Receiver<String> {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let config = self.config.clone();
+        self.runtime.spawn(async move {
+            let Ok((client, mut connection)) = config.connect(tokio_postgres::NoTls).await else { return };
+            // The connection is polled here (it carries the notifications);
+            // the client lives as long as the session listens.
+            let forward = async move {
+                while let Some(Ok(message)) = std::future::poll_fn(|context| connection.poll_message(context)).await {
+                    if let tokio_postgres::AsyncMessage::Notification(note) = message
+                        && sender.send(note.payload().to_string()).is_err()
+                    {
+                        return;
+                    }
+                }
+            };
+            let subscribe = async move {
+                if client.batch_execute(sql::LISTEN_RUNNABLE).await.is_ok() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                () = forward => {},
+                () = subscribe => {},
+            }
+        });
+        receiver
+    }
+
+    fn lease_secs(&self) -> i64 {
+        i64::try_from(self.options.lease_secs.max(1)).unwrap_or(i64::MAX)
+    }
+}
+
+/// The listening session's channel, and when to try again after it ended.
+#[derive(Default)]
+struct WakeUps {
+    receiver: Option<std::sync::mpsc::Receiver<String>>,
+    retry_at: Option<std::time::Instant>,
+}
+
+/// How long to wait before listening again after the session ended.
+const LISTEN_RETRY: Duration = Duration::from_secs(5);
+
+/// One connection of the pool, or the message why there is none.
+async fn connect(pool: &Pool) -> Result<deadpool_postgres::Object, StoreError> {
+    pool.get().await.map_err(pool_error("connect"))
+}
+
+async fn execute<C: GenericClient + Sync>(
+    client: &C,
+    statement: &str,
+    params: &[&(dyn ToSql + Sync)],
+    action: &'static str,
+) -> Result<u64, StoreError> {
+    let prepared = client.prepare_cached(statement).await.map_err(store_error(action))?;
+    client.execute(&prepared, params).await.map_err(store_error(action))
+}
+
+async fn query<C: GenericClient + Sync>(
+    client: &C,
+    statement: &str,
+    params: &[&(dyn ToSql + Sync)],
+    action: &'static str,
+) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+    let prepared = client.prepare_cached(statement).await.map_err(store_error(action))?;
+    client.query(&prepared, params).await.map_err(store_error(action))
+}
+
+/// The [`StoreFactory`] of [`PgStore`]s: one pool for the process, opened
+/// (and its schema checked) once, at start-up.
+#[derive(Clone)]
+pub struct PgStores {
+    shared: Arc<PgShared>,
+}
+
+impl std::fmt::Debug for PgStores {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "PgStores({})", self.shared.display)
+    }
+}
+
+impl PgStores {
+    /// Connects to `location` and refuses a schema this planrun cannot use
+    /// (never migrated, partly migrated, newer): nothing is written.
+    pub fn connect(location: &PgLocation, options: PgOptions) -> Result<PgStores, PgError> {
+        let shared = PgShared::open(location, options)?;
+        let display = shared.display.clone();
+        let pool = shared.pool.clone();
+        let outcome = shared
+            .runtime
+            .run(async move {
+                let client = match pool.get().await {
+                    Ok(client) => client,
+                    Err(error) => {
+                        return Ok(Err(PgError::Unreachable {
+                            location: display,
+                            message: error::describe_pool(&error),
+                        }));
+                    }
+                };
+                Ok(migrate::check_schema(&client).await)
+            })
+            .map_err(|error| PgError::Unreachable { location: shared.display.clone(), message: error.to_string() })?;
+        outcome?;
+        Ok(PgStores { shared })
+    }
+
+    /// `planrun store migrate`: applies the missing migrations.
+    pub fn migrate(location: &PgLocation, options: PgOptions) -> Result<MigrationReport, PgError> {
+        let shared = PgShared::open(location, options)?;
+        let display = shared.display.clone();
+        let pool = shared.pool.clone();
+        shared
+            .runtime
+            .run(async move {
+                let mut client = match pool.get().await {
+                    Ok(client) => client,
+                    Err(error) => {
+                        return Ok(Err(PgError::Unreachable {
+                            location: display,
+                            message: error::describe_pool(&error),
+                        }));
+                    }
+                };
+                Ok(migrate::migrate(&mut client).await)
+            })
+            .map_err(|error| PgError::Unreachable { location: shared.display.clone(), message: error.to_string() })?
+    }
+
+    /// The store of one workspace.
+    pub fn store(&self, workspace: &Path, sealer: &Sealer) -> PgStore {
+        // The same id whether the workspace was named relative, absolute or
+        // through a symlink (the service canonicalises it).
+        let absolute = workspace
+            .canonicalize()
+            .or_else(|_| std::path::absolute(workspace))
+            .unwrap_or_else(|_| workspace.to_path_buf());
+        PgStore { shared: self.shared.clone(), workspace_id: absolute.display().to_string(), sealer: sealer.clone() }
+    }
+}
+
+impl StoreFactory for PgStores {
+    fn open(&self, workspace: &Path, sealer: &Sealer) -> Arc<dyn RunStore> {
+        Arc::new(self.store(workspace, sealer))
+    }
+}
+
+/// The PostgreSQL store of one workspace.
+pub struct PgStore {
+    shared: Arc<PgShared>,
+    workspace_id: String,
+    sealer: Sealer,
+}
+
+/// The `kind` column of a record kind.
+fn record_kind(kind: RecordKind) -> &'static str {
+    match kind {
+        RecordKind::Bridge => "bridge",
+        RecordKind::Controller => "controller",
+    }
+}
+
+const AGENT: &str = "agent";
+
+/// The row a handle holds the lease on.
+#[derive(Debug, Clone)]
+struct LeaseKey {
+    kind: &'static str,
+    id: String,
+    owner: String,
+    token: i64,
+    secs: i64,
+}
+
+/// A held lease: renewed while it lives, given back on release or drop.
+struct HeldLease {
+    shared: Arc<PgShared>,
+    key: LeaseKey,
+    /// The run's workspace, whose workers are woken when it is given back.
+    workspace: String,
+    heartbeat: Option<tokio::task::JoinHandle<()>>,
+    released: bool,
+}
+
+impl HeldLease {
+    fn new(shared: Arc<PgShared>, key: LeaseKey, workspace: String) -> HeldLease {
+        let pool = shared.pool.clone();
+        let beat = key.clone();
+        // A third of the lease, so that two beats can be lost before it
+        // expires (a one-second test lease beats every 333 ms).
+        let period = Duration::from_millis(u64::try_from(key.secs).unwrap_or(1).saturating_mul(1000) / 3)
+            .max(Duration::from_millis(100));
+        let heartbeat = shared.runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                let Ok(client) = pool.get().await else { continue };
+                let params: [&(dyn ToSql + Sync); 5] = [&beat.kind, &beat.id, &beat.owner, &beat.token, &beat.secs];
+                match execute(&client, sql::RENEW_LEASE, &params, "renew the lease").await {
+                    Ok(1) => {}
+                    // The lease is gone (taken over): the next write fails.
+                    Ok(_) => break,
+                    // A database that went away: try again next period.
+                    Err(_) => {}
+                }
+            }
+        });
+        HeldLease { shared, key, workspace, heartbeat: Some(heartbeat), released: false }
+    }
+
+    fn release(&mut self) -> Result<(), StoreError> {
+        if let Some(heartbeat) = self.heartbeat.take() {
+            heartbeat.abort();
+        }
+        if self.released {
+            return Ok(());
+        }
+        self.released = true;
+        let (key, workspace) = (self.key.clone(), self.workspace.clone());
+        self.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            let params: [&(dyn ToSql + Sync); 4] = [&key.kind, &key.id, &key.owner, &key.token];
+            let released = execute(&client, sql::RELEASE_LEASE, &params, "release the lease").await?;
+            if released == 1 && key.kind == AGENT {
+                // A hint for the workers; polling covers a lost one.
+                let _ = execute(&client, sql::NOTIFY_RUNNABLE, &[&workspace], "wake the workers").await;
+            }
+            Ok(())
+        })
+    }
+}
+
+impl Drop for HeldLease {
+    fn drop(&mut self) {
+        // Best effort: a lease that cannot be given back expires.
+        let _ = self.release();
+    }
+}
+
+/// Why a guarded write of `key` found no row.
+async fn refusal<C: GenericClient + Sync>(client: &C, key: &LeaseKey, expected: u64) -> StoreError {
+    let params: [&(dyn ToSql + Sync); 4] = [&key.kind, &key.id, &key.owner, &key.token];
+    match query(client, sql::WRITE_REFUSED, &params, "read the run's lease").await {
+        Ok(rows) => match rows.first() {
+            None => StoreError::NotFound { id: key.id.clone(), path: PathBuf::from("runs") },
+            Some(row) => {
+                let found = u64::try_from(row.get::<_, i64>(0)).unwrap_or(0);
+                if found != expected {
+                    StoreError::VersionConflict { id: key.id.clone(), expected, found }
+                } else {
+                    StoreError::LeaseLost { id: key.id.clone() }
+                }
+            }
+        },
+        Err(error) => error,
+    }
+}
+
+/// Reads an agent run's rows in one snapshot; `None` when it has no
+/// checkpoint.
+async fn read_run_texts(pool: &Pool, id: &str) -> Result<Option<RunTexts>, StoreError> {
+    let mut client = connect(pool).await?;
+    let transaction = client.transaction().await.map_err(store_error("read the run"))?;
+    transaction
+        .batch_execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .await
+        .map_err(store_error("read the run"))?;
+    let state = query(&transaction, sql::READ_STATE, &[&AGENT, &id], "read the run").await?;
+    let Some(state) = state.first().and_then(|row| row.get::<_, Option<String>>(0)) else {
+        return Ok(None);
+    };
+    let plan = query(&transaction, sql::READ_PLAN, &[&id], "read the run's plan").await?;
+    let plan = plan.first().map(|row| row.get::<_, String>(0));
+    let events = read_events(&transaction, AGENT, id).await?;
+    let history = query(&transaction, sql::READ_HISTORY, &[&id], "read the run's history")
+        .await?
+        .iter()
+        .map(|row| (row.get::<_, i64>(0), row.get::<_, String>(1)))
+        .collect();
+    transaction.commit().await.map_err(store_error("read the run"))?;
+    Ok(Some(RunTexts { state, plan, events, history }))
+}
+
+async fn read_events<C: GenericClient + Sync>(client: &C, kind: &str, id: &str) -> Result<Vec<EventRow>, StoreError> {
+    let rows = query(client, sql::READ_EVENTS, &[&kind, &id], "read the audit events").await?;
+    Ok(rows.iter().map(|row| EventRow { seq: row.get(0), line: row.get(1), hash: row.get(2) }).collect())
+}
+
+/// Reads a record's checkpoint and events in one snapshot; `None` when it
+/// has no checkpoint.
+async fn read_record_texts(
+    pool: &Pool,
+    kind: &'static str,
+    id: &str,
+) -> Result<Option<(String, Vec<EventRow>)>, StoreError> {
+    let mut client = connect(pool).await?;
+    let transaction = client.transaction().await.map_err(store_error("read the record"))?;
+    transaction
+        .batch_execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .await
+        .map_err(store_error("read the record"))?;
+    let state = query(&transaction, sql::READ_STATE, &[&kind, &id], "read the record").await?;
+    let Some(state) = state.first().and_then(|row| row.get::<_, Option<String>>(0)) else {
+        return Ok(None);
+    };
+    let events = read_events(&transaction, kind, id).await?;
+    transaction.commit().await.map_err(store_error("read the record"))?;
+    Ok(Some((state, events)))
+}
+
+/// Lines as a JSON Lines file: each followed by a newline.
+fn jsonl<'l>(lines: impl Iterator<Item = &'l str>) -> String {
+    lines.map(|line| format!("{line}\n")).collect()
+}
+
+/// The sealed envelope of `payload`, as the file store writes `state.json`.
+fn sealed_text(sealer: &Sealer, id: &str, payload: Value) -> Result<String, StoreError> {
+    let serialize = |message: String| StoreError::Io {
+        action: "serialize",
+        path: PathBuf::from(format!("runs.state of `{id}`")),
+        source: std::io::Error::other(message),
+    };
+    let envelope = sealer.seal(payload).map_err(|error| serialize(error.to_string()))?;
+    let mut text = serde_json::to_string_pretty(&envelope).map_err(|error| serialize(error.to_string()))?;
+    text.push('\n');
+    Ok(text)
+}
+
+impl PgStore {
+    fn location_of(&self, kind: &str, id: &str) -> PathBuf {
+        PathBuf::from(format!("{}#{kind}/{id}", self.shared.display))
+    }
+
+    /// Inserts the row of a new run or record and takes its lease.
+    fn create(&self, kind: &'static str, id: &str) -> Result<HeldLease, StoreError> {
+        let (id_owned, workspace) = (id.to_string(), self.workspace_id.clone());
+        let (owner, secs) = (self.shared.options.owner_id.clone(), self.shared.lease_secs());
+        let key_owner = owner.clone();
+        let token = self.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            let params: [&(dyn ToSql + Sync); 5] = [&kind, &id_owned, &workspace, &owner, &secs];
+            let rows = query(&client, sql::CREATE_RUN, &params, "create the run").await?;
+            Ok(rows.first().map(|row| row.get::<_, i64>(0)))
+        })?;
+        let Some(token) = token else {
+            return Err(StoreError::RunExists { id: id.to_string(), path: self.location_of(kind, "") });
+        };
+        let key = LeaseKey { kind, id: id.to_string(), owner: key_owner, token, secs };
+        Ok(HeldLease::new(self.shared.clone(), key, self.workspace_id.clone()))
+    }
+
+    /// Claims the lease of an existing run or record with a checkpoint.
+    fn claim(&self, kind: &'static str, id: &str) -> Result<HeldLease, StoreError> {
+        let id_owned = id.to_string();
+        let (owner, secs) = (self.shared.options.owner_id.clone(), self.shared.lease_secs());
+        let key_owner = owner.clone();
+        let claimed = self.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            let params: [&(dyn ToSql + Sync); 4] = [&kind, &id_owned, &owner, &secs];
+            let rows = query(&client, sql::CLAIM_BY_ID, &params, "claim the run").await?;
+            if let Some(row) = rows.first() {
+                return Ok(Ok(row.get::<_, i64>(0)));
+            }
+            let exists = query(&client, sql::RUN_EXISTS, &[&kind, &id_owned], "look the run up").await?;
+            Ok(Err(exists.first().map(|row| row.get::<_, bool>(0))))
+        })?;
+        match claimed {
+            Ok(token) => {
+                let key = LeaseKey { kind, id: id.to_string(), owner: key_owner, token, secs };
+                Ok(HeldLease::new(self.shared.clone(), key, self.workspace_id.clone()))
+            }
+            Err(Some(true)) => Err(StoreError::Locked { id: id.to_string() }),
+            Err(_) => Err(StoreError::NotFound { id: id.to_string(), path: self.location_of(kind, "") }),
+        }
+    }
+
+    fn texts(&self, run_id: &str) -> Result<RunTexts, StoreError> {
+        let id = run_id.to_string();
+        let texts = self.shared.call(move |pool| async move { read_run_texts(&pool, &id).await })?;
+        texts.ok_or_else(|| StoreError::NotFound { id: run_id.to_string(), path: self.location_of(AGENT, "") })
+    }
+
+    fn list(&self, kind: &'static str, field: &'static str) -> Result<Vec<RunListing>, StoreError> {
+        let rows = self.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            let rows = query(&client, sql::LIST, &[&kind], "list the runs").await?;
+            Ok(rows.iter().map(|row| (row.get::<_, String>(0), row.get::<_, String>(1))).collect::<Vec<_>>())
+        })?;
+        let mut listed: Vec<RunListing> = rows
+            .into_iter()
+            .map(|(run_id, state)| {
+                let started_at = self
+                    .sealer
+                    .open(&state)
+                    .ok()
+                    .and_then(|payload| payload.get(field).and_then(Value::as_str).map(str::to_string));
+                RunListing { run_id, started_at }
+            })
+            .collect();
+        let instant =
+            |listing: &RunListing| listing.started_at.as_deref().and_then(|text| text.parse::<jiff::Timestamp>().ok());
+        listed.sort_by(|a, b| instant(b).cmp(&instant(a)).then_with(|| b.run_id.cmp(&a.run_id)));
+        Ok(listed)
+    }
+
+    /// Writes verified run `run_id` as the file store's folder
+    /// `<out>/runs/<run_id>/` (state.json, plan.json, history.jsonl,
+    /// audit.jsonl), the same bytes, seal and chains; returns the folder.
+    fn export(&self, run_id: &str, out: &Path) -> Result<PathBuf, StoreError> {
+        let texts = self.texts(run_id)?;
+        verify_run(run_id, &texts, &self.sealer)?;
+        let files = crate::store::export::RunFiles {
+            state: texts.state.clone(),
+            plan: texts.plan.clone().unwrap_or_default(),
+            history: jsonl(texts.history.iter().map(|(_, line)| line.as_str())),
+            audit: jsonl(texts.events.iter().map(|row| row.line.as_str())),
+        };
+        crate::store::export::write_run_folder(out, run_id, &files)
+    }
+}
+
+impl RunStore for PgStore {
+    fn create_run(&self, run_id: &str) -> Result<Box<dyn RunHandle>, StoreError> {
+        let lease = self.create(AGENT, run_id)?;
+        Ok(Box::new(PgRun::new(self, lease, None)))
+    }
+
+    fn open_run(&self, run_id: &str) -> Result<(Box<dyn RunHandle>, LoadedRun), StoreError> {
+        let mut lease = self.claim(AGENT, run_id)?;
+        let loaded = match self.texts(run_id).and_then(|texts| verify_run(run_id, &texts, &self.sealer)) {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                let _ = lease.release();
+                return Err(error);
+            }
+        };
+        Ok((Box::new(PgRun::new(self, lease, Some(&loaded))), loaded))
+    }
+
+    fn read_run(&self, run_id: &str) -> Result<LoadedRun, StoreError> {
+        verify_run(run_id, &self.texts(run_id)?, &self.sealer)
+    }
+
+    fn export_run(&self, run_id: &str, out: &Path) -> Result<PathBuf, StoreError> {
+        self.export(run_id, out)
+    }
+
+    fn wait_for_runnable(&self, timeout: Duration) -> bool {
+        let Ok(mut wake_ups) = self.shared.wake_ups.lock() else {
+            std::thread::sleep(timeout);
+            return false;
+        };
+        if wake_ups.receiver.is_none() && wake_ups.retry_at.is_none_or(|at| std::time::Instant::now() >= at) {
+            wake_ups.receiver = Some(self.shared.listen());
+        }
+        let Some(receiver) = &wake_ups.receiver else {
+            drop(wake_ups);
+            std::thread::sleep(timeout);
+            return false;
+        };
+        match receiver.recv_timeout(timeout) {
+            Ok(workspace) => workspace == self.workspace_id,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => false,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                // The session ended (or never began): poll only, and listen
+                // again a little later.
+                wake_ups.receiver = None;
+                wake_ups.retry_at = Some(std::time::Instant::now() + LISTEN_RETRY);
+                drop(wake_ups);
+                std::thread::sleep(timeout);
+                false
+            }
+        }
+    }
+
+    fn runnable_runs(&self) -> Result<Vec<Runnable>, StoreError> {
+        let workspace = self.workspace_id.clone();
+        let rows = self.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            let rows = query(&client, sql::RUNNABLE, &[&workspace], "list the runnable runs").await?;
+            Ok(rows
+                .iter()
+                .map(|row| (row.get::<_, String>(0), row.get::<_, String>(1), row.get::<_, String>(2)))
+                .collect::<Vec<_>>())
+        })?;
+        // A waiting run is runnable once it holds an approval; a checkpoint
+        // that does not open is left to the claim, which refuses it.
+        Ok(rows
+            .into_iter()
+            .filter_map(|(run_id, status, state)| {
+                let payload = self.sealer.open(&state).ok()?;
+                let approved = !payload.get("approval").is_none_or(Value::is_null);
+                let state_version = payload.get("state_version").and_then(Value::as_u64)?;
+                (status == "running" || approved).then_some(Runnable { run_id, state_version })
+            })
+            .collect())
+    }
+
+    fn run_state_location(&self, run_id: &str) -> String {
+        self.location_of(AGENT, run_id).display().to_string()
+    }
+
+    fn list_runs(&self) -> Result<Vec<RunListing>, StoreError> {
+        self.list(AGENT, "started_at")
+    }
+
+    fn list_records(&self, kind: RecordKind) -> Result<Vec<RunListing>, StoreError> {
+        self.list(record_kind(kind), "created_at")
+    }
+
+    fn create_record(&self, kind: RecordKind, id: &str) -> Result<Box<dyn RecordHandle>, StoreError> {
+        let lease = self.create(record_kind(kind), id)?;
+        Ok(Box::new(PgRecord::new(self, kind, lease, None)))
+    }
+
+    fn open_record(&self, kind: RecordKind, id: &str) -> Result<(Box<dyn RecordHandle>, LoadedRecord), StoreError> {
+        let mut lease = self.claim(record_kind(kind), id)?;
+        match self.read_record(kind, id) {
+            Ok(loaded) => Ok((Box::new(PgRecord::new(self, kind, lease, Some(&loaded))), loaded)),
+            Err(error) => {
+                let _ = lease.release();
+                Err(error)
+            }
+        }
+    }
+
+    fn read_record(&self, kind: RecordKind, id: &str) -> Result<LoadedRecord, StoreError> {
+        let (kind_text, id_owned) = (record_kind(kind), id.to_string());
+        let texts =
+            self.shared.call(move |pool| async move { read_record_texts(&pool, kind_text, &id_owned).await })?;
+        let Some((state, events)) = texts else {
+            return Err(StoreError::NotFound { id: id.to_string(), path: self.location_of(kind_text, "") });
+        };
+        verify_record(kind, id, &state, &events, &self.sealer)
+    }
+
+    fn get_receipt(&self, key: &str) -> Result<Option<Receipt>, ReceiptError> {
+        let (workspace, digest) = (self.workspace_id.clone(), sha256_hex(key.as_bytes()));
+        let path = PathBuf::from(format!("{}#receipts/{digest}", self.shared.display));
+        let text = self
+            .shared
+            .call(move |pool| async move {
+                let client = connect(&pool).await?;
+                let rows = query(&client, sql::GET_RECEIPT, &[&workspace, &digest], "read a receipt").await?;
+                Ok(rows.first().map(|row| row.get::<_, String>(0)))
+            })
+            .map_err(|error| ReceiptError::Io {
+                path: path.clone(),
+                source: std::io::Error::other(error.to_string()),
+            })?;
+        let Some(text) = text else { return Ok(None) };
+        let malformed = |message: String| ReceiptError::Malformed { path: path.clone(), message };
+        let value = parse_strict(&text).map_err(|error| malformed(error.to_string()))?;
+        let receipt: Receipt = serde_json::from_value(value).map_err(|error| malformed(error.to_string()))?;
+        if receipt.key != key {
+            return Err(malformed(format!("it is for key `{}`", receipt.key)));
+        }
+        if (receipt.state == ReceiptState::Done) != receipt.result.is_some() {
+            return Err(malformed("`result` must be set exactly when the state is `done`".to_string()));
+        }
+        Ok(Some(receipt))
+    }
+
+    fn put_receipt(&self, receipt: &Receipt) -> Result<(), StoreError> {
+        let mut text = serde_json::to_string_pretty(receipt)
+            .map_err(|error| StoreError::Database { action: "serialize a receipt", message: error.to_string() })?;
+        text.push('\n');
+        let status = match receipt.state {
+            ReceiptState::Started => "started",
+            ReceiptState::Done => "done",
+        };
+        let (workspace, digest) = (self.workspace_id.clone(), sha256_hex(receipt.key.as_bytes()));
+        let (key, run_id, step_id) = (receipt.key.clone(), receipt.run_id.clone(), receipt.step_id.clone());
+        self.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            let params: [&(dyn ToSql + Sync); 7] = [&workspace, &digest, &key, &status, &run_id, &step_id, &text];
+            execute(&client, sql::PUT_RECEIPT, &params, "write a receipt").await.map(|_| ())
+        })
+    }
+
+    fn remove_receipt(&self, key: &str) -> Result<(), StoreError> {
+        let (workspace, digest) = (self.workspace_id.clone(), sha256_hex(key.as_bytes()));
+        self.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            execute(&client, sql::REMOVE_RECEIPT, &[&workspace, &digest], "remove a receipt").await.map(|_| ())
+        })
+    }
+}
+
+/// An agent run leased by this process.
+struct PgRun {
+    lease: HeldLease,
+    location: PathBuf,
+    sealer: Sealer,
+    stored_version: u64,
+    audit_seq: u64,
+    audit_hash: Option<String>,
+    history_records: u64,
+    history_hash: Option<String>,
+    /// The plan's text and link, once written; `plan_stored` once committed.
+    plan: Option<(String, String)>,
+    plan_stored: bool,
+    /// Appended since the last checkpoint, committed with the next one.
+    events: Vec<EventRow>,
+    history: Vec<(i64, String)>,
+}
+
+impl PgRun {
+    fn new(store: &PgStore, lease: HeldLease, loaded: Option<&LoadedRun>) -> PgRun {
+        let location = store.location_of(AGENT, &lease.key.id);
+        let mut run = PgRun {
+            lease,
+            location,
+            sealer: store.sealer.clone(),
+            stored_version: 0,
+            audit_seq: 0,
+            audit_hash: None,
+            history_records: 0,
+            history_hash: None,
+            plan: None,
+            plan_stored: false,
+            events: Vec::new(),
+            history: Vec::new(),
+        };
+        if let Some(loaded) = loaded {
+            run.stored_version = loaded.state.state_version;
+            run.audit_seq = loaded.audit_tail.seq;
+            run.audit_hash = loaded.audit_tail.hash.clone();
+            run.history_records = loaded.history.len() as u64;
+            run.history_hash = loaded.heads.history_hash.clone();
+            run.plan = Some((String::new(), loaded.heads.plan_hash.clone()));
+            run.plan_stored = true;
+        }
+        run
+    }
+
+    fn serialize_error(&self, message: impl std::fmt::Display) -> StoreError {
+        StoreError::Io {
+            action: "serialize",
+            path: self.location.clone(),
+            source: std::io::Error::other(message.to_string()),
+        }
+    }
+}
+
+impl RunHandle for PgRun {
+    fn run_id(&self) -> &str {
+        &self.lease.key.id
+    }
+
+    fn location(&self) -> &Path {
+        &self.location
+    }
+
+    fn audit_seq(&self) -> u64 {
+        self.audit_seq
+    }
+
+    fn audit_hash(&self) -> Option<&str> {
+        self.audit_hash.as_deref()
+    }
+
+    fn stored_version(&self) -> u64 {
+        self.stored_version
+    }
+
+    fn append_event(&mut self, event: NewEvent<'_>) -> Result<u64, StoreError> {
+        let line = event_line(&self.lease.key.id, self.audit_seq + 1, self.audit_hash.clone(), event)
+            .map_err(|error| self.serialize_error(error))?;
+        let hash = self.sealer.link(line.as_bytes());
+        self.audit_seq += 1;
+        self.events.push(EventRow { seq: i64::try_from(self.audit_seq).unwrap_or(i64::MAX), line, hash: hash.clone() });
+        self.audit_hash = Some(hash);
+        Ok(self.audit_seq)
+    }
+
+    fn append_history(&mut self, record: &StepRecord) -> Result<(), StoreError> {
+        let line = serde_json::to_string(record).map_err(|error| self.serialize_error(error))?;
+        self.history_hash = Some(self.sealer.chain(self.history_hash.as_deref(), line.as_bytes()));
+        self.history_records += 1;
+        self.history.push((i64::try_from(self.history_records).unwrap_or(i64::MAX), line));
+        Ok(())
+    }
+
+    fn write_plan(&mut self, plan: &Value) -> Result<(), StoreError> {
+        let mut text = serde_json::to_string_pretty(plan).map_err(|error| self.serialize_error(error))?;
+        text.push('\n');
+        let hash = self.sealer.link(text.as_bytes());
+        self.plan = Some((text, hash));
+        Ok(())
+    }
+
+    fn checkpoint(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
+        compare_version(&self.lease.key.id, self.stored_version, expected)?;
+        let Some((plan_text, plan_hash)) = self.plan.clone() else {
+            return Err(self.serialize_error("a run's first checkpoint comes after its plan is stored"));
+        };
+        let mut payload = serde_json::to_value(state).map_err(|error| self.serialize_error(error))?;
+        if let Value::Object(object) = &mut payload {
+            object.insert("plan_hash".into(), json!(plan_hash));
+            object.insert("history_hash".into(), json!(self.history_hash));
+        }
+        let text = sealed_text(&self.sealer, &self.lease.key.id, payload)?;
+        let key = self.lease.key.clone();
+        let plan = (!self.plan_stored).then_some((plan_text, plan_hash));
+        let events = self.events.clone();
+        let history = self.history.clone();
+        let to_i64 = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+        let (expected_i, version) = (to_i64(expected), to_i64(state.state_version));
+        let (audit_seq, history_records) = (to_i64(state.audit_seq), to_i64(self.history_records));
+        let status = state.status.as_str();
+        let finished = state.status.is_terminal();
+        self.lease.shared.call(move |pool| async move {
+            let mut client = connect(&pool).await?;
+            let transaction = client.transaction().await.map_err(store_error("start the checkpoint"))?;
+            let params: [&(dyn ToSql + Sync); 12] = [
+                &key.kind,
+                &key.id,
+                &key.owner,
+                &key.token,
+                &expected_i,
+                &text,
+                &status,
+                &version,
+                &audit_seq,
+                &history_records,
+                &finished,
+                &key.secs,
+            ];
+            if execute(&transaction, sql::CHECKPOINT, &params, "write the checkpoint").await? == 0 {
+                return Err(refusal(&transaction, &key, expected).await);
+            }
+            if let Some((plan, plan_hash)) = &plan {
+                execute(&transaction, sql::INSERT_PLAN, &[&key.id, plan, plan_hash], "store the plan").await?;
+            }
+            if !events.is_empty() {
+                let seqs: Vec<i64> = events.iter().map(|row| row.seq).collect();
+                let lines: Vec<&str> = events.iter().map(|row| row.line.as_str()).collect();
+                let hashes: Vec<&str> = events.iter().map(|row| row.hash.as_str()).collect();
+                let params: [&(dyn ToSql + Sync); 7] =
+                    [&key.kind, &key.id, &seqs, &lines, &hashes, &version, &key.token];
+                execute(&transaction, sql::INSERT_EVENTS, &params, "append the audit events").await?;
+            }
+            if !history.is_empty() {
+                let numbers: Vec<i64> = history.iter().map(|(number, _)| *number).collect();
+                let lines: Vec<&str> = history.iter().map(|(_, line)| line.as_str()).collect();
+                let params: [&(dyn ToSql + Sync); 5] = [&key.id, &numbers, &lines, &version, &key.token];
+                execute(&transaction, sql::INSERT_HISTORY, &params, "append the history").await?;
+            }
+            transaction.commit().await.map_err(store_error("commit the checkpoint"))
+        })?;
+        self.plan_stored = true;
+        self.events.clear();
+        self.history.clear();
+        self.stored_version = state.state_version;
+        Ok(())
+    }
+
+    fn release(mut self: Box<Self>) -> Result<(), StoreError> {
+        self.lease.release()
+    }
+}
+
+/// The audit line of `event` as `seq` of `id` after `prev_hash`: the same
+/// bytes as the file store's `audit.jsonl` line.
+fn event_line(id: &str, seq: u64, prev_hash: Option<String>, event: NewEvent<'_>) -> serde_json::Result<String> {
+    serde_json::to_string(&AuditEvent {
+        seq,
+        ts: event.ts,
+        run_id: id.to_string(),
+        event_type: event.event_type.to_string(),
+        step_id: event.step_id.map(str::to_string),
+        status: event.status.map(str::to_string),
+        details: event.details,
+        prev_hash,
+        seal: None,
+    })
+}
+
+/// A bridge or controller record leased by this process.
+struct PgRecord {
+    lease: HeldLease,
+    kind: RecordKind,
+    location: PathBuf,
+    sealer: Sealer,
+    stored_version: u64,
+    audit_seq: u64,
+    audit_hash: Option<String>,
+}
+
+/// The fields the store adds to a record's state in its checkpoint.
+const RECORD_FIELDS: [&str; 3] = ["state_version", "audit_seq", "audit_hash"];
+
+impl PgRecord {
+    fn new(store: &PgStore, kind: RecordKind, lease: HeldLease, loaded: Option<&LoadedRecord>) -> PgRecord {
+        let location = store.location_of(record_kind(kind), &lease.key.id);
+        PgRecord {
+            lease,
+            kind,
+            location,
+            sealer: store.sealer.clone(),
+            stored_version: loaded.map_or(0, |loaded| loaded.state_version),
+            audit_seq: loaded.map_or(0, |loaded| loaded.audit_tail.seq),
+            audit_hash: loaded.and_then(|loaded| loaded.audit_tail.hash.clone()),
+        }
+    }
+
+    fn refuse(&self, message: impl std::fmt::Display) -> StoreError {
+        StoreError::Io {
+            action: "serialize",
+            path: self.location.clone(),
+            source: std::io::Error::other(message.to_string()),
+        }
+    }
+}
+
+impl RecordHandle for PgRecord {
+    fn id(&self) -> &str {
+        &self.lease.key.id
+    }
+
+    fn kind(&self) -> RecordKind {
+        self.kind
+    }
+
+    fn stored_version(&self) -> u64 {
+        self.stored_version
+    }
+
+    fn append_event(&mut self, event: NewEvent<'_>) -> Result<u64, StoreError> {
+        let seq = self.audit_seq + 1;
+        let line =
+            event_line(&self.lease.key.id, seq, self.audit_hash.clone(), event).map_err(|error| self.refuse(error))?;
+        let hash = self.sealer.link(line.as_bytes());
+        let key = self.lease.key.clone();
+        let seq_i = i64::try_from(seq).unwrap_or(i64::MAX);
+        let stored = hash.clone();
+        let written = self.lease.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            let params: [&(dyn ToSql + Sync); 7] = [&key.kind, &key.id, &key.owner, &key.token, &seq_i, &line, &stored];
+            if execute(&client, sql::APPEND_RECORD_EVENT, &params, "append an audit event").await? == 1 {
+                Ok(())
+            } else {
+                Err(StoreError::LeaseLost { id: key.id.clone() })
+            }
+        });
+        written?;
+        self.audit_seq = seq;
+        self.audit_hash = Some(hash);
+        Ok(seq)
+    }
+
+    fn checkpoint(&mut self, state: &Value, expected: u64) -> Result<u64, StoreError> {
+        compare_version(&self.lease.key.id, self.stored_version, expected)?;
+        let Value::Object(state) = state else {
+            return Err(self.refuse("a record's state must be a JSON object"));
+        };
+        if let Some(field) = RECORD_FIELDS.iter().find(|field| state.contains_key(**field)) {
+            return Err(self.refuse(format!("a record's state may not hold `{field}`: the store writes it")));
+        }
+        let id_field = self.kind.id_field();
+        if state.get(id_field).and_then(Value::as_str) != Some(self.lease.key.id.as_str()) {
+            return Err(self.refuse(format!("the state's `{id_field}` is not `{}`", self.lease.key.id)));
+        }
+        let version = self.stored_version + 1;
+        let status = state.get("status").and_then(Value::as_str).map(str::to_string);
+        let mut payload = state.clone();
+        payload.insert("state_version".into(), json!(version));
+        payload.insert("audit_seq".into(), json!(self.audit_seq));
+        payload.insert("audit_hash".into(), json!(self.audit_hash));
+        let text = sealed_text(&self.sealer, &self.lease.key.id, Value::Object(payload))?;
+        let key = self.lease.key.clone();
+        let to_i64 = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+        let (expected_i, version_i) = (to_i64(expected), to_i64(version));
+        self.lease.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            let params: [&(dyn ToSql + Sync); 9] =
+                [&key.kind, &key.id, &key.owner, &key.token, &expected_i, &text, &status, &version_i, &key.secs];
+            if execute(&client, sql::RECORD_CHECKPOINT, &params, "write the record's checkpoint").await? == 1 {
+                Ok(())
+            } else {
+                Err(refusal(&client, &key, expected).await)
+            }
+        })?;
+        self.stored_version = version;
+        Ok(version)
+    }
+
+    fn release(mut self: Box<Self>) -> Result<(), StoreError> {
+        self.lease.release()
+    }
+}

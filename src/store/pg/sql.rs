@@ -1,0 +1,140 @@
+//! Every SQL statement of the PostgreSQL store, one `const` each, so that
+//! the statements are read (and reviewed) in one place and each is run by
+//! the conformance suite against a real server. Tables: `migrations/`.
+//!
+//! Parameters are typed by their casts, so that Rust's `i64` / `&str` /
+//! `Vec<…>` bind without a round trip to describe them. The lease guard
+//! (`owner_id`, `lease_version`, an unexpired `lease_expires_at`) is part of
+//! every statement that writes a run: a holder whose lease was taken over
+//! writes nothing.
+
+/// Serialises migrations of one schema (transaction-scoped, so it is
+/// released by the commit or the rollback).
+pub const MIGRATION_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtext('planrun.migrate.' || current_schema()))";
+
+pub const CREATE_MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (\
+     version bigint PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now(), sha256 text NOT NULL)";
+
+/// `42P01` (undefined_table) when the schema was never migrated.
+pub const APPLIED_MIGRATIONS: &str = "SELECT version, sha256 FROM schema_migrations ORDER BY version";
+
+pub const RECORD_MIGRATION: &str = "INSERT INTO schema_migrations (version, sha256) VALUES ($1::bigint, $2::text)";
+
+/// The session's schema, for messages.
+pub const CURRENT_SCHEMA: &str = "SELECT current_schema()::text";
+
+/// Creates agent run or record `$2` of kind `$1`, leased to `$4` for `$5`
+/// seconds. An agent run that never reached its first checkpoint (`state`
+/// NULL) and whose lease is gone may be taken over: nothing ran from it.
+/// Returns the fencing token; no row when the id is taken.
+pub const CREATE_RUN: &str = "INSERT INTO runs AS r (kind, run_id, workspace_id, owner_id, lease_version, lease_expires_at) \
+     VALUES ($1::text, $2::text, $3::text, $4::text, 1, now() + make_interval(secs => $5::bigint)) \
+     ON CONFLICT (kind, run_id) DO UPDATE SET owner_id = EXCLUDED.owner_id, lease_version = r.lease_version + 1, \
+         lease_expires_at = EXCLUDED.lease_expires_at, workspace_id = EXCLUDED.workspace_id, updated_at = now() \
+     WHERE r.kind = 'agent' AND r.state IS NULL AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= now()) \
+     RETURNING lease_version";
+
+/// Claims an existing run or record by id: free, or its lease expired.
+/// Returns the new fencing token.
+pub const CLAIM_BY_ID: &str = "UPDATE runs SET owner_id = $3::text, lease_version = lease_version + 1, \
+         lease_expires_at = now() + make_interval(secs => $4::bigint), claims = claims + 1 \
+     WHERE kind = $1::text AND run_id = $2::text AND state IS NOT NULL \
+         AND (owner_id IS NULL OR lease_expires_at <= now()) \
+     RETURNING lease_version";
+
+/// Whether a row exists for the id, and whether it has a checkpoint.
+pub const RUN_EXISTS: &str = "SELECT state IS NOT NULL FROM runs WHERE kind = $1::text AND run_id = $2::text";
+
+/// Renews a lease that is still held (heartbeat).
+pub const RENEW_LEASE: &str = "UPDATE runs SET lease_expires_at = now() + make_interval(secs => $5::bigint) \
+     WHERE kind = $1::text AND run_id = $2::text AND owner_id = $3::text AND lease_version = $4::bigint \
+         AND lease_expires_at > now()";
+
+/// Gives a lease back (the token stays: it never goes down).
+pub const RELEASE_LEASE: &str = "UPDATE runs SET owner_id = NULL, lease_expires_at = NULL \
+     WHERE kind = $1::text AND run_id = $2::text AND owner_id = $3::text AND lease_version = $4::bigint";
+
+/// The guarded checkpoint: replaces the sealed state if the caller still
+/// holds the lease and the stored version is the expected one. One row
+/// when it was written. A checkpoint is progress: `claims` (claims since
+/// the last progress) goes back to 0.
+pub const CHECKPOINT: &str = "UPDATE runs SET state = $6::text, status = $7::text, state_version = $8::bigint, \
+         audit_head_seq = $9::bigint, history_records = $10::bigint, updated_at = now(), claims = 0, \
+         finished_at = CASE WHEN $11::bool THEN coalesce(finished_at, now()) ELSE NULL END, \
+         lease_expires_at = now() + make_interval(secs => $12::bigint) \
+     WHERE kind = $1::text AND run_id = $2::text AND owner_id = $3::text AND lease_version = $4::bigint \
+         AND lease_expires_at > now() AND state_version = $5::bigint";
+
+/// Why a guarded write found no row: the stored version and whether the
+/// caller's lease still holds.
+pub const WRITE_REFUSED: &str = "SELECT state_version, (owner_id IS NOT DISTINCT FROM $3::text \
+         AND lease_version = $4::bigint AND lease_expires_at > now()) \
+     FROM runs WHERE kind = $1::text AND run_id = $2::text";
+
+pub const INSERT_PLAN: &str = "INSERT INTO run_plans (run_id, plan, plan_hash) VALUES ($1::text, $2::text, $3::text)";
+
+/// Appends events `$3..` (seq, line, hash) of one run in one statement.
+pub const INSERT_EVENTS: &str = "INSERT INTO audit_events (kind, run_id, seq, line, hash, state_version, lease_version) \
+     SELECT $1::text, $2::text, seq, line, hash, $6::bigint, $7::bigint \
+     FROM unnest($3::bigint[], $4::text[], $5::text[]) AS e (seq, line, hash)";
+
+/// Appends history records `$2..` (record_no, line) of one agent run.
+pub const INSERT_HISTORY: &str = "INSERT INTO history (run_id, record_no, line, state_version, lease_version) \
+     SELECT $1::text, record_no, line, $4::bigint, $5::bigint \
+     FROM unnest($2::bigint[], $3::text[]) AS h (record_no, line)";
+
+/// Appends one event of a record, guarded by the lease and by the head it
+/// continues (`audit_head_seq = seq - 1`), in one statement. One row when
+/// it was written.
+pub const APPEND_RECORD_EVENT: &str = "WITH guard AS (\
+         UPDATE runs SET audit_head_seq = $5::bigint, updated_at = now() \
+         WHERE kind = $1::text AND run_id = $2::text AND owner_id = $3::text AND lease_version = $4::bigint \
+             AND lease_expires_at > now() AND audit_head_seq = $5::bigint - 1 \
+         RETURNING state_version, lease_version) \
+     INSERT INTO audit_events (kind, run_id, seq, line, hash, state_version, lease_version) \
+     SELECT $1::text, $2::text, $5::bigint, $6::text, $7::text, state_version, lease_version FROM guard";
+
+/// A record's guarded checkpoint (its events are already written).
+pub const RECORD_CHECKPOINT: &str = "UPDATE runs SET state = $6::text, status = $7::text, state_version = $8::bigint, \
+         updated_at = now(), lease_expires_at = now() + make_interval(secs => $9::bigint) \
+     WHERE kind = $1::text AND run_id = $2::text AND owner_id = $3::text AND lease_version = $4::bigint \
+         AND lease_expires_at > now() AND state_version = $5::bigint";
+
+pub const READ_STATE: &str = "SELECT state FROM runs WHERE kind = $1::text AND run_id = $2::text";
+
+pub const READ_PLAN: &str = "SELECT plan FROM run_plans WHERE kind = 'agent' AND run_id = $1::text";
+
+pub const READ_EVENTS: &str =
+    "SELECT seq, line, hash FROM audit_events WHERE kind = $1::text AND run_id = $2::text ORDER BY seq";
+
+pub const READ_HISTORY: &str =
+    "SELECT record_no, line FROM history WHERE kind = 'agent' AND run_id = $1::text ORDER BY record_no";
+
+/// The agent runs of workspace `$1` nobody holds (or whose holder's lease
+/// expired) that are interrupted or waiting (the caller keeps the approved
+/// ones), oldest first.
+pub const RUNNABLE: &str = "SELECT run_id, status, state FROM runs \
+     WHERE kind = 'agent' AND workspace_id = $1::text AND state IS NOT NULL \
+         AND status IN ('running', 'waiting_approval') AND not_before <= now() \
+         AND (owner_id IS NULL OR lease_expires_at <= now()) \
+     ORDER BY created_at, run_id";
+
+/// Every run or record of a kind that has a checkpoint, with it.
+pub const LIST: &str = "SELECT run_id, state FROM runs WHERE kind = $1::text AND state IS NOT NULL";
+
+pub const GET_RECEIPT: &str = "SELECT receipt FROM receipts WHERE workspace_id = $1::text AND key_sha256 = $2::text";
+
+pub const PUT_RECEIPT: &str = "INSERT INTO receipts (workspace_id, key_sha256, idem_key, status, run_id, step_id, receipt) \
+     VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text) \
+     ON CONFLICT (workspace_id, key_sha256) DO UPDATE SET idem_key = EXCLUDED.idem_key, status = EXCLUDED.status, \
+         run_id = EXCLUDED.run_id, step_id = EXCLUDED.step_id, receipt = EXCLUDED.receipt, updated_at = now()";
+
+pub const REMOVE_RECEIPT: &str = "DELETE FROM receipts WHERE workspace_id = $1::text AND key_sha256 = $2::text";
+
+/// Wakes the workers of workspace `$1`: a run there may be runnable (sent
+/// in its own autocommit statement after a lease is given back, never per
+/// step: NOTIFY serialises the commits that send it).
+pub const NOTIFY_RUNNABLE: &str = "SELECT pg_notify('planrun_runnable', $1::text)";
+
+/// What a worker's listening session subscribes to.
+pub const LISTEN_RUNNABLE: &str = "LISTEN planrun_runnable";
