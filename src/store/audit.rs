@@ -63,6 +63,29 @@ pub(crate) fn check_seal(line: &str, sealer: &Sealer) -> Option<bool> {
     Some(expected.len() == hex.len() && expected.bytes().zip(hex.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0)
 }
 
+/// Writes `event` as its log line (without the newline) into `line`,
+/// ending with its own `seal` when `sealed` (a head line). The file store's
+/// log and the PostgreSQL store's rows hold these same bytes.
+pub(crate) fn write_line(
+    line: &mut Vec<u8>,
+    event: &AuditEvent,
+    sealed: bool,
+    sealer: &Sealer,
+) -> serde_json::Result<()> {
+    line.clear();
+    serde_json::to_writer(&mut *line, event)?;
+    if sealed {
+        // The seal is the line's last field: the link of the line
+        // without it, spliced in before the closing brace.
+        let seal = sealer.link(line);
+        line.pop();
+        line.extend_from_slice(SEAL_MARK.as_bytes());
+        line.extend_from_slice(seal.as_bytes());
+        line.extend_from_slice(b"\"}");
+    }
+    Ok(())
+}
+
 /// Why an audit log was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuditError {
@@ -283,17 +306,7 @@ impl AuditLog {
             prev_hash: self.last_hash.take(),
             seal: None,
         };
-        self.line.clear();
-        serde_json::to_writer(&mut self.line, &event)?;
-        if sealed {
-            // The seal is the line's last field: the link of the line
-            // without it, spliced in before the closing brace.
-            let seal = self.sealer.link(&self.line);
-            self.line.pop();
-            self.line.extend_from_slice(SEAL_MARK.as_bytes());
-            self.line.extend_from_slice(seal.as_bytes());
-            self.line.extend_from_slice(b"\"}");
-        }
+        write_line(&mut self.line, &event, sealed, &self.sealer)?;
         let hash = self.sealer.link(&self.line);
         self.line.push(b'\n');
         if let Err(error) = self.file.write_all(&self.line) {

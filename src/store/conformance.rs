@@ -50,6 +50,22 @@ fn assert_tampered(result: Result<impl std::fmt::Debug, StoreError>, what: &str)
     assert!(matches!(result, Err(StoreError::Tampered { .. })), "{what}: {result:?}");
 }
 
+/// Receipt `k` of run `r` in `state`.
+fn receipt(state: crate::store::ReceiptState) -> crate::store::Receipt {
+    let done = state == crate::store::ReceiptState::Done;
+    crate::store::Receipt {
+        key: "k".into(),
+        intent_digest: "d".into(),
+        state,
+        run_id: "r".into(),
+        step_id: "s".into(),
+        action: json!({}),
+        result: done.then(|| json!({"output_text": "", "output_json": null})),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        completed_at: None,
+    }
+}
+
 /// The cases, each on one fresh store.
 mod cases {
     use super::*;
@@ -293,6 +309,33 @@ mod cases {
         assert_eq!(store.read_run("r1").expect("the id was free").state.state_version, 1);
     }
 
+    /// The receipts a run's log names (`receipt_link`) are part of what it
+    /// vouches for: one changed, swapped or removed since is refused.
+    pub fn a_receipt_the_log_names_must_stay_the_one_it_used(fresh: &Fresh) {
+        let store = fresh.store.as_ref();
+        let receipt = receipt(crate::store::ReceiptState::Done);
+        store.put_receipt(&receipt).expect("put");
+        let mut run = store.create_run("r").expect("create");
+        let mut details = serde_json::Map::new();
+        details.insert("idempotency_key".into(), json!("k"));
+        details.insert(crate::store::RECEIPT_LINK.into(), json!(receipt.link(&Sealer::plain())));
+        run.append_event(crate::store::NewEvent { details, ..event("receipt_recorded") }).expect("event");
+        run.write_plan(&json!({"id": "p", "steps": []})).expect("plan");
+        run.append_event(event("state_saved")).expect("event");
+        let mut state = crate::store::test_runs::state("r", "2026-01-01T00:00:00Z");
+        state.audit_seq = run.audit_seq();
+        state.audit_hash = run.audit_hash().map(str::to_string);
+        run.checkpoint(&state, 0).expect("checkpoint");
+        run.release().expect("release");
+        store.read_run("r").expect("the receipt it used");
+        let swapped = crate::store::Receipt { completed_at: Some("2026-01-02T00:00:00Z".into()), ..receipt };
+        store.put_receipt(&swapped).expect("put");
+        assert_tampered(store.read_run("r").map(|run| run.state), "a swapped receipt");
+        assert_tampered(store.open_run("r").map(|(_, loaded)| loaded.state), "a swapped receipt is not opened");
+        store.remove_receipt("k").expect("remove");
+        assert_tampered(store.read_run("r").map(|run| run.state), "a removed receipt");
+    }
+
     pub fn keyed_seals_are_refused_without_the_key(fresh: &Fresh, plain: &dyn RunStore) {
         let store = fresh.store.as_ref();
         started(store, "r1", "2026-01-01T00:00:00Z");
@@ -315,7 +358,8 @@ macro_rules! conformance_suite {
             receipts_round_trip_through_the_store,
             a_record_checkpoint_must_be_its_own_object_without_the_store_fields,
             records_are_listed_newest_first_by_kind,
-            a_run_without_a_checkpoint_does_not_exist_and_its_id_stays_free
+            a_run_without_a_checkpoint_does_not_exist_and_its_id_stays_free,
+            a_receipt_the_log_names_must_stay_the_one_it_used
         );
 
         #[test]
@@ -610,10 +654,11 @@ mod postgres {
 mod file_layout {
     use std::fs;
 
-    use serde_json::{Map, Value, json};
+    use serde_json::{Value, json};
 
+    use super::receipt;
     use crate::store::test_runs::{event, started, step_record};
-    use crate::store::{Durability, FileStore, GroupCommit, NewEvent, RunStore, Sealer, StoreError};
+    use crate::store::{Durability, FileStore, GroupCommit, RunStore, Sealer, StoreError};
 
     /// The file store per write (the command line) and under group commit
     /// (the service).
@@ -624,25 +669,6 @@ mod file_layout {
         let commit = GroupCommit::new(grouped.path()).expect("committer");
         let grouped_store = FileStore::with_durability(grouped.path(), Sealer::plain(), Durability::Group(commit));
         vec![(per_write, per_write_store), (grouped, grouped_store)]
-    }
-
-    fn state(run_id: &str, started_at: &str) -> crate::store::RunState {
-        crate::store::test_runs::state(run_id, started_at)
-    }
-
-    fn receipt(state: crate::store::ReceiptState) -> crate::store::Receipt {
-        let done = state == crate::store::ReceiptState::Done;
-        crate::store::Receipt {
-            key: "k".into(),
-            intent_digest: "d".into(),
-            state,
-            run_id: "r".into(),
-            step_id: "s".into(),
-            action: json!({}),
-            result: done.then(|| json!({"output_text": "", "output_json": null})),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            completed_at: None,
-        }
     }
 
     #[test]
@@ -656,34 +682,6 @@ mod file_layout {
             store.remove_receipt("k").expect("remove");
             store.remove_receipt("k").expect("removing twice is fine");
             assert_eq!(store.get_receipt("k").expect("get"), None);
-        }
-    }
-
-    #[test]
-    fn a_receipt_the_log_names_must_stay_the_one_it_used() {
-        for (_dir, store) in file_stores() {
-            let store: &dyn RunStore = &store;
-            let receipt = receipt(crate::store::ReceiptState::Done);
-            store.put_receipt(&receipt).expect("put");
-            let mut run = store.create_run("r").expect("create");
-            let mut details = Map::new();
-            details.insert("idempotency_key".into(), json!("k"));
-            details.insert(crate::store::RECEIPT_LINK.into(), json!(receipt.link(&Sealer::plain())));
-            run.append_event(NewEvent { details, ..event("receipt_recorded") }).expect("event");
-            run.write_plan(&json!({"id": "p", "steps": []})).expect("plan");
-            run.append_event(event("state_saved")).expect("event");
-            let mut state = state("r", "2026-01-01T00:00:00Z");
-            state.audit_seq = run.audit_seq();
-            state.audit_hash = run.audit_hash().map(str::to_string);
-            run.checkpoint(&state, 0).expect("checkpoint");
-            drop(run);
-            store.read_run("r").expect("the receipt it used");
-            let swapped = crate::store::Receipt { completed_at: Some("2026-01-02T00:00:00Z".into()), ..receipt };
-            store.put_receipt(&swapped).expect("put");
-            assert!(matches!(store.read_run("r"), Err(StoreError::Tampered { .. })));
-            assert!(matches!(store.open_run("r"), Err(StoreError::Tampered { .. })));
-            store.remove_receipt("k").expect("remove");
-            assert!(matches!(store.read_run("r"), Err(StoreError::Tampered { .. })));
         }
     }
 

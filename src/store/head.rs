@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::store::{RunState, StepRecord};
+use crate::store::{NewEvent, RunState, StepRecord};
 
 /// The events a checkpoint ends with (written by the runtime's recorder
 /// just before it checkpoints): the store holds such an event back until
@@ -44,6 +44,61 @@ pub(crate) struct HeadPayload {
     /// The plan exactly as it runs, on the first head of a log only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<Value>,
+}
+
+impl HeadPayload {
+    /// The head of `state` with the store's links, the step records since
+    /// the previous head and (first head only) the plan.
+    pub(crate) fn new(
+        state: &RunState,
+        (plan_hash, history_hash): (&str, Option<&str>),
+        history: Vec<StepRecord>,
+        plan: Option<Value>,
+    ) -> Result<HeadPayload, serde_json::Error> {
+        Ok(HeadPayload { state: head_state(linked_payload(state, plan_hash, history_hash)?), history, plan })
+    }
+
+    /// The held event's `details` with this checkpoint in them: the head
+    /// line's details.
+    pub(crate) fn details(&self, mut details: Map<String, Value>) -> Result<Map<String, Value>, serde_json::Error> {
+        details.insert(CHECKPOINT_KEY.into(), serde_json::to_value(self)?);
+        Ok(details)
+    }
+}
+
+/// An appended `state_saved`/`run_finished` event not written yet: a store
+/// holds it until the checkpoint writes it as the head line.
+#[derive(Debug, Clone)]
+pub(crate) struct HeldEvent {
+    pub ts: String,
+    pub event_type: String,
+    pub step_id: Option<String>,
+    pub status: Option<String>,
+    pub details: Map<String, Value>,
+}
+
+impl HeldEvent {
+    pub(crate) fn new(event: NewEvent<'_>) -> Self {
+        HeldEvent {
+            ts: event.ts,
+            event_type: event.event_type.to_string(),
+            step_id: event.step_id.map(str::to_string),
+            status: event.status.map(str::to_string),
+            details: event.details,
+        }
+    }
+
+    /// The event as appended, to write it as a plain line (another event
+    /// followed it before the checkpoint).
+    pub(crate) fn event(&self) -> NewEvent<'_> {
+        NewEvent {
+            ts: self.ts.clone(),
+            event_type: &self.event_type,
+            step_id: self.step_id.as_deref(),
+            status: self.status.as_deref(),
+            details: self.details.clone(),
+        }
+    }
 }
 
 /// `state` as a checkpoint payload with the store's links: the shape of

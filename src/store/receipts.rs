@@ -167,42 +167,59 @@ impl ReceiptStore {
     }
 
     /// Holds the receipts that the verified events of run `run_id` name to
-    /// the links they name: for each idempotency key, the last event with
-    /// a [`RECEIPT_LINK`] decides — a link means "this receipt, exactly",
-    /// `null` means the event left none behind. A receipt changed, swapped
-    /// or removed since is [`StoreError::Tampered`].
+    /// the links they name (see [`check_receipt_references`]).
     pub fn check_references(&self, run_id: &str, audit: &[AuditEvent]) -> Result<(), StoreError> {
-        let mut named: BTreeMap<&str, (u64, &str)> = BTreeMap::new();
-        for event in audit {
-            let (Some(link), Some(Value::String(key))) =
-                (event.details.get(RECEIPT_LINK), event.details.get("idempotency_key"))
-            else {
-                continue;
-            };
-            match link {
-                Value::String(link) => named.insert(key.as_str(), (event.seq, link.as_str())),
-                _ => named.remove(key.as_str()),
-            };
-        }
-        let tampered = |reason: String| StoreError::Tampered { id: run_id.to_string(), reason };
-        for (key, (seq, link)) in named {
-            match self.get(key) {
-                Ok(Some(receipt)) if receipt.link(&self.sealer).as_deref() == Some(link) => {}
-                Ok(Some(_)) => {
-                    return Err(tampered(format!(
-                        "the receipt for key `{key}` that audit event {seq} used was changed or replaced since"
-                    )));
-                }
-                Ok(None) => {
-                    return Err(tampered(format!(
-                        "the receipt for key `{key}` that audit event {seq} used is missing"
-                    )));
-                }
-                Err(error) => return Err(tampered(error.to_string())),
-            }
-        }
-        Ok(())
+        check_receipt_references(run_id, audit, &self.sealer, &|key| self.get(key))
     }
+}
+
+/// The receipts the events of a run's log name: for each idempotency key,
+/// the `seq` and link of the last event with a [`RECEIPT_LINK`] (a key
+/// whose last such event says `null` left none behind and is not named).
+pub(crate) fn named_receipts(audit: &[AuditEvent]) -> BTreeMap<&str, (u64, &str)> {
+    let mut named: BTreeMap<&str, (u64, &str)> = BTreeMap::new();
+    for event in audit {
+        let (Some(link), Some(Value::String(key))) =
+            (event.details.get(RECEIPT_LINK), event.details.get("idempotency_key"))
+        else {
+            continue;
+        };
+        match link {
+            Value::String(link) => named.insert(key.as_str(), (event.seq, link.as_str())),
+            _ => named.remove(key.as_str()),
+        };
+    }
+    named
+}
+
+/// Holds the receipts that the verified events of run `run_id` name to the
+/// links they name, reading each with `get` (the file store's receipt
+/// folder, the PostgreSQL store's table): for each idempotency key, the
+/// last event with a [`RECEIPT_LINK`] decides — a link means "this
+/// receipt, exactly", `null` means the event left none behind. A receipt
+/// changed, swapped or removed since is [`StoreError::Tampered`].
+pub(crate) fn check_receipt_references(
+    run_id: &str,
+    audit: &[AuditEvent],
+    sealer: &Sealer,
+    get: &dyn Fn(&str) -> Result<Option<Receipt>, ReceiptError>,
+) -> Result<(), StoreError> {
+    let tampered = |reason: String| StoreError::Tampered { id: run_id.to_string(), reason };
+    for (key, (seq, link)) in named_receipts(audit) {
+        match get(key) {
+            Ok(Some(receipt)) if receipt.link(sealer).as_deref() == Some(link) => {}
+            Ok(Some(_)) => {
+                return Err(tampered(format!(
+                    "the receipt for key `{key}` that audit event {seq} used was changed or replaced since"
+                )));
+            }
+            Ok(None) => {
+                return Err(tampered(format!("the receipt for key `{key}` that audit event {seq} used is missing")));
+            }
+            Err(error) => return Err(tampered(error.to_string())),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

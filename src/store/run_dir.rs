@@ -35,14 +35,12 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::model::RunStatus;
 use crate::store::atomic::replace_unsynced;
 use crate::store::error::{io_error, serialize_error};
-use crate::store::head::{
-    CHECKPOINT_KEY, HEAD_EVENTS, HeadPayload, full_payload, head_state, linked_payload, plan_bytes,
-};
+use crate::store::head::{HEAD_EVENTS, HeadPayload, HeldEvent, full_payload, linked_payload, plan_bytes};
 use crate::store::run_load::{creating_folder, has_checkpoint, load_run, missing_run, runs_folder};
 use crate::store::{
     AuditLog, Durability, HistoryLog, Lease, LoadedRun, NewEvent, RunHandle, RunState, Sealer, StepRecord, StoreError,
@@ -79,27 +77,6 @@ pub struct RunDir {
     names_durable: bool,
     /// Held for the life of the `RunDir`.
     _lease: Lease,
-}
-
-/// An appended event not written yet (see [`RunDir::held`]).
-struct HeldEvent {
-    ts: String,
-    event_type: String,
-    step_id: Option<String>,
-    status: Option<String>,
-    details: Map<String, Value>,
-}
-
-impl HeldEvent {
-    fn new(event: NewEvent<'_>) -> Self {
-        HeldEvent {
-            ts: event.ts,
-            event_type: event.event_type.to_string(),
-            step_id: event.step_id.map(str::to_string),
-            status: event.status.map(str::to_string),
-            details: event.details,
-        }
-    }
 }
 
 /// Creates `folder` with one `mkdir`, so the check and the creation are
@@ -282,14 +259,7 @@ impl RunDir {
     fn write_held(&mut self) -> Result<(), StoreError> {
         if let Some(held) = self.held.take() {
             let path = self.path.join("audit.jsonl");
-            let event = NewEvent {
-                ts: held.ts,
-                event_type: &held.event_type,
-                step_id: held.step_id.as_deref(),
-                status: held.status.as_deref(),
-                details: held.details,
-            };
-            append_event(&mut self.audit, &self.run_id, event, &path)?;
+            append_event(&mut self.audit, &self.run_id, held.event(), &path)?;
         }
         Ok(())
     }
@@ -308,18 +278,14 @@ impl RunDir {
         let Some(held) = self.held.take() else {
             return Err(serialize_error(&audit_path, "a checkpoint follows the `state_saved` event it ends with"));
         };
-        let payload = linked_payload(state, &plan_hash, self.history.hash())
-            .map_err(|error| serialize_error(&audit_path, error))?;
-        let head = HeadPayload {
-            state: head_state(payload),
-            history: std::mem::take(&mut self.pending_history),
-            plan: self.pending_plan.take(),
-        };
-        let mut details = held.details;
-        details.insert(
-            CHECKPOINT_KEY.into(),
-            serde_json::to_value(&head).map_err(|error| serialize_error(&audit_path, error))?,
-        );
+        let head = HeadPayload::new(
+            state,
+            (&plan_hash, self.history.hash()),
+            std::mem::take(&mut self.pending_history),
+            self.pending_plan.take(),
+        )
+        .map_err(|error| serialize_error(&audit_path, error))?;
+        let details = head.details(held.details).map_err(|error| serialize_error(&audit_path, error))?;
         let columns = (held.event_type.as_str(), held.step_id.as_deref(), held.status.as_deref());
         let seq = self
             .audit

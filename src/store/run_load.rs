@@ -189,7 +189,7 @@ pub fn load_run(workspace: &Path, run_id: &str, sealer: &Sealer) -> Result<Loade
         return Err(folder.tampered(format!("`state.json`: {error}")));
     }
     let (_, audit_text) = folder.read("audit.jsonl")?;
-    match read_log(&audit_text, run_id, sealer).map_err(|reason| folder.tampered(reason))? {
+    match read_log(&audit_text, run_id, FILES.audit, sealer).map_err(|reason| folder.tampered(reason))? {
         Some(log) => load_logged(&folder, (compact.as_deref(), &audit_text), log, sealer),
         None => match compact {
             Some(state_text) => load_previous_layout(&folder, (&state_text, &audit_text), sealer),
@@ -198,10 +198,13 @@ pub fn load_run(workspace: &Path, run_id: &str, sealer: &Sealer) -> Result<Loade
     }
 }
 
+/// The names the file store's records go by, for messages.
+const FILES: LogFiles = LogFiles { state: "state.json", audit: "audit.jsonl" };
+
 /// A run's log verified up to its last head line.
-struct Log {
-    events: Vec<AuditEvent>,
-    tail: AuditTail,
+pub(crate) struct Log {
+    pub events: Vec<AuditEvent>,
+    pub tail: AuditTail,
     /// Index in `events` of every head line, in order.
     heads: Vec<usize>,
     /// Whole lines in the log, and whether a torn one follows them.
@@ -209,24 +212,26 @@ struct Log {
     torn: bool,
 }
 
-/// Verifies every whole line of an agent run's log (sequence, chain, run
-/// id; a torn last line is what a crash mid-write leaves) and finds its
-/// head lines. `None` when the log has no head line (the previous layout,
-/// or a run killed before its first checkpoint). Lines past the last head
-/// are the crash tail, counted in [`AuditTail::past_head`].
-fn read_log(text: &str, run_id: &str, sealer: &Sealer) -> Result<Option<Log>, String> {
+/// Verifies every whole line of an agent run's log `text` (sequence,
+/// chain, run id; a torn last line is what a crash mid-write leaves) and
+/// finds its head lines; `log` names it in the reasons. `None` when the log
+/// has no head line (the previous layout, or a run killed before its first
+/// checkpoint). Lines past the last head are the crash tail, counted in
+/// [`AuditTail::past_head`]. The file store and the PostgreSQL store
+/// (whose rows are the same lines) both read their logs with it.
+pub(crate) fn read_log(text: &str, run_id: &str, log: &str, sealer: &Sealer) -> Result<Option<Log>, String> {
     let whole = &text[..text.rfind('\n').map_or(0, |end| end + 1)];
     let torn = u64::from(whole.len() < text.len());
-    let (mut events, mut tail) = verify_audit(whole, sealer).map_err(|error| format!("`audit.jsonl`: {error}"))?;
+    let (mut events, mut tail) = verify_audit(whole, sealer).map_err(|error| format!("`{log}`: {error}"))?;
     if let Some(event) = events.iter().find(|event| event.run_id != run_id) {
-        return Err(format!("`audit.jsonl` line {} is for run `{}`", event.seq, event.run_id));
+        return Err(format!("`{log}` line {} is for run `{}`", event.seq, event.run_id));
     }
     let mut heads = Vec::new();
     for (index, event) in events.iter().enumerate() {
         match (event.details.contains_key(CHECKPOINT_KEY), event.seal.is_some()) {
             (true, true) => heads.push(index),
             (false, false) => {}
-            _ => return Err(format!("`audit.jsonl` line {} is a checkpoint without its seal", event.seq)),
+            _ => return Err(format!("`{log}` line {} is a checkpoint without its seal", event.seq)),
         }
     }
     let Some(&last) = heads.last() else {
@@ -236,7 +241,7 @@ fn read_log(text: &str, run_id: &str, sealer: &Sealer) -> Result<Option<Log>, St
     let lines: Vec<&str> = whole.split_terminator('\n').collect();
     if check_seal(lines[last], sealer) != Some(true) {
         return Err(format!(
-            "`audit.jsonl` line {}: the checkpoint's seal does not match the line (it was changed)",
+            "`{log}` line {}: the checkpoint's seal does not match the line (it was changed)",
             last + 1
         ));
     }
@@ -250,24 +255,49 @@ fn read_log(text: &str, run_id: &str, sealer: &Sealer) -> Result<Option<Log>, St
     Ok(Some(Log { events, tail, heads, whole_lines, torn: torn == 1 }))
 }
 
-/// A run in the log layout (see the module docs).
-fn load_logged(
-    folder: &RunFolder<'_>,
-    (compact, audit_text): (Option<&str>, &str),
+/// A log whose head lines were checked ([`check_log`]): the run as its
+/// last head says it is.
+pub(crate) struct CheckedLog {
+    /// The events up to the last head (the head lines without their
+    /// `checkpoint`).
+    pub events: Vec<AuditEvent>,
+    pub tail: AuditTail,
+    heads: Vec<usize>,
+    payloads: Vec<HeadPayload>,
+    whole_lines: u64,
+    torn: bool,
+    pub state: RunState,
+    pub plan: Value,
+    pub history: Vec<StepRecord>,
+    /// The step records as the history view writes them, one line each.
+    pub lines: Vec<String>,
+    pub plan_hash: String,
+    pub history_hash: Option<String>,
+}
+
+/// Checks the head lines of `log` (the run's log at `log_path`, named by
+/// `files` in the reasons): every checkpoint parses, only the first carries
+/// the plan, the last is a possible state of run `run_id`, and the step
+/// records and the plan in the log are the ones its links vouch for.
+pub(crate) fn check_log(
+    run_id: &str,
+    files: LogFiles,
+    log_path: &Path,
     log: Log,
     sealer: &Sealer,
-) -> Result<LoadedRun, StoreError> {
-    let tampered = |reason: String| folder.tampered(reason);
+) -> Result<CheckedLog, StoreError> {
+    let tampered = |reason: String| StoreError::Tampered { id: run_id.to_string(), reason };
+    let name = files.audit;
     let Log { mut events, tail, heads, whole_lines, torn } = log;
     let mut payloads = Vec::with_capacity(heads.len());
     for &index in &heads {
         let event = &mut events[index];
         let checkpoint = event.details.shift_remove(CHECKPOINT_KEY).unwrap_or(Value::Null);
         let payload: HeadPayload = serde_json::from_value(checkpoint)
-            .map_err(|error| tampered(format!("`audit.jsonl` line {}: checkpoint: {error}", event.seq)))?;
+            .map_err(|error| tampered(format!("`{name}` line {}: checkpoint: {error}", event.seq)))?;
         if payload.plan.is_some() != payloads.is_empty() {
             return Err(tampered(format!(
-                "`audit.jsonl` line {}: only the first checkpoint of a log carries the plan",
+                "`{name}` line {}: only the first checkpoint of a log carries the plan",
                 event.seq
             )));
         }
@@ -278,32 +308,51 @@ fn load_logged(
     let last = payloads.last().map(|payload| payload.state.clone()).unwrap_or_default();
     let head_hash = tail.hash.clone().unwrap_or_default();
     let payload = full_payload(&last, tail.seq, &head_hash);
-    let (state, plan_hash, history_hash) = split_payload(payload.clone())
-        .map_err(|reason| tampered(format!("the checkpoint in `audit.jsonl`: {reason}")))?;
-    check_state(folder, &state, "the checkpoint in `audit.jsonl`")?;
+    let (state, plan_hash, history_hash) =
+        split_payload(payload).map_err(|reason| tampered(format!("the checkpoint in `{name}`: {reason}")))?;
+    check_state(run_id, &state, &format!("the checkpoint in `{name}`"))?;
 
-    let lines: Vec<String> =
-        history.iter().map(serde_json::to_string).collect::<Result<_, _>>().map_err(|error| StoreError::Corrupt {
-            path: folder.dir.join("audit.jsonl"),
-            line: tail.seq as usize,
-            message: error.to_string(),
-        })?;
+    let lines: Vec<String> = history.iter().map(serde_json::to_string).collect::<Result<_, _>>().map_err(|error| {
+        StoreError::Corrupt { path: log_path.to_path_buf(), line: tail.seq as usize, message: error.to_string() }
+    })?;
     if state.counters.history_records != history.len() as u64
         || history_chain(sealer, lines.iter().map(String::as_str)) != history_hash
     {
-        return Err(tampered(
-            "the step records in `audit.jsonl` are not the ones its checkpoint covers (the history chain does not match)"
-                .to_string(),
-        ));
+        return Err(tampered(format!(
+            "the step records in `{name}` are not the ones its checkpoint covers (the history chain does not match)"
+        )));
     }
-    let plan_text = plan_bytes(&plan).map_err(|error| tampered(format!("the plan in `audit.jsonl`: {error}")))?;
+    let plan_text = plan_bytes(&plan).map_err(|error| tampered(format!("the plan in `{name}`: {error}")))?;
     if sealer.link(&plan_text) != plan_hash {
-        return Err(tampered("the plan in `audit.jsonl` is not the one its checkpoint links".to_string()));
+        return Err(tampered(format!("the plan in `{name}` is not the one its checkpoint links")));
     }
+    Ok(CheckedLog {
+        events,
+        tail,
+        heads,
+        payloads,
+        whole_lines,
+        torn,
+        state,
+        plan,
+        history,
+        lines,
+        plan_hash,
+        history_hash,
+    })
+}
 
-    let log_end = (whole_lines, torn);
-    let compact_seq =
-        check_compact_head(folder, (compact, audit_text), (&events, &heads, &payloads), (&tail, log_end), sealer)?;
+/// A run in the log layout (see the module docs).
+fn load_logged(
+    folder: &RunFolder<'_>,
+    (compact, audit_text): (Option<&str>, &str),
+    log: Log,
+    sealer: &Sealer,
+) -> Result<LoadedRun, StoreError> {
+    let tampered = |reason: String| folder.tampered(reason);
+    let checked = check_log(folder.run_id, FILES, &folder.dir.join(FILES.audit), log, sealer)?;
+    let compact_seq = check_compact_head(folder.run_id, FILES, (compact, audit_text), &checked, sealer)?;
+    let CheckedLog { events, tail, state, plan, history, lines, plan_hash, history_hash, .. } = checked;
     let state_behind =
         (state.status == RunStatus::WaitingApproval || state.status.is_terminal()) && compact_seq != Some(tail.seq);
     let (history_len, history_behind, discarded_history) = check_history_view(folder, &lines)?;
@@ -320,43 +369,48 @@ fn load_logged(
     Ok(LoadedRun { state, plan, history, audit: events, audit_tail: tail, discarded_history, discarded_events, heads })
 }
 
-/// The run id and the invariants of a checkpoint read from `source`.
-fn check_state(folder: &RunFolder<'_>, state: &RunState, source: &str) -> Result<(), StoreError> {
-    if state.run_id != folder.run_id {
-        return Err(folder.tampered(format!("{source} is for run `{}`", state.run_id)));
+/// The run id and the invariants of a checkpoint of run `run_id` read from
+/// `source`.
+fn check_state(run_id: &str, state: &RunState, source: &str) -> Result<(), StoreError> {
+    let tampered = |reason: String| StoreError::Tampered { id: run_id.to_string(), reason };
+    if state.run_id != run_id {
+        return Err(tampered(format!("{source} is for run `{}`", state.run_id)));
     }
-    state.check_invariants().map_err(|reason| folder.tampered(format!("{source}: impossible state: {reason}")))
+    state.check_invariants().map_err(|reason| tampered(format!("{source}: impossible state: {reason}")))
 }
 
-/// `state.json`, the compact head written when the run paused or ended,
-/// must be the checkpoint of the head line it names (a newer head in the
-/// log is the head). Missing or empty (lost in a power cut: it is written
-/// without a sync) it is not needed. One from the previous layout is older
-/// than every head line. Returns the `audit_seq` it names, if any.
-fn check_compact_head(
-    folder: &RunFolder<'_>,
+/// The compact head (`state.json`, written when the run paused or ended;
+/// the PostgreSQL store's `runs.state`, written by every checkpoint) must
+/// be the checkpoint of the head line it names (a newer head in the log is
+/// the head). Missing or empty (lost in a power cut: it is written without
+/// a sync) it is not needed. One from the previous layout is older than
+/// every head line. Returns the `audit_seq` it names, if any.
+pub(crate) fn check_compact_head(
+    run_id: &str,
+    files: LogFiles,
     (compact, audit_text): (Option<&str>, &str),
-    (events, heads, payloads): (&[AuditEvent], &[usize], &[HeadPayload]),
-    (tail, (whole_lines, torn)): (&AuditTail, (u64, bool)),
+    log: &CheckedLog,
     sealer: &Sealer,
 ) -> Result<Option<u64>, StoreError> {
-    let tampered = |reason: String| folder.tampered(reason);
+    let tampered = |reason: String| StoreError::Tampered { id: run_id.to_string(), reason };
+    let LogFiles { state: name, audit: log_name } = files;
+    let CheckedLog { events, heads, payloads, tail, whole_lines, torn, .. } = log;
     let Some(text) = compact.filter(|text| !text.is_empty()) else {
         return Ok(None);
     };
-    let payload = sealer.open(text).map_err(|error| tampered(format!("`state.json`: {error}")))?;
+    let payload = sealer.open(text).map_err(|error| tampered(format!("`{name}`: {error}")))?;
     let Value::Object(payload) = payload else {
-        return Err(tampered("`state.json`: the payload is not an object".to_string()));
+        return Err(tampered(format!("`{name}`: the payload is not an object")));
     };
     // As strict as the head it copies: fields, invariants, run id.
     let (state, _, _) =
-        split_payload(payload.clone()).map_err(|reason| tampered(format!("`state.json` payload: {reason}")))?;
-    check_state(folder, &state, "`state.json`")?;
+        split_payload(payload.clone()).map_err(|reason| tampered(format!("`{name}` payload: {reason}")))?;
+    check_state(run_id, &state, &format!("`{name}`"))?;
     let seen = state.audit_seq;
     if seen > tail.seq {
-        let torn = if torn { ", then a torn line (the process was interrupted mid-write)" } else { "" };
+        let torn = if *torn { ", then a torn line (the process was interrupted mid-write)" } else { "" };
         return Err(tampered(format!(
-            "`state.json` has seen audit line {seen} but `audit.jsonl` ends at line {whole_lines}{torn}, its last checkpoint at line {}",
+            "`{name}` has seen audit line {seen} but `{log_name}` ends at line {whole_lines}{torn}, its last checkpoint at line {}",
             tail.seq
         )));
     }
@@ -366,18 +420,18 @@ fn check_compact_head(
         // seal and its link to the line it names still have to hold.
         let line_hash = seen.checked_sub(1).and_then(|index| tail.hashes.get(index as usize));
         if payload.get("audit_hash").and_then(Value::as_str) != line_hash.map(String::as_str) {
-            return Err(tampered(format!("`state.json` and `audit.jsonl` disagree about audit line {seen}")));
+            return Err(tampered(format!("`{name}` and `{log_name}` disagree about audit line {seen}")));
         }
         return Ok(Some(seen));
     }
     let Some(position) = heads.iter().position(|&index| events[index].seq == seen) else {
-        return Err(tampered(format!("`state.json` names audit line {seen}, which is not a checkpoint")));
+        return Err(tampered(format!("`{name}` names audit line {seen}, which is not a checkpoint")));
     };
     let line = audit_text.split_terminator('\n').nth(seen as usize - 1).unwrap_or_default();
     let expected = full_payload(&payloads[position].state, seen, &sealer.link(line.as_bytes()));
     if expected != payload {
         return Err(tampered(format!(
-            "`state.json` is not the checkpoint at audit line {seen} (it was changed or re-sealed)"
+            "`{name}` is not the checkpoint at audit line {seen} (it was changed or re-sealed)"
         )));
     }
     Ok(Some(seen))
@@ -426,9 +480,9 @@ fn load_previous_layout(
     };
     let (state, plan_hash, history_hash) =
         split_payload(payload).map_err(|reason| tampered(format!("`state.json`: {reason}")))?;
-    check_state(folder, &state, "`state.json`")?;
+    check_state(folder.run_id, &state, "`state.json`")?;
 
-    let files = LogFiles { state: "state.json", audit: "audit.jsonl" };
+    let files = FILES;
     let seen = (state.audit_seq, state.audit_hash.as_deref());
     let (audit, audit_tail) =
         verify_checkpointed_log(audit_text, folder.run_id, files, seen, sealer, true).map_err(tampered)?;

@@ -2,9 +2,12 @@
 //! `--store postgres://…`). The tables are in `migrations/`, every
 //! statement in `sql.rs`, the schema's versions in `migrate.rs`.
 //!
-//! The records are the file store's, byte for byte: the sealed checkpoint
-//! envelope (`runs.state`), the plan copy (`run_plans.plan`), one row per
-//! history line and per audit line, each line as planrun wrote it. Seals
+//! The records are the file store's, byte for byte: one row per audit line,
+//! each checkpoint the sealed head line the file store writes (`head.rs`:
+//! the held `state_saved`/`run_finished` event with the checkpoint, the
+//! step records since the previous head and, on the first, the plan), one
+//! row per history line, the plan copy (`run_plans.plan`), and the compact
+//! head of the last head line (`runs.state`, the file store's `state.json`). Seals
 //! and chains are computed by planrun over those bytes ([`Sealer`]), never
 //! over what `jsonb` gives back, and checked again on every read
 //! (`verify.rs`), so an edited, deleted or re-ordered row is found, and
@@ -41,6 +44,11 @@ use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::{Value, json};
+
+use crate::model::RunStatus;
+use crate::store::audit::write_line;
+use crate::store::head::{HEAD_EVENTS, HeadPayload, HeldEvent, full_payload, plan_bytes};
+use crate::store::receipts::{check_receipt_references, named_receipts};
 use tokio_postgres::types::ToSql;
 
 use crate::store::canonical::{parse_strict, sha256_hex};
@@ -510,6 +518,12 @@ impl PgStore {
         }
     }
 
+    /// The receipts the verified log names are part of what it vouches
+    /// for (as in the file store).
+    fn check_receipts(&self, run_id: &str, loaded: &LoadedRun) -> Result<(), StoreError> {
+        check_receipt_references(run_id, &loaded.audit, &self.sealer, &|key| self.get_receipt(key))
+    }
+
     fn texts(&self, run_id: &str) -> Result<RunTexts, StoreError> {
         let id = run_id.to_string();
         let texts = self.shared.call(move |pool| async move { read_run_texts(&pool, &id).await })?;
@@ -544,14 +558,28 @@ impl PgStore {
     /// audit.jsonl), the same bytes, seal and chains; returns the folder.
     fn export(&self, run_id: &str, out: &Path) -> Result<PathBuf, StoreError> {
         let texts = self.texts(run_id)?;
-        verify_run(run_id, &texts, &self.sealer)?;
+        let loaded = verify_run(run_id, &texts, &self.sealer)?;
+        self.check_receipts(run_id, &loaded)?;
+        // `state.json` as the file store writes it: only when the run has
+        // paused or ended (it is then the compact head `runs.state` holds).
+        let status = loaded.state.status;
+        let compact = status == RunStatus::WaitingApproval || status.is_terminal();
+        // Checked above: each is the receipt its log names.
+        let mut receipts = Vec::new();
+        for key in named_receipts(&loaded.audit).into_keys() {
+            let receipt = self
+                .get_receipt(key)
+                .map_err(|error| StoreError::Tampered { id: run_id.to_string(), reason: error.to_string() })?;
+            receipts.extend(receipt);
+        }
         let files = crate::store::export::RunFiles {
-            state: texts.state.clone(),
+            state: compact.then(|| texts.state.clone()),
             plan: texts.plan.clone().unwrap_or_default(),
             history: jsonl(texts.history.iter().map(|(_, line)| line.as_str())),
             audit: jsonl(texts.events.iter().map(|row| row.line.as_str())),
+            receipts,
         };
-        crate::store::export::write_run_folder(out, run_id, &files)
+        crate::store::export::write_run_folder(out, run_id, &files, &self.sealer)
     }
 }
 
@@ -563,7 +591,7 @@ impl RunStore for PgStore {
 
     fn open_run(&self, run_id: &str) -> Result<(Box<dyn RunHandle>, LoadedRun), StoreError> {
         let mut lease = self.claim(AGENT, run_id)?;
-        let loaded = match self.texts(run_id).and_then(|texts| verify_run(run_id, &texts, &self.sealer)) {
+        let loaded = match self.read_run(run_id) {
             Ok(loaded) => loaded,
             Err(error) => {
                 let _ = lease.release();
@@ -574,7 +602,9 @@ impl RunStore for PgStore {
     }
 
     fn read_run(&self, run_id: &str) -> Result<LoadedRun, StoreError> {
-        verify_run(run_id, &self.texts(run_id)?, &self.sealer)
+        let loaded = verify_run(run_id, &self.texts(run_id)?, &self.sealer)?;
+        self.check_receipts(run_id, &loaded)?;
+        Ok(loaded)
     }
 
     fn export_run(&self, run_id: &str, out: &Path) -> Result<PathBuf, StoreError> {
@@ -739,6 +769,14 @@ struct PgRun {
     /// Appended since the last checkpoint, committed with the next one.
     events: Vec<EventRow>,
     history: Vec<(i64, String)>,
+    /// The event that ends the coming checkpoint (`state_saved` or
+    /// `run_finished`), held until the checkpoint writes it as the head
+    /// line, as the file store does (`head.rs`).
+    held: Option<HeldEvent>,
+    /// Step records appended since the last head line.
+    pending_history: Vec<StepRecord>,
+    /// The plan, until the first head line of the log carries it.
+    pending_plan: Option<Value>,
 }
 
 impl PgRun {
@@ -757,6 +795,9 @@ impl PgRun {
             plan_stored: false,
             events: Vec::new(),
             history: Vec::new(),
+            held: None,
+            pending_history: Vec::new(),
+            pending_plan: None,
         };
         if let Some(loaded) = loaded {
             run.stored_version = loaded.state.state_version;
@@ -777,6 +818,27 @@ impl PgRun {
             source: std::io::Error::other(message.to_string()),
         }
     }
+
+    /// Adds `event` as the next audit row (a head line when `sealed`).
+    fn push_event(&mut self, event: NewEvent<'_>, sealed: bool) -> Result<u64, StoreError> {
+        let line =
+            event_line(&self.lease.key.id, self.audit_seq + 1, self.audit_hash.clone(), event, sealed, &self.sealer)
+                .map_err(|error| self.serialize_error(error))?;
+        let hash = self.sealer.link(line.as_bytes());
+        self.audit_seq += 1;
+        self.events.push(EventRow { seq: i64::try_from(self.audit_seq).unwrap_or(i64::MAX), line, hash: hash.clone() });
+        self.audit_hash = Some(hash);
+        Ok(self.audit_seq)
+    }
+
+    /// Writes the held event, if any, as a plain row (another event
+    /// followed it before the checkpoint).
+    fn write_held(&mut self) -> Result<(), StoreError> {
+        if let Some(held) = self.held.take() {
+            self.push_event(held.event(), false)?;
+        }
+        Ok(())
+    }
 }
 
 impl RunHandle for PgRun {
@@ -789,10 +851,13 @@ impl RunHandle for PgRun {
     }
 
     fn audit_seq(&self) -> u64 {
-        self.audit_seq
+        // A held event has its `seq` already: the checkpoint writes it.
+        self.audit_seq + u64::from(self.held.is_some())
     }
 
     fn audit_hash(&self) -> Option<&str> {
+        // The last line written; a held head line's link is known once the
+        // checkpoint has written it.
         self.audit_hash.as_deref()
     }
 
@@ -801,13 +866,12 @@ impl RunHandle for PgRun {
     }
 
     fn append_event(&mut self, event: NewEvent<'_>) -> Result<u64, StoreError> {
-        let line = event_line(&self.lease.key.id, self.audit_seq + 1, self.audit_hash.clone(), event)
-            .map_err(|error| self.serialize_error(error))?;
-        let hash = self.sealer.link(line.as_bytes());
-        self.audit_seq += 1;
-        self.events.push(EventRow { seq: i64::try_from(self.audit_seq).unwrap_or(i64::MAX), line, hash: hash.clone() });
-        self.audit_hash = Some(hash);
-        Ok(self.audit_seq)
+        self.write_held()?;
+        if HEAD_EVENTS.contains(&event.event_type) {
+            self.held = Some(HeldEvent::new(event));
+            return Ok(self.audit_seq + 1);
+        }
+        self.push_event(event, false)
     }
 
     fn append_history(&mut self, record: &StepRecord) -> Result<(), StoreError> {
@@ -815,35 +879,57 @@ impl RunHandle for PgRun {
         self.history_hash = Some(self.sealer.chain(self.history_hash.as_deref(), line.as_bytes()));
         self.history_records += 1;
         self.history.push((i64::try_from(self.history_records).unwrap_or(i64::MAX), line));
+        self.pending_history.push(record.clone());
         Ok(())
     }
 
     fn write_plan(&mut self, plan: &Value) -> Result<(), StoreError> {
-        let mut text = serde_json::to_string_pretty(plan).map_err(|error| self.serialize_error(error))?;
-        text.push('\n');
+        let bytes = plan_bytes(plan).map_err(|error| self.serialize_error(error))?;
+        let text = String::from_utf8(bytes).map_err(|error| self.serialize_error(error))?;
         let hash = self.sealer.link(text.as_bytes());
         self.plan = Some((text, hash));
+        self.pending_plan = Some(plan.clone());
         Ok(())
     }
 
+    /// The checkpoint, if the stored `state_version` is `expected`: the
+    /// held `state_saved`/`run_finished` event becomes the head line (the
+    /// checkpoint, the step records since the previous head, on the first
+    /// head the plan, sealed: the file store's line), `runs.state` the
+    /// compact head of that line, all committed in one transaction.
     fn checkpoint(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
         compare_version(&self.lease.key.id, self.stored_version, expected)?;
         let Some((plan_text, plan_hash)) = self.plan.clone() else {
             return Err(self.serialize_error("a run's first checkpoint comes after its plan is stored"));
         };
-        let mut payload = serde_json::to_value(state).map_err(|error| self.serialize_error(error))?;
-        if let Value::Object(object) = &mut payload {
-            object.insert("plan_hash".into(), json!(plan_hash));
-            object.insert("history_hash".into(), json!(self.history_hash));
-        }
-        let text = sealed_text(&self.sealer, &self.lease.key.id, payload)?;
+        let Some(held) = self.held.clone() else {
+            return Err(self.serialize_error("a checkpoint follows the `state_saved` event it ends with"));
+        };
+        let head = HeadPayload::new(
+            state,
+            (&plan_hash, self.history_hash.as_deref()),
+            self.pending_history.clone(),
+            self.pending_plan.clone(),
+        )
+        .map_err(|error| self.serialize_error(error))?;
+        let details = head.details(held.details.clone()).map_err(|error| self.serialize_error(error))?;
+        // Written into the handle only once the transaction commits: a
+        // refused checkpoint leaves the handle as it was.
+        let (seq, prev_hash) = (self.audit_seq + 1, self.audit_hash.clone());
+        let line =
+            event_line(&self.lease.key.id, seq, prev_hash, NewEvent { details, ..held.event() }, true, &self.sealer)
+                .map_err(|error| self.serialize_error(error))?;
+        let head_hash = self.sealer.link(line.as_bytes());
+        let compact = full_payload(&head.state, seq, &head_hash);
+        let text = sealed_text(&self.sealer, &self.lease.key.id, Value::Object(compact))?;
         let key = self.lease.key.clone();
         let plan = (!self.plan_stored).then_some((plan_text, plan_hash));
-        let events = self.events.clone();
-        let history = self.history.clone();
         let to_i64 = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+        let mut events = self.events.clone();
+        events.push(EventRow { seq: to_i64(seq), line, hash: head_hash.clone() });
+        let history = self.history.clone();
         let (expected_i, version) = (to_i64(expected), to_i64(state.state_version));
-        let (audit_seq, history_records) = (to_i64(state.audit_seq), to_i64(self.history_records));
+        let (audit_seq, history_records) = (to_i64(seq), to_i64(self.history_records));
         let status = state.status.as_str();
         let finished = state.status.is_terminal();
         self.lease.shared.call(move |pool| async move {
@@ -888,6 +974,11 @@ impl RunHandle for PgRun {
         self.plan_stored = true;
         self.events.clear();
         self.history.clear();
+        self.held = None;
+        self.pending_history.clear();
+        self.pending_plan = None;
+        self.audit_seq = seq;
+        self.audit_hash = Some(head_hash);
         self.stored_version = state.state_version;
         Ok(())
     }
@@ -897,10 +988,18 @@ impl RunHandle for PgRun {
     }
 }
 
-/// The audit line of `event` as `seq` of `id` after `prev_hash`: the same
-/// bytes as the file store's `audit.jsonl` line.
-fn event_line(id: &str, seq: u64, prev_hash: Option<String>, event: NewEvent<'_>) -> serde_json::Result<String> {
-    serde_json::to_string(&AuditEvent {
+/// The audit line of `event` as `seq` of `id` after `prev_hash` (a head
+/// line with its seal when `sealed`): the same bytes as the file store's
+/// `audit.jsonl` line.
+fn event_line(
+    id: &str,
+    seq: u64,
+    prev_hash: Option<String>,
+    event: NewEvent<'_>,
+    sealed: bool,
+    sealer: &Sealer,
+) -> serde_json::Result<String> {
+    let event = AuditEvent {
         seq,
         ts: event.ts,
         run_id: id.to_string(),
@@ -910,7 +1009,10 @@ fn event_line(id: &str, seq: u64, prev_hash: Option<String>, event: NewEvent<'_>
         details: event.details,
         prev_hash,
         seal: None,
-    })
+    };
+    let mut line = Vec::with_capacity(512);
+    write_line(&mut line, &event, sealed, sealer)?;
+    String::from_utf8(line).map_err(serde::ser::Error::custom)
 }
 
 /// A bridge or controller record leased by this process.
@@ -965,8 +1067,8 @@ impl RecordHandle for PgRecord {
 
     fn append_event(&mut self, event: NewEvent<'_>) -> Result<u64, StoreError> {
         let seq = self.audit_seq + 1;
-        let line =
-            event_line(&self.lease.key.id, seq, self.audit_hash.clone(), event).map_err(|error| self.refuse(error))?;
+        let line = event_line(&self.lease.key.id, seq, self.audit_hash.clone(), event, false, &self.sealer)
+            .map_err(|error| self.refuse(error))?;
         let hash = self.sealer.link(line.as_bytes());
         let key = self.lease.key.clone();
         let seq_i = i64::try_from(seq).unwrap_or(i64::MAX);

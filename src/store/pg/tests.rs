@@ -128,6 +128,9 @@ fn the_heartbeat_keeps_a_held_lease_alive_past_its_length() {
     assert!(matches!(other.open_run("r1"), Err(StoreError::Locked { .. })), "still held after 2.5 one-second leases");
     let mut next = loaded.state.clone();
     next.state_version = 2;
+    // As every checkpoint, it follows its `state_saved` event.
+    run.append_event(crate::store::test_runs::event("state_saved")).expect("the holder still appends");
+    next.audit_seq = run.audit_seq();
     run.checkpoint(&next, 1).expect("the holder still writes");
     drop(run);
     assert!(other.open_run("r1").is_ok(), "given back when dropped");

@@ -1,21 +1,19 @@
 //! Strict verification of what the PostgreSQL store read back: the same
-//! checks as the file store's (`run_dir::load_run`, `record_dir::load_record`)
-//! over the same bytes, which the database keeps as text. On top of them,
+//! checks as the file store's (`run_load::load_run`, whose log checks it
+//! shares, `record_dir::load_record`) over the same bytes, which the
+//! database keeps as text. On top of them,
 //! what only a table can get wrong: a row's `seq` or `hash` column that
 //! disagrees with its line, and rows past the checkpoint (a database run has
 //! no crash tail: its events and history commit with their checkpoint, so
 //! a row the head does not cover was added behind planrun's back).
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use serde_json::Value;
 
 use crate::store::audit::{LogFiles, verify_checkpointed_log};
-use crate::store::history::history_chain;
-use crate::store::run_load::Heads;
-use crate::store::{
-    AuditEvent, AuditTail, LoadedRecord, LoadedRun, RecordKind, RunState, Sealer, StepRecord, StoreError,
-};
+use crate::store::run_load::{CheckedLog, Heads, check_compact_head, check_log, read_log};
+use crate::store::{AuditEvent, AuditTail, EnvelopeError, LoadedRecord, LoadedRun, RecordKind, Sealer, StoreError};
 
 /// The names checks report, in the database's terms.
 const FILES: LogFiles = LogFiles { state: "runs.state", audit: "audit_events" };
@@ -44,18 +42,11 @@ fn tampered(id: &str) -> impl Fn(String) -> StoreError + '_ {
     move |reason| StoreError::Tampered { id: id.to_string(), reason }
 }
 
-/// Verifies the audit rows of `id` as one log whose checkpoint has seen
-/// `seen`, with no row past it.
-fn verify_events(
-    id: &str,
-    rows: &[EventRow],
-    seen: (u64, Option<&str>),
-    sealer: &Sealer,
-) -> Result<(Vec<AuditEvent>, AuditTail), StoreError> {
+/// Checks that every `audit_events` row's `seq` and `hash` columns are
+/// its line's (`events` and `hashes` as verified from the lines).
+fn check_rows(id: &str, rows: &[EventRow], events: &[AuditEvent], hashes: &[String]) -> Result<(), StoreError> {
     let tampered = tampered(id);
-    let text: String = rows.iter().map(|row| format!("{}\n", row.line)).collect();
-    let (events, tail) = verify_checkpointed_log(&text, id, FILES, seen, sealer, false).map_err(&tampered)?;
-    for ((row, event), hash) in rows.iter().zip(&events).zip(&tail.hashes) {
+    for ((row, event), hash) in rows.iter().zip(events).zip(hashes) {
         if u64::try_from(row.seq).ok() != Some(event.seq) {
             return Err(tampered(format!("`audit_events` row {} holds the line of event {}", row.seq, event.seq)));
         }
@@ -63,39 +54,61 @@ fn verify_events(
             return Err(tampered(format!("`audit_events` row {}: its `hash` is not the link of its line", row.seq)));
         }
     }
+    Ok(())
+}
+
+/// The rows' lines as one log.
+fn log_text(rows: &[EventRow]) -> String {
+    rows.iter().map(|row| format!("{}\n", row.line)).collect()
+}
+
+/// Verifies the audit rows of record `id` as one log whose checkpoint has
+/// seen `seen`.
+fn verify_events(
+    id: &str,
+    rows: &[EventRow],
+    seen: (u64, Option<&str>),
+    sealer: &Sealer,
+) -> Result<(Vec<AuditEvent>, AuditTail), StoreError> {
+    let text = log_text(rows);
+    let (events, tail) = verify_checkpointed_log(&text, id, FILES, seen, sealer, false).map_err(tampered(id))?;
+    check_rows(id, rows, &events, &tail.hashes)?;
     Ok((events, tail))
 }
 
-/// Verifies an agent run: seal, strict JSON, invariants, the audit chain up
-/// to the head and nothing past it, the plan's link, the history chain up
-/// to the head and nothing past it.
+/// Verifies an agent run as the file store reads its folder (`run_load.rs`:
+/// the same checks over the same lines): the log's chain and its head
+/// lines, the last head's checkpoint, the step records and the plan it
+/// vouches for; then that `runs.state` is that last checkpoint, that no
+/// row lies past it, and that the `history` rows and the `run_plans` row
+/// are the records and the plan the log holds.
 pub fn verify_run(run_id: &str, texts: &RunTexts, sealer: &Sealer) -> Result<LoadedRun, StoreError> {
     let tampered = tampered(run_id);
-    let payload = sealer.open(&texts.state).map_err(|error| tampered(format!("`runs.state`: {error}")))?;
-    let Value::Object(mut payload) = payload else {
-        return Err(tampered("`runs.state`: the payload is not an object".to_string()));
-    };
-    let (Some(Value::String(plan_hash)), Some(history_hash @ (Value::Null | Value::String(_)))) =
-        (payload.remove("plan_hash"), payload.remove("history_hash"))
-    else {
-        return Err(tampered("`runs.state`: `plan_hash` or `history_hash` is missing or invalid".to_string()));
-    };
-    let history_hash = history_hash.as_str().map(str::to_string);
-    let state: RunState = serde_json::from_value(Value::Object(payload))
-        .map_err(|error| tampered(format!("`runs.state` payload: {error}")))?;
-    if state.run_id != run_id {
-        return Err(tampered(format!("`runs.state` is for run `{}`", state.run_id)));
+    // A key that is missing, or set for a run sealed without one, says so
+    // before the log's links (which it makes differ) are checked.
+    if let Err(error @ (EnvelopeError::KeyMissing | EnvelopeError::Unauthenticated)) = sealer.open(&texts.state) {
+        return Err(tampered(format!("`runs.state`: {error}")));
     }
-    state.check_invariants().map_err(|reason| tampered(format!("`runs.state`: impossible state: {reason}")))?;
-
-    let (audit, audit_tail) =
-        verify_events(run_id, &texts.events, (state.audit_seq, state.audit_hash.as_deref()), sealer)?;
-    if audit_tail.seq != state.audit_seq {
+    let audit_text = log_text(&texts.events);
+    let Some(log) = read_log(&audit_text, run_id, FILES.audit, sealer).map_err(&tampered)? else {
+        return Err(tampered("`audit_events` holds no checkpoint line".to_string()));
+    };
+    if log.tail.past_head > 0 {
         return Err(tampered(format!(
-            "`audit_events` holds {} events but the checkpoint covers {}: rows were added past it",
-            audit_tail.seq, state.audit_seq
+            "`audit_events` holds {} rows past the checkpoint at event {}: rows were added past it",
+            log.tail.past_head, log.tail.seq
         )));
     }
+    check_rows(run_id, &texts.events, &log.events, &log.tail.hashes)?;
+    let checked = check_log(run_id, FILES, Path::new(FILES.audit), log, sealer)?;
+    let seen = check_compact_head(run_id, FILES, (Some(&texts.state), &audit_text), &checked, sealer)?;
+    if seen != Some(checked.tail.seq) {
+        return Err(tampered(format!(
+            "`runs.state` is not the checkpoint of the last head line (event {})",
+            checked.tail.seq
+        )));
+    }
+    let CheckedLog { events, tail, state, plan, history, lines, plan_hash, history_hash, .. } = checked;
 
     let Some(plan_text) = &texts.plan else {
         return Err(tampered("`run_plans` has no row for the run".to_string()));
@@ -103,42 +116,34 @@ pub fn verify_run(run_id: &str, texts: &RunTexts, sealer: &Sealer) -> Result<Loa
     if sealer.link(plan_text.as_bytes()) != plan_hash {
         return Err(tampered("`run_plans.plan` is not the plan the run stored (its link does not match)".to_string()));
     }
-    let plan: Value = serde_json::from_str(plan_text).map_err(|error| StoreError::Corrupt {
-        path: PathBuf::from("run_plans.plan"),
-        line: error.line(),
-        message: error.to_string(),
-    })?;
-
-    let covered = usize::try_from(state.counters.history_records).unwrap_or(usize::MAX);
-    if texts.history.len() != covered {
+    if texts.history.len() != lines.len() {
         return Err(tampered(format!(
-            "the checkpoint covers {covered} history records but `history` holds {}",
+            "the checkpoint covers {} history records but `history` holds {}",
+            lines.len(),
             texts.history.len()
         )));
     }
-    if let Some((index, (number, _))) =
-        texts.history.iter().enumerate().find(|(index, (number, _))| usize::try_from(*number).ok() != Some(index + 1))
-    {
-        return Err(tampered(format!("`history` row {number} stands at position {}", index + 1)));
+    for (index, ((number, line), expected)) in texts.history.iter().zip(&lines).enumerate() {
+        if usize::try_from(*number).ok() != Some(index + 1) {
+            return Err(tampered(format!("`history` row {number} stands at position {}", index + 1)));
+        }
+        if line != expected {
+            return Err(tampered(format!(
+                "`history` row {number}: not the step record the log holds (it was changed)"
+            )));
+        }
     }
-    if history_chain(sealer, texts.history.iter().map(|(_, line)| line.as_str())) != history_hash {
-        return Err(tampered(
-            "`history`: the records the checkpoint covers were changed (the history chain does not match)".to_string(),
-        ));
-    }
-    let history = texts
-        .history
-        .iter()
-        .map(|(number, line)| {
-            serde_json::from_str::<StepRecord>(line).map_err(|error| StoreError::Corrupt {
-                path: PathBuf::from("history"),
-                line: usize::try_from(*number).unwrap_or(0),
-                message: error.to_string(),
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
     let heads = Heads { plan_hash, history_hash, history_len: 0, logged: true, ..Heads::default() };
-    Ok(LoadedRun { state, plan, history, audit, audit_tail, discarded_history: 0, discarded_events: 0, heads })
+    Ok(LoadedRun {
+        state,
+        plan,
+        history,
+        audit: events,
+        audit_tail: tail,
+        discarded_history: 0,
+        discarded_events: 0,
+        heads,
+    })
 }
 
 /// Verifies a bridge or controller record: seal, strict JSON, its id, the
