@@ -656,7 +656,6 @@ mod file_layout {
 
     use serde_json::{Value, json};
 
-    use super::receipt;
     use crate::store::test_runs::{event, started, step_record};
     use crate::store::{Durability, FileStore, GroupCommit, RunStore, Sealer, StoreError};
 
@@ -669,20 +668,6 @@ mod file_layout {
         let commit = GroupCommit::new(grouped.path()).expect("committer");
         let grouped_store = FileStore::with_durability(grouped.path(), Sealer::plain(), Durability::Group(commit));
         vec![(per_write, per_write_store), (grouped, grouped_store)]
-    }
-
-    #[test]
-    fn receipts_round_trip_through_the_store() {
-        for (_dir, store) in file_stores() {
-            let store: &dyn RunStore = &store;
-            let receipt = receipt(crate::store::ReceiptState::Started);
-            assert_eq!(store.get_receipt("k").expect("get"), None);
-            store.put_receipt(&receipt).expect("put");
-            assert_eq!(store.get_receipt("k").expect("get"), Some(receipt));
-            store.remove_receipt("k").expect("remove");
-            store.remove_receipt("k").expect("removing twice is fine");
-            assert_eq!(store.get_receipt("k").expect("get"), None);
-        }
     }
 
     #[test]
