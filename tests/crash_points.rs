@@ -383,9 +383,25 @@ impl Scenario {
             if point.phase != 0 {
                 return Err(format!("no run after phase {} was killed\n{}", point.phase, show.snapshot()));
             }
-            for command in ["resume", "cancel", "verify"] {
-                let output = self.planrun(sandbox, &[command, RUN], "2026-01-01T00:39:00Z").run();
-                if output.code != 2 || !output.stderr.contains("no run `t`") {
+            let verify = self.planrun(sandbox, &["verify", RUN], "2026-01-01T00:39:00Z").run();
+            if verify.code != 2 || !verify.stderr.contains("no run `t`") {
+                return Err(format!("`verify` of a run killed before its first checkpoint\n{}", verify.snapshot()));
+            }
+            // `resume` starts it again from what its log names and `cancel`
+            // records it cancelled; a log that names nothing is refused
+            // (exit 2), each on its own copy.
+            for (command, status) in [("resume", "started"), ("cancel", "cancelled")] {
+                let copy = Sandbox::new();
+                copy_tree(sandbox.path(), copy.path());
+                let output = self.planrun(&copy, &[command, RUN], "2026-01-01T00:39:00Z").run();
+                let refused = output.code == 2
+                    && (output.stderr.contains("interrupted before its first checkpoint")
+                        || output.stderr.contains("no run `t`"));
+                // A fresh start of the plan may pause at its gate (exit 3).
+                let published = copy.workspace().join("runs").join(RUN).is_dir();
+                let ended =
+                    output.code != 2 && published && (status != "cancelled" || copy.state(RUN)["status"] == status);
+                if !refused && !ended {
                     return Err(format!(
                         "`{command}` of a run killed before its first checkpoint\n{}",
                         output.snapshot()

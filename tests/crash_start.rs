@@ -2,10 +2,15 @@
 //! at each `rename`, each `write` and each sync of a run
 //! (`strace -e inject=…:signal=KILL`: the plan view, every head line of
 //! the log, the folder's publication, the compact head at the end), then
-//! the id is used again. Killed before its first checkpoint line, a run
-//! left nothing under its id: `show`, `resume`, `cancel` and `verify` say
-//! there is no such run, that its start was interrupted and that the id is
-//! free (exit 2, all alike), and the same `--run-id` starts it afresh.
+//! the run is ended with `resume` and with `cancel`. Killed before its
+//! first checkpoint line, a run ran nothing: `show` and `verify` say its
+//! start was interrupted and what its log holds (exit 2); once its log
+//! names its start (`run_started`), `resume` starts it again under the same
+//! id (it ends `done`) and `cancel` records it cancelled before its first
+//! step (shown, listed, the id taken); before that, both say the log names
+//! no plan, write nothing, and the same `--run-id` starts it afresh. A
+//! start whose plan file is gone is neither started nor recorded, and its
+//! folder stays byte for byte as it was (exit 2).
 //! Killed after (before its folder was published included: the log has a
 //! plan and a head, and opening the run publishes it), it verifies and is
 //! resumed to `done` or cancelled;
@@ -17,7 +22,8 @@
 //! installed (`.ci/run` installs it): without it the test fails, it never
 //! skips.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::tickets::{RUN as TICKET_RUN, T_APPROVE, T_RESUME, T_RESUME_AGAIN};
@@ -55,14 +61,84 @@ fn killed_at(sandbox: &Sandbox, args: &[&str], clock: &str, (syscalls, nth): (&s
     !status.success()
 }
 
-fn run_folder(sandbox: &Sandbox) -> std::path::PathBuf {
+fn run_folder(sandbox: &Sandbox) -> PathBuf {
     sandbox.workspace().join("runs").join(RUN)
+}
+
+/// Where a start of run `e` is built until its first checkpoint.
+fn creating_folder(sandbox: &Sandbox) -> PathBuf {
+    sandbox.workspace().join("runs").join(format!("{RUN}~new"))
+}
+
+/// The names in `runs/`.
+fn listed(sandbox: &Sandbox) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(sandbox.workspace().join("runs"))
+        .expect("runs")
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Every file of `folder` and its bytes.
+fn folder_bytes(folder: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(folder)
+        .expect("folder")
+        .flatten()
+        .map(|entry| (entry.file_name().to_string_lossy().into_owned(), std::fs::read(entry.path()).expect("file")))
+        .collect()
+}
+
+/// Whether the log of an interrupted start begins with a whole
+/// `run_started` line (the plan and policy it was started with).
+fn names_its_start(sandbox: &Sandbox) -> bool {
+    let log = std::fs::read_to_string(creating_folder(sandbox).join("audit.jsonl")).unwrap_or_default();
+    let first = log.split_inclusive('\n').next().filter(|line| line.ends_with('\n'));
+    first
+        .and_then(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .is_some_and(|event| event["event_type"] == "run_started")
+}
+
+/// Ends a start interrupted before its first checkpoint whose log names
+/// its plan: `resume` starts it again under the same id (ends `done`),
+/// `cancel` records it cancelled before its first step (shown, listed,
+/// the id taken).
+fn end_interrupted_start(sandbox: &Sandbox, ending: &str, at: &str) {
+    let output = sandbox.planrun().args([ending, RUN]).run();
+    assert_eq!(output.code, 0, "{at}: {ending}\n{}", output.snapshot());
+    if ending == "resume" {
+        assert!(
+            output.stderr.contains(
+                "run e was interrupted before its first checkpoint; nothing had run; starting it again from plans/flow_pwd.toml"
+            ),
+            "{at}: {}",
+            output.stderr
+        );
+        assert_eq!(sandbox.state(RUN)["status"], "done", "{at}");
+        return;
+    }
+    let state = sandbox.state(RUN);
+    assert_eq!((&state["status"], &state["stop_reason"]), (&"cancelled".into(), &"cancelled".into()), "{at}");
+    assert_eq!(state["counters"]["history_records"], 0, "{at}: no step ran");
+    let show = sandbox.planrun().args(["show", RUN]).expect_code(0).run();
+    assert!(show.stdout.contains("cancelled before its first step"), "{at}: {}", show.stdout);
+    let runs = sandbox.planrun().args(["runs"]).expect_code(0).run();
+    assert!(
+        runs.stdout.lines().any(|line| line.starts_with("e ") && line.contains("cancelled")),
+        "{at}: {}",
+        runs.stdout
+    );
+    let again = sandbox.planrun().args(["--plan", PLAN, "--run-id", RUN]).expect_code(2).run();
+    assert!(again.stderr.contains("already exists"), "{at}: the id is taken: {}", again.stderr);
 }
 
 /// What the kill points of one kind of syscall led to.
 #[derive(Default)]
 struct Reached {
     before_first_checkpoint: usize,
+    /// Of those, killed once its log named its start (`run_started`).
+    named: usize,
     /// Killed between the first checkpoint line and the publication.
     adopted: usize,
     going_on: usize,
@@ -84,29 +160,39 @@ fn every_kill_point(syscalls: &str) -> Reached {
             let published = Path::new(&run_folder(&sandbox)).is_dir();
             let verify = sandbox.planrun().args(["verify", RUN]).run();
             if !published && verify.code == 2 {
-                // Killed before its first checkpoint line: nothing ran, and
-                // every command says so and that the id is free.
+                // Killed before its first checkpoint line: nothing ran.
+                // `show` and `verify` say so and what the log holds.
                 reached.before_first_checkpoint += 1;
-                for command in ["show", "resume", "cancel", "verify"] {
+                for command in ["show", "verify"] {
                     let output = sandbox.planrun().args([command, RUN]).run();
                     assert_eq!(output.code, 2, "{syscalls} {nth}: {command}\n{}", output.snapshot());
-                    assert!(output.stderr.contains("no run `e`"), "{syscalls} {nth}: {command}: {}", output.stderr);
                     assert!(
-                        output.stderr.contains("interrupted before its first checkpoint")
-                            && output.stderr.contains("the id is free"),
+                        output.stderr.contains("no run `e`")
+                            && output.stderr.contains("interrupted before its first checkpoint")
+                            && output.stderr.contains("its log holds"),
                         "{syscalls} {nth}: {command}: {}",
                         output.stderr
                     );
                 }
-                let again = sandbox.planrun().args(["--plan", PLAN, "--run-id", RUN]).run();
-                assert_eq!(again.code, 0, "{syscalls} {nth}: the id is not burned\n{}", again.snapshot());
-                let left: Vec<_> = std::fs::read_dir(sandbox.workspace().join("runs"))
-                    .expect("runs")
-                    .flatten()
-                    .map(|entry| entry.file_name().to_string_lossy().into_owned())
-                    .collect();
-                assert_eq!(left, [RUN], "{syscalls} {nth}: the interrupted start was cleared");
-                assert_eq!(sandbox.state(RUN)["status"], "done");
+                if names_its_start(&sandbox) {
+                    reached.named += 1;
+                    end_interrupted_start(&sandbox, ending, &format!("{syscalls} {nth}"));
+                } else {
+                    // Killed before its log named anything: there is nothing
+                    // to start again from or to record; nothing is written
+                    // and the same `--run-id` starts it afresh.
+                    let before = folder_bytes(&creating_folder(&sandbox));
+                    let output = sandbox.planrun().args([ending, RUN]).run();
+                    assert_eq!(output.code, 2, "{syscalls} {nth}: {ending}\n{}", output.snapshot());
+                    assert!(output.stderr.contains("names no plan"), "{syscalls} {nth}: {}", output.stderr);
+                    assert_eq!(folder_bytes(&creating_folder(&sandbox)), before, "{syscalls} {nth}: nothing written");
+                    let again = sandbox.planrun().args(["--plan", PLAN, "--run-id", RUN]).run();
+                    assert_eq!(again.code, 0, "{syscalls} {nth}: the id is not burned\n{}", again.snapshot());
+                    assert_eq!(sandbox.state(RUN)["status"], "done");
+                }
+                assert_eq!(listed(&sandbox), [RUN], "{syscalls} {nth}: the interrupted start was cleared");
+                let verify = sandbox.planrun().args(["verify", RUN]).run();
+                assert_eq!(verify.code, 0, "{syscalls} {nth}: after {ending}\n{}", verify.snapshot());
                 continue;
             }
             // Published, or killed between its first checkpoint line and
@@ -144,6 +230,7 @@ fn every_kill_point_of(syscalls: &[&str]) -> Reached {
     for syscall in syscalls {
         let reached = every_kill_point(syscall);
         total.before_first_checkpoint += reached.before_first_checkpoint;
+        total.named += reached.named;
         total.adopted += reached.adopted;
         total.going_on += reached.going_on;
         total.ended += reached.ended;
@@ -162,6 +249,7 @@ fn a_run_killed_at_any_rename_is_never_stuck() {
 fn a_run_killed_at_any_write_or_sync_is_never_stuck() {
     let writes = every_kill_point_of(&["write"]);
     assert!(writes.before_first_checkpoint > 0 && writes.going_on > 0, "before and after the first head line");
+    assert!(writes.named > 0, "killed after `run_started`, before the first head line");
     let syncs = every_kill_point_of(&["fsync", "fdatasync"]);
     assert!(syncs.going_on > 0, "a kill at a sync leaves a run that goes on");
 }
@@ -200,4 +288,39 @@ fn a_resume_killed_at_any_write_rename_or_sync_is_resumed_and_never_closes_twice
     }
     assert!(kill_points > 0);
     assert!(uncertain * 20 <= kill_points, "{uncertain} of {kill_points} kill points ended uncertain (at most 5 %)");
+}
+
+#[test]
+fn a_resume_of_an_interrupted_start_whose_plan_is_gone_writes_nothing() {
+    let sandbox = Sandbox::new();
+    let plan =
+        sandbox.write("plans/flow_pwd.toml", &std::fs::read_to_string(Path::new(ROOT).join(PLAN)).expect("plan"));
+    let plan_arg = plan.display().to_string();
+    // The first write that leaves `run_started` (and no head) in the log.
+    let killed_named = (1..200).find(|&nth| {
+        let _ = std::fs::remove_dir_all(sandbox.workspace());
+        let killed = killed_at(&sandbox, &["--plan", &plan_arg, "--run-id", RUN], TEST_CLOCK, ("write", nth));
+        killed && !run_folder(&sandbox).exists() && names_its_start(&sandbox)
+    });
+    assert!(killed_named.is_some(), "a kill point after `run_started`, before the first head line");
+    std::fs::remove_file(&plan).expect("remove the plan");
+    let before = folder_bytes(&creating_folder(&sandbox));
+    for command in ["resume", "cancel"] {
+        let output = sandbox.planrun().args([command, RUN]).run();
+        assert_eq!(output.code, 2, "{command}\n{}", output.snapshot());
+        assert!(
+            output.stderr.contains("its log names plan `")
+                && output.stderr.contains("/plans/flow_pwd.toml` (policy `default`")
+                && output.stderr.contains("cannot be loaded now")
+                && output.stderr.contains("nothing was written"),
+            "{command}: {}",
+            output.stderr
+        );
+        assert_eq!(folder_bytes(&creating_folder(&sandbox)), before, "{command}: the folder is unchanged");
+        assert_eq!(listed(&sandbox), [format!("{RUN}~new")], "{command}: no run was made");
+    }
+    // With the plan back, the same start goes on.
+    sandbox.write("plans/flow_pwd.toml", &std::fs::read_to_string(Path::new(ROOT).join(PLAN)).expect("plan"));
+    sandbox.planrun().args(["resume", RUN]).expect_code(0).run();
+    assert_eq!(sandbox.state(RUN)["status"], "done");
 }

@@ -22,7 +22,7 @@ pub struct CancelArgs {
 /// Exit code: 0 cancelled, 1 refused (the run has ended or is locked), 2
 /// bad input.
 pub fn cancel(args: &CancelArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
-    match ops::cancel(&dirs.workspace, &args.run_id, args.reason.clone(), env) {
+    match ops::cancel((&dirs.workspace, &dirs.policies), &args.run_id, args.reason.clone(), env) {
         Ok(ended) => {
             let state = &ended.state;
             anstream::println!("{} run {} is {}", paint(BOLD, "cancelled:"), state.run_id, run_status(state.status));

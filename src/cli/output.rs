@@ -162,6 +162,13 @@ impl StderrProgress {
 }
 
 impl Progress for StderrProgress {
+    fn restarting(&mut self, run_id: &str, plan_path: &str) {
+        anstream::eprintln!(
+            "{} run {run_id} was interrupted before its first checkpoint; nothing had run; starting it again from {plan_path}",
+            paint(BOLD, "planrun:")
+        );
+    }
+
     fn run_started(&mut self, run_id: &str, plan: &Plan, policy: &Policy, _run_dir: &Path) {
         anstream::eprintln!(
             "{} run {} · plan {} ({}) · policy {}",

@@ -34,6 +34,7 @@ pub fn resume(args: &ResumeArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         workspace: dirs.workspace.clone(),
         run_id: args.run_id.clone(),
         allow_changed_files: args.allow_changed_files,
+        policies: Some(dirs.policies.clone()),
     };
     report(args.quiet, args.json, dirs, env, |progress| ops::resume(request, env, progress))
 }

@@ -144,8 +144,9 @@ impl Event {
     }
 }
 
-/// `run_started`: a new run begins.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// `run_started`: a new run begins. Read back (`Deserialize`) from the log
+/// of a start interrupted before its first checkpoint, to start it again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunStarted {
     pub plan_id: String,
     pub plan_path: String,
@@ -154,8 +155,8 @@ pub struct RunStarted {
     pub goal: Option<String>,
 }
 
-/// `plan_created`: `plan.json` was written.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// `plan_created`: `plan.json` was written (read back like [`RunStarted`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlanCreated {
     pub step_count: usize,
     pub plan_sha256: String,

@@ -9,6 +9,9 @@ use crate::store::{RunState, StepRecord};
 /// Receives run progress. Every method has an empty default.
 pub trait Progress {
     fn run_started(&mut self, _run_id: &str, _plan: &Plan, _policy: &Policy, _run_dir: &Path) {}
+    /// `resume` starts again a run whose start was interrupted before its
+    /// first checkpoint, from the plan file its log names.
+    fn restarting(&mut self, _run_id: &str, _plan_path: &str) {}
     fn step_finished(&mut self, _index: usize, _total: usize, _step: &Step, _record: &StepRecord) {}
     fn run_finished(&mut self, _state: &RunState, _run_dir: &Path) {}
     /// The run stopped at an approval gate (`waiting_approval`).

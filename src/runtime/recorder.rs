@@ -21,7 +21,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::model::RunStatus;
-use crate::runtime::event::{Event, RunFinished, StateSaved};
+use crate::runtime::event::{Event, RunCancelled, RunFinished, StateSaved};
 use crate::runtime::{Clock, format_timestamp};
 use crate::store::{NewEvent, RunHandle, RunState, StepRecord, StoreError};
 
@@ -140,5 +140,21 @@ impl<'c> Recorder<'c> {
         self.end(state, status, status.as_str(), Some(error));
         self.checkpoint(state)?;
         self.run_finished(state)
+    }
+
+    /// Ends a run on a person's `cancel` (`run_cancelled`, then as
+    /// [`Recorder::end_by_person`]): status `cancelled`, nothing more runs.
+    /// The run's `error` is `what` (e.g. `cancelled`), then the reason.
+    pub fn cancel(&mut self, state: &mut RunState, reason: Option<String>, what: &str) -> Result<(), StoreError> {
+        self.emit(Event::RunCancelled(RunCancelled {
+            step_id: state.current_step_id.clone(),
+            from_status: state.status,
+            reason: reason.clone(),
+        }))?;
+        let error = match &reason {
+            Some(reason) => format!("{what}: {reason}"),
+            None => what.to_string(),
+        };
+        self.end_by_person(state, RunStatus::Cancelled, error)
     }
 }

@@ -61,6 +61,26 @@ impl RunError {
 
 /// Creates the run and runs it to its end.
 pub fn execute(request: RunRequest<'_>, env: &RuntimeEnv, progress: &mut dyn Progress) -> Result<RunOutcome, RunError> {
+    create_and(request, env, |interpreter| interpreter.run(progress))
+}
+
+/// Creates the run and records it `cancelled` before its first step (see
+/// [`Interpreter::cancel_before_start`]).
+pub(crate) fn execute_cancelled(
+    request: RunRequest<'_>,
+    reason: Option<String>,
+    env: &RuntimeEnv,
+) -> Result<RunOutcome, RunError> {
+    create_and(request, env, |interpreter| interpreter.cancel_before_start(reason))
+}
+
+/// Creates the run (id, workspace, folder) and hands its interpreter to
+/// `go`.
+fn create_and(
+    request: RunRequest<'_>,
+    env: &RuntimeEnv,
+    go: impl for<'r> FnOnce(Interpreter<'r>) -> Result<RunState, StoreError>,
+) -> Result<RunOutcome, RunError> {
     if let Some(run_id) = &request.run_id {
         validate_run_id(run_id)?;
     }
@@ -76,6 +96,6 @@ pub fn execute(request: RunRequest<'_>, env: &RuntimeEnv, progress: &mut dyn Pro
     .map_err(RunError::Start)?;
     let path = run.location().to_path_buf();
     let interpreter = Interpreter::new(request.plan, request.policy, &workspace, run, store, request.goal, env);
-    let state = interpreter.run(progress)?;
+    let state = go(interpreter)?;
     Ok(RunOutcome { state, run_dir: path })
 }

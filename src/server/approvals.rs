@@ -172,6 +172,7 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) 
 /// | 409 | `run_locked` | another process holds the agent run (or wrote to it first) |
 /// | 409 | `records_invalid` | the agent run's records are missing or fail verification |
 /// | 409 | `plan_files_invalid` | the agent run's plan or policy files are invalid now |
+/// | 409 | `agent_run_interrupted` | the agent run's start was interrupted before its first checkpoint (nothing ran; `planrun resume` or `cancel` on the command line) |
 /// | 500 | `records_failed` | the records could not be read or written |
 pub fn refused(error: OpsError) -> ApiError {
     let message = error.to_string();
@@ -186,6 +187,12 @@ pub fn refused(error: OpsError) -> ApiError {
         // The agent run a waiting bridge run names is gone: its records
         // are invalid (not a 404: the bridge run exists).
         ControlError::Store(StoreError::NotFound { .. }) => (StatusCode::CONFLICT, "records_invalid"),
+        // Its start was interrupted before its first checkpoint: nothing
+        // ran; the command line starts it again or cancels it.
+        ControlError::Store(StoreError::Interrupted { .. }) | ControlError::Interrupted(_) => {
+            (StatusCode::CONFLICT, "agent_run_interrupted")
+        }
+        ControlError::Run(_) => (StatusCode::INTERNAL_SERVER_ERROR, "records_failed"),
         ControlError::Store(error) => return error.into(),
         ControlError::Files { .. } => (StatusCode::CONFLICT, "plan_files_invalid"),
         ControlError::InvalidRunId(_) => (StatusCode::INTERNAL_SERVER_ERROR, "records_failed"),

@@ -4,6 +4,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::store::AuditEvent;
+
 /// What can go wrong with run records.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -12,12 +14,14 @@ pub enum StoreError {
     #[error("no run `{id}` in `{}`", path.display())]
     NotFound { id: String, path: PathBuf },
     /// A start under this id was killed before its first checkpoint: it
-    /// ran nothing and the id is free.
+    /// ran nothing and the id is free. `events` are the whole lines of its
+    /// log that verify (what it was started with, for `resume` to start
+    /// it again and `cancel` to record it cancelled).
     #[error(
-        "no run `{id}` in `{}`: its start was interrupted before its first checkpoint ({known}); nothing ran, and the id is free: start it again with `--run-id {id}`",
+        "no run `{id}` in `{}`: its start was interrupted before its first checkpoint ({known}); nothing ran, and the id is free: `planrun resume {id}` starts it again from what its log names, `planrun cancel {id}` records it cancelled, or start a run with `--run-id {id}`",
         path.display()
     )]
-    Interrupted { id: String, path: PathBuf, known: String },
+    Interrupted { id: String, path: PathBuf, known: String, events: Vec<AuditEvent> },
     #[error("run `{id}` is in use: another planrun command or request holds its lock")]
     Locked { id: String },
     /// A checkpoint was refused because the stored `state_version` is not

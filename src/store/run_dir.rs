@@ -220,7 +220,7 @@ impl RunDir {
         let lease = if path.is_dir() {
             Lease::take(&path, run_id)?
         } else {
-            adopt_interrupted_start(workspace, run_id, &path)?
+            adopt_interrupted_start(workspace, run_id, &path, &sealer)?
         };
         let loaded = load_run(workspace, run_id, &sealer)?;
         // What lies past the head is a crash tail: cut it off, so that the
@@ -369,15 +369,15 @@ impl RunDir {
 /// publishes it as `runs/<id>/` under its lock (a creator still alive
 /// holds the lock: [`StoreError::Locked`]), so the run is opened like any
 /// other. Anything less is no run ([`missing_run`]).
-fn adopt_interrupted_start(workspace: &Path, run_id: &str, path: &Path) -> Result<Lease, StoreError> {
+fn adopt_interrupted_start(workspace: &Path, run_id: &str, path: &Path, sealer: &Sealer) -> Result<Lease, StoreError> {
     let creating = creating_folder(workspace, run_id);
     if !creating.is_dir() {
-        return Err(missing_run(workspace, run_id));
+        return Err(missing_run(workspace, run_id, sealer));
     }
     // The lock is on `.lock` inside the folder, so it moves with it.
     let lease = Lease::take(&creating, run_id)?;
     if !has_checkpoint(&creating) {
-        return Err(missing_run(workspace, run_id));
+        return Err(missing_run(workspace, run_id, sealer));
     }
     rustix::fs::renameat_with(rustix::fs::CWD, &creating, rustix::fs::CWD, path, rustix::fs::RenameFlags::NOREPLACE)
         .map_err(|error| StoreError::Io { action: "publish", path: path.to_path_buf(), source: error.into() })?;

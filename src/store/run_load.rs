@@ -52,25 +52,30 @@ pub(crate) fn has_checkpoint(dir: &Path) -> bool {
 }
 
 /// Run `run_id` is not in `runs/`: a start killed before its first
-/// checkpoint ([`StoreError::Interrupted`], saying what its folder holds)
-/// or no run at all ([`StoreError::NotFound`]).
-pub(crate) fn missing_run(workspace: &Path, run_id: &str) -> StoreError {
+/// checkpoint ([`StoreError::Interrupted`], saying what its folder holds,
+/// with the whole lines of its log that verify) or no run at all
+/// ([`StoreError::NotFound`]).
+pub(crate) fn missing_run(workspace: &Path, run_id: &str, sealer: &Sealer) -> StoreError {
     let creating = creating_folder(workspace, run_id);
     if !creating.is_dir() {
         return StoreError::NotFound { id: run_id.to_string(), path: runs_folder(workspace) };
     }
-    let events: Vec<String> = fs::read_to_string(creating.join("audit.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter_map(|event| event.get("event_type").and_then(Value::as_str).map(str::to_string))
-        .collect();
-    let known = if events.is_empty() {
-        "its log holds no event".to_string()
-    } else {
-        format!("its log holds {}", events.join(", "))
+    let text = fs::read_to_string(creating.join("audit.jsonl")).unwrap_or_default();
+    let whole = &text[..text.rfind('\n').map_or(0, |end| end + 1)];
+    let torn = if whole.len() < text.len() { ", then a torn line" } else { "" };
+    let (events, known) = match verify_audit(whole, sealer) {
+        Ok((events, _)) if events.iter().any(|event| event.run_id != run_id) => {
+            (Vec::new(), "its log is for another run".to_string())
+        }
+        Ok((events, _)) if events.is_empty() => (events, format!("its log holds no event{torn}")),
+        Ok((events, _)) => {
+            let names: Vec<&str> = events.iter().map(|event| event.event_type.as_str()).collect();
+            let known = format!("its log holds {}{torn}", names.join(", "));
+            (events, known)
+        }
+        Err(error) => (Vec::new(), format!("its log does not verify: {error}")),
     };
-    StoreError::Interrupted { id: run_id.to_string(), path: runs_folder(workspace), known }
+    StoreError::Interrupted { id: run_id.to_string(), path: runs_folder(workspace), known, events }
 }
 
 /// Everything a run left on disk, verified.
@@ -173,7 +178,7 @@ pub fn load_run(workspace: &Path, run_id: &str, sealer: &Sealer) -> Result<Loade
         // yet), so it is read as the run; opening it publishes it.
         let creating = creating_folder(workspace, run_id);
         if !has_checkpoint(&creating) {
-            return Err(missing_run(workspace, run_id));
+            return Err(missing_run(workspace, run_id, sealer));
         }
         dir = creating;
     }

@@ -1,6 +1,7 @@
 //! [`ControlError`]: why a control command did not do what was asked.
 
 use crate::diag::{Diagnostic, SourceMap};
+use crate::runtime::RunError;
 use crate::runtime::approval::ApprovalInvalid;
 use crate::store::{RunIdError, StoreError};
 
@@ -18,6 +19,15 @@ pub enum ControlError {
     /// (exit 2).
     #[error("the run's plan or policy files are invalid")]
     Files { sources: SourceMap, diagnostics: Vec<Diagnostic> },
+    /// A start interrupted before its first checkpoint cannot be started
+    /// again or recorded cancelled: its log names no plan, or the plan file
+    /// is gone or invalid (exit 2). Nothing was written.
+    #[error("{0}")]
+    Interrupted(String),
+    /// Starting an interrupted start again failed: before anything ran
+    /// (exit 2) or while keeping its records (exit 1).
+    #[error(transparent)]
+    Run(#[from] RunError),
     /// The request was understood and refused (exit 1): the run is not
     /// waiting, an approval does not match, the files changed.
     #[error("{0}")]
@@ -34,7 +44,8 @@ impl ControlError {
     /// Whether the input itself was bad (exit 2) rather than refused (exit 1).
     pub fn is_bad_input(&self) -> bool {
         match self {
-            ControlError::InvalidRunId(_) | ControlError::Files { .. } => true,
+            ControlError::InvalidRunId(_) | ControlError::Files { .. } | ControlError::Interrupted(_) => true,
+            ControlError::Run(error) => error.nothing_ran(),
             ControlError::Store(error) => error.is_unusable_record(),
             ControlError::Refused(_) => false,
         }

@@ -5,12 +5,15 @@
 //! envelope, the audit chain and their agreement, and locks the run; a run
 //! that fails verification is refused before anything changes. Every record
 //! is then written through the [`crate::runtime::recorder::Recorder`].
+//! A start interrupted before its first checkpoint (`interrupted.rs`) is
+//! started again by `resume` and recorded cancelled by `cancel`.
 //! A new command gets a file of its own and a re-export here.
 
 mod approve;
 mod cancel;
 mod error;
 mod files;
+mod interrupted;
 mod open;
 mod reconcile;
 mod reject;

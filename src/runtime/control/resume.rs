@@ -1,12 +1,14 @@
 //! `resume`: continues a run that is `waiting_approval` (with a valid
 //! approval) or `running` (interrupted by a crash), with the plan and policy
-//! files it started with.
+//! files it started with; a start interrupted before its first checkpoint
+//! is started again (`interrupted.rs`).
 
 use std::path::PathBuf;
 
 use crate::confine::Workspace;
 use crate::runtime::control::error::ControlError;
 use crate::runtime::control::files::load_files;
+use crate::runtime::control::interrupted;
 use crate::runtime::control::open::open_in;
 use crate::runtime::interpreter::{Interpreter, ResumeError, check_story};
 use crate::runtime::{Progress, RunOutcome, RuntimeEnv};
@@ -19,6 +21,10 @@ pub struct ResumeRequest {
     /// Continue even though the plan or policy file changed since the run
     /// started (the user says so explicitly with `--allow-changed-files`).
     pub allow_changed_files: bool,
+    /// Where the plan's policy is found when an interrupted start is
+    /// started again (as `--policies` for `--plan`); `None` where no such
+    /// folder is known (the service), and such a start is refused.
+    pub policies: Option<PathBuf>,
 }
 
 /// Continues a run that is `waiting_approval` (with a valid approval) or
@@ -29,7 +35,14 @@ pub fn resume(
     progress: &mut dyn Progress,
 ) -> Result<RunOutcome, ControlError> {
     let store = env.store(&request.workspace);
-    let (run, loaded) = open_in(store.as_ref(), &request.run_id)?;
+    let (run, loaded) = match open_in(store.as_ref(), &request.run_id) {
+        Ok(opened) => opened,
+        Err(ControlError::Store(error @ StoreError::Interrupted { .. })) => {
+            let dirs = (request.workspace.as_path(), request.policies.as_ref());
+            return interrupted::restart(dirs, error, request.allow_changed_files, env, progress);
+        }
+        Err(error) => return Err(error),
+    };
     let state = &loaded.state;
     if state.status.is_terminal() {
         // An ended run is not continued; its story is still checked, so a

@@ -139,6 +139,25 @@ impl<'r> Interpreter<'r> {
     /// Starts a new run and runs it until it ends or pauses for approval.
     pub fn run(mut self, progress: &mut dyn Progress) -> Result<RunState, StoreError> {
         progress.run_started(&self.state.run_id, self.plan, self.policy, self.recorder.path());
+        self.start()?;
+        self.drive(progress)
+    }
+
+    /// Records a new run as started and ends it `cancelled` before its
+    /// first step: what `cancel` leaves of a start that was interrupted
+    /// before its first checkpoint (the same records as a start followed
+    /// by `cancel`).
+    pub fn cancel_before_start(mut self, reason: Option<String>) -> Result<RunState, StoreError> {
+        self.start()?;
+        let what =
+            "cancelled before its first step (its start was interrupted before its first checkpoint; nothing ran)";
+        self.recorder.cancel(&mut self.state, reason, what)?;
+        Ok(self.state)
+    }
+
+    /// `run_started`, the plan, `plan_created` and the run's first
+    /// checkpoint.
+    fn start(&mut self) -> Result<(), StoreError> {
         self.recorder.emit(Event::RunStarted(RunStarted {
             plan_id: self.plan.id.clone(),
             plan_path: self.plan.source.path.clone(),
@@ -155,8 +174,7 @@ impl<'r> Interpreter<'r> {
             plan_sha256: self.plan.source.sha256.clone(),
             policy_sha256: self.policy.source.sha256.clone(),
         }))?;
-        self.recorder.checkpoint(&mut self.state)?;
-        self.drive(progress)
+        self.recorder.checkpoint(&mut self.state)
     }
 
     /// Continues a resumed run: a `waiting_approval` run executes its frozen

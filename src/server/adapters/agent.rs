@@ -87,8 +87,12 @@ impl AgentRunner {
     /// Continues agent run `run_id` after an approval (`runtime::resume`,
     /// never with changed plan or policy files).
     pub fn resume(&self, run_id: &str) -> Result<AdapterResult, OpsError> {
-        let request =
-            ResumeRequest { workspace: self.workspace.clone(), run_id: run_id.to_string(), allow_changed_files: false };
+        let request = ResumeRequest {
+            workspace: self.workspace.clone(),
+            run_id: run_id.to_string(),
+            allow_changed_files: false,
+            policies: None,
+        };
         let outcome = ops::resume(request, &self.env, &mut NoProgress)?;
         Ok(self.result(run_id, &outcome.state, "resumed"))
     }
