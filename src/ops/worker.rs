@@ -117,6 +117,9 @@ fn work_loop(input: &WorkerInput, env: &RuntimeEnv, report: &(dyn Fn(&WorkedRun)
                 workspace: input.workspace.clone(),
                 run_id: runnable.run_id.clone(),
                 allow_changed_files: false,
+                // Runs in a database always have a checkpoint: no
+                // interrupted start to begin again from a policy file.
+                policies: None,
             };
             let outcome = crate::ops::resume(request, env, &mut NoProgress);
             // The listing is a hint: between it and the claim another loop
