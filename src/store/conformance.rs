@@ -475,11 +475,16 @@ mod file {
         }
     }
 
-    fn fresh(sealer: Sealer) -> Option<Fresh> {
+    /// A file store in a new temporary workspace, durable as `durability` says.
+    fn fresh_with(sealer: Sealer, durability: impl FnOnce(&Path) -> crate::store::Durability) -> Option<Fresh> {
         let dir = tempfile::tempdir().expect("temp dir");
-        let store = FileStore::new(dir.path(), sealer);
+        let store = FileStore::with_durability(dir.path(), sealer, durability(dir.path()));
         let tamper = FileTamper { root: dir.path().to_path_buf() };
         Some(Fresh { store: Box::new(store), tamper: Box::new(tamper), _guard: Box::new(dir) })
+    }
+
+    fn fresh(sealer: Sealer) -> Option<Fresh> {
+        fresh_with(sealer, |_| crate::store::Durability::PerWrite)
     }
 
     fn plain_twin(fresh: &Fresh) -> Box<dyn RunStore> {
@@ -495,16 +500,7 @@ mod file {
         use crate::store::{Durability, GroupCommit};
 
         fn fresh(sealer: Sealer) -> Option<Fresh> {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let commit = GroupCommit::new(dir.path()).expect("committer");
-            let store = FileStore::with_durability(dir.path(), sealer, Durability::Group(commit));
-            let tamper = FileTamper { root: dir.path().to_path_buf() };
-            Some(Fresh { store: Box::new(store), tamper: Box::new(tamper), _guard: Box::new(dir) })
-        }
-
-        fn plain_twin(fresh: &Fresh) -> Box<dyn RunStore> {
-            let dir = fresh._guard.downcast_ref::<tempfile::TempDir>().expect("the workspace");
-            Box::new(FileStore::new(dir.path(), Sealer::plain()))
+            fresh_with(sealer, |workspace| Durability::Group(GroupCommit::new(workspace).expect("committer")))
         }
 
         conformance_suite!(fresh, plain_twin);

@@ -127,24 +127,7 @@ impl ReceiptStore {
             Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(ReceiptError::Io { path, source }),
         };
-        let malformed = |message: String| ReceiptError::Malformed { path: path.clone(), message };
-        let value = parse_strict(&text).map_err(|error| malformed(error.to_string()))?;
-        let sealed = value.as_object().is_some_and(|object| object.contains_key("schema_version"));
-        let value = if sealed {
-            self.sealer.open(&text).map_err(|source| ReceiptError::Refused { path: path.clone(), source })?
-        } else if self.sealer.is_keyed() {
-            return Err(ReceiptError::Unsealed { path });
-        } else {
-            value
-        };
-        let receipt: Receipt = serde_json::from_value(value).map_err(|error| malformed(error.to_string()))?;
-        if receipt.key != key {
-            return Err(malformed(format!("it is for key `{}`", receipt.key)));
-        }
-        if (receipt.state == ReceiptState::Done) != receipt.result.is_some() {
-            return Err(malformed("`result` must be set exactly when the state is `done`".to_string()));
-        }
-        Ok(Some(receipt))
+        open_receipt(&text, key, &self.sealer, &path).map(Some)
     }
 
     /// Removes the intent record of an effect that definitely did not
@@ -159,11 +142,8 @@ impl ReceiptStore {
     /// Writes a receipt durably (sealed, atomic replace, fsynced).
     pub fn put(&self, receipt: &Receipt) -> io::Result<()> {
         fs::create_dir_all(&self.dir)?;
-        let value = serde_json::to_value(receipt)?;
-        let envelope = self.sealer.seal(value).map_err(|error| io::Error::other(error.to_string()))?;
-        let mut bytes = serde_json::to_vec_pretty(&envelope)?;
-        bytes.push(b'\n');
-        write_atomic(&self.path(&receipt.key), &bytes)
+        let bytes = seal_receipt(receipt, &self.sealer)?;
+        write_atomic(&self.path(&receipt.key), bytes.as_bytes())
     }
 
     /// Holds the receipts that the verified events of run `run_id` name to
@@ -171,6 +151,41 @@ impl ReceiptStore {
     pub fn check_references(&self, run_id: &str, audit: &[AuditEvent]) -> Result<(), StoreError> {
         check_receipt_references(run_id, audit, &self.sealer, &|key| self.get(key))
     }
+}
+
+/// A receipt's stored text: sealed in the checkpoint envelope, pretty-printed
+/// (the file store's `.planrun/receipts/<sha256>.json`, the PostgreSQL
+/// store's `receipts.receipt`).
+pub(crate) fn seal_receipt(receipt: &Receipt, sealer: &Sealer) -> io::Result<String> {
+    let value = serde_json::to_value(receipt)?;
+    let envelope = sealer.seal(value).map_err(|error| io::Error::other(error.to_string()))?;
+    let mut text = serde_json::to_string_pretty(&envelope)?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// Reads a stored receipt for `key` (`path` names it in messages): its seal
+/// verified (or, without a key, the earlier unsealed format), its shape
+/// checked.
+pub(crate) fn open_receipt(text: &str, key: &str, sealer: &Sealer, path: &Path) -> Result<Receipt, ReceiptError> {
+    let malformed = |message: String| ReceiptError::Malformed { path: path.to_path_buf(), message };
+    let value = parse_strict(text).map_err(|error| malformed(error.to_string()))?;
+    let sealed = value.as_object().is_some_and(|object| object.contains_key("schema_version"));
+    let value = if sealed {
+        sealer.open(text).map_err(|source| ReceiptError::Refused { path: path.to_path_buf(), source })?
+    } else if sealer.is_keyed() {
+        return Err(ReceiptError::Unsealed { path: path.to_path_buf() });
+    } else {
+        value
+    };
+    let receipt: Receipt = serde_json::from_value(value).map_err(|error| malformed(error.to_string()))?;
+    if receipt.key != key {
+        return Err(malformed(format!("it is for key `{}`", receipt.key)));
+    }
+    if (receipt.state == ReceiptState::Done) != receipt.result.is_some() {
+        return Err(malformed("`result` must be set exactly when the state is `done`".to_string()));
+    }
+    Ok(receipt)
 }
 
 /// The receipts the events of a run's log name: for each idempotency key,

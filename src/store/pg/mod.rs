@@ -48,10 +48,10 @@ use serde_json::{Value, json};
 use crate::model::RunStatus;
 use crate::store::audit::write_line;
 use crate::store::head::{HEAD_EVENTS, HeadPayload, HeldEvent, full_payload, plan_bytes};
-use crate::store::receipts::{check_receipt_references, named_receipts};
+use crate::store::receipts::{check_receipt_references, named_receipts, open_receipt, seal_receipt};
 use tokio_postgres::types::ToSql;
 
-use crate::store::canonical::{parse_strict, sha256_hex};
+use crate::store::canonical::sha256_hex;
 use crate::store::location::PgLocation;
 use crate::store::run_dir::compare_version;
 use crate::store::{
@@ -715,22 +715,14 @@ impl RunStore for PgStore {
                 source: std::io::Error::other(error.to_string()),
             })?;
         let Some(text) = text else { return Ok(None) };
-        let malformed = |message: String| ReceiptError::Malformed { path: path.clone(), message };
-        let value = parse_strict(&text).map_err(|error| malformed(error.to_string()))?;
-        let receipt: Receipt = serde_json::from_value(value).map_err(|error| malformed(error.to_string()))?;
-        if receipt.key != key {
-            return Err(malformed(format!("it is for key `{}`", receipt.key)));
-        }
-        if (receipt.state == ReceiptState::Done) != receipt.result.is_some() {
-            return Err(malformed("`result` must be set exactly when the state is `done`".to_string()));
-        }
-        Ok(Some(receipt))
+        open_receipt(&text, key, &self.sealer, &path).map(Some)
     }
 
     fn put_receipt(&self, receipt: &Receipt) -> Result<(), StoreError> {
-        let mut text = serde_json::to_string_pretty(receipt)
+        // Sealed as the file store seals it: under a key, a receipt edited
+        // in the table is refused on reading.
+        let text = seal_receipt(receipt, &self.sealer)
             .map_err(|error| StoreError::Database { action: "serialize a receipt", message: error.to_string() })?;
-        text.push('\n');
         let status = match receipt.state {
             ReceiptState::Started => "started",
             ReceiptState::Done => "done",
