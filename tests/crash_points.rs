@@ -59,6 +59,7 @@ const PERSISTING: &[&str] = &[
     "pwritev2",
     "fsync",
     "fdatasync",
+    "syncfs",
     "sync_file_range",
     "rename",
     "renameat",

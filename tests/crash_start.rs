@@ -250,7 +250,7 @@ fn a_run_killed_at_any_write_or_sync_is_never_stuck() {
     let writes = every_kill_point_of(&["write"]);
     assert!(writes.before_first_checkpoint > 0 && writes.going_on > 0, "before and after the first head line");
     assert!(writes.named > 0, "killed after `run_started`, before the first head line");
-    let syncs = every_kill_point_of(&["fsync", "fdatasync"]);
+    let syncs = every_kill_point_of(&["fsync", "fdatasync", "syncfs"]);
     assert!(syncs.going_on > 0, "a kill at a sync leaves a run that goes on");
 }
 
@@ -259,7 +259,7 @@ fn a_resume_killed_at_any_write_rename_or_sync_is_resumed_and_never_closes_twice
     let mut kill_points = 0;
     let mut uncertain = 0;
     // `strace` counts `when=` per syscall, so each is tried on its own.
-    for syscalls in ["write", "rename", "renameat", "renameat2", "fsync", "fdatasync"] {
+    for syscalls in ["write", "rename", "renameat", "renameat2", "fsync", "fdatasync", "syncfs"] {
         for nth in 1.. {
             let sandbox = ticket_sandbox("open", 0);
             pause(&sandbox);

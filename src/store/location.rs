@@ -36,7 +36,9 @@ pub enum LocationError {
     Unknown(String),
     #[error("malformed PostgreSQL store URL `{url}`: {reason}")]
     Malformed { url: String, reason: String },
-    #[error("this planrun was built without the `postgres` feature: `{0}` cannot be used")]
+    #[error(
+        "this planrun was built without PostgreSQL support: `{0}` cannot be used (build it with `--features postgres`, e.g. `cargo install --path . --features postgres`)"
+    )]
     NoPostgres(String),
 }
 

@@ -20,14 +20,15 @@
 //! without a sync; `state.json`, the compact head, only when the run pauses
 //! or ends. Every one of them is checked against the log on reading.
 //!
-//! Syncs per run: one `fdatasync` per checkpoint that covers something that
-//! ran, plus the folder entries (the run folder and `runs/`) once, at the
-//! first such checkpoint. The first checkpoint of a new run (nothing has
+//! Syncs per run: one per checkpoint that covers something that ran, so a
+//! run of N steps makes N. Each is the log's `fdatasync`, except the first,
+//! which must also make the folder entries (the run folder and `runs/`)
+//! durable: one `syncfs` covers the three. The first checkpoint of a new run (nothing has
 //! run yet) is not synced: the first step's checkpoint makes it durable
 //! with the same `fdatasync`, and losing it loses nothing that ran.
 //!
 //! Durability ([`Durability`]): per write (the command line) that sync is
-//! the log's own `fdatasync` (and the folder entries' `fsync`s once); under
+//! the log's own `fdatasync` (a `syncfs` the first time); under
 //! group commit (the service) it is one barrier shared with concurrent runs
 //! (`group_commit.rs`), which covers the folder entries too.
 
@@ -301,10 +302,7 @@ impl RunDir {
         let ran = state.counters.history_records > 0 || state.counters.tool_calls > 0;
         if ran || paused_or_ended {
             match &self.durability {
-                Durability::PerWrite => {
-                    self.audit.sync().map_err(io_error("sync", &audit_path))?;
-                    self.sync_names()?;
-                }
+                Durability::PerWrite => self.sync_per_write(&audit_path)?,
                 // One barrier for the file system covers the log and the
                 // folder entries, shared with the service's other runs.
                 Durability::Group(commit) => commit.barrier().map_err(io_error("sync", &audit_path))?,
@@ -324,17 +322,21 @@ impl RunDir {
         Ok(())
     }
 
-    /// Makes the run's folder entries durable once: its files' names in
-    /// its folder and the folder's name in `runs/` (an `fdatasync` of a
-    /// file does not promise its name).
-    fn sync_names(&mut self) -> Result<(), StoreError> {
+    /// One sync per checkpoint, on its own (the command line): the log's
+    /// `fdatasync`, except the first time, when the run's folder entries
+    /// must become durable too (its files' names in its folder, the
+    /// folder's name in `runs/`: an `fdatasync` of a file does not promise
+    /// its name). That time one `syncfs` of the file system covers the log
+    /// and both folders, where `fdatasync` + two `fsync`s would make three
+    /// syncs: a run of N steps makes N syncs.
+    fn sync_per_write(&mut self, audit_path: &Path) -> Result<(), StoreError> {
         if self.names_durable {
-            return Ok(());
+            return self.audit.sync().map_err(io_error("sync", audit_path));
         }
-        let runs = self.final_path.parent().unwrap_or_else(|| Path::new("."));
-        for folder in [self.path.as_path(), runs] {
-            fs::File::open(folder).and_then(|folder| folder.sync_all()).map_err(io_error("sync", folder))?;
-        }
+        let folder = self.path.as_path();
+        fs::File::open(folder)
+            .and_then(|folder| rustix::fs::syncfs(&folder).map_err(std::io::Error::from))
+            .map_err(io_error("sync", folder))?;
         self.names_durable = true;
         Ok(())
     }
@@ -358,7 +360,7 @@ impl RunDir {
             rustix::fs::RenameFlags::NOREPLACE,
         )
         .map_err(exists)?;
-        // Made durable with the first synced checkpoint (`sync_names`).
+        // Made durable with the first synced checkpoint (`sync_per_write`).
         self.path = self.final_path.clone();
         Ok(())
     }

@@ -6,6 +6,8 @@
 #
 #   tests/bench/cold_build.sh COMMIT [all|build|test|ci]
 #
+# The test builds are those of CI: with the `postgres` feature.
+#
 # build: cold `cargo build --release`, then `cargo test --release --no-run`
 #        in the same target (lists every crate compiled again: what the test
 #        build shares with the run command's build)
@@ -40,11 +42,11 @@ cd "$root/tree"
 echo "commit $(git log --oneline -1 | cut -c1-72)"
 export CARGO_TARGET_DIR="$root/target-release"
 measure "cargo build --release" cargo build --release --locked
-measure "then cargo test --release --no-run" cargo test --release --locked --no-run
+measure "then cargo test --release --no-run" cargo test --release --locked --features postgres --no-run
 echo "  crates the test build compiled again: $(grep -Eo 'Compiling [a-z0-9_-]+' "$root/then_cargo_test___release___no_run.log" | awk '{print $2}' | sort | tr '\n' ' ')"
 if [ "$what" = all ] || [ "$what" = test ]; then
   export CARGO_TARGET_DIR="$root/target-debug"
-  measure "cargo test" env CI=true cargo test --locked
+  measure "cargo test" env CI=true cargo test --locked --features postgres
 fi
 if [ "$what" = all ] || [ "$what" = ci ]; then
   unset CARGO_TARGET_DIR
