@@ -114,11 +114,14 @@ pub async fn execute_run(
         created_at: created_at.clone(),
         updated_at: created_at.clone(),
     };
+    // The first checkpoint before the first event: it names no log line,
+    // so the store writes it without waiting for a durability barrier (the
+    // record is listed at once; a crash leaves it with its log as a tail).
+    records.save(&state)?;
     records.event(
         created_at.clone(),
         &BridgeEvent::RunCreated(RunCreated { goal: goal.to_string(), adapter: adapter.name().to_string() }),
     )?;
-    records.save(&state)?;
     let instruction_len = instruction.chars().count();
     records.event(service.now(), &BridgeEvent::InstructionGenerated(InstructionGenerated { instruction_len }))?;
 

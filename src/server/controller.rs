@@ -121,6 +121,8 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
         created_at: now.clone(),
         updated_at: now.clone(),
     };
+    // First checkpoint, then first event: see `bridge::execute_run`.
+    records.save(&state)?;
     records.event(
         now.clone(),
         &ControllerEvent::ControllerStarted(ControllerStarted {
@@ -129,7 +131,6 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
             max_iterations: limits.max_iterations,
         }),
     )?;
-    records.save(&state)?;
 
     if let Err(violation) = guard::check(&service.policy.guard, goal) {
         state.error = Some(format!("prompt blocked: {}", violation.reason));

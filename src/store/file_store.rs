@@ -224,10 +224,12 @@ mod tests {
         }
     }
 
-    /// The barriers a bridge record costs under group commit: one at its
-    /// first checkpoint (written at once, so it is listed while it runs),
-    /// none at later ones (kept in memory), one when the request commits
-    /// the last one, one when the service makes the request durable.
+    /// The barriers a bridge record costs under group commit: none at its
+    /// first checkpoint (written at once, so it is listed while it runs,
+    /// and before its first event, so it names no log line), none at later
+    /// ones (kept in memory), one when the request commits the last one,
+    /// one when the service makes the request durable. A first checkpoint
+    /// that names log lines waits for one.
     #[test]
     fn under_group_commit_a_record_writes_its_first_and_its_last_checkpoint_only() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -235,19 +237,23 @@ mod tests {
         let store = FileStore::with_durability(dir.path(), Sealer::plain(), Durability::Group(commit.clone()));
         let mut record = store.create_record(RecordKind::Bridge, "br-1").expect("create");
         let status = || store.read_record(RecordKind::Bridge, "br-1").expect("readable").state["status"].clone();
-        record.append_event(event()).expect("event");
         assert_eq!(record.checkpoint(&json!({"run_id": "br-1", "status": "created"}), 0).expect("first"), 1);
-        assert_eq!((commit.barriers(), status()), (1, json!("created")));
+        assert_eq!((commit.barriers(), status()), (0, json!("created")), "it names no log line");
         record.append_event(event()).expect("event");
         assert_eq!(record.checkpoint(&json!({"run_id": "br-1", "status": "running"}), 1).expect("second"), 2);
+        record.append_event(event()).expect("event");
         assert_eq!(record.checkpoint(&json!({"run_id": "br-1", "status": "done"}), 2).expect("third"), 3);
-        assert_eq!((commit.barriers(), status()), (1, json!("created")), "later checkpoints wait for the commit");
+        assert_eq!((commit.barriers(), status()), (0, json!("created")), "later checkpoints wait for the commit");
         record.commit().expect("commit");
-        assert_eq!((commit.barriers(), status()), (2, json!("done")));
+        assert_eq!((commit.barriers(), status()), (1, json!("done")));
         record.commit().expect("nothing pending");
-        assert_eq!(commit.barriers(), 2);
+        assert_eq!(commit.barriers(), 1);
         store.make_durable().expect("barrier");
-        assert_eq!(commit.barriers(), 3);
+        assert_eq!(commit.barriers(), 2);
+        let mut named = store.create_record(RecordKind::Bridge, "br-2").expect("create");
+        named.append_event(event()).expect("event");
+        named.checkpoint(&json!({"run_id": "br-2", "status": "created"}), 0).expect("first");
+        assert_eq!(commit.barriers(), 3, "a first checkpoint that names a log line waits for it");
         let loaded = store.read_record(RecordKind::Bridge, "br-1").expect("readable");
         assert_eq!((loaded.state_version, loaded.audit.len()), (3, 2));
         // A pending checkpoint is written when the handle goes (an error path).
@@ -294,6 +300,7 @@ mod tests {
         for (workspace, barriers) in [(dir.path(), 1), (other.path(), 1)] {
             let store = stores.open(workspace, &Sealer::plain());
             let mut record = store.create_record(RecordKind::Bridge, "br-1").expect("create");
+            record.append_event(event()).expect("event");
             record.checkpoint(&json!({"run_id": "br-1"}), 0).expect("first");
             assert_eq!(stores.commit.barriers(), barriers, "{}", workspace.display());
         }

@@ -17,10 +17,11 @@
 //! file is a view written twice per request at most: a new record's first
 //! checkpoint at once (so that it is listed while it runs), and the last
 //! checkpoint when the request ends or pauses ([`RecordHandle::commit`]);
-//! checkpoints in between are kept in memory only. Each write waits for a
-//! shared barrier between writing the new state file and renaming it into
-//! place, so the state file never claims a log line or content the disk
-//! does not hold; the service's barrier before it answers makes the rename
+//! checkpoints in between are kept in memory only. A write that names log
+//! lines waits for a shared barrier between writing the new state file and
+//! renaming it into place, so the state file never claims a log line or
+//! content the disk does not hold (the service takes a new record's first
+//! checkpoint before its first event: it names none and waits for nothing); the service's barrier before it answers makes the rename
 //! durable ([`crate::store::RunStore::make_durable`]). A crash before the
 //! answer leaves the record as its last written checkpoint (its log may
 //! hold more lines), or without a state file (not listed, its id not
@@ -139,6 +140,13 @@ impl RecordDir {
             Durability::PerWrite => {
                 self.audit.sync().map_err(io_error("sync", &self.audit_path))?;
                 write_atomic(&self.state_path, &self.state_buffer)
+            }
+            // A state that names no log line (a new record's first,
+            // written before its first event) has nothing to wait for: lost
+            // in a crash, the record has no state file (not listed, its id
+            // kept); kept, it names an empty log.
+            Durability::Group(_) if self.audit.seq() == 0 => {
+                replace_unsynced(&self.state_path, &self.state_buffer, || Ok(()))
             }
             Durability::Group(commit) => replace_unsynced(&self.state_path, &self.state_buffer, || commit.barrier()),
         };
