@@ -35,12 +35,16 @@ pub const CREATE_RUN: &str = "INSERT INTO runs AS r (kind, run_id, workspace_id,
      RETURNING lease_version";
 
 /// Claims an existing run or record by id: free, or its lease expired.
-/// Returns the new fencing token.
+/// Returns the new fencing token and `claims`: how often the run was taken
+/// over from a holder whose lease expired (it died or froze) since its last
+/// checkpoint. A lease given back is not counted: its holder did not die.
+/// (In `SET`, `owner_id` is the row's value before the update.)
 pub const CLAIM_BY_ID: &str = "UPDATE runs SET owner_id = $3::text, lease_version = lease_version + 1, \
-         lease_expires_at = now() + make_interval(secs => $4::bigint), claims = claims + 1 \
+         lease_expires_at = now() + make_interval(secs => $4::bigint), \
+         claims = claims + CASE WHEN owner_id IS NULL THEN 0 ELSE 1 END \
      WHERE kind = $1::text AND run_id = $2::text AND state IS NOT NULL \
          AND (owner_id IS NULL OR lease_expires_at <= now()) \
-     RETURNING lease_version";
+     RETURNING lease_version, claims::bigint";
 
 /// Whether a row exists for the id, and whether it has a checkpoint.
 pub const RUN_EXISTS: &str = "SELECT state IS NOT NULL FROM runs WHERE kind = $1::text AND run_id = $2::text";
