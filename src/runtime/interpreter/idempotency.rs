@@ -244,6 +244,9 @@ impl<'r> Idempotency<'r> {
             // The look-up found nothing: the effect is a call of its own.
             state.counters.tool_calls += 1;
         }
+        // Writing the intent took a round trip: the lease must still hold
+        // when the effect starts.
+        recorder.may_act()?;
         crash_hook(self.env, step, CrashPoint::BeforeEffect);
         let mut outcome = effect();
         crash_hook(self.env, step, CrashPoint::BeforeReceipt);

@@ -786,10 +786,15 @@ impl RunStore for PgStore {
         };
         let (workspace, digest) = (self.workspace_id.clone(), sha256_hex(receipt.key.as_bytes()));
         let (key, run_id, step_id) = (receipt.key.clone(), receipt.run_id.clone(), receipt.step_id.clone());
+        let owner = self.shared.options.owner_id.clone();
         self.shared.call(move |pool| async move {
             let client = connect(&pool).await?;
-            let params: [&(dyn ToSql + Sync); 7] = [&workspace, &digest, &key, &status, &run_id, &step_id, &text];
-            execute(&client, sql::PUT_RECEIPT, &params, "write a receipt").await.map(|_| ())
+            let params: [&(dyn ToSql + Sync); 8] =
+                [&workspace, &digest, &key, &status, &run_id, &step_id, &text, &owner];
+            match execute(&client, sql::PUT_RECEIPT, &params, "write a receipt").await? {
+                0 => Err(StoreError::LeaseLost { id: run_id.clone() }),
+                _ => Ok(()),
+            }
         })
     }
 

@@ -128,8 +128,13 @@ pub const LIST: &str = "SELECT run_id, state FROM runs WHERE kind = $1::text AND
 
 pub const GET_RECEIPT: &str = "SELECT receipt FROM receipts WHERE workspace_id = $1::text AND key_sha256 = $2::text";
 
+/// Writes receipt `$2` of run `$5`, unless another owner than `$8` holds
+/// that run's lease now: a holder that was taken over while it was frozen
+/// never overwrites the new holder's receipt (no row: refused).
 pub const PUT_RECEIPT: &str = "INSERT INTO receipts (workspace_id, key_sha256, idem_key, status, run_id, step_id, receipt) \
-     VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text) \
+     SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text \
+     WHERE NOT EXISTS (SELECT 1 FROM runs WHERE kind = 'agent' AND run_id = $5::text \
+         AND owner_id IS DISTINCT FROM $8::text AND lease_expires_at > now()) \
      ON CONFLICT (workspace_id, key_sha256) DO UPDATE SET idem_key = EXCLUDED.idem_key, status = EXCLUDED.status, \
          run_id = EXCLUDED.run_id, step_id = EXCLUDED.step_id, receipt = EXCLUDED.receipt, updated_at = now()";
 

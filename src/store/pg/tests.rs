@@ -201,3 +201,34 @@ fn takeovers_of_expired_leases_are_counted_until_a_checkpoint_and_past_max_claim
     assert_eq!(schema.sql("SELECT claims FROM runs WHERE run_id = 'r1'"), Ok("0".into()));
     drop((held, run));
 }
+
+#[test]
+fn a_receipt_is_not_written_over_a_run_another_owner_holds() {
+    let Some(schema) = TestSchema::create() else { return };
+    let workspace = std::path::Path::new("/tmp/planrun-test-workspace");
+    let stale = schema.process("test:stale", 30).store(workspace, &Sealer::plain());
+    let current = schema.process("test:current", 30).store(workspace, &Sealer::plain());
+    started(&stale, "r1");
+    let mut receipt = crate::store::Receipt {
+        key: "k".into(),
+        intent_digest: "d".into(),
+        state: crate::store::ReceiptState::Started,
+        run_id: "r1".into(),
+        step_id: "s".into(),
+        action: serde_json::json!({}),
+        result: None,
+        started_at: "2026-01-01T00:00:00Z".into(),
+        completed_at: None,
+    };
+    stale.put_receipt(&receipt).expect("nobody holds the run");
+    let (_held, _) = current.open_run("r1").expect("claimed by the current owner");
+    receipt.state = crate::store::ReceiptState::Done;
+    receipt.result = Some(serde_json::json!({"output_text": "", "output_json": null}));
+    current.put_receipt(&receipt).expect("the holder writes its receipt");
+    let mut overwrite = receipt.clone();
+    overwrite.state = crate::store::ReceiptState::Started;
+    overwrite.result = None;
+    let refused = stale.put_receipt(&overwrite);
+    assert!(matches!(refused, Err(StoreError::LeaseLost { .. })), "{refused:?}");
+    assert_eq!(schema.sql("SELECT status FROM receipts"), Ok("done".into()), "the holder's receipt stands");
+}
