@@ -11,7 +11,7 @@
 //!  engine       load ──▶ model ◀── router, preview
 //!                │                       │
 //!                └──▶ policy ──▶ confine ◀── tools ◀── runtime ──▶ store (RunStore)
-//!                                                     diag, template, digest below all
+//!                                                     diag, template, digest, fence below all
 //! ```
 //!
 //! Imports only run down: a front end may use `ops` and the engine; `ops`
@@ -23,6 +23,10 @@
 //!   and the one path-display helper.
 //! - [`template`]: `{{ … }}` references, parsed at load, rendered per step.
 //! - [`digest`]: SHA-256 as hex.
+//! - [`fence`]: the local lease deadline: whether this process may still
+//!   act on a run it holds (renewed by the store, asked by the runtime
+//!   before each write and effect, polled by the shell tool, which kills
+//!   its child past it).
 //! - [`model`]: validated plans, policies and the service policy; invariants
 //!   hold by construction; failure classes and run statuses.
 //! - [`confine`]: the workspace confinement (path rules, the cap-std
@@ -73,6 +77,7 @@ pub mod cli;
 pub mod confine;
 pub mod diag;
 pub mod digest;
+pub mod fence;
 pub mod load;
 pub mod model;
 pub mod ops;

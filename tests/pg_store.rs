@@ -37,19 +37,20 @@ fn psql(conninfo: &str, sql: &str) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&output.stdout).trim_end_matches('\n').to_string())
 }
 
-/// One schema of the test server, dropped with the value.
-struct Schema {
+/// One schema of the test server, dropped with the value (also used by
+/// `pg_fencing`).
+pub(crate) struct Schema {
     name: String,
     admin: String,
     /// `--store` for this schema.
-    url: String,
+    pub(crate) url: String,
     /// `psql` connection string for this schema.
     conninfo: String,
 }
 
 impl Schema {
     /// A new, empty schema; `None` (skipped, one line) without a server.
-    fn new(test: &str) -> Option<Schema> {
+    pub(crate) fn new(test: &str) -> Option<Schema> {
         let required = process_var("PLANRUN_REQUIRE_PG").is_some_and(|value| value == "1");
         let Some(admin) = process_var("PLANRUN_TEST_PG") else {
             assert!(!required, "PLANRUN_REQUIRE_PG=1 but PLANRUN_TEST_PG is not set");
@@ -75,13 +76,13 @@ impl Schema {
     }
 
     /// A new schema, migrated with `planrun store migrate`.
-    fn migrated(test: &str, sandbox: &Sandbox) -> Option<Schema> {
+    pub(crate) fn migrated(test: &str, sandbox: &Sandbox) -> Option<Schema> {
         let schema = Schema::new(test)?;
         sandbox.planrun().args(["store", "migrate", "--store", &schema.url]).expect_code(0).run();
         Some(schema)
     }
 
-    fn sql(&self, sql: &str) -> String {
+    pub(crate) fn sql(&self, sql: &str) -> String {
         psql(&self.conninfo, sql).unwrap_or_else(|error| panic!("{sql}: {error}"))
     }
 
@@ -510,7 +511,7 @@ async fn serve_survives_its_database_sessions_being_terminated() {
 }
 
 /// Polls `sql` until it answers `want` (10 s at most); the last answer.
-fn wait_for(schema: &Schema, sql: &str, want: &str) -> String {
+pub(crate) fn wait_for(schema: &Schema, sql: &str, want: &str) -> String {
     let mut answer = schema.sql(sql);
     for _ in 0..100 {
         if answer == want {

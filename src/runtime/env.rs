@@ -128,14 +128,21 @@ impl IdGen for SequentialIds {
 /// Where the documented crash hook stops the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CrashPoint {
+    /// Just before the step's effect (for a keyed step, after its intent
+    /// receipt is written).
+    BeforeEffect,
     /// After the step's effect and its receipt, before the checkpoint.
     AfterEffect,
     /// After the effect, before its receipt is completed (the outcome is
     /// then unknowable: `tool_result_uncertain` on resume).
     BeforeReceipt,
+    /// After the checkpoint that follows the step's attempt (a step
+    /// boundary).
+    AfterCheckpoint,
 }
 
-/// The test hook `PLANRUN_CRASH_AT=<step_id>:after_effect|before_receipt`.
+/// The test hook
+/// `PLANRUN_CRASH_AT=<step_id>:before_effect|after_effect|before_receipt|after_checkpoint`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CrashAt {
     pub step_id: String,
@@ -143,15 +150,18 @@ pub struct CrashAt {
 }
 
 impl CrashAt {
-    /// Parses `<step_id>:after_effect` or `<step_id>:before_receipt`.
+    /// Parses `<step_id>:<point>`, the point one of `before_effect`,
+    /// `after_effect`, `before_receipt` and `after_checkpoint`.
     pub fn parse(text: &str) -> Result<CrashAt, String> {
-        let (step_id, point) = text
-            .rsplit_once(':')
-            .ok_or_else(|| format!("`{text}` is not `<step_id>:after_effect` or `<step_id>:before_receipt`"))?;
+        const POINTS: &str = "`before_effect`, `after_effect`, `before_receipt` or `after_checkpoint`";
+        let (step_id, point) =
+            text.rsplit_once(':').ok_or_else(|| format!("`{text}` is not `<step_id>:<point>` (point {POINTS})"))?;
         let point = match point {
+            "before_effect" => CrashPoint::BeforeEffect,
             "after_effect" => CrashPoint::AfterEffect,
             "before_receipt" => CrashPoint::BeforeReceipt,
-            other => return Err(format!("unknown crash point `{other}`: use `after_effect` or `before_receipt`")),
+            "after_checkpoint" => CrashPoint::AfterCheckpoint,
+            other => return Err(format!("unknown crash point `{other}`: use {POINTS}")),
         };
         if step_id.is_empty() {
             return Err(format!("`{text}` names no step"));
@@ -238,6 +248,12 @@ impl RuntimeEnv {
 /// without a heartbeat (renewed at a third of it).
 pub const DEFAULT_LEASE_SECS: u64 = 30;
 
+/// The default of `PLANRUN_MAX_CLAIMS`: how often a run may be taken over
+/// from a holder that died, without a checkpoint in between, before the
+/// next claim ends it `failed` (`recovery_exhausted`).
+#[cfg(feature = "postgres")]
+pub const DEFAULT_MAX_CLAIMS: u64 = 5;
+
 impl RuntimeEnv {
     /// Uses the store at `location` (`file`, or a `postgres://` URL) for
     /// every run this command touches. Refuses a malformed location, an
@@ -264,7 +280,9 @@ impl RuntimeEnv {
 }
 
 /// How this process uses a PostgreSQL store: the lease length
-/// (`PLANRUN_LEASE_SECS`, default [`DEFAULT_LEASE_SECS`]) and a fresh owner
+/// (`PLANRUN_LEASE_SECS`, default [`DEFAULT_LEASE_SECS`]), the takeovers a
+/// run may take without progress (`PLANRUN_MAX_CLAIMS`, default
+/// [`DEFAULT_MAX_CLAIMS`]) and a fresh owner
 /// id (`[<node_id>:]<pid>:<random>`), so that a restarted process never
 /// holds the leases of the one before it.
 #[cfg(feature = "postgres")]
@@ -281,12 +299,19 @@ pub fn pg_options(node_id: Option<&str>) -> Result<crate::store::pg::PgOptions, 
             }
         },
     };
+    let max_claims = match process_var("PLANRUN_MAX_CLAIMS") {
+        None => DEFAULT_MAX_CLAIMS,
+        Some(text) => match text.trim().parse::<u64>() {
+            Ok(claims) if (1..=1_000).contains(&claims) => claims,
+            _ => return Err(format!("`PLANRUN_MAX_CLAIMS` must be a whole number from 1 to 1000, not `{text}`")),
+        },
+    };
     let process = format!("{}:{}", std::process::id(), uuid::Uuid::now_v7().simple());
     let owner_id = match node_id {
         Some(node) => format!("{node}:{process}"),
         None => process,
     };
-    Ok(crate::store::pg::PgOptions { lease_secs, owner_id })
+    Ok(crate::store::pg::PgOptions { lease_secs, max_claims, owner_id })
 }
 
 /// RFC 3339 in UTC, as written in records.

@@ -23,7 +23,7 @@ use serde_json::Value;
 use crate::model::RunStatus;
 use crate::runtime::event::{Event, RunCancelled, RunFinished, StateSaved};
 use crate::runtime::{Clock, format_timestamp};
-use crate::store::{NewEvent, RunHandle, RunState, StepRecord, StoreError};
+use crate::store::{ClaimsExhausted, NewEvent, RunHandle, RunState, StepRecord, StoreError};
 
 /// Writes one run's records. Invariant: every event carries the clock's
 /// reading at the moment it is appended, so a [`crate::runtime::FixedClock`]
@@ -44,6 +44,20 @@ impl<'c> Recorder<'c> {
     /// Where the run's records are (for progress reports and outcomes).
     pub fn path(&self) -> &Path {
         self.run.location()
+    }
+
+    /// Before an effect (and after one, before its outcome is kept): the
+    /// run's lease still holds, or [`StoreError::LeaseLost`] and the step
+    /// goes no further. Past the local deadline another process may own
+    /// the run, so this one starts nothing and records nothing more.
+    pub fn may_act(&self) -> Result<(), StoreError> {
+        if self.run.fence().holds() { Ok(()) } else { Err(StoreError::LeaseLost { id: self.run.run_id().to_string() }) }
+    }
+
+    /// Whether the claim that opened this run took it over from dead
+    /// holders more often than the store allows.
+    pub fn claims_exhausted(&self) -> Option<ClaimsExhausted> {
+        self.run.claims_exhausted()
     }
 
     /// Stores the plan as the run saw it (`plan.json`).

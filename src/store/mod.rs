@@ -84,7 +84,7 @@ pub use receipts::{RECEIPT_LINK, Receipt, ReceiptError, ReceiptState};
 pub use run_id::{RunIdError, validate_run_id};
 pub use run_load::{LoadedRun, full_state};
 pub use run_store::{
-    CREATE_ATTEMPTS, LoadedRecord, NewEvent, RecordEvent, RecordHandle, RecordKind, RecordWriter, RunHandle,
-    RunListing, RunStore, Runnable, StoreFactory, create_unique,
+    CREATE_ATTEMPTS, ClaimsExhausted, LoadedRecord, NewEvent, RecordEvent, RecordHandle, RecordKind, RecordWriter,
+    RunHandle, RunListing, RunStore, Runnable, StoreFactory, create_unique,
 };
 pub use state::{Approval, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState};

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::fence::Fence;
 use crate::store::error::serialize_error;
 use crate::store::{AuditEvent, AuditTail, LoadedRun, Receipt, ReceiptError, RunState, Sealer, StepRecord, StoreError};
 
@@ -118,6 +119,29 @@ pub trait RunHandle: Send {
     fn release(self: Box<Self>) -> Result<(), StoreError> {
         Ok(())
     }
+    /// Whether the holder may still act on the run: the local deadline of
+    /// a lease, which the store renews while the handle lives (the runtime
+    /// asks it before every write and effect, a running tool is killed
+    /// past it). The file store's lock never expires (the default).
+    fn fence(&self) -> Fence {
+        Fence::unbounded()
+    }
+    /// When this handle's claim took the run over from holders that died
+    /// more often without progress than the store allows (a run that kills
+    /// every process driving it): how often, and the limit. The runtime
+    /// then ends the run `failed` (`recovery_exhausted`) instead of running
+    /// it again. `None` for a store without such takeovers (the default).
+    fn claims_exhausted(&self) -> Option<ClaimsExhausted> {
+        None
+    }
+}
+
+/// A run taken over `claims` times since its last checkpoint, more than
+/// the `max_claims` the store allows ([`RunHandle::claims_exhausted`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimsExhausted {
+    pub claims: u64,
+    pub max_claims: u64,
 }
 
 /// An open bridge or controller record, locked for the holder while it lives.

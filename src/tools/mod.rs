@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::confine::{ProgramResolver, Workspace};
+use crate::fence::Fence;
 use crate::model::{Decision, FailureClass, Policy};
 use crate::policy::{display_argv, evaluate_shell};
 
@@ -90,17 +91,27 @@ pub enum Vouch {
     CannotAnswer(String),
 }
 
-/// Per-run tool state: the workspace handle, the policy and the cache of
-/// resolved programs (each program is resolved once per run).
+/// Per-run tool state: the workspace handle, the policy, the cache of
+/// resolved programs (each program is resolved once per run) and the
+/// run's fence (a shell child is killed when it stops holding).
 pub struct Tools<'a> {
     pub workspace: &'a Workspace,
     pub policy: &'a Policy,
     pub resolver: ProgramResolver,
+    fence: Fence,
 }
 
 impl<'a> Tools<'a> {
     pub fn new(workspace: &'a Workspace, policy: &'a Policy) -> Self {
-        Tools { workspace, policy, resolver: ProgramResolver::new(&policy.shell) }
+        Tools { workspace, policy, resolver: ProgramResolver::new(&policy.shell), fence: Fence::unbounded() }
+    }
+
+    /// The same tools, acting for a holder whose hold is `fence`: a
+    /// command still running when the fence stops holding is killed (its
+    /// whole process group).
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        self.fence = fence;
+        self
     }
 
     /// The policy's decision for an action before it runs: `prompt` means
@@ -254,6 +265,7 @@ impl<'a> Tools<'a> {
             self.workspace.root(),
             timeout,
             self.policy.budget.max_output_bytes,
+            &self.fence,
         ) {
             Ok(run) => run,
             Err(err) => {
@@ -274,6 +286,16 @@ impl<'a> Tools<'a> {
         details.insert("stdout_bytes".into(), run.stdout_bytes.into());
         details.insert("stderr_bytes".into(), run.stderr_bytes.into());
         details.insert("truncated".into(), (run.stdout_truncated || run.stderr_truncated).into());
+        if run.fenced {
+            // The runtime ends the step as a lost lease; this says why the
+            // child died, should anything read it.
+            details.insert("fenced".into(), true.into());
+            return ToolOutcome::failure(
+                FailureClass::ExecutionError,
+                format!("`{name}` was killed: this process's lease on the run ran out"),
+                details,
+            );
+        }
         if run.timed_out {
             details.insert("timed_out".into(), true.into());
             return ToolOutcome::failure(

@@ -7,9 +7,12 @@
 //! A third thread waits for the leader with `waitid(WNOWAIT)`, which leaves it
 //! a zombie: its pid (and so its process group id) cannot be reused until we
 //! reap it, so killing the group is always aimed at the right processes. On
-//! timeout the whole group is killed; after the leader exits, whatever is left
-//! of its group is killed too, so a background grandchild cannot hold the
-//! pipes open.
+//! timeout the whole group is killed, and so it is when the run's
+//! [`Fence`] stops holding (the process's lease on the run ran out: another
+//! process may own the run now, so this one must stop acting at once; the
+//! wait polls the fence every [`FENCE_POLL`]); after the leader exits,
+//! whatever is left of its group is killed too, so a background grandchild
+//! cannot hold the pipes open.
 
 use std::collections::BTreeMap;
 use std::io::{self, Read};
@@ -22,6 +25,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
+
+use crate::fence::Fence;
+
+/// How often a running child's fence is checked: the child outlives the
+/// fence by at most this much (plus the kill).
+const FENCE_POLL: Duration = Duration::from_millis(50);
 
 /// How long the readers may take to reach end of file once the whole process
 /// group is gone. Only a process that left the group (setsid) can hold the
@@ -42,6 +51,8 @@ pub struct ShellRun {
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
     pub timed_out: bool,
+    /// Killed because the fence stopped holding (the lease ran out).
+    pub fenced: bool,
 }
 
 #[derive(Debug, Default)]
@@ -100,7 +111,7 @@ fn take_capture(capture: &Arc<Mutex<Capture>>) -> (String, u64, bool) {
 
 /// Runs `program` with `args` directly (never through a shell), with exactly
 /// `env`, stdin null, in `cwd`, in its own process group, for at most
-/// `timeout`.
+/// `timeout` and while `fence` holds.
 pub fn run_shell(
     program: &Path,
     args: &[String],
@@ -108,6 +119,7 @@ pub fn run_shell(
     cwd: &Path,
     timeout: Duration,
     max_output_bytes: u64,
+    fence: &Fence,
 ) -> io::Result<ShellRun> {
     let started = Instant::now();
     let mut child = Command::new(program)
@@ -160,10 +172,14 @@ pub fn run_shell(
 
     let deadline = started.checked_add(timeout);
     let mut readers_done = 0;
-    let mut timed_out = false;
+    let (mut timed_out, mut fenced) = (false, false);
     loop {
-        let event = match deadline {
-            Some(deadline) => match inbox.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        let mut wait = deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
+        if fence.is_bounded() {
+            wait = Some(wait.map_or(FENCE_POLL, |wait| wait.min(FENCE_POLL)));
+        }
+        let event = match wait {
+            Some(wait) => match inbox.recv_timeout(wait) {
                 Ok(event) => Some(event),
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -177,7 +193,14 @@ pub fn run_shell(
             Some(Event::LeaderExited) => break,
             Some(Event::ReaderDone) => readers_done += 1,
             None => {
-                timed_out = true;
+                if !fence.holds() {
+                    fenced = true;
+                } else if deadline.is_none_or(|deadline| Instant::now() < deadline) {
+                    // Only the fence's poll came round.
+                    continue;
+                } else {
+                    timed_out = true;
+                }
                 kill_group();
                 // SIGKILL cannot be ignored: the leader exits now.
                 loop {
@@ -215,6 +238,7 @@ pub fn run_shell(
         stdout_bytes,
         stderr_bytes,
         timed_out,
+        fenced,
     })
 }
 
@@ -240,6 +264,7 @@ mod tests {
             cwd,
             Duration::from_secs(10),
             1 << 20,
+            &Fence::unbounded(),
         )
         .expect("run")
     }
@@ -256,7 +281,9 @@ mod tests {
     fn env_is_exactly_the_map() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let vars = env(&[("LANG", "C"), ("ONLY", "this")]);
-        let out = run_shell(&which("env"), &[], &vars, tmp.path(), Duration::from_secs(10), 1 << 20).expect("run");
+        let out =
+            run_shell(&which("env"), &[], &vars, tmp.path(), Duration::from_secs(10), 1 << 20, &Fence::unbounded())
+                .expect("run");
         assert_eq!(out.exit_code, Some(0));
         let mut lines: Vec<_> = out.stdout.lines().collect();
         lines.sort();
@@ -297,6 +324,7 @@ mod tests {
             tmp.path(),
             Duration::from_secs(20),
             10,
+            &Fence::unbounded(),
         )
         .expect("run");
         assert_eq!(out.exit_code, Some(0));
@@ -337,6 +365,7 @@ mod tests {
             tmp.path(),
             Duration::from_secs(1),
             1 << 20,
+            &Fence::unbounded(),
         )
         .expect("run");
         let elapsed = started.elapsed();
@@ -358,6 +387,7 @@ mod tests {
             tmp.path(),
             Duration::from_secs(20),
             1 << 20,
+            &Fence::unbounded(),
         )
         .expect("run");
         assert!(started.elapsed() < Duration::from_secs(5));
@@ -369,11 +399,58 @@ mod tests {
     }
 
     #[test]
+    fn a_fence_that_stops_holding_kills_the_whole_group() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        // Held for 500 ms (600 ms less a sixth), then past its deadline.
+        let fence = Fence::leased(Instant::now(), Duration::from_millis(600));
+        let started = Instant::now();
+        let out = run_shell(
+            &which("sh"),
+            &args(&["-c", "sleep 30 & echo $! > pid; sleep 30"]),
+            &env(&[("PATH", "/usr/bin:/bin")]),
+            tmp.path(),
+            Duration::from_secs(20),
+            1 << 20,
+            &fence,
+        )
+        .expect("run");
+        let elapsed = started.elapsed();
+        assert!(out.fenced && !out.timed_out, "{out:?}");
+        assert_eq!(out.signal, Some(9));
+        assert!(elapsed >= Duration::from_millis(500) && elapsed < Duration::from_secs(5), "took {elapsed:?}");
+        let pid: i32 = std::fs::read_to_string(tmp.path().join("pid")).expect("pid file").trim().parse().expect("pid");
+        assert!(wait_gone(pid), "grandchild {pid} survived");
+
+        // A lease known to be gone kills at the next poll.
+        let fence = Fence::leased(Instant::now(), Duration::from_secs(60));
+        let lose = fence.clone();
+        let loser = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(200));
+            lose.lose();
+        });
+        let started = Instant::now();
+        let out =
+            run_shell(&which("sleep"), &args(&["30"]), &env(&[]), tmp.path(), Duration::from_secs(20), 1 << 20, &fence)
+                .expect("run");
+        loser.join().expect("loser");
+        assert!(out.fenced, "{out:?}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
     fn spawn_failure_is_an_error() {
         let tmp = tempfile::tempdir().expect("tempdir");
         assert!(
-            run_shell(Path::new("/nonexistent/program"), &[], &env(&[]), tmp.path(), Duration::from_secs(1), 10,)
-                .is_err()
+            run_shell(
+                Path::new("/nonexistent/program"),
+                &[],
+                &env(&[]),
+                tmp.path(),
+                Duration::from_secs(1),
+                10,
+                &Fence::unbounded()
+            )
+            .is_err()
         );
     }
 }

@@ -104,6 +104,17 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
 }
 
 impl Output {
+    /// What a process started with [`Planrun::spawn`] did, once it has
+    /// ended (code -1 when a signal ended it), paths filtered.
+    pub fn of(sandbox: &Sandbox, child: std::process::Child) -> Output {
+        let output = child.wait_with_output().expect("wait for planrun");
+        Output {
+            code: output.status.code().unwrap_or(-1),
+            stdout: sandbox.filter(&String::from_utf8_lossy(&output.stdout)),
+            stderr: sandbox.filter(&String::from_utf8_lossy(&output.stderr)),
+        }
+    }
+
     /// uv-style: exit code, stdout and stderr in one text.
     pub fn snapshot(&self) -> String {
         format!("exit_code: {}\n----- stdout -----\n{}----- stderr -----\n{}", self.code, self.stdout, self.stderr)

@@ -29,6 +29,7 @@ pub const CLEARED: &[&str] = &[
     "PLANRUN_CRASH_AT",
     "PLANRUN_STORE",
     "PLANRUN_LEASE_SECS",
+    "PLANRUN_MAX_CLAIMS",
     "PLANRUN_NODE_ID",
 ];
 
@@ -136,6 +137,32 @@ impl Planrun<'_> {
 
     /// Runs the binary and returns what it did, paths filtered.
     pub fn run(self) -> Output {
+        let output = self.command().output().expect("run planrun");
+        let output = Output {
+            code: output.status.code().unwrap_or(-1),
+            stdout: self.sandbox.filter(&String::from_utf8_lossy(&output.stdout)),
+            stderr: self.sandbox.filter(&String::from_utf8_lossy(&output.stderr)),
+        };
+        if let Some(expected) = self.expected_code {
+            assert_eq!(output.code, expected, "planrun {}\n{}", self.command_line(), output.snapshot());
+        }
+        output
+    }
+
+    /// Starts the binary without waiting for it (stdout and stderr piped),
+    /// for a test that signals it while it runs (`SIGSTOP`, `SIGKILL`);
+    /// [`Output::of`] reads what it did once it has ended.
+    pub fn spawn(self) -> std::process::Child {
+        self.command()
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start planrun")
+    }
+
+    /// The command line with the harness's guarantees applied.
+    fn command(&self) -> Command {
         let binary = env!("CARGO_BIN_EXE_planrun");
         let mut command = match self.wrapper.split_first() {
             Some((program, arguments)) => {
@@ -154,16 +181,7 @@ impl Planrun<'_> {
             command.env_remove(key);
         }
         command.envs(self.envs.iter().map(|(key, value)| (key, value)));
-        let output = command.output().expect("run planrun");
-        let output = Output {
-            code: output.status.code().unwrap_or(-1),
-            stdout: self.sandbox.filter(&String::from_utf8_lossy(&output.stdout)),
-            stderr: self.sandbox.filter(&String::from_utf8_lossy(&output.stderr)),
-        };
-        if let Some(expected) = self.expected_code {
-            assert_eq!(output.code, expected, "planrun {}\n{}", self.command_line(), output.snapshot());
-        }
-        output
+        command
     }
 
     /// The arguments as a reader would type them, for failure messages.

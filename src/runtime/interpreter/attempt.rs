@@ -58,6 +58,8 @@ impl Attempt<'_, '_> {
     /// person approved (only when resuming a paused run): it skips the
     /// start event, the condition, resolution and the gate, not the budgets.
     pub(super) fn run(mut self, index: usize, step: &Step, approved: Option<ResolvedAction>) -> Result<(), StoreError> {
+        // A holder whose lease ran out starts nothing.
+        self.recorder.may_act()?;
         let attempt = self.state.cursor.attempts + 1;
         let is_tool = !matches!(step.action, Action::Finish { .. });
         let resuming_pending = approved.is_some();
@@ -128,7 +130,13 @@ impl Attempt<'_, '_> {
                 )),
             },
             None => {
+                self.recorder.may_act()?;
+                crash_hook(self.env, step, CrashPoint::BeforeEffect);
                 let outcome = self.tools.execute(&action, attempt, timeout, resuming_pending);
+                // A lease that ran out meanwhile (the tool was killed, or
+                // another process may own the run): its outcome is not
+                // this process's to keep.
+                self.recorder.may_act()?;
                 crash_hook(self.env, step, CrashPoint::AfterEffect);
                 outcome
             }

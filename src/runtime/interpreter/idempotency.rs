@@ -195,7 +195,7 @@ impl<'r> Idempotency<'r> {
                     started_at: now.clone(),
                     completed_at: Some(now),
                 };
-                self.put_receipt(&receipt)?;
+                self.put_receipt(recorder, &receipt)?;
                 receipt
             }
         };
@@ -239,11 +239,15 @@ impl<'r> Idempotency<'r> {
             started_at: now,
             completed_at: None,
         };
-        self.put_receipt(&receipt)?;
+        self.put_receipt(recorder, &receipt)?;
         if self.recovering {
             // The look-up found nothing: the effect is a call of its own.
             state.counters.tool_calls += 1;
         }
+        // Writing the intent took a round trip: the lease must still hold
+        // when the effect starts.
+        recorder.may_act()?;
+        crash_hook(self.env, step, CrashPoint::BeforeEffect);
         let mut outcome = effect();
         crash_hook(self.env, step, CrashPoint::BeforeReceipt);
         match &outcome.result {
@@ -251,7 +255,7 @@ impl<'r> Idempotency<'r> {
                 receipt.state = ReceiptState::Done;
                 receipt.result = Some(result_json(success));
                 receipt.completed_at = Some(format_timestamp(self.env.clock.now()));
-                self.put_receipt(&receipt)?;
+                self.put_receipt(recorder, &receipt)?;
                 state.evidence.push(Evidence {
                     kind: "receipt".to_string(),
                     step_id: Some(step.id.clone()),
@@ -273,14 +277,20 @@ impl<'r> Idempotency<'r> {
             Err(_) => {
                 // The tool reports a definite failure: nothing was applied,
                 // so the intent record goes and a retry may run the effect.
-                self.remove_receipt(key)?;
+                self.remove_receipt(recorder, key)?;
             }
         }
         outcome.details.extend(details);
         Ok(outcome)
     }
 
-    fn put_receipt(&self, receipt: &Receipt) -> Result<(), StoreError> {
+    /// Writes a receipt while the run's lease holds: past its deadline
+    /// another process may own the run, and its receipts are its own (an
+    /// intent that was never written also means no effect is started; an
+    /// effect whose `done` is not written stays `started`, which the next
+    /// owner settles by asking the effect).
+    fn put_receipt(&self, recorder: &Recorder<'_>, receipt: &Receipt) -> Result<(), StoreError> {
+        recorder.may_act()?;
         self.store.put_receipt(receipt)
     }
 
@@ -293,7 +303,8 @@ impl<'r> Idempotency<'r> {
         })
     }
 
-    fn remove_receipt(&self, key: &str) -> Result<(), StoreError> {
+    fn remove_receipt(&self, recorder: &Recorder<'_>, key: &str) -> Result<(), StoreError> {
+        recorder.may_act()?;
         self.store.remove_receipt(key)
     }
 

@@ -38,16 +38,17 @@ use serde_json::{Value, json};
 use crate::confine::Workspace;
 use crate::model::{Decision, Plan, Policy, RunStatus};
 use crate::runtime::approval::{ApprovalInvalid, check_approval};
+use crate::runtime::env::CrashPoint;
 use crate::runtime::event::{ApprovalVerified, Event, PlanCreated, RunResumed, RunStarted};
 use crate::runtime::recorder::Recorder;
 use crate::runtime::{Progress, RuntimeEnv, format_timestamp};
-use crate::store::{LoadedRun, PlanRef, RunHandle, RunState, RunStore, StoreError};
+use crate::store::{ClaimsExhausted, LoadedRun, PlanRef, RunHandle, RunState, RunStore, StoreError};
 use crate::tools::{ResolvedAction, Tools};
 
 use attempt::Attempt;
 use budgets::Budgets;
 use completion::Verifier;
-use idempotency::Idempotency;
+use idempotency::{Idempotency, crash_hook};
 use outputs::Outputs;
 
 pub use invariants::check_story;
@@ -121,6 +122,7 @@ impl<'r> Interpreter<'r> {
         recovering: bool,
     ) -> Self {
         let clock = env.clock.as_ref();
+        let fence = run.fence();
         Interpreter {
             plan,
             policy,
@@ -128,7 +130,7 @@ impl<'r> Interpreter<'r> {
             recorder: Recorder::new(run, clock),
             state,
             outputs,
-            tools: Tools::new(workspace, policy),
+            tools: Tools::new(workspace, policy).with_fence(fence),
             budgets: Budgets::new(plan, policy, clock),
             idempotency: Idempotency::new(store, env, recovering),
             verifier: Verifier::new(plan, policy, workspace),
@@ -200,6 +202,19 @@ impl<'r> Interpreter<'r> {
             events_after_checkpoint: discarded_events,
             discarded_history_records: discarded_history,
         }))?;
+        if let Some(exhausted) = self.recorder.claims_exhausted() {
+            // Every process that drove the run since its last checkpoint
+            // died with it: running it again would kill this one too.
+            let ClaimsExhausted { claims, max_claims } = exhausted;
+            let message = format!(
+                "recovery exhausted: the run was taken over {claims} times from a holder that died without reaching a checkpoint (more than `PLANRUN_MAX_CLAIMS` = {max_claims}); nothing more runs"
+            );
+            self.state.pending_action = None;
+            self.state.approval = None;
+            self.recorder.end(&mut self.state, RunStatus::Failed, "recovery_exhausted", Some(message));
+            self.recorder.checkpoint(&mut self.state)?;
+            return Ok(self.drive(progress)?);
+        }
         if let Some(pending) = pending {
             self.recorder.emit(Event::ApprovalVerified(ApprovalVerified {
                 step_id: pending.step_id.clone(),
@@ -226,6 +241,7 @@ impl<'r> Interpreter<'r> {
             self.attempt(progress).run(index, step, Some(action))?;
             self.idempotency.recovered();
             self.recorder.checkpoint(&mut self.state)?;
+            crash_hook(self.env, step, CrashPoint::AfterCheckpoint);
         } else {
             self.state.status = RunStatus::Running;
         }
@@ -233,9 +249,11 @@ impl<'r> Interpreter<'r> {
     }
 
     fn drive(mut self, progress: &mut dyn Progress) -> Result<RunState, StoreError> {
+        let plan = self.plan;
         while self.state.status == RunStatus::Running {
             let index = self.state.cursor.next_step;
-            match self.plan.steps.get(index) {
+            let step = plan.steps.get(index);
+            match step {
                 Some(step) => self.attempt(progress).run(index, step, None)?,
                 None => self.verifier.complete(
                     "end_of_plan",
@@ -249,6 +267,9 @@ impl<'r> Interpreter<'r> {
             // already done; later ones start fresh.
             self.idempotency.recovered();
             self.recorder.checkpoint(&mut self.state)?;
+            if let Some(step) = step {
+                crash_hook(self.env, step, CrashPoint::AfterCheckpoint);
+            }
         }
         if self.state.status == RunStatus::WaitingApproval {
             progress.run_paused(&self.state, self.recorder.path());

@@ -19,7 +19,12 @@
 //! while the handle lives, given back when it is released or dropped, and
 //! expiring by itself when the process dies. Every write is guarded by the
 //! lease in the statement that writes: a holder whose lease was taken over
-//! writes nothing ([`StoreError::LeaseLost`]).
+//! writes nothing ([`StoreError::LeaseLost`]). The handle also keeps the
+//! lease's local deadline ([`Fence`], [`RunHandle::fence`]): from the
+//! instant each claim, heartbeat or checkpoint was sent, the lease less a
+//! sixth; past it (or once a heartbeat finds the lease gone) the handle
+//! sends nothing more, not even the release, and the runtime starts no
+//! effect and kills a running tool.
 //!
 //! An agent run's events and history are kept in its handle until its
 //! next checkpoint and committed with it in one transaction (one commit per
@@ -40,11 +45,12 @@ mod verify;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::{Value, json};
 
+use crate::fence::Fence;
 use crate::model::RunStatus;
 use crate::store::audit::write_line;
 use crate::store::head::{HEAD_EVENTS, HeadPayload, HeldEvent, full_payload, plan_bytes};
@@ -55,8 +61,8 @@ use crate::store::canonical::sha256_hex;
 use crate::store::location::PgLocation;
 use crate::store::run_dir::compare_version;
 use crate::store::{
-    AuditEvent, LoadedRecord, LoadedRun, NewEvent, Receipt, ReceiptError, ReceiptState, RecordHandle, RecordKind,
-    RunHandle, RunListing, RunState, RunStore, Runnable, Sealer, StepRecord, StoreError, StoreFactory,
+    AuditEvent, ClaimsExhausted, LoadedRecord, LoadedRun, NewEvent, Receipt, ReceiptError, ReceiptState, RecordHandle,
+    RecordKind, RunHandle, RunListing, RunState, RunStore, Runnable, Sealer, StepRecord, StoreError, StoreFactory,
 };
 use error::{PgError, pool_error, store_error};
 pub use migrate::MigrationReport;
@@ -72,11 +78,17 @@ const IDLE_IN_TRANSACTION_MS: u64 = 60_000;
 /// Connections per process.
 const POOL_SIZE: usize = 8;
 
-/// How a process uses the store: its lease length and its owner id.
+/// How a process uses the store: its lease length, its owner id and how
+/// often a run may be taken over without progress.
 #[derive(Debug, Clone)]
 pub struct PgOptions {
     /// `PLANRUN_LEASE_SECS` (default 30).
     pub lease_secs: u64,
+    /// `PLANRUN_MAX_CLAIMS` (default 5): how often a run may be taken over
+    /// from dead holders since its last checkpoint; the claim after that
+    /// ends it `recovery_exhausted` (the runtime does, asked through
+    /// [`RunHandle::claims_exhausted`]).
+    pub max_claims: u64,
     /// Who holds the leases this process takes (`pid:random`).
     pub owner_id: String,
 }
@@ -323,33 +335,70 @@ struct HeldLease {
     key: LeaseKey,
     /// The run's workspace, whose workers are woken when it is given back.
     workspace: String,
+    /// The local deadline: renewed by every successful claim, heartbeat
+    /// and checkpoint (from the instant it was sent), lost past it or when
+    /// the database says the lease is gone.
+    fence: Fence,
+    /// How often the run was taken over from a dead holder since its last
+    /// checkpoint, this claim included (0 for a new run).
+    claims: u64,
     heartbeat: Option<tokio::task::JoinHandle<()>>,
     released: bool,
 }
 
 impl HeldLease {
-    fn new(shared: Arc<PgShared>, key: LeaseKey, workspace: String) -> HeldLease {
+    /// The lease `key`, claimed by a statement sent at `sent`.
+    fn new(shared: Arc<PgShared>, key: LeaseKey, workspace: String, sent: Instant, claims: u64) -> HeldLease {
         let pool = shared.pool.clone();
         let beat = key.clone();
+        let length = Duration::from_secs(u64::try_from(key.secs).unwrap_or(1));
+        let fence = Fence::leased(sent, length);
+        let beat_fence = fence.clone();
         // A third of the lease, so that two beats can be lost before it
         // expires (a one-second test lease beats every 333 ms).
-        let period = Duration::from_millis(u64::try_from(key.secs).unwrap_or(1).saturating_mul(1000) / 3)
-            .max(Duration::from_millis(100));
+        let period = (length / 3).max(Duration::from_millis(100));
         let heartbeat = shared.runtime.spawn(async move {
             loop {
                 tokio::time::sleep(period).await;
+                // Past the local deadline the holder sends nothing more.
+                if !beat_fence.holds() {
+                    break;
+                }
+                let sent = Instant::now();
                 let Ok(client) = pool.get().await else { continue };
                 let params: [&(dyn ToSql + Sync); 5] = [&beat.kind, &beat.id, &beat.owner, &beat.token, &beat.secs];
                 match execute(&client, sql::RENEW_LEASE, &params, "renew the lease").await {
-                    Ok(1) => {}
-                    // The lease is gone (taken over): the next write fails.
-                    Ok(_) => break,
-                    // A database that went away: try again next period.
+                    Ok(1) => beat_fence.renewed(sent),
+                    // The lease is gone (taken over): stop acting at once.
+                    Ok(_) => {
+                        beat_fence.lose();
+                        break;
+                    }
+                    // A database that went away: try again next period (the
+                    // local deadline runs out meanwhile).
                     Err(_) => {}
                 }
             }
         });
-        HeldLease { shared, key, workspace, heartbeat: Some(heartbeat), released: false }
+        HeldLease { shared, key, workspace, fence, claims, heartbeat: Some(heartbeat), released: false }
+    }
+
+    /// Before a write: refused without a statement past the local deadline
+    /// ([`StoreError::LeaseLost`]); otherwise the instant the write is sent,
+    /// which renews the fence if the write renews the lease.
+    fn before_write(&self) -> Result<Instant, StoreError> {
+        if self.fence.holds() { Ok(Instant::now()) } else { Err(StoreError::LeaseLost { id: self.key.id.clone() }) }
+    }
+
+    /// After a guarded write that renews the lease, sent at `sent`: a
+    /// success renews the fence, a lost lease loses it.
+    fn after_write<T>(&self, sent: Instant, written: Result<T, StoreError>) -> Result<T, StoreError> {
+        match &written {
+            Ok(_) => self.fence.renewed(sent),
+            Err(StoreError::LeaseLost { .. }) => self.fence.lose(),
+            Err(_) => {}
+        }
+        written
     }
 
     fn release(&mut self) -> Result<(), StoreError> {
@@ -360,6 +409,11 @@ impl HeldLease {
             return Ok(());
         }
         self.released = true;
+        if !self.fence.holds() {
+            // Past the deadline the holder writes nothing, not even this:
+            // the lease expires by itself (or is someone else's already).
+            return Ok(());
+        }
         let (key, workspace) = (self.key.clone(), self.workspace.clone());
         self.shared.call(move |pool| async move {
             let client = connect(&pool).await?;
@@ -480,6 +534,7 @@ impl PgStore {
         let (id_owned, workspace) = (id.to_string(), self.workspace_id.clone());
         let (owner, secs) = (self.shared.options.owner_id.clone(), self.shared.lease_secs());
         let key_owner = owner.clone();
+        let sent = Instant::now();
         let token = self.shared.call(move |pool| async move {
             let client = connect(&pool).await?;
             let params: [&(dyn ToSql + Sync); 5] = [&kind, &id_owned, &workspace, &owner, &secs];
@@ -490,7 +545,7 @@ impl PgStore {
             return Err(StoreError::RunExists { id: id.to_string(), path: self.location_of(kind, "") });
         };
         let key = LeaseKey { kind, id: id.to_string(), owner: key_owner, token, secs };
-        Ok(HeldLease::new(self.shared.clone(), key, self.workspace_id.clone()))
+        Ok(HeldLease::new(self.shared.clone(), key, self.workspace_id.clone(), sent, 0))
     }
 
     /// Claims the lease of an existing run or record with a checkpoint.
@@ -498,20 +553,22 @@ impl PgStore {
         let id_owned = id.to_string();
         let (owner, secs) = (self.shared.options.owner_id.clone(), self.shared.lease_secs());
         let key_owner = owner.clone();
+        let sent = Instant::now();
         let claimed = self.shared.call(move |pool| async move {
             let client = connect(&pool).await?;
             let params: [&(dyn ToSql + Sync); 4] = [&kind, &id_owned, &owner, &secs];
             let rows = query(&client, sql::CLAIM_BY_ID, &params, "claim the run").await?;
             if let Some(row) = rows.first() {
-                return Ok(Ok(row.get::<_, i64>(0)));
+                return Ok(Ok((row.get::<_, i64>(0), row.get::<_, i64>(1))));
             }
             let exists = query(&client, sql::RUN_EXISTS, &[&kind, &id_owned], "look the run up").await?;
             Ok(Err(exists.first().map(|row| row.get::<_, bool>(0))))
         })?;
         match claimed {
-            Ok(token) => {
+            Ok((token, claims)) => {
                 let key = LeaseKey { kind, id: id.to_string(), owner: key_owner, token, secs };
-                Ok(HeldLease::new(self.shared.clone(), key, self.workspace_id.clone()))
+                let claims = u64::try_from(claims).unwrap_or(0);
+                Ok(HeldLease::new(self.shared.clone(), key, self.workspace_id.clone(), sent, claims))
             }
             Err(Some(true)) => Err(StoreError::Locked { id: id.to_string() }),
             Err(_) => Err(StoreError::NotFound { id: id.to_string(), path: self.location_of(kind, "") }),
@@ -729,10 +786,15 @@ impl RunStore for PgStore {
         };
         let (workspace, digest) = (self.workspace_id.clone(), sha256_hex(receipt.key.as_bytes()));
         let (key, run_id, step_id) = (receipt.key.clone(), receipt.run_id.clone(), receipt.step_id.clone());
+        let owner = self.shared.options.owner_id.clone();
         self.shared.call(move |pool| async move {
             let client = connect(&pool).await?;
-            let params: [&(dyn ToSql + Sync); 7] = [&workspace, &digest, &key, &status, &run_id, &step_id, &text];
-            execute(&client, sql::PUT_RECEIPT, &params, "write a receipt").await.map(|_| ())
+            let params: [&(dyn ToSql + Sync); 8] =
+                [&workspace, &digest, &key, &status, &run_id, &step_id, &text, &owner];
+            match execute(&client, sql::PUT_RECEIPT, &params, "write a receipt").await? {
+                0 => Err(StoreError::LeaseLost { id: run_id.clone() }),
+                _ => Ok(()),
+            }
         })
     }
 
@@ -891,6 +953,7 @@ impl RunHandle for PgRun {
     /// compact head of that line, all committed in one transaction.
     fn checkpoint(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
         compare_version(&self.lease.key.id, self.stored_version, expected)?;
+        let sent = self.lease.before_write()?;
         let Some((plan_text, plan_hash)) = self.plan.clone() else {
             return Err(self.serialize_error("a run's first checkpoint comes after its plan is stored"));
         };
@@ -924,7 +987,7 @@ impl RunHandle for PgRun {
         let (audit_seq, history_records) = (to_i64(seq), to_i64(self.history_records));
         let status = state.status.as_str();
         let finished = state.status.is_terminal();
-        self.lease.shared.call(move |pool| async move {
+        let written = self.lease.shared.call(move |pool| async move {
             let mut client = connect(&pool).await?;
             let transaction = client.transaction().await.map_err(store_error("start the checkpoint"))?;
             let params: [&(dyn ToSql + Sync); 12] = [
@@ -962,7 +1025,8 @@ impl RunHandle for PgRun {
                 execute(&transaction, sql::INSERT_HISTORY, &params, "append the history").await?;
             }
             transaction.commit().await.map_err(store_error("commit the checkpoint"))
-        })?;
+        });
+        self.lease.after_write(sent, written)?;
         self.plan_stored = true;
         self.events.clear();
         self.history.clear();
@@ -977,6 +1041,15 @@ impl RunHandle for PgRun {
 
     fn release(mut self: Box<Self>) -> Result<(), StoreError> {
         self.lease.release()
+    }
+
+    fn fence(&self) -> Fence {
+        self.lease.fence.clone()
+    }
+
+    fn claims_exhausted(&self) -> Option<ClaimsExhausted> {
+        let max_claims = self.lease.shared.options.max_claims;
+        (self.lease.claims > max_claims).then_some(ClaimsExhausted { claims: self.lease.claims, max_claims })
     }
 }
 
@@ -1058,6 +1131,7 @@ impl RecordHandle for PgRecord {
     }
 
     fn append_event(&mut self, event: NewEvent<'_>) -> Result<u64, StoreError> {
+        self.lease.before_write()?;
         let seq = self.audit_seq + 1;
         let line = event_line(&self.lease.key.id, seq, self.audit_hash.clone(), event, false, &self.sealer)
             .map_err(|error| self.refuse(error))?;
@@ -1074,6 +1148,9 @@ impl RecordHandle for PgRecord {
                 Err(StoreError::LeaseLost { id: key.id.clone() })
             }
         });
+        if matches!(written, Err(StoreError::LeaseLost { .. })) {
+            self.lease.fence.lose();
+        }
         written?;
         self.audit_seq = seq;
         self.audit_hash = Some(hash);
@@ -1102,7 +1179,8 @@ impl RecordHandle for PgRecord {
         let key = self.lease.key.clone();
         let to_i64 = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
         let (expected_i, version_i) = (to_i64(expected), to_i64(version));
-        self.lease.shared.call(move |pool| async move {
+        let sent = self.lease.before_write()?;
+        let written = self.lease.shared.call(move |pool| async move {
             let client = connect(&pool).await?;
             let params: [&(dyn ToSql + Sync); 9] =
                 [&key.kind, &key.id, &key.owner, &key.token, &expected_i, &text, &status, &version_i, &key.secs];
@@ -1111,7 +1189,8 @@ impl RecordHandle for PgRecord {
             } else {
                 Err(refusal(&client, &key, expected).await)
             }
-        })?;
+        });
+        self.lease.after_write(sent, written)?;
         self.stored_version = version;
         Ok(version)
     }

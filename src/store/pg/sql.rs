@@ -35,12 +35,16 @@ pub const CREATE_RUN: &str = "INSERT INTO runs AS r (kind, run_id, workspace_id,
      RETURNING lease_version";
 
 /// Claims an existing run or record by id: free, or its lease expired.
-/// Returns the new fencing token.
+/// Returns the new fencing token and `claims`: how often the run was taken
+/// over from a holder whose lease expired (it died or froze) since its last
+/// checkpoint. A lease given back is not counted: its holder did not die.
+/// (In `SET`, `owner_id` is the row's value before the update.)
 pub const CLAIM_BY_ID: &str = "UPDATE runs SET owner_id = $3::text, lease_version = lease_version + 1, \
-         lease_expires_at = now() + make_interval(secs => $4::bigint), claims = claims + 1 \
+         lease_expires_at = now() + make_interval(secs => $4::bigint), \
+         claims = claims + CASE WHEN owner_id IS NULL THEN 0 ELSE 1 END \
      WHERE kind = $1::text AND run_id = $2::text AND state IS NOT NULL \
          AND (owner_id IS NULL OR lease_expires_at <= now()) \
-     RETURNING lease_version";
+     RETURNING lease_version, claims::bigint";
 
 /// Whether a row exists for the id, and whether it has a checkpoint.
 pub const RUN_EXISTS: &str = "SELECT state IS NOT NULL FROM runs WHERE kind = $1::text AND run_id = $2::text";
@@ -124,8 +128,13 @@ pub const LIST: &str = "SELECT run_id, state FROM runs WHERE kind = $1::text AND
 
 pub const GET_RECEIPT: &str = "SELECT receipt FROM receipts WHERE workspace_id = $1::text AND key_sha256 = $2::text";
 
+/// Writes receipt `$2` of run `$5`, unless another owner than `$8` holds
+/// that run's lease now: a holder that was taken over while it was frozen
+/// never overwrites the new holder's receipt (no row: refused).
 pub const PUT_RECEIPT: &str = "INSERT INTO receipts (workspace_id, key_sha256, idem_key, status, run_id, step_id, receipt) \
-     VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text) \
+     SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text \
+     WHERE NOT EXISTS (SELECT 1 FROM runs WHERE kind = 'agent' AND run_id = $5::text \
+         AND owner_id IS DISTINCT FROM $8::text AND lease_expires_at > now()) \
      ON CONFLICT (workspace_id, key_sha256) DO UPDATE SET idem_key = EXCLUDED.idem_key, status = EXCLUDED.status, \
          run_id = EXCLUDED.run_id, step_id = EXCLUDED.step_id, receipt = EXCLUDED.receipt, updated_at = now()";
 

@@ -79,7 +79,7 @@ impl TestSchema {
         }
         let conninfo = format!("{admin} options=-csearch_path={name}");
         let location = location(&conninfo, &name);
-        let options = PgOptions { lease_secs: 30, owner_id: format!("test:{name}") };
+        let options = PgOptions { lease_secs: 30, max_claims: 5, owner_id: format!("test:{name}") };
         PgStores::migrate(&location, options).expect("migrate the test schema");
         Some(TestSchema::connected(name, conninfo, admin))
     }
@@ -97,7 +97,7 @@ impl TestSchema {
     fn connected(name: String, conninfo: String, admin: String) -> TestSchema {
         let stores = PgStores::connect(
             &location(&conninfo, &name),
-            PgOptions { lease_secs: 30, owner_id: format!("test:{name}") },
+            PgOptions { lease_secs: 30, max_claims: 5, owner_id: format!("test:{name}") },
         )
         .expect("connect to the test schema");
         TestSchema { name, conninfo, admin, stores }
@@ -106,7 +106,7 @@ impl TestSchema {
     /// The stores of another process on this schema (another owner id,
     /// its own pool), with leases of `lease_secs`.
     pub fn process(&self, owner: &str, lease_secs: u64) -> PgStores {
-        let options = PgOptions { lease_secs, owner_id: owner.to_string() };
+        let options = PgOptions { lease_secs, max_claims: 5, owner_id: owner.to_string() };
         PgStores::connect(&location(&self.conninfo, &self.name), options).expect("connect")
     }
 

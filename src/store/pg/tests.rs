@@ -11,7 +11,7 @@ use crate::store::pg::{PgOptions, PgStores};
 use crate::store::{NewEvent, RunStore, Sealer, StoreError};
 
 fn options() -> PgOptions {
-    PgOptions { lease_secs: 30, owner_id: "test:migrate".to_string() }
+    PgOptions { lease_secs: 30, max_claims: 5, owner_id: "test:migrate".to_string() }
 }
 
 fn started(store: &dyn RunStore, run_id: &str) {
@@ -134,4 +134,101 @@ fn the_heartbeat_keeps_a_held_lease_alive_past_its_length() {
     run.checkpoint(&next, 1).expect("the holder still writes");
     drop(run);
     assert!(other.open_run("r1").is_ok(), "given back when dropped");
+}
+
+#[test]
+fn a_holder_whose_lease_is_gone_stops_holding_and_writes_nothing_more() {
+    let Some(schema) = TestSchema::create() else { return };
+    let holder =
+        schema.process("test:holder", 1).store(std::path::Path::new("/tmp/planrun-test-workspace"), &Sealer::plain());
+    started(&holder, "r1");
+    let (mut run, loaded) = holder.open_run("r1").expect("open");
+    let fence = run.fence();
+    assert!(fence.holds() && fence.is_bounded(), "a lease is a bounded fence");
+    // Taken over behind its back: the next heartbeat finds no row of its own.
+    schema
+        .sql("UPDATE runs SET owner_id = 'test:thief', lease_version = lease_version + 1 WHERE run_id = 'r1'")
+        .expect("steal");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while fence.holds() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!fence.holds(), "the heartbeat found the lease gone");
+    run.append_event(crate::store::test_runs::event("state_saved")).expect("buffered");
+    let mut next = loaded.state.clone();
+    next.state_version = 2;
+    next.audit_seq = run.audit_seq();
+    let refused = run.checkpoint(&next, 1);
+    assert!(matches!(refused, Err(StoreError::LeaseLost { .. })), "{refused:?}");
+    drop(run);
+    assert_eq!(
+        schema.sql("SELECT owner_id || ' ' || state_version FROM runs WHERE run_id = 'r1'"),
+        Ok("test:thief 1".into()),
+        "no checkpoint, and no release over the new holder"
+    );
+}
+
+#[test]
+fn takeovers_of_expired_leases_are_counted_until_a_checkpoint_and_past_max_claims_exhausted() {
+    let Some(schema) = TestSchema::create() else { return };
+    let workspace = std::path::Path::new("/tmp/planrun-test-workspace");
+    let store = schema.process("test:holder", 30).store(workspace, &Sealer::plain());
+    started(&store, "r1");
+    // A lease given back is not a takeover.
+    let (run, _) = store.open_run("r1").expect("open");
+    assert!(run.claims_exhausted().is_none());
+    run.release().expect("release");
+    let mut held = Vec::new();
+    for claims in 0..=6_u64 {
+        let (run, _) = store.open_run("r1").expect("claim");
+        assert_eq!(schema.sql("SELECT claims FROM runs WHERE run_id = 'r1'"), Ok(claims.to_string()));
+        let exhausted = (claims > 5).then_some(crate::store::ClaimsExhausted { claims, max_claims: 5 });
+        assert_eq!(run.claims_exhausted(), exhausted, "after {claims} takeover(s)");
+        // Its holder dies: the handle is never released, the lease expires.
+        held.push(run);
+        schema
+            .sql("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE run_id = 'r1'")
+            .expect("expire");
+    }
+    // A checkpoint is progress: the count starts again.
+    let (mut run, loaded) = store.open_run("r1").expect("claim");
+    assert_eq!(schema.sql("SELECT claims FROM runs WHERE run_id = 'r1'"), Ok("7".into()));
+    run.append_event(crate::store::test_runs::event("state_saved")).expect("buffered");
+    let mut next = loaded.state.clone();
+    next.state_version = 2;
+    next.audit_seq = run.audit_seq();
+    run.checkpoint(&next, 1).expect("the current holder writes");
+    assert_eq!(schema.sql("SELECT claims FROM runs WHERE run_id = 'r1'"), Ok("0".into()));
+    drop((held, run));
+}
+
+#[test]
+fn a_receipt_is_not_written_over_a_run_another_owner_holds() {
+    let Some(schema) = TestSchema::create() else { return };
+    let workspace = std::path::Path::new("/tmp/planrun-test-workspace");
+    let stale = schema.process("test:stale", 30).store(workspace, &Sealer::plain());
+    let current = schema.process("test:current", 30).store(workspace, &Sealer::plain());
+    started(&stale, "r1");
+    let mut receipt = crate::store::Receipt {
+        key: "k".into(),
+        intent_digest: "d".into(),
+        state: crate::store::ReceiptState::Started,
+        run_id: "r1".into(),
+        step_id: "s".into(),
+        action: serde_json::json!({}),
+        result: None,
+        started_at: "2026-01-01T00:00:00Z".into(),
+        completed_at: None,
+    };
+    stale.put_receipt(&receipt).expect("nobody holds the run");
+    let (_held, _) = current.open_run("r1").expect("claimed by the current owner");
+    receipt.state = crate::store::ReceiptState::Done;
+    receipt.result = Some(serde_json::json!({"output_text": "", "output_json": null}));
+    current.put_receipt(&receipt).expect("the holder writes its receipt");
+    let mut overwrite = receipt.clone();
+    overwrite.state = crate::store::ReceiptState::Started;
+    overwrite.result = None;
+    let refused = stale.put_receipt(&overwrite);
+    assert!(matches!(refused, Err(StoreError::LeaseLost { .. })), "{refused:?}");
+    assert_eq!(schema.sql("SELECT status FROM receipts"), Ok("done".into()), "the holder's receipt stands");
 }
