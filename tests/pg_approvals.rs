@@ -4,7 +4,8 @@
 //! concurrent approvals on both nodes: exactly one wins), the CLI approving
 //! on one machine and `worker --once` resuming on "another", and approvals
 //! refused when expired in database time, used already, or when their row
-//! disagrees with the log. Each decision is a row of `approvals` written
+//! disagrees with the log; a use whose holder died before the step's
+//! checkpoint is taken over by the next lease only (the close not repeated). Each decision is a row of `approvals` written
 //! with its checkpoint; the step that uses an approval consumes its row
 //! once. Skipped without `PLANRUN_TEST_PG`, as `pg_store`.
 
@@ -269,4 +270,38 @@ fn a_rejection_is_a_row_the_log_vouches_for() {
     let verify = sandbox.planrun().args(["verify", RUN]).args(store).expect_code(2).run();
     assert!(verify.stderr.contains("`approvals` table"), "{}", verify.stderr);
     assert_eq!(close_count(&sandbox, "ticket-7"), 0);
+}
+
+#[test]
+fn a_use_whose_holder_died_before_its_checkpoint_is_taken_over_by_the_next_lease_only() {
+    let Some((sandbox, schema)) = paused("use taken over") else { return };
+    let store = ["--store", schema.url.as_str()];
+    sandbox.planrun().args(["approve", RUN]).args(store).clock(T_APPROVE).expect_code(0).run();
+    let crashed = sandbox
+        .planrun()
+        .args(["resume", RUN])
+        .args(store)
+        .env("PLANRUN_CRASH_AT", "close:after_effect")
+        .clock(T_RESUME)
+        .run();
+    assert_eq!(crashed.code, -1, "killed by the hook: {}", crashed.snapshot());
+    let dead = schema.sql("SELECT lease_version FROM runs WHERE run_id = 't'");
+    let head = schema.sql("SELECT max(seq) FROM audit_events WHERE run_id = 't'");
+    let use_of = "SELECT consumed_lease || ' ' || (consumed_seq > (SELECT max(seq) FROM audit_events WHERE run_id = 't')) \
+         FROM approvals";
+    assert_eq!(schema.sql(use_of), format!("{dead} true"), "used by the dead holder, past the log's head {head}");
+    sandbox.planrun().args(["verify", RUN]).args(store).expect_code(0).run();
+
+    // While the dead holder's lease lasts nobody takes the run; then the
+    // next lease takes the use over and the close is not repeated.
+    let held = sandbox.planrun().args(["resume", RUN]).args(store).clock(T_RESUME).expect_code(1).run();
+    assert!(held.stderr.contains("in use"), "{}", held.stderr);
+    schema.sql("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE run_id = 't'");
+    sandbox.planrun().args(["resume", RUN]).args(store).clock(T_RESUME).expect_code(0).run();
+    assert_eq!(close_count(&sandbox, "ticket-7"), 1, "recovered from its receipt, not closed again");
+    let token: u64 = schema.sql("SELECT lease_version FROM runs WHERE run_id = 't'").parse().expect("token");
+    assert!(token > dead.parse::<u64>().expect("token"), "a newer lease");
+    assert_eq!(approval_rows(&schema), "approved true", "still one row, used once");
+    assert_consumed_by_its_step(&schema, RUN);
+    sandbox.planrun().args(["verify", RUN]).args(store).expect_code(0).run();
 }
