@@ -185,6 +185,19 @@ fn same_action(row: &ApprovalRow, event: &AuditEvent) -> bool {
         && text(event, "scope") == Some(row.scope.as_str())
 }
 
+/// Whether `event` (an `approval_granted` or `approval_rejected`) records
+/// the decision `row` holds.
+fn records(event: &AuditEvent, row: &ApprovalRow) -> bool {
+    same_action(row, event)
+        && if row.approved {
+            event.event_type == GRANTED
+                && version(event) == Some(row.state_version)
+                && text(event, "approved_by") == row.decided_by.as_deref()
+        } else {
+            event.event_type == REJECTED && text(event, "reason") == row.reason.as_deref()
+        }
+}
+
 /// Checks the rows of `approvals` against the verified log of `loaded`.
 pub(super) fn check_against_log(run_id: &str, loaded: &LoadedRun, rows: &[ApprovalRow]) -> Result<(), StoreError> {
     let tampered = |reason: String| StoreError::Tampered { id: run_id.to_string(), reason };
@@ -192,18 +205,7 @@ pub(super) fn check_against_log(run_id: &str, loaded: &LoadedRun, rows: &[Approv
     let of_type = |name: &'static str| events.iter().filter(move |event| event.event_type == name);
     // Every row is a decision the log records.
     for row in rows {
-        let recorded = if row.approved {
-            of_type(GRANTED).any(|event| {
-                same_action(row, event)
-                    && version(event) == Some(row.state_version)
-                    && event.details.get("approved_by").and_then(Value::as_str) == row.decided_by.as_deref()
-            })
-        } else {
-            of_type(REJECTED).any(|event| {
-                same_action(row, event) && event.details.get("reason").and_then(Value::as_str) == row.reason.as_deref()
-            })
-        };
-        if !recorded {
+        if !events.iter().any(|event| records(event, row)) {
             let decision = if row.approved { "approval" } else { "rejection" };
             return Err(tampered(format!(
                 "the `approvals` table holds a {decision} of step `{}` (state version {}) that the log does not record",
@@ -229,12 +231,7 @@ pub(super) fn check_against_log(run_id: &str, loaded: &LoadedRun, rows: &[Approv
     }
     // Every rejection the log records is a row.
     for event in of_type(REJECTED) {
-        let kept = rows.iter().any(|row| {
-            !row.approved
-                && same_action(row, event)
-                && event.details.get("reason").and_then(Value::as_str) == row.reason.as_deref()
-        });
-        if !kept {
+        if !rows.iter().any(|row| !row.approved && records(event, row)) {
             return Err(tampered(format!(
                 "the log records the rejection of step `{}`; the `approvals` table does not",
                 event.step_id.as_deref().unwrap_or("-")
