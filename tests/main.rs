@@ -16,6 +16,7 @@
 //! | `crash_points` | the crash harness: `SIGKILL` (through `strace`) at every persistence syscall of a run, an approval and a resume (the ticket demo, its resume under the key, a keyed write, a plain run), then recovery: never stuck, no keyed effect twice, ≥ 95 % of the ticket demo's resume kill points `done` through the ticket store's receipt | |
 //! | `tamper` | every record file edited, removed, re-ordered, appended, with and without the key: `verify`, `show`, `resume` refuse it (exit 2); the issue-8 attacks on a waiting ticket run; a crash tail never trusted; an unreadable or missing record file gets exit 2 from every command; `verify`'s exit codes | |
 //! | `tamper_matrix` | every record file found in a run folder and every receipt edited, line-removed, re-ordered, appended, emptied, deleted (a receipt re-sealed), with and without the key, on a run whose `resume` would close a ticket: refused by `verify`, `show`, `resume` alike (exit 2, nothing runs) or an appended crash tail never shown; the ticket system's receipts changed after a crash never close twice under the key | |
+//! | `pg_approvals` | approvals across nodes on PostgreSQL: two `serve` nodes on one workspace (approved on B, both agree; concurrent approvals, one wins), CLI approve + `worker --once`, expired (database time), mismatched or deleted `approvals` rows refused, rejections, a dead holder's use taken over by the next lease | |
 //! | `pg_store` | the PostgreSQL store with the real binary (`--store postgres://…`, a schema per test on `PLANRUN_TEST_PG`): flow_pwd and the ticket demo, `export` equal to the file-store twin and verified by it, `store migrate` twice, unmigrated or newer schemas, bad and unreachable URLs, tampered rows | |
 //! | `pg_fencing` | fencing on PostgreSQL with real processes: a holder `SIGSTOP`ped past its lease while a worker takes the run over writes nothing after `SIGCONT`, kills its tool and exits 1 (lease lost); a run that kills every holder ends `recovery_exhausted` after `PLANRUN_MAX_CLAIMS` takeovers while another run flows; holders killed at each step boundary and inside the effect window (ticket demo, keyed write) recovered by `worker --once`, every keyed effect once | |
 //! | `integrity` | tampered `state.json` and `audit.jsonl` refused by every command; HMAC seals and no downgrade | |
@@ -74,6 +75,7 @@ mod idempotency;
 mod integrity;
 mod nesting_limit;
 #[cfg(feature = "postgres")]
+mod pg_approvals;
 mod pg_fencing;
 mod pg_store;
 mod planrun_test;

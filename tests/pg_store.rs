@@ -26,7 +26,7 @@ static NEXT: AtomicU64 = AtomicU64::new(1);
 
 const FILES: [&str; 4] = ["state.json", "plan.json", "history.jsonl", "audit.jsonl"];
 
-fn psql(conninfo: &str, sql: &str) -> Result<String, String> {
+pub fn psql(conninfo: &str, sql: &str) -> Result<String, String> {
     let output = Command::new("psql")
         .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", conninfo, "-c", sql])
         .output()
@@ -38,14 +38,14 @@ fn psql(conninfo: &str, sql: &str) -> Result<String, String> {
 }
 
 /// One schema of the test server, dropped with the value (also used by
-/// `pg_fencing`).
-pub(crate) struct Schema {
-    name: String,
+/// `pg_fencing` and `pg_approvals`).
+pub struct Schema {
+    pub name: String,
     admin: String,
     /// `--store` for this schema.
-    pub(crate) url: String,
+    pub url: String,
     /// `psql` connection string for this schema.
-    conninfo: String,
+    pub conninfo: String,
 }
 
 impl Schema {
@@ -76,13 +76,13 @@ impl Schema {
     }
 
     /// A new schema, migrated with `planrun store migrate`.
-    pub(crate) fn migrated(test: &str, sandbox: &Sandbox) -> Option<Schema> {
+    pub fn migrated(test: &str, sandbox: &Sandbox) -> Option<Schema> {
         let schema = Schema::new(test)?;
         sandbox.planrun().args(["store", "migrate", "--store", &schema.url]).expect_code(0).run();
         Some(schema)
     }
 
-    pub(crate) fn sql(&self, sql: &str) -> String {
+    pub fn sql(&self, sql: &str) -> String {
         psql(&self.conninfo, sql).unwrap_or_else(|error| panic!("{sql}: {error}"))
     }
 
@@ -511,7 +511,7 @@ async fn serve_survives_its_database_sessions_being_terminated() {
 }
 
 /// Polls `sql` until it answers `want` (10 s at most); the last answer.
-pub(crate) fn wait_for(schema: &Schema, sql: &str, want: &str) -> String {
+pub fn wait_for(schema: &Schema, sql: &str, want: &str) -> String {
     let mut answer = schema.sql(sql);
     for _ in 0..100 {
         if answer == want {

@@ -44,17 +44,15 @@ impl Server {
     /// As [`Server::start_in`], with more `serve` arguments (for example
     /// `--service-policy FILE`).
     pub fn start_in_with(sandbox: Sandbox, envs: &[(&str, &str)], args: &[&str]) -> Server {
-        let mut command = serve_command(&sandbox, envs, args);
-        let mut child = command.spawn().expect("start planrun serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("read bound address");
-        let Some(address) = line.trim().strip_prefix("listening on ") else {
-            let mut stderr = String::new();
-            let _ = child.stderr.take().map(|mut pipe| pipe.read_to_string(&mut stderr));
-            panic!("serve did not start: stdout {line:?}, stderr {stderr}");
-        };
-        Server { base: address.to_string(), child, sandbox }
+        let (child, base) = spawn_serve(&sandbox, envs, args);
+        Server { base, child, sandbox }
+    }
+
+    /// Another `planrun serve` on this server's workspace (with a shared
+    /// store: a second node), with `envs` and `args` of its own.
+    pub fn another_node(&self, envs: &[(&str, &str)], args: &[&str]) -> Node {
+        let (child, base) = spawn_serve(&self.sandbox, envs, args);
+        Node { child, base }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -106,6 +104,41 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A second `planrun serve` on a [`Server`]'s workspace, killed on drop.
+pub struct Node {
+    pub child: Child,
+    pub base: String,
+}
+
+impl Node {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `planrun serve` (see [`serve_command`]) and reads the address it
+/// bound.
+fn spawn_serve(sandbox: &Sandbox, envs: &[(&str, &str)], args: &[&str]) -> (Child, String) {
+    let mut command = serve_command(sandbox, envs, args);
+    let mut child = command.spawn().expect("start planrun serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).expect("read bound address");
+    let Some(address) = line.trim().strip_prefix("listening on ") else {
+        let mut stderr = String::new();
+        let _ = child.stderr.take().map(|mut pipe| pipe.read_to_string(&mut stderr));
+        panic!("serve did not start: stdout {line:?}, stderr {stderr}");
+    };
+    (child, address.to_string())
 }
 
 /// A client that never uses a proxy (traffic stays on loopback).

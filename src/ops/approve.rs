@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::ops::{ExitStatus, OpsError};
 use crate::runtime::approval::ApprovalClaims;
-use crate::runtime::{ApproveOutcome, RuntimeEnv};
+use crate::runtime::{ApproveOutcome, HeldRun, RuntimeEnv};
 use crate::store::{Approval, PendingAction};
 
 /// Who approves what, for how long.
@@ -24,6 +24,9 @@ pub struct ApproveInput<'a> {
 pub struct Approved {
     pub pending: PendingAction,
     pub approval: Approval,
+    /// The run, still held by this process: [`crate::ops::resume_held`]
+    /// continues it; dropping it gives the run back.
+    pub held: HeldRun,
 }
 
 impl Approved {
@@ -35,7 +38,7 @@ impl Approved {
 
 /// Records the approval (the run continues with `resume`).
 pub fn approve(input: ApproveInput<'_>, env: &RuntimeEnv) -> Result<Approved, OpsError> {
-    let ApproveOutcome { pending, approval } =
+    let ApproveOutcome { pending, approval, held } =
         crate::runtime::approve(input.workspace, input.run_id, input.claims, input.expires_in, input.approved_by, env)?;
-    Ok(Approved { pending, approval })
+    Ok(Approved { pending, approval, held })
 }

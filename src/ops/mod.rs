@@ -66,7 +66,7 @@ pub use policy_check::{PolicyCheckInput, PolicyVerdict, policy_check};
 pub use preview::{PreviewTarget, preview};
 pub use reconcile::{ReconcileInput, Reconciled, reconcile};
 pub use reject::reject;
-pub use resume::resume;
+pub use resume::{resume, resume_held};
 pub use route::{Routed, route};
 pub use run::{RunInput, RunOutcome, RunTarget, run};
 pub use runs::{ListedRun, RunSummary, RunsInput, RunsOutcome, runs};

@@ -26,7 +26,9 @@ mod progress;
 mod recorder;
 mod request;
 
-pub use control::{ApproveOutcome, ControlError, ResumeRequest, approve, cancel, reconcile, reject, resume};
+pub use control::{
+    ApproveOutcome, ControlError, HeldRun, ResumeRequest, approve, cancel, reconcile, reject, resume, resume_held,
+};
 #[cfg(feature = "postgres")]
 pub use env::pg_options;
 pub use env::{

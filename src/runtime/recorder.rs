@@ -23,7 +23,9 @@ use serde_json::Value;
 use crate::model::RunStatus;
 use crate::runtime::event::{Event, RunCancelled, RunFinished, StateSaved};
 use crate::runtime::{Clock, format_timestamp};
-use crate::store::{ClaimsExhausted, NewEvent, RunHandle, RunState, StepRecord, StoreError};
+use crate::store::{
+    ApprovalDecision, ApprovalUse, ClaimsExhausted, NewEvent, RunHandle, RunState, StepRecord, StoreError,
+};
 
 /// Writes one run's records. Invariant: every event carries the clock's
 /// reading at the moment it is appended, so a [`crate::runtime::FixedClock`]
@@ -39,6 +41,12 @@ pub struct Recorder<'c> {
 impl<'c> Recorder<'c> {
     pub fn new(run: Box<dyn RunHandle>, clock: &'c dyn Clock) -> Self {
         Recorder { run, clock, finished: false }
+    }
+
+    /// The run's handle, still holding the run (see
+    /// [`crate::runtime::HeldRun`]).
+    pub fn into_run(self) -> Box<dyn RunHandle> {
+        self.run
     }
 
     /// Where the run's records are (for progress reports and outcomes).
@@ -89,6 +97,18 @@ impl<'c> Recorder<'c> {
         self.run.append_history(record)?;
         state.counters.history_records += 1;
         Ok(())
+    }
+
+    /// Hands a person's decision (its event emitted already) to the store,
+    /// which records it with the next checkpoint.
+    pub fn record_decision(&mut self, decision: ApprovalDecision) -> Result<(), StoreError> {
+        self.run.record_decision(decision)
+    }
+
+    /// Uses the approval of the frozen action before it runs (after its
+    /// `approval_verified` event): a shared store may refuse it.
+    pub fn consume_approval(&mut self, approval: &ApprovalUse) -> Result<(), StoreError> {
+        self.run.consume_approval(approval)
     }
 
     /// One durable checkpoint: `state_saved` (and `run_finished` once the

@@ -23,7 +23,9 @@
 //! check that the run is waiting until the new state is written, so a
 //! second one meanwhile is refused `run_locked`, in this process or another.
 //! The runtime's lock on the agent run does the same for the CLI on the same
-//! workspace.
+//! workspace. The agent run itself stays held from its approval to the end
+//! of its resume (`HeldRun`): with a shared store, another node's worker
+//! woken by the approval cannot take it in between.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,6 +65,9 @@ pub async fn approve(service: &Service, run_id: &str, request: ApprovalRequest) 
     let granted = blocking(move || runner.approve(&id, &claims, request.expires_in, request.approved_by))
         .await?
         .map_err(refused)?;
+    // The agent run stays held from the approval to its resume: on a
+    // shared store another node's worker would otherwise take it first.
+    let held = granted.held;
     records.event(
         service.now(),
         &BridgeEvent::ApprovalGranted(ApprovalGranted {
@@ -76,8 +81,7 @@ pub async fn approve(service: &Service, run_id: &str, request: ApprovalRequest) 
         }),
     )?;
     let runner = Arc::clone(&service.adapters.agent);
-    let id = agent_run_id.clone();
-    let result = match blocking(move || runner.resume(&id)).await? {
+    let result = match blocking(move || runner.resume_held(held)).await? {
         Ok(result) => result,
         Err(error) => {
             let error = refused(error);

@@ -13,7 +13,7 @@
 //! | 404 | `run_not_found` / `not_found` | unknown run id / route |
 //! | 405 | `method_not_allowed` | |
 //! | 409 | `run_not_waiting` | approve/reject: the bridge run is not `waiting_approval` |
-//! | 409 | `approval_invalid` | approve: fingerprint, scope or state version do not match the frozen action, or the approval expired |
+//! | 409 | `approval_invalid` | approve: fingerprint, scope or state version do not match the frozen action, or the approval expired (a shared store: also in database time, or it was used already) |
 //! | 409 | `run_locked` | approve/reject: another decision on the run is in progress (this or another process) holds its lock |
 //! | 409 | `refused` | approve/reject: the runtime refused (agent run not waiting, plan or policy file changed) |
 //! | 409 | `records_invalid` | the bridge or controller record, or (approve/reject) the agent run's records, fail verification or are missing |
@@ -81,6 +81,7 @@ impl From<StoreError> for ApiError {
             StoreError::Tampered { .. } | StoreError::Corrupt { .. } | StoreError::Unreadable { .. } => {
                 (StatusCode::CONFLICT, "records_invalid")
             }
+            StoreError::ApprovalRefused { .. } => (StatusCode::CONFLICT, "approval_invalid"),
             StoreError::NotFound { id, .. } | StoreError::Interrupted { id, .. } => {
                 return ApiError::not_found("run", id);
             }

@@ -48,6 +48,11 @@ pub enum StoreError {
         "run `{id}`: this process no longer holds the run's lease (it expired or another worker took the run over); nothing was written"
     )]
     LeaseLost { id: String },
+    /// The store refused to let a step use the approval of its frozen
+    /// action (expired in the store's time, used already, or recorded for
+    /// another action). Nothing was written and nothing ran.
+    #[error("run `{id}`: the approval cannot be used: {reason}")]
+    ApprovalRefused { id: String, reason: String },
     /// The database store failed (a lost connection, a timeout, a refused
     /// statement).
     #[error("cannot {action} in the PostgreSQL store: {message}")]

@@ -36,6 +36,7 @@
 //! `planrun show <run_id> --json` joins the files back into the seed-shaped
 //! state (see [`full_state`]).
 
+mod approval_decision;
 mod atomic;
 mod audit;
 pub mod canonical;
@@ -73,6 +74,7 @@ use receipts::ReceiptStore;
 use record_dir::RecordDir;
 use run_dir::RunDir;
 
+pub use approval_decision::{ApprovalDecision, ApprovalUse, Verdict};
 pub use audit::{AuditError, AuditEvent, AuditTail, verify_audit};
 pub use envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
 pub use error::StoreError;

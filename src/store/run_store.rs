@@ -27,7 +27,10 @@ use serde_json::{Map, Value};
 
 use crate::fence::Fence;
 use crate::store::error::serialize_error;
-use crate::store::{AuditEvent, AuditTail, LoadedRun, Receipt, ReceiptError, RunState, Sealer, StepRecord, StoreError};
+use crate::store::{
+    ApprovalDecision, ApprovalUse, AuditEvent, AuditTail, LoadedRun, Receipt, ReceiptError, RunState, Sealer,
+    StepRecord, StoreError,
+};
 
 /// How many ids [`create_unique`] tries before it gives up.
 pub const CREATE_ATTEMPTS: usize = 100;
@@ -113,6 +116,24 @@ pub trait RunHandle: Send {
     /// checkpoint with `state` if the stored `state_version` is `expected`;
     /// otherwise [`StoreError::VersionConflict`] and nothing is written.
     fn checkpoint(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError>;
+    /// Records a person's decision on the frozen action with the next
+    /// checkpoint, in the same transaction (its event is in the log
+    /// already). A store whose only record of decisions is the log (the
+    /// file store) has nothing more to write: the default.
+    fn record_decision(&mut self, decision: ApprovalDecision) -> Result<(), StoreError> {
+        let _ = decision;
+        Ok(())
+    }
+    /// Uses the approval of the frozen action, once, before the action
+    /// runs (its `approval_verified` event is the last one appended): a
+    /// shared store refuses an approval it holds as expired, used already
+    /// or for another action ([`StoreError::ApprovalRefused`]), and nothing
+    /// runs. The default (the file store: the run's lock is the only
+    /// coordination needed) accepts.
+    fn consume_approval(&mut self, approval: &ApprovalUse) -> Result<(), StoreError> {
+        let _ = approval;
+        Ok(())
+    }
     /// Gives the run's lock or lease back. Dropping the handle does the
     /// same without a report; a store whose release can fail (a database
     /// lease) says so here. The file store's `flock` cannot fail to go.

@@ -8,18 +8,22 @@ use std::time::Duration;
 use crate::runtime::approval::{ApprovalClaims, check_claims};
 use crate::runtime::control::error::ControlError;
 use crate::runtime::control::files::load_files;
+use crate::runtime::control::held_run::HeldRun;
 use crate::runtime::control::open::open_waiting;
 use crate::runtime::event::{ApprovalGranted, Event};
 use crate::runtime::interpreter::check_story;
 use crate::runtime::recorder::Recorder;
 use crate::runtime::{RuntimeEnv, format_timestamp};
-use crate::store::{Approval, PendingAction};
+use crate::store::{Approval, ApprovalDecision, PendingAction, Verdict};
 use jiff::{SignedDuration, Timestamp};
 
-/// What `approve` recorded.
+/// What `approve` recorded, and the run, still held.
 pub struct ApproveOutcome {
     pub pending: PendingAction,
     pub approval: Approval,
+    /// Continue it with [`crate::runtime::resume_held`], or drop it to
+    /// give the run back.
+    pub held: HeldRun,
 }
 
 /// Records an approval bound to the frozen action's fingerprint, the state
@@ -40,8 +44,8 @@ pub fn approve(
     let mut state = loaded.state;
     check_claims(&pending, claims)?;
     let now = env.clock.now();
-    let expires_in = SignedDuration::try_from(expires_in).unwrap_or(SignedDuration::MAX);
-    let expires_at: Timestamp = now.checked_add(expires_in).unwrap_or(Timestamp::MAX);
+    let signed = SignedDuration::try_from(expires_in).unwrap_or(SignedDuration::MAX);
+    let expires_at: Timestamp = now.checked_add(signed).unwrap_or(Timestamp::MAX);
     let approval = Approval {
         fingerprint: pending.fingerprint.clone(),
         state_version: pending.state_version,
@@ -59,7 +63,15 @@ pub fn approve(
         approved_by: approval.approved_by.clone(),
         expires_at: approval.expires_at.clone(),
     }))?;
+    recorder.record_decision(ApprovalDecision {
+        step_id: pending.step_id.clone(),
+        fingerprint: approval.fingerprint.clone(),
+        state_version: approval.state_version,
+        scope: approval.scope.clone(),
+        decided_by: approval.approved_by.clone(),
+        verdict: Verdict::Approved { expires_in },
+    })?;
     state.approval = Some(approval.clone());
     recorder.checkpoint(&mut state)?;
-    Ok(ApproveOutcome { pending, approval })
+    Ok(ApproveOutcome { pending, approval, held: HeldRun { handle: recorder.into_run() } })
 }

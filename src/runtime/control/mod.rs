@@ -7,12 +7,15 @@
 //! is then written through the [`crate::runtime::recorder::Recorder`].
 //! A start interrupted before its first checkpoint (`interrupted.rs`) is
 //! started again by `resume` and recorded cancelled by `cancel`.
+//! `approve` hands the run back still held ([`HeldRun`]) for
+//! [`resume_held`] to continue it in the same request (the service).
 //! A new command gets a file of its own and a re-export here.
 
 mod approve;
 mod cancel;
 mod error;
 mod files;
+mod held_run;
 mod interrupted;
 mod open;
 mod reconcile;
@@ -22,6 +25,7 @@ mod resume;
 pub use approve::{ApproveOutcome, approve};
 pub use cancel::cancel;
 pub use error::ControlError;
+pub use held_run::HeldRun;
 pub use reconcile::reconcile;
 pub use reject::reject;
-pub use resume::{ResumeRequest, resume};
+pub use resume::{ResumeRequest, resume, resume_held};

@@ -8,7 +8,7 @@ use crate::runtime::control::error::ControlError;
 use crate::runtime::control::open::open_waiting;
 use crate::runtime::event::{ApprovalRejected, Event};
 use crate::runtime::recorder::Recorder;
-use crate::store::RunState;
+use crate::store::{ApprovalDecision, RunState, Verdict};
 
 /// Ends a waiting run `rejected`: the frozen action never runs.
 pub fn reject(
@@ -26,6 +26,14 @@ pub fn reject(
         scope: pending.scope.clone(),
         reason: reason.clone(),
     }))?;
+    recorder.record_decision(ApprovalDecision {
+        step_id: pending.step_id.clone(),
+        fingerprint: pending.fingerprint.clone(),
+        state_version: pending.state_version,
+        scope: pending.scope.clone(),
+        decided_by: None,
+        verdict: Verdict::Rejected { reason: reason.clone() },
+    })?;
     let error = match &reason {
         Some(reason) => format!("step `{}` was rejected: {reason}", pending.step_id),
         None => format!("step `{}` was rejected", pending.step_id),

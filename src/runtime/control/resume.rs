@@ -4,15 +4,17 @@
 //! is started again (`interrupted.rs`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::confine::Workspace;
 use crate::runtime::control::error::ControlError;
 use crate::runtime::control::files::load_files;
+use crate::runtime::control::held_run::HeldRun;
 use crate::runtime::control::interrupted;
 use crate::runtime::control::open::open_in;
 use crate::runtime::interpreter::{Interpreter, ResumeError, check_story};
 use crate::runtime::{Progress, RunOutcome, RuntimeEnv};
-use crate::store::StoreError;
+use crate::store::{LoadedRun, RunHandle, RunStore, StoreError};
 
 /// What `resume` needs.
 pub struct ResumeRequest {
@@ -43,6 +45,36 @@ pub fn resume(
         }
         Err(error) => return Err(error),
     };
+    continue_run(&request, store, (run, loaded), env, progress)
+}
+
+/// Continues run `held` that this process still holds (it was just
+/// approved in the same request): read back strictly, then as [`resume`].
+pub fn resume_held(
+    request: ResumeRequest,
+    held: HeldRun,
+    env: &RuntimeEnv,
+    progress: &mut dyn Progress,
+) -> Result<RunOutcome, ControlError> {
+    let store = env.store(&request.workspace);
+    let loaded = store.read_run(held.run_id())?;
+    let stored = held.handle.stored_version();
+    if loaded.state.state_version != stored {
+        let id = held.run_id().to_string();
+        return Err(StoreError::VersionConflict { id, expected: stored, found: loaded.state.state_version }.into());
+    }
+    continue_run(&request, store, (held.handle, loaded), env, progress)
+}
+
+/// The part of [`resume`] after the run is open: refuse an ended run,
+/// check the files and the story, and drive the interpreter.
+fn continue_run(
+    request: &ResumeRequest,
+    store: Arc<dyn RunStore>,
+    (run, loaded): (Box<dyn RunHandle>, LoadedRun),
+    env: &RuntimeEnv,
+    progress: &mut dyn Progress,
+) -> Result<RunOutcome, ControlError> {
     let state = &loaded.state;
     if state.status.is_terminal() {
         // An ended run is not continued; its story is still checked, so a

@@ -42,7 +42,7 @@ use crate::runtime::env::CrashPoint;
 use crate::runtime::event::{ApprovalVerified, Event, PlanCreated, RunResumed, RunStarted};
 use crate::runtime::recorder::Recorder;
 use crate::runtime::{Progress, RuntimeEnv, format_timestamp};
-use crate::store::{ClaimsExhausted, LoadedRun, PlanRef, RunHandle, RunState, RunStore, StoreError};
+use crate::store::{ApprovalUse, ClaimsExhausted, LoadedRun, PlanRef, RunHandle, RunState, RunStore, StoreError};
 use crate::tools::{ResolvedAction, Tools};
 
 use attempt::Attempt;
@@ -222,6 +222,18 @@ impl<'r> Interpreter<'r> {
                 scope: pending.scope.clone(),
                 state_version: pending.state_version,
             }))?;
+            // Used once, before the action runs: a shared store refuses an
+            // approval it holds as expired or used, and nothing runs.
+            let used = ApprovalUse {
+                step_id: pending.step_id.clone(),
+                fingerprint: pending.fingerprint.clone(),
+                state_version: pending.state_version,
+                scope: pending.scope.clone(),
+            };
+            self.recorder.consume_approval(&used).map_err(|error| match error {
+                StoreError::ApprovalRefused { reason, .. } => ResumeError::Approval(ApprovalInvalid(reason)),
+                error => ResumeError::Store(error),
+            })?;
             self.state.status = RunStatus::Running;
             let index = self.state.cursor.next_step;
             let step = self.plan.steps.get(index).filter(|step| step.id == pending.step_id).ok_or_else(|| {

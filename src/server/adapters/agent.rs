@@ -20,7 +20,7 @@ use crate::load::Catalog;
 use crate::model::{FailureClass, RunStatus};
 use crate::ops::{self, ApproveInput, Approved, ExitStatus, OpsError, RunInput, RunTarget};
 use crate::runtime::approval::ApprovalClaims;
-use crate::runtime::{NoProgress, ResumeRequest, RuntimeEnv};
+use crate::runtime::{HeldRun, NoProgress, ResumeRequest, RuntimeEnv};
 use crate::server::adapters::{AdapterMode, AdapterResult, AgentMetadata};
 use crate::server::ids::agent_run_id;
 use crate::store::{RunState, RunStore, StepRecordStatus};
@@ -84,17 +84,20 @@ impl AgentRunner {
         ops::approve(ApproveInput { workspace: &self.workspace, run_id, claims, expires_in, approved_by }, &self.env)
     }
 
-    /// Continues agent run `run_id` after an approval (`runtime::resume`,
-    /// never with changed plan or policy files).
-    pub fn resume(&self, run_id: &str) -> Result<AdapterResult, OpsError> {
+    /// Continues agent run `held` after [`AgentRunner::approve`] approved
+    /// it (`runtime::resume_held`, never with changed plan or policy
+    /// files): the run stays held in between, so that no worker (of this
+    /// node or another sharing the store) takes it first.
+    pub fn resume_held(&self, held: HeldRun) -> Result<AdapterResult, OpsError> {
+        let run_id = held.run_id().to_string();
         let request = ResumeRequest {
             workspace: self.workspace.clone(),
-            run_id: run_id.to_string(),
+            run_id: run_id.clone(),
             allow_changed_files: false,
             policies: None,
         };
-        let outcome = ops::resume(request, &self.env, &mut NoProgress)?;
-        Ok(self.result(run_id, &outcome.state, "resumed"))
+        let outcome = ops::resume_held(request, held, &self.env, &mut NoProgress)?;
+        Ok(self.result(&run_id, &outcome.state, "resumed"))
     }
 
     /// Ends agent run `run_id` `rejected` (`runtime::reject`).

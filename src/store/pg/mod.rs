@@ -33,6 +33,7 @@
 //! record's events are written as they happen (its log may run past its
 //! checkpoint, as in the file store).
 
+mod approvals;
 pub mod error;
 pub mod migrate;
 mod runtime;
@@ -61,9 +62,11 @@ use crate::store::canonical::sha256_hex;
 use crate::store::location::PgLocation;
 use crate::store::run_dir::compare_version;
 use crate::store::{
-    AuditEvent, ClaimsExhausted, LoadedRecord, LoadedRun, NewEvent, Receipt, ReceiptError, ReceiptState, RecordHandle,
-    RecordKind, RunHandle, RunListing, RunState, RunStore, Runnable, Sealer, StepRecord, StoreError, StoreFactory,
+    ApprovalDecision, ApprovalUse, AuditEvent, ClaimsExhausted, LoadedRecord, LoadedRun, NewEvent, Receipt,
+    ReceiptError, ReceiptState, RecordHandle, RecordKind, RunHandle, RunListing, RunState, RunStore, Runnable, Sealer,
+    StepRecord, StoreError, StoreFactory,
 };
+use approvals::ApprovalRow;
 use error::{PgError, pool_error, store_error};
 pub use migrate::MigrationReport;
 use runtime::StoreRuntime;
@@ -454,9 +457,9 @@ async fn refusal<C: GenericClient + Sync>(client: &C, key: &LeaseKey, expected: 
     }
 }
 
-/// Reads an agent run's rows in one snapshot; `None` when it has no
-/// checkpoint.
-async fn read_run_texts(pool: &Pool, id: &str) -> Result<Option<RunTexts>, StoreError> {
+/// Reads an agent run's rows in one snapshot, with the decisions on it
+/// (`approvals`); `None` when it has no checkpoint.
+async fn read_run_texts(pool: &Pool, id: &str) -> Result<Option<(RunTexts, Vec<ApprovalRow>)>, StoreError> {
     let mut client = connect(pool).await?;
     let transaction = client.transaction().await.map_err(store_error("read the run"))?;
     transaction
@@ -475,8 +478,9 @@ async fn read_run_texts(pool: &Pool, id: &str) -> Result<Option<RunTexts>, Store
         .iter()
         .map(|row| (row.get::<_, i64>(0), row.get::<_, String>(1)))
         .collect();
+    let approvals = approvals::read_rows(&transaction, id).await?;
     transaction.commit().await.map_err(store_error("read the run"))?;
-    Ok(Some(RunTexts { state, plan, events, history }))
+    Ok(Some((RunTexts { state, plan, events, history }, approvals)))
 }
 
 async fn read_events<C: GenericClient + Sync>(client: &C, kind: &str, id: &str) -> Result<Vec<EventRow>, StoreError> {
@@ -581,7 +585,17 @@ impl PgStore {
         check_receipt_references(run_id, &loaded.audit, &self.sealer, &|key| self.get_receipt(key))
     }
 
-    fn texts(&self, run_id: &str) -> Result<RunTexts, StoreError> {
+    /// Reads run `run_id` and verifies it strictly: its rows, the
+    /// receipts and the decisions (`approvals`) its log names.
+    fn verified(&self, run_id: &str) -> Result<(RunTexts, LoadedRun), StoreError> {
+        let (texts, decisions) = self.texts(run_id)?;
+        let loaded = verify_run(run_id, &texts, &self.sealer)?;
+        self.check_receipts(run_id, &loaded)?;
+        approvals::check_against_log(run_id, &loaded, &decisions)?;
+        Ok((texts, loaded))
+    }
+
+    fn texts(&self, run_id: &str) -> Result<(RunTexts, Vec<ApprovalRow>), StoreError> {
         let id = run_id.to_string();
         let texts = self.shared.call(move |pool| async move { read_run_texts(&pool, &id).await })?;
         texts.ok_or_else(|| StoreError::NotFound { id: run_id.to_string(), path: self.location_of(AGENT, "") })
@@ -614,9 +628,7 @@ impl PgStore {
     /// `<out>/runs/<run_id>/` (state.json, plan.json, history.jsonl,
     /// audit.jsonl), the same bytes, seal and chains; returns the folder.
     fn export(&self, run_id: &str, out: &Path) -> Result<PathBuf, StoreError> {
-        let texts = self.texts(run_id)?;
-        let loaded = verify_run(run_id, &texts, &self.sealer)?;
-        self.check_receipts(run_id, &loaded)?;
+        let (texts, loaded) = self.verified(run_id)?;
         // `state.json` as the file store writes it: only when the run has
         // paused or ended (it is then the compact head `runs.state` holds).
         let status = loaded.state.status;
@@ -659,9 +671,7 @@ impl RunStore for PgStore {
     }
 
     fn read_run(&self, run_id: &str) -> Result<LoadedRun, StoreError> {
-        let loaded = verify_run(run_id, &self.texts(run_id)?, &self.sealer)?;
-        self.check_receipts(run_id, &loaded)?;
-        Ok(loaded)
+        Ok(self.verified(run_id)?.1)
     }
 
     fn export_run(&self, run_id: &str, out: &Path) -> Result<PathBuf, StoreError> {
@@ -831,6 +841,8 @@ struct PgRun {
     pending_history: Vec<StepRecord>,
     /// The plan, until the first head line of the log carries it.
     pending_plan: Option<Value>,
+    /// A decision on the frozen action, written with the next checkpoint.
+    decision: Option<ApprovalDecision>,
 }
 
 impl PgRun {
@@ -852,6 +864,7 @@ impl PgRun {
             held: None,
             pending_history: Vec::new(),
             pending_plan: None,
+            decision: None,
         };
         if let Some(loaded) = loaded {
             run.stored_version = loaded.state.state_version;
@@ -983,6 +996,7 @@ impl RunHandle for PgRun {
         let mut events = self.events.clone();
         events.push(EventRow { seq: to_i64(seq), line, hash: head_hash.clone() });
         let history = self.history.clone();
+        let decision = self.decision.clone();
         let (expected_i, version) = (to_i64(expected), to_i64(state.state_version));
         let (audit_seq, history_records) = (to_i64(seq), to_i64(self.history_records));
         let status = state.status.as_str();
@@ -1024,6 +1038,9 @@ impl RunHandle for PgRun {
                 let params: [&(dyn ToSql + Sync); 5] = [&key.id, &numbers, &lines, &version, &key.token];
                 execute(&transaction, sql::INSERT_HISTORY, &params, "append the history").await?;
             }
+            if let Some(decision) = &decision {
+                approvals::record(&transaction, &key.id, decision).await?;
+            }
             transaction.commit().await.map_err(store_error("commit the checkpoint"))
         });
         self.lease.after_write(sent, written)?;
@@ -1033,10 +1050,28 @@ impl RunHandle for PgRun {
         self.held = None;
         self.pending_history.clear();
         self.pending_plan = None;
+        self.decision = None;
         self.audit_seq = seq;
         self.audit_hash = Some(head_hash);
         self.stored_version = state.state_version;
         Ok(())
+    }
+
+    fn record_decision(&mut self, decision: ApprovalDecision) -> Result<(), StoreError> {
+        self.decision = Some(decision);
+        Ok(())
+    }
+
+    /// One transaction before the approved action runs: the lease and the
+    /// loaded version guard it, then the approval's row is used
+    /// (`approvals.rs`). The step's `approval_verified` is the last event
+    /// appended; the stored head is the last one committed.
+    fn consume_approval(&mut self, approval: &ApprovalUse) -> Result<(), StoreError> {
+        let key = self.lease.key.clone();
+        let head = self.audit_seq - self.events.len() as u64;
+        let seqs = (self.stored_version, head, self.audit_seq);
+        let approval = approval.clone();
+        self.lease.shared.call(move |pool| async move { approvals::consume(&pool, &key, seqs, &approval).await })
     }
 
     fn release(mut self: Box<Self>) -> Result<(), StoreError> {

@@ -147,3 +147,59 @@ pub const NOTIFY_RUNNABLE: &str = "SELECT pg_notify('planrun_runnable', $1::text
 
 /// What a worker's listening session subscribes to.
 pub const LISTEN_RUNNABLE: &str = "LISTEN planrun_runnable";
+
+/// The guard of a step about to use an approval: the caller still holds
+/// the lease and the run is at the version it loaded (the lease is renewed
+/// on the way). One row when it holds; the row stays locked until the
+/// transaction ends.
+pub const GUARD_RUN: &str = "UPDATE runs SET lease_expires_at = now() + make_interval(secs => $6::bigint) \
+     WHERE kind = $1::text AND run_id = $2::text AND owner_id = $3::text AND lease_version = $4::bigint \
+         AND lease_expires_at > now() AND state_version = $5::bigint";
+
+/// Records the approval of the frozen action (`$2` step, `$3` fingerprint,
+/// `$4` the state version that froze it, `$5` scope) of run `$1` by `$6`,
+/// valid `$7` seconds from now in database time (at most 10 000 years).
+/// Approving it again before it was used renews the live row in place; no
+/// row when the live one names another action.
+pub const RECORD_APPROVAL: &str = "INSERT INTO approvals AS a \
+         (run_id, step_id, fingerprint, state_version, scope, decision, decided_by, expires_at) \
+     VALUES ($1::text, $2::text, $3::text, $4::bigint, $5::text, 'approved', $6::text, \
+         now() + make_interval(secs => least($7::float8, 315360000000))) \
+     ON CONFLICT (run_id, state_version) WHERE decision = 'approved' AND consumed_at IS NULL \
+     DO UPDATE SET decided_by = EXCLUDED.decided_by, decided_at = now(), expires_at = EXCLUDED.expires_at \
+     WHERE a.step_id = EXCLUDED.step_id AND a.fingerprint = EXCLUDED.fingerprint AND a.scope = EXCLUDED.scope \
+     RETURNING approval_id";
+
+/// Records the rejection of the frozen action (as [`RECORD_APPROVAL`], `$7`
+/// the reason).
+pub const RECORD_REJECTION: &str = "INSERT INTO approvals \
+         (run_id, step_id, fingerprint, state_version, scope, decision, decided_by, reason) \
+     VALUES ($1::text, $2::text, $3::text, $4::bigint, $5::text, 'rejected', $6::text, $7::text)";
+
+/// Uses the approval of the frozen action (`$2` state version, `$3` step,
+/// `$4` fingerprint, `$5` scope) of run `$1` for lease `$6` at audit event
+/// `$7`: a live, unexpired one (database time), or one an earlier lease
+/// used without its step reaching a checkpoint (`consumed_seq` past the
+/// stored head `$8`: that holder died mid-step, and the step is taken over
+/// as on the file store). Never one whose use the log recorded, never for
+/// a lease older than the last user's. One row when it was used.
+pub const CONSUME_APPROVAL: &str = "UPDATE approvals SET consumed_at = coalesce(consumed_at, now()), \
+         consumed_lease = $6::bigint, consumed_seq = $7::bigint \
+     WHERE approval_id = (SELECT approval_id FROM approvals \
+         WHERE run_id = $1::text AND state_version = $2::bigint AND step_id = $3::text \
+             AND fingerprint = $4::text AND scope = $5::text AND decision = 'approved' \
+             AND ((consumed_at IS NULL AND expires_at > now()) \
+                 OR (consumed_at IS NOT NULL AND consumed_lease < $6::bigint AND consumed_seq > $8::bigint)) \
+         ORDER BY consumed_at IS NULL, approval_id DESC LIMIT 1 FOR UPDATE) \
+     RETURNING approval_id";
+
+/// Why [`CONSUME_APPROVAL`] found no row: the approvals of the frozen
+/// action, newest first.
+pub const APPROVALS_OF_ACTION: &str = "SELECT step_id, fingerprint, scope, consumed_at IS NOT NULL, consumed_lease, \
+         consumed_seq, expires_at <= now(), to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') \
+     FROM approvals WHERE run_id = $1::text AND state_version = $2::bigint AND decision = 'approved' \
+     ORDER BY approval_id DESC";
+
+/// Every decision on run `$1`, oldest first (checked against its log).
+pub const READ_APPROVALS: &str = "SELECT state_version, step_id, fingerprint, scope, decision, decided_by, reason, \
+         consumed_seq FROM approvals WHERE run_id = $1::text ORDER BY approval_id";

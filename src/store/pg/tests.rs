@@ -1,14 +1,15 @@
 //! The PostgreSQL store's own tests, beside the shared conformance suite
 //! (`store/conformance.rs`): migrations and the refusals of an unusable
-//! schema, the append-only triggers, fencing by the lease, and calls from
-//! inside a tokio runtime. Skipped without `PLANRUN_TEST_PG` (see
+//! schema, the append-only triggers, fencing by the lease, approvals used
+//! once by the current lease (never a stale one, never expired), and calls
+//! from inside a tokio runtime. Skipped without `PLANRUN_TEST_PG` (see
 //! `test_db.rs`).
 
 use crate::store::pg::error::PgError;
 use crate::store::pg::migrate::latest_version;
 use crate::store::pg::test_db::{TestSchema, psql};
 use crate::store::pg::{PgOptions, PgStores};
-use crate::store::{NewEvent, RunStore, Sealer, StoreError};
+use crate::store::{ApprovalDecision, ApprovalUse, NewEvent, RunStore, Sealer, StoreError, Verdict};
 
 fn options() -> PgOptions {
     PgOptions { lease_secs: 30, max_claims: 5, owner_id: "test:migrate".to_string() }
@@ -231,4 +232,92 @@ fn a_receipt_is_not_written_over_a_run_another_owner_holds() {
     let refused = stale.put_receipt(&overwrite);
     assert!(matches!(refused, Err(StoreError::LeaseLost { .. })), "{refused:?}");
     assert_eq!(schema.sql("SELECT status FROM receipts"), Ok("done".into()), "the holder's receipt stands");
+}
+
+/// Run `run_id` started, then an `approval_granted` of step `s` (frozen at
+/// version 1) recorded with its checkpoint, valid `expires_in`.
+fn approved(store: &dyn RunStore, run_id: &str, expires_in: std::time::Duration) {
+    started(store, run_id);
+    let (mut run, loaded) = store.open_run(run_id).expect("open");
+    let details = serde_json::json!({"fingerprint": "f", "scope": "x", "state_version": 1, "approved_by": null});
+    let details = details.as_object().cloned().expect("an object");
+    let event = NewEvent { step_id: Some("s"), details, ..crate::store::test_runs::event("approval_granted") };
+    run.append_event(event).expect("event");
+    let verdict = Verdict::Approved { expires_in };
+    let decision = ApprovalDecision {
+        step_id: "s".into(),
+        fingerprint: "f".into(),
+        state_version: 1,
+        scope: "x".into(),
+        decided_by: None,
+        verdict,
+    };
+    run.record_decision(decision).expect("held for the checkpoint");
+    run.append_event(crate::store::test_runs::event("state_saved")).expect("event");
+    let mut next = loaded.state.clone();
+    next.state_version = 2;
+    next.audit_seq = run.audit_seq();
+    next.audit_hash = run.audit_hash().map(str::to_string);
+    run.checkpoint(&next, 1).expect("checkpoint");
+}
+
+fn used() -> ApprovalUse {
+    ApprovalUse { step_id: "s".into(), fingerprint: "f".into(), state_version: 1, scope: "x".into() }
+}
+
+/// The step's `approval_verified`, appended before it uses the approval.
+fn verified(run: &mut Box<dyn crate::store::RunHandle>) {
+    let details = serde_json::json!({"fingerprint": "f", "scope": "x", "state_version": 1});
+    let details = details.as_object().cloned().expect("an object");
+    let event = NewEvent { step_id: Some("s"), details, ..crate::store::test_runs::event("approval_verified") };
+    run.append_event(event).expect("event");
+}
+
+#[test]
+fn an_approval_is_consumed_once_by_the_current_lease_never_by_a_stale_one() {
+    let Some(schema) = TestSchema::create() else { return };
+    let workspace = std::path::Path::new("/tmp/planrun-test-workspace");
+    let first = schema.store(&Sealer::plain());
+    approved(&first, "r1", std::time::Duration::from_secs(3600));
+    assert_eq!(
+        schema.sql("SELECT decision || ' ' || (consumed_at IS NULL) FROM approvals"),
+        Ok("approved true".into())
+    );
+    let (mut stale, _) = first.open_run("r1").expect("open");
+    schema.sql("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE run_id = 'r1'").expect("expire");
+    let other = schema.process("test:other", 30).store(workspace, &Sealer::plain());
+    let (mut current, _) = other.open_run("r1").expect("taken over");
+
+    verified(&mut stale);
+    let refused = stale.consume_approval(&used());
+    assert!(matches!(refused, Err(StoreError::LeaseLost { .. })), "the stale holder uses nothing: {refused:?}");
+    assert_eq!(schema.sql("SELECT count(*) FROM approvals WHERE consumed_at IS NOT NULL"), Ok("0".into()));
+    verified(&mut current);
+    current.consume_approval(&used()).expect("the current holder uses it");
+    let token = schema.sql("SELECT lease_version FROM runs WHERE run_id = 'r1'").expect("token");
+    assert_eq!(schema.sql("SELECT consumed_lease || ' ' || consumed_seq FROM approvals"), Ok(format!("{token} 5")));
+    let again = current.consume_approval(&used());
+    let Err(StoreError::ApprovalRefused { reason, .. }) = again else { panic!("used once: {again:?}") };
+    assert!(reason.contains("used already"), "{reason}");
+    // Not yet recorded in the log (the step has not checkpointed): the
+    // run still reads back.
+    assert!(other.read_run("r1").is_ok());
+}
+
+#[test]
+fn an_expired_or_other_approval_is_refused_and_nothing_is_written() {
+    let Some(schema) = TestSchema::create() else { return };
+    let store = schema.store(&Sealer::plain());
+    approved(&store, "r1", std::time::Duration::from_secs(3600));
+    schema.sql("UPDATE approvals SET expires_at = now() - interval '1 second'").expect("expire it");
+    let (mut run, _) = store.open_run("r1").expect("open");
+    verified(&mut run);
+    let expired = run.consume_approval(&used());
+    let Err(StoreError::ApprovalRefused { reason, .. }) = expired else { panic!("expired: {expired:?}") };
+    assert!(reason.contains("expired at") && reason.contains("database time"), "{reason}");
+    let other = ApprovalUse { fingerprint: "g".into(), ..used() };
+    let mismatched = run.consume_approval(&other);
+    let Err(StoreError::ApprovalRefused { reason, .. }) = mismatched else { panic!("other: {mismatched:?}") };
+    assert!(reason.contains("different action"), "{reason}");
+    assert_eq!(schema.sql("SELECT count(*) FROM approvals WHERE consumed_at IS NOT NULL"), Ok("0".into()));
 }
