@@ -38,6 +38,7 @@
 
 mod atomic;
 mod audit;
+pub mod backoff;
 pub mod canonical;
 #[cfg(test)]
 mod conformance;
