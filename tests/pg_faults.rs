@@ -12,6 +12,9 @@
 //!   once, `verify` passes;
 //! - the worker's sessions terminated again and again (`pg_terminate_backend`)
 //!   across a checkpoint: the same;
+//! - a session terminated inside the COMMIT of the checkpoint after a keyed
+//!   close (held there by a commit-time trigger): the outcome is read back,
+//!   the run resumed again and its close recovered from the receipt;
 //! - a worker started while the database is down waits, then works.
 //!
 //! Like `pg_store`, they run when `PLANRUN_TEST_PG` says PostgreSQL is on
@@ -461,6 +464,48 @@ fn the_worker_sessions_terminated_again_and_again_lose_no_run_and_double_nothing
     }
     assert!(terminated > 0, "the worker's sessions were open");
     assert_done_once(&cluster, &sandbox, &url, worker);
+}
+
+#[test]
+fn a_session_terminated_in_the_commit_after_a_close_is_read_back_and_closes_nothing_twice() {
+    let Some(cluster) = Cluster::start("commit") else { return };
+    let url = cluster.url("127.0.0.1", "sslmode=disable&application_name=planrun-faults");
+    let sandbox = approved_runs(&cluster, &url);
+    // Run `a`'s first checkpoint after its close (the receipt is `done`
+    // already) waits 30 s inside its COMMIT, once (a sequence is not rolled
+    // back): long enough to end the session there, so the worker cannot
+    // know whether the checkpoint committed.
+    cluster.sql(
+        "CREATE SEQUENCE slow_commit_once; \
+         CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+             IF nextval('slow_commit_once') = 1 THEN PERFORM pg_sleep(30); END IF; RETURN NULL; END $$; \
+         CREATE CONSTRAINT TRIGGER slow_commit AFTER UPDATE ON runs DEFERRABLE INITIALLY DEFERRED FOR EACH ROW \
+             WHEN (NEW.kind = 'agent' AND NEW.run_id = 'a' AND NEW.state_version > OLD.state_version) \
+             EXECUTE FUNCTION slow_commit()",
+    );
+    let worker = Worker::start(&sandbox, &url);
+    let in_commit = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'planrun-faults' \
+         AND query = 'COMMIT' AND wait_event = 'PgSleep'";
+    assert_eq!(cluster.wait_for(in_commit, "1", 30), "1", "the checkpoint after the close waits in its COMMIT");
+    let killed = cluster
+        .sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'planrun-faults'");
+    assert_ne!(killed, "0");
+    assert_done_once(&cluster, &sandbox, &url, worker);
+    // Read back, not assumed: the checkpoint had not committed (nothing the
+    // lost lease wrote is in the log), so the run was claimed once more,
+    // taken up again from its approval, and its close recovered from the
+    // receipt (the ticket was closed once, checked above).
+    let token = |id: &str| -> u64 {
+        cluster.sql(&format!("SELECT lease_version FROM runs WHERE run_id = '{id}'")).parse().expect("a token")
+    };
+    assert_eq!(token("a"), token("b") + 1, "run `a` was claimed once more than `b`");
+    let lost = format!("SELECT count(*) FROM audit_events WHERE run_id = 'a' AND lease_version = {}", token("a") - 1);
+    assert_eq!(cluster.sql(&lost), "0", "the lost commit left nothing");
+    let state = sandbox.planrun().in_sandbox().args(["show", "a", "--json", "--store", &url]).expect_code(0).run();
+    let state: serde_json::Value = serde_json::from_str(&state.stdout).expect("JSON");
+    let kinds: Vec<&str> =
+        state["evidence"].as_array().expect("evidence").iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert!(kinds.contains(&"recovered_from_receipt"), "{kinds:?}");
 }
 
 #[test]
