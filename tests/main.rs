@@ -17,6 +17,7 @@
 //! | `tamper` | every record file edited, removed, re-ordered, appended, with and without the key: `verify`, `show`, `resume` refuse it (exit 2); the issue-8 attacks on a waiting ticket run; a crash tail never trusted; an unreadable or missing record file gets exit 2 from every command; `verify`'s exit codes | |
 //! | `tamper_matrix` | every record file found in a run folder and every receipt edited, line-removed, re-ordered, appended, emptied, deleted (a receipt re-sealed), with and without the key, on a run whose `resume` would close a ticket: refused by `verify`, `show`, `resume` alike (exit 2, nothing runs) or an appended crash tail never shown; the ticket system's receipts changed after a crash never close twice under the key | |
 //! | `pg_approvals` | approvals across nodes on PostgreSQL: two `serve` nodes on one workspace (approved on B, both agree; concurrent approvals, one wins), CLI approve + `worker --once`, expired (database time), mismatched or deleted `approvals` rows refused, rejections, a dead holder's use taken over by the next lease | |
+//! | `pg_faults` | database faults on a private cluster per test: TLS `sslmode`s with a CA made by `openssl` (right and wrong CA and host name), `pg_ctl restart -m immediate` and `pg_terminate_backend` while a worker drives runs (done, each close once, verified), a session ended inside the COMMIT after a keyed close (read back, recovered from the receipt), a worker started with the database down | |
 //! | `pg_store` | the PostgreSQL store with the real binary (`--store postgres://…`, a schema per test on `PLANRUN_TEST_PG`): flow_pwd and the ticket demo, `export` equal to the file-store twin and verified by it, `store migrate` twice, unmigrated or newer schemas, bad and unreachable URLs, tampered rows | |
 //! | `pg_fencing` | fencing on PostgreSQL with real processes: a holder `SIGSTOP`ped past its lease while a worker takes the run over writes nothing after `SIGCONT`, kills its tool and exits 1 (lease lost); a run that kills every holder ends `recovery_exhausted` after `PLANRUN_MAX_CLAIMS` takeovers while another run flows; holders killed at each step boundary and inside the effect window (ticket demo, keyed write) recovered by `worker --once`, every keyed effect once | |
 //! | `integrity` | tampered `state.json` and `audit.jsonl` refused by every command; HMAC seals and no downgrade | |
@@ -76,6 +77,7 @@ mod integrity;
 mod nesting_limit;
 #[cfg(feature = "postgres")]
 mod pg_approvals;
+mod pg_faults;
 mod pg_fencing;
 mod pg_store;
 mod planrun_test;

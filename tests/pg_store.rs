@@ -229,7 +229,7 @@ fn malformed_and_unreachable_stores_are_refused_before_anything_runs() {
     let sandbox = Sandbox::new();
     for (url, message) in [
         ("mysql://u@h/db", "unknown store"),
-        ("postgres://u@h/db?sslmode=require", "without TLS"),
+        ("postgres://u@h/db?sslmode=verify-full", "sslrootcert=PATH"),
         ("postgres://u@h:port/db", "malformed"),
         ("postgres://u@127.0.0.1:1/db?connect_timeout=2", "cannot reach"),
     ] {

@@ -181,10 +181,20 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Ok(env) => env,
         Err(message) => return output::fail(ExitStatus::InvalidInput, &message),
     };
-    if touches_runs(&cli)
-        && let Err(message) = env.select_store(&cli.dirs.store, worker::node_id(&cli.command))
-    {
-        return output::fail(ExitStatus::InvalidInput, &message);
+    if touches_runs(&cli) {
+        let node_id = worker::node_id(&cli.command);
+        // A worker or the service waits for a database that is not up yet;
+        // every other command fails fast (exit 2).
+        let selected = if runs_until_stopped(&cli) {
+            env.select_store_waiting(&cli.dirs.store, node_id, &|message, delay| {
+                eprintln!("planrun: waiting for the store ({message}); trying again in {} ms", delay.as_millis());
+            })
+        } else {
+            env.select_store(&cli.dirs.store, node_id)
+        };
+        if let Err(message) = selected {
+            return output::fail(ExitStatus::InvalidInput, &message);
+        }
     }
     match &cli.command {
         Some(Command::Check(args)) => check::check(args, &cli.dirs),
@@ -213,6 +223,17 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Completions(args)) => completions::completions(args),
         Some(Command::Man(args)) => man::man(args),
         None => run::run(&cli.run, &cli.dirs, &env),
+    }
+}
+
+/// Whether the command runs until it is stopped (`worker` without
+/// `--once`, `serve`): it waits for its database rather than failing.
+fn runs_until_stopped(cli: &Cli) -> bool {
+    match &cli.command {
+        Some(Command::Worker(args)) => !args.once,
+        #[cfg(feature = "server")]
+        Some(Command::Serve(_)) => true,
+        _ => false,
     }
 }
 

@@ -13,6 +13,15 @@
 //! a loop waits for the store's wake-up (`LISTEN/NOTIFY` in PostgreSQL) or
 //! `poll`, whichever comes first. Queued runs come next (see
 //! docs/scale-out.md).
+//!
+//! A database that goes away ([`StoreError::Unavailable`]: restarting,
+//! unreachable, a session terminated) makes a loop wait and try again,
+//! with jittered exponential backoff ([`Backoff`]), instead of ending: a
+//! listing that failed is made again; a run whose drive failed is neither
+//! reported nor marked tried, its lease is given back (or expires), and
+//! the next pass takes it up again through the usual recovery: what the
+//! interrupted call wrote is read back, never assumed (a keyed effect is
+//! decided by its receipt). `--once` fails instead (exit 2).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -21,7 +30,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::ops::{OpsError, RunOutcome};
-use crate::runtime::{ControlError, NoProgress, ResumeRequest, RuntimeEnv};
+use crate::runtime::{ControlError, NoProgress, ResumeRequest, RunError, RuntimeEnv};
+use crate::store::backoff::Backoff;
 use crate::store::{RunStore, Runnable, StoreError};
 
 /// What the worker is asked to do.
@@ -42,6 +52,16 @@ pub struct WorkerInput {
 impl WorkerInput {
     fn stopped(&self) -> bool {
         self.stop.as_ref().is_some_and(|stop| stop.load(Ordering::SeqCst))
+    }
+
+    /// Sleeps `delay`, in slices, so that a stop is seen within 50 ms.
+    fn back_off(&self, delay: Duration) {
+        let slice = Duration::from_millis(50);
+        let mut slept = Duration::ZERO;
+        while slept < delay && !self.stopped() {
+            std::thread::sleep(slice.min(delay - slept));
+            slept += slice;
+        }
     }
 
     /// Waits up to `poll` for a wake-up from `store`, in slices, so that a
@@ -72,6 +92,19 @@ fn taken_by_another(error: &OpsError) -> bool {
         OpsError::Control(ControlError::Store(StoreError::Locked { .. } | StoreError::LeaseLost { .. }))
             | OpsError::Records(StoreError::Locked { .. } | StoreError::LeaseLost { .. })
     )
+}
+
+/// Whether `error` says the store could not be reached (or the session was
+/// lost mid-call): the run is taken up again once it answers.
+fn store_unavailable(error: &OpsError) -> bool {
+    let store = match error {
+        OpsError::Records(error)
+        | OpsError::Control(ControlError::Store(error))
+        | OpsError::Run(RunError::Records(error) | RunError::Start(error))
+        | OpsError::Control(ControlError::Run(RunError::Records(error) | RunError::Start(error))) => error,
+        _ => return false,
+    };
+    store.is_unavailable()
 }
 
 /// Whether run `runnable` has been checkpointed since it was listed.
@@ -105,8 +138,21 @@ fn work_loop(input: &WorkerInput, env: &RuntimeEnv, report: &(dyn Fn(&WorkedRun)
     let store = env.store(&input.workspace);
     let mut tried: HashSet<(String, u64)> = HashSet::new();
     let mut worked = 0;
+    let mut backoff = Backoff::default();
     loop {
-        for runnable in store.runnable_runs()? {
+        let runnables = match store.runnable_runs() {
+            Ok(runnables) => runnables,
+            Err(error) if error.is_unavailable() && !input.once => {
+                input.back_off(backoff.next_delay());
+                if input.stopped() {
+                    return Ok(worked);
+                }
+                continue;
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let mut lost = false;
+        for runnable in runnables {
             if input.stopped() {
                 return Ok(worked);
             }
@@ -122,6 +168,13 @@ fn work_loop(input: &WorkerInput, env: &RuntimeEnv, report: &(dyn Fn(&WorkedRun)
                 policies: None,
             };
             let outcome = crate::ops::resume(request, env, &mut NoProgress);
+            if !input.once && outcome.as_ref().is_err_and(store_unavailable) {
+                // Not this checkpoint's verdict: the run is tried again once
+                // the database answers.
+                tried.remove(&(runnable.run_id.clone(), runnable.state_version));
+                lost = true;
+                break;
+            }
             // The listing is a hint: between it and the claim another loop
             // may have driven the run (it then refuses to continue, or is
             // held). That is not this loop's run to report.
@@ -134,6 +187,11 @@ fn work_loop(input: &WorkerInput, env: &RuntimeEnv, report: &(dyn Fn(&WorkedRun)
         if input.once || input.stopped() {
             return Ok(worked);
         }
+        if lost {
+            input.back_off(backoff.next_delay());
+            continue;
+        }
+        backoff.reset();
         input.pause(store.as_ref());
     }
 }

@@ -244,6 +244,10 @@ impl RuntimeEnv {
     }
 }
 
+/// Told of each failed attempt to reach a store that is not up yet: the
+/// reason and the delay before the next attempt.
+type OnWait<'a> = &'a dyn Fn(&str, std::time::Duration);
+
 /// The default of `PLANRUN_LEASE_SECS`: how long a run's lease lasts
 /// without a heartbeat (renewed at a third of it).
 pub const DEFAULT_LEASE_SECS: u64 = 30;
@@ -262,16 +266,43 @@ impl RuntimeEnv {
     /// worker's `--node-id`) prefixes the owner id of the leases this
     /// process takes, so that an operator sees which machine holds a run.
     pub fn select_store(&mut self, location: &str, node_id: Option<&str>) -> Result<(), String> {
+        self.use_store(location, node_id, None)
+    }
+
+    /// As [`RuntimeEnv::select_store`], for a process that runs until it is
+    /// stopped (`worker`, `serve`): a database that does not answer yet
+    /// (refused, timed out, starting up) is waited for, with jittered
+    /// exponential backoff, and `on_wait` hears each failed attempt (its
+    /// message and the delay before the next); later calls wait up to a
+    /// lease length for a database that went away. Every other refusal
+    /// is immediate, as for `select_store`.
+    pub fn select_store_waiting(
+        &mut self,
+        location: &str,
+        node_id: Option<&str>,
+        on_wait: OnWait<'_>,
+    ) -> Result<(), String> {
+        self.use_store(location, node_id, Some(on_wait))
+    }
+
+    fn use_store(&mut self, location: &str, node_id: Option<&str>, on_wait: Option<OnWait<'_>>) -> Result<(), String> {
         match StoreLocation::parse(location).map_err(|error| error.to_string())? {
             StoreLocation::File => {
-                let _ = node_id;
+                let _ = (node_id, on_wait);
                 self.stores = Box::new(FileStores);
                 Ok(())
             }
             #[cfg(feature = "postgres")]
             StoreLocation::Postgres(location) => {
-                let stores = crate::store::pg::PgStores::connect(&location, pg_options(node_id)?)
-                    .map_err(|error| error.to_string())?;
+                use crate::store::pg::PgStores;
+                let options = pg_options(node_id)?;
+                let stores = match on_wait {
+                    None => PgStores::connect(&location, options),
+                    Some(on_wait) => PgStores::connect_waiting(&location, options, &|error, delay| {
+                        on_wait(&error.to_string(), delay);
+                    }),
+                }
+                .map_err(|error| error.to_string())?;
                 self.stores = Box::new(stores);
                 Ok(())
             }

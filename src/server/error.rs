@@ -85,6 +85,7 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound { id, .. } | StoreError::Interrupted { id, .. } => {
                 return ApiError::not_found("run", id);
             }
+            StoreError::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
             StoreError::RunExists { .. }
             | StoreError::Io { .. }
             | StoreError::Database { .. }

@@ -57,6 +57,13 @@ pub enum StoreError {
     /// statement).
     #[error("cannot {action} in the PostgreSQL store: {message}")]
     Database { action: &'static str, message: String },
+    /// The database could not be reached, or the session was lost while a
+    /// statement ran (a restart, a terminated session, a network fault).
+    /// What that statement wrote is unknown: it is never assumed done or
+    /// not done; a worker or the service reads the run again later and
+    /// continues it through the usual recovery.
+    #[error("cannot {action} in the PostgreSQL store: {message} (the database is unavailable; try again)")]
+    Unavailable { action: &'static str, message: String },
     /// The store cannot do this (`export` from the file store, whose runs
     /// are files already).
     #[error("{0}")]
@@ -86,6 +93,12 @@ impl StoreError {
                 | StoreError::Corrupt { .. }
                 | StoreError::Unreadable { .. }
         )
+    }
+
+    /// Whether the store was unreachable: worth trying again later, and
+    /// nothing may be assumed about what the failed call wrote.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable { .. })
     }
 }
 

@@ -39,6 +39,7 @@
 mod approval_decision;
 mod atomic;
 mod audit;
+pub mod backoff;
 pub mod canonical;
 #[cfg(test)]
 mod conformance;

@@ -22,8 +22,10 @@ runs=${2:-24}
 m=${3:-20}
 
 if [ -z "${BIN:-}" ]; then
-  cargo build --release --quiet
-  BIN="$PWD/target/release/planrun"
+  # The PostgreSQL store is an opt-in feature: its own target folder, so
+  # that the default release binary is not rebuilt.
+  cargo build --release --quiet --features postgres --target-dir target/postgres
+  BIN="$PWD/target/postgres/release/planrun"
 fi
 work=$(mktemp -d)
 pg_env=$(.ci/postgres start)

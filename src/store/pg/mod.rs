@@ -42,6 +42,7 @@ mod sql;
 pub(crate) mod test_db;
 #[cfg(test)]
 mod tests;
+mod tls;
 mod verify;
 
 use std::path::{Path, PathBuf};
@@ -58,6 +59,7 @@ use crate::store::head::{HEAD_EVENTS, HeadPayload, HeldEvent, full_payload, plan
 use crate::store::receipts::{check_receipt_references, named_receipts, open_receipt, seal_receipt};
 use tokio_postgres::types::ToSql;
 
+use crate::store::backoff::Backoff;
 use crate::store::canonical::sha256_hex;
 use crate::store::location::PgLocation;
 use crate::store::run_dir::compare_version;
@@ -67,7 +69,7 @@ use crate::store::{
     StepRecord, StoreError, StoreFactory,
 };
 use approvals::ApprovalRow;
-use error::{PgError, pool_error, store_error};
+use error::{PgError, is_transient_pool, pool_error, store_error};
 pub use migrate::MigrationReport;
 use runtime::StoreRuntime;
 use verify::{EventRow, RunTexts, verify_record, verify_run};
@@ -104,13 +106,20 @@ struct PgShared {
     options: PgOptions,
     /// The session configuration, for the unpooled listening session.
     config: tokio_postgres::Config,
+    /// Plain or TLS sessions, as the URL's `sslmode` asks.
+    connector: tls::Connector,
+    /// How long a call waits for the database to answer again before it
+    /// fails with [`StoreError::Unavailable`]: zero for one-shot commands
+    /// (they fail fast), the lease length for workers and the service.
+    patience: Duration,
     /// Wake-ups (`LISTEN planrun_runnable`), once a worker waits for them.
     wake_ups: std::sync::Mutex<WakeUps>,
 }
 
 impl PgShared {
-    fn open(location: &PgLocation, options: PgOptions) -> Result<Arc<PgShared>, PgError> {
+    fn open(location: &PgLocation, options: PgOptions, patience: Duration) -> Result<Arc<PgShared>, PgError> {
         let unreachable = |message: String| PgError::Unreachable { location: location.display.clone(), message };
+        let connector = tls::Connector::for_location(location)?;
         let mut config = location.config.clone();
         if config.get_application_name().is_none() {
             config.application_name("planrun");
@@ -125,7 +134,10 @@ impl PgShared {
         }
         config.keepalives(true);
         let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
-        let manager = Manager::from_config(config.clone(), tokio_postgres::NoTls, manager_config);
+        let manager = match &connector {
+            tls::Connector::Plain => Manager::from_config(config.clone(), tokio_postgres::NoTls, manager_config),
+            tls::Connector::Rustls(rustls) => Manager::from_config(config.clone(), rustls.clone(), manager_config),
+        };
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
             .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -140,17 +152,57 @@ impl PgShared {
             display: location.display.clone(),
             options,
             config,
+            connector,
+            patience,
             wake_ups: std::sync::Mutex::new(WakeUps::default()),
         }))
     }
 
-    /// Runs `make(pool)` on the store's runtime and waits for it.
+    /// Runs `make(pool)` on the store's runtime and waits for it. With
+    /// patience, a database that does not answer is waited for first (up
+    /// to [`PgShared::patience`], jittered exponential backoff), so that a
+    /// restart between two statements costs a pause, not the run; a
+    /// session lost while a statement runs still fails the call
+    /// ([`StoreError::Unavailable`]: its outcome is read back, never
+    /// guessed).
     fn call<T, F>(&self, make: impl FnOnce(Pool) -> F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
     {
-        self.runtime.run(make(self.pool.clone()))
+        let (pool, patience) = (self.pool.clone(), self.patience);
+        let future = make(self.pool.clone());
+        self.runtime.run(async move {
+            if !patience.is_zero() {
+                wait_for_connection(&pool, patience).await;
+            }
+            future.await
+        })
+    }
+
+    /// An idempotent call (a read, giving a lease back), made again while
+    /// the database is unavailable (up to [`PgShared::patience`]): doing
+    /// it twice is doing it once, and a check that reads (a receipt) must
+    /// not fail a run because one session was lost.
+    fn idempotent<T, F>(&self, make: impl Fn(Pool) -> F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
+        let deadline = std::time::Instant::now() + self.patience;
+        let mut backoff = Backoff::default();
+        loop {
+            match self.call(&make) {
+                Err(error) if error.is_unavailable() => {
+                    let delay = backoff.next_delay();
+                    if std::time::Instant::now() + delay > deadline {
+                        return Err(error);
+                    }
+                    std::thread::sleep(delay);
+                }
+                outcome => return outcome,
+            }
+        }
     }
 
     /// Starts the listening session: one unpooled connection that
@@ -159,31 +211,30 @@ impl PgShared {
     /// closes and the next wait starts another.
     fn listen(&self) -> std::sync::mpsc::Receiver<String> {
         let (sender, receiver) = std::sync::mpsc::channel();
-        let config = self.config.clone();
+        let (config, connector) = (self.config.clone(), self.connector.clone());
         self.runtime.spawn(async move {
-            let Ok((client, mut connection)) = config.connect(tokio_postgres::NoTls).await else { return };
-            // The connection is polled here (it carries the notifications);
-            // the client lives as long as the session listens.
-            let forward = async move {
-                while let Some(Ok(message)) = std::future::poll_fn(|context| connection.poll_message(context)).await {
-                    if let tokio_postgres::AsyncMessage::Notification(note) = message
-                        && sender.send(note.payload().to_string()).is_err()
-                    {
-                        return;
-                    }
-                }
-            };
-            let subscribe = async move {
-                if client.batch_execute(sql::LISTEN_RUNNABLE).await.is_ok() {
-                    std::future::pending::<()>().await;
-                }
-            };
-            tokio::select! {
-                () = forward => {},
-                () = subscribe => {},
+            match connector {
+                tls::Connector::Plain => listen_on(config, tokio_postgres::NoTls, sender).await,
+                tls::Connector::Rustls(rustls) => listen_on(config, rustls, sender).await,
             }
         });
         receiver
+    }
+
+    /// Refuses a schema this planrun cannot use; [`PgError::Unavailable`]
+    /// when the database does not answer.
+    fn check_schema(&self) -> Result<(), PgError> {
+        let display = self.display.clone();
+        let pool = self.pool.clone();
+        self.runtime
+            .run(async move {
+                let client = match pool.get().await {
+                    Ok(client) => client,
+                    Err(error) => return Ok(Err(error::unreachable(&display, &error))),
+                };
+                Ok(migrate::check_schema(&client).await)
+            })
+            .map_err(|error| PgError::Unreachable { location: self.display.clone(), message: error.to_string() })?
     }
 
     fn lease_secs(&self) -> i64 {
@@ -200,6 +251,59 @@ struct WakeUps {
 
 /// How long to wait before listening again after the session ended.
 const LISTEN_RETRY: Duration = Duration::from_secs(5);
+
+/// The listening session over `tls`: subscribes, then forwards each
+/// notification's payload to `sender` until the session or the receiver
+/// ends.
+async fn listen_on<T>(config: tokio_postgres::Config, tls: T, sender: std::sync::mpsc::Sender<String>)
+where
+    T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket> + Send,
+    T::Stream: Send + 'static,
+    T::TlsConnect: Send,
+    <T::TlsConnect as tokio_postgres::tls::TlsConnect<tokio_postgres::Socket>>::Future: Send,
+{
+    let Ok((client, mut connection)) = config.connect(tls).await else { return };
+    // The connection is polled here (it carries the notifications); the
+    // client lives as long as the session listens.
+    let forward = async move {
+        while let Some(Ok(message)) = std::future::poll_fn(|context| connection.poll_message(context)).await {
+            if let tokio_postgres::AsyncMessage::Notification(note) = message
+                && sender.send(note.payload().to_string()).is_err()
+            {
+                return;
+            }
+        }
+    };
+    let subscribe = async move {
+        if client.batch_execute(sql::LISTEN_RUNNABLE).await.is_ok() {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = forward => {},
+        () = subscribe => {},
+    }
+}
+
+/// Waits until the pool gives a connection (it goes back to the pool for
+/// the call to take), the database answers something other than "not
+/// now", or `patience` would be over before the next attempt.
+async fn wait_for_connection(pool: &Pool, patience: Duration) {
+    let deadline = tokio::time::Instant::now() + patience;
+    let mut backoff = Backoff::default();
+    loop {
+        match pool.get().await {
+            Err(error) if is_transient_pool(&error) => {
+                let delay = backoff.next_delay();
+                if tokio::time::Instant::now() + delay > deadline {
+                    return;
+                }
+                tokio::time::sleep(delay).await;
+            }
+            _ => return,
+        }
+    }
+}
 
 /// One connection of the pool, or the message why there is none.
 async fn connect(pool: &Pool) -> Result<deadpool_postgres::Object, StoreError> {
@@ -241,33 +345,45 @@ impl std::fmt::Debug for PgStores {
 
 impl PgStores {
     /// Connects to `location` and refuses a schema this planrun cannot use
-    /// (never migrated, partly migrated, newer): nothing is written.
+    /// (never migrated, partly migrated, newer): nothing is written. A
+    /// database that does not answer fails at once (after the connect
+    /// timeout): the one-shot commands.
     pub fn connect(location: &PgLocation, options: PgOptions) -> Result<PgStores, PgError> {
-        let shared = PgShared::open(location, options)?;
-        let display = shared.display.clone();
-        let pool = shared.pool.clone();
-        let outcome = shared
-            .runtime
-            .run(async move {
-                let client = match pool.get().await {
-                    Ok(client) => client,
-                    Err(error) => {
-                        return Ok(Err(PgError::Unreachable {
-                            location: display,
-                            message: error::describe_pool(&error),
-                        }));
-                    }
-                };
-                Ok(migrate::check_schema(&client).await)
-            })
-            .map_err(|error| PgError::Unreachable { location: shared.display.clone(), message: error.to_string() })?;
-        outcome?;
+        let shared = PgShared::open(location, options, Duration::ZERO)?;
+        shared.check_schema()?;
         Ok(PgStores { shared })
+    }
+
+    /// As [`PgStores::connect`], for the long-running processes (`worker`,
+    /// `serve`): while the database does not answer ([`PgError::is_unavailable`]:
+    /// refused, timed out, starting up) it waits with jittered exponential
+    /// backoff ([`Backoff`], at most [`crate::store::backoff::RECONNECT_MAX`]
+    /// between attempts), telling `on_wait` each time; every later call
+    /// waits up to a lease length for a database that went away. Any
+    /// other refusal (a login, TLS, the schema) ends it as `connect` does.
+    pub fn connect_waiting(
+        location: &PgLocation,
+        options: PgOptions,
+        on_wait: &dyn Fn(&PgError, Duration),
+    ) -> Result<PgStores, PgError> {
+        let patience = Duration::from_secs(options.lease_secs.max(1));
+        let shared = PgShared::open(location, options, patience)?;
+        let mut backoff = Backoff::default();
+        loop {
+            match shared.check_schema() {
+                Err(error) if error.is_unavailable() => {
+                    let delay = backoff.next_delay();
+                    on_wait(&error, delay);
+                    std::thread::sleep(delay);
+                }
+                outcome => return outcome.map(|()| PgStores { shared }),
+            }
+        }
     }
 
     /// `planrun store migrate`: applies the missing migrations.
     pub fn migrate(location: &PgLocation, options: PgOptions) -> Result<MigrationReport, PgError> {
-        let shared = PgShared::open(location, options)?;
+        let shared = PgShared::open(location, options, Duration::ZERO)?;
         let display = shared.display.clone();
         let pool = shared.pool.clone();
         shared
@@ -275,12 +391,7 @@ impl PgStores {
             .run(async move {
                 let mut client = match pool.get().await {
                     Ok(client) => client,
-                    Err(error) => {
-                        return Ok(Err(PgError::Unreachable {
-                            location: display,
-                            message: error::describe_pool(&error),
-                        }));
-                    }
+                    Err(error) => return Ok(Err(error::unreachable(&display, &error))),
                 };
                 Ok(migrate::migrate(&mut client).await)
             })
@@ -418,15 +529,20 @@ impl HeldLease {
             return Ok(());
         }
         let (key, workspace) = (self.key.clone(), self.workspace.clone());
-        self.shared.call(move |pool| async move {
-            let client = connect(&pool).await?;
-            let params: [&(dyn ToSql + Sync); 4] = [&key.kind, &key.id, &key.owner, &key.token];
-            let released = execute(&client, sql::RELEASE_LEASE, &params, "release the lease").await?;
-            if released == 1 && key.kind == AGENT {
-                // A hint for the workers; polling covers a lost one.
-                let _ = execute(&client, sql::NOTIFY_RUNNABLE, &[&workspace], "wake the workers").await;
+        // Guarded by the owner and the token: a second release after one
+        // that committed unseen changes nothing.
+        self.shared.idempotent(move |pool| {
+            let (key, workspace) = (key.clone(), workspace.clone());
+            async move {
+                let client = connect(&pool).await?;
+                let params: [&(dyn ToSql + Sync); 4] = [&key.kind, &key.id, &key.owner, &key.token];
+                let released = execute(&client, sql::RELEASE_LEASE, &params, "release the lease").await?;
+                if released == 1 && key.kind == AGENT {
+                    // A hint for the workers; polling covers a lost one.
+                    let _ = execute(&client, sql::NOTIFY_RUNNABLE, &[&workspace], "wake the workers").await;
+                }
+                Ok(())
             }
-            Ok(())
         })
     }
 }
@@ -772,10 +888,13 @@ impl RunStore for PgStore {
         let path = PathBuf::from(format!("{}#receipts/{digest}", self.shared.display));
         let text = self
             .shared
-            .call(move |pool| async move {
-                let client = connect(&pool).await?;
-                let rows = query(&client, sql::GET_RECEIPT, &[&workspace, &digest], "read a receipt").await?;
-                Ok(rows.first().map(|row| row.get::<_, String>(0)))
+            .idempotent(move |pool| {
+                let (workspace, digest) = (workspace.clone(), digest.clone());
+                async move {
+                    let client = connect(&pool).await?;
+                    let rows = query(&client, sql::GET_RECEIPT, &[&workspace, &digest], "read a receipt").await?;
+                    Ok(rows.first().map(|row| row.get::<_, String>(0)))
+                }
             })
             .map_err(|error| ReceiptError::Io {
                 path: path.clone(),

@@ -124,7 +124,9 @@ impl TestSchema {
 /// A PostgreSQL location for `conninfo`.
 pub fn location(conninfo: &str, name: &str) -> PgLocation {
     let config: tokio_postgres::Config = conninfo.parse().expect("PLANRUN_TEST_PG is a libpq key/value string");
-    PgLocation { config, display: format!("postgres test schema {name}") }
+    // The test server speaks plain TCP (the TLS tests start their own).
+    let tls = crate::store::location::TlsOptions { mode: crate::store::location::TlsMode::Disable, root_cert: None };
+    PgLocation { config, display: format!("postgres test schema {name}"), tls }
 }
 
 /// Drops a schema made by [`TestSchema::unmigrated`] with the value.
