@@ -17,6 +17,7 @@
 //! | `tamper` | every record file edited, removed, re-ordered, appended, with and without the key: `verify`, `show`, `resume` refuse it (exit 2); the issue-8 attacks on a waiting ticket run; a crash tail never trusted; an unreadable or missing record file gets exit 2 from every command; `verify`'s exit codes | |
 //! | `tamper_matrix` | every record file found in a run folder and every receipt edited, line-removed, re-ordered, appended, emptied, deleted (a receipt re-sealed), with and without the key, on a run whose `resume` would close a ticket: refused by `verify`, `show`, `resume` alike (exit 2, nothing runs) or an appended crash tail never shown; the ticket system's receipts changed after a crash never close twice under the key | |
 //! | `pg_store` | the PostgreSQL store with the real binary (`--store postgres://…`, a schema per test on `PLANRUN_TEST_PG`): flow_pwd and the ticket demo, `export` equal to the file-store twin and verified by it, `store migrate` twice, unmigrated or newer schemas, bad and unreachable URLs, tampered rows | |
+//! | `pg_queue` | queued runs on the PostgreSQL store: `--queue` (id printed, nothing runs), `show`/`runs`/`verify`/`cancel` of a queued run, a worker starts it with the direct run's records (export equal to the file-store twin), a dead claimer's run claimed again after its lease, the file store refusing `--queue`, workspace ids (`.planrun/id`) deciding what a worker claims, 4 worker processes draining 200 queued runs exactly once | |
 //! | `integrity` | tampered `state.json` and `audit.jsonl` refused by every command; HMAC seals and no downgrade | |
 //! | `effect_receipts` | receipts the effect vouches for: the ticket store's receipt of a keyed close, recovery asking it first, hand-written runtime receipts never standing in for it, conflicts, uncertain only where the effect cannot answer | |
 //! | `sealed_receipts` | receipts sealed like checkpoints, named by the log's `receipt_link`; the earlier unsealed format read without a key, refused under one; a receipt swapped afterwards fails `verify` | |
@@ -72,6 +73,7 @@ mod effect_receipts;
 mod idempotency;
 mod integrity;
 mod nesting_limit;
+mod pg_queue;
 mod pg_store;
 mod planrun_test;
 mod preview;

@@ -38,11 +38,11 @@ fn psql(conninfo: &str, sql: &str) -> Result<String, String> {
 }
 
 /// One schema of the test server, dropped with the value.
-struct Schema {
-    name: String,
+pub(crate) struct Schema {
+    pub(crate) name: String,
     admin: String,
     /// `--store` for this schema.
-    url: String,
+    pub(crate) url: String,
     /// `psql` connection string for this schema.
     conninfo: String,
 }
@@ -75,13 +75,13 @@ impl Schema {
     }
 
     /// A new schema, migrated with `planrun store migrate`.
-    fn migrated(test: &str, sandbox: &Sandbox) -> Option<Schema> {
+    pub(crate) fn migrated(test: &str, sandbox: &Sandbox) -> Option<Schema> {
         let schema = Schema::new(test)?;
         sandbox.planrun().args(["store", "migrate", "--store", &schema.url]).expect_code(0).run();
         Some(schema)
     }
 
-    fn sql(&self, sql: &str) -> String {
+    pub(crate) fn sql(&self, sql: &str) -> String {
         psql(&self.conninfo, sql).unwrap_or_else(|error| panic!("{sql}: {error}"))
     }
 
@@ -101,7 +101,7 @@ impl Drop for Schema {
 }
 
 /// The four files of run `run_id` in workspace `workspace`.
-fn run_files(workspace: &Path, run_id: &str) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn run_files(workspace: &Path, run_id: &str) -> Vec<(String, Vec<u8>)> {
     FILES
         .iter()
         .map(|name| {
@@ -113,7 +113,13 @@ fn run_files(workspace: &Path, run_id: &str) -> Vec<(String, Vec<u8>)> {
 
 /// Exports `run_id` from `schema` into `<sandbox>/<folder>` and checks the
 /// export verifies with the file store and equals `twin` byte for byte.
-fn assert_export_equals(sandbox: &Sandbox, schema: &Schema, run_id: &str, twin: &[(String, Vec<u8>)], folder: &str) {
+pub(crate) fn assert_export_equals(
+    sandbox: &Sandbox,
+    schema: &Schema,
+    run_id: &str,
+    twin: &[(String, Vec<u8>)],
+    folder: &str,
+) {
     let out = sandbox.path().join(folder);
     sandbox.planrun().args(["export", run_id, "--store", &schema.url, "--out"]).arg(&out).expect_code(0).run();
     let exported = run_files(&out, run_id);
@@ -211,14 +217,14 @@ fn store_migrate_twice_and_an_unmigrated_schema_is_refused_with_nothing_written(
     assert!(!sandbox.workspace().join("report.txt").exists(), "the plan did not run");
 
     let first = sandbox.planrun().args(["store", "migrate"]).args(store).expect_code(0).run();
-    assert!(first.stdout.contains("applied migration(s) 1"), "{}", first.stdout);
+    assert!(first.stdout.contains("applied migration(s) 1, 2"), "{}", first.stdout);
     let second = sandbox.planrun().args(["store", "migrate"]).env("PLANRUN_STORE", &schema.url).expect_code(0).run();
     assert!(second.stdout.contains("already up to date"), "{}", second.stdout);
-    assert_eq!(schema.sql("SELECT count(*) FROM schema_migrations"), "1");
+    assert_eq!(schema.sql("SELECT count(*) FROM schema_migrations"), "2");
     let file = sandbox.planrun().args(["store", "migrate"]).expect_code(2).run();
     assert!(file.stderr.contains("file store has no schema"), "{}", file.stderr);
 
-    schema.sql("INSERT INTO schema_migrations (version, sha256) VALUES (2, 'from a newer planrun')");
+    schema.sql("INSERT INTO schema_migrations (version, sha256) VALUES (99, 'from a newer planrun')");
     let newer = sandbox.planrun().args(["runs"]).args(store).expect_code(2).run();
     assert!(newer.stderr.contains("newer than this planrun"), "{}", newer.stderr);
 }
@@ -510,7 +516,7 @@ async fn serve_survives_its_database_sessions_being_terminated() {
 }
 
 /// Polls `sql` until it answers `want` (10 s at most); the last answer.
-fn wait_for(schema: &Schema, sql: &str, want: &str) -> String {
+pub(crate) fn wait_for(schema: &Schema, sql: &str, want: &str) -> String {
     let mut answer = schema.sql(sql);
     for _ in 0..100 {
         if answer == want {

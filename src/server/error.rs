@@ -84,7 +84,10 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound { id, .. } | StoreError::Interrupted { id, .. } => {
                 return ApiError::not_found("run", id);
             }
+            // An agent run queued and not started yet has nothing to decide.
+            StoreError::Queued { .. } => (StatusCode::CONFLICT, "run_queued"),
             StoreError::RunExists { .. }
+            | StoreError::WorkspaceId(_)
             | StoreError::Io { .. }
             | StoreError::Database { .. }
             | StoreError::Unsupported(_) => (StatusCode::INTERNAL_SERVER_ERROR, "records_failed"),

@@ -31,11 +31,15 @@ fn migrate_is_idempotent_and_every_other_use_refuses_an_unusable_schema() {
     assert_eq!(psql(&conninfo, "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"), Ok("0".into()));
 
     let first = PgStores::migrate(&location, options()).expect("migrate");
-    assert_eq!((first.applied.clone(), first.version), (vec![1], latest_version()));
+    assert_eq!((first.applied.clone(), first.version), (vec![1, 2], latest_version()));
     let second = PgStores::migrate(&location, options()).expect("migrate again");
     assert!(second.applied.is_empty(), "nothing applied the second time");
-    let recorded = psql(&conninfo, "SELECT version || ' ' || length(sha256) FROM schema_migrations").expect("rows");
-    assert_eq!(recorded, "1 64");
+    let recorded = psql(
+        &conninfo,
+        "SELECT string_agg(version || ' ' || length(sha256), ',' ORDER BY version) FROM schema_migrations",
+    )
+    .expect("rows");
+    assert_eq!(recorded, "1 64,2 64");
     PgStores::connect(&location, options()).expect("a migrated schema is used");
 
     psql(&conninfo, "INSERT INTO schema_migrations (version, sha256) VALUES (99, 'x')").expect("a newer planrun");
@@ -72,8 +76,7 @@ fn a_holder_whose_lease_was_taken_over_writes_nothing() {
     let first = schema.store(&Sealer::plain());
     started(&first, "r1");
     let (mut stale, loaded) = first.open_run("r1").expect("open");
-    let other =
-        schema.process("test:other", 30).store(std::path::Path::new("/tmp/planrun-test-workspace"), &Sealer::plain());
+    let other = schema.process("test:other", 30).store_named("test-workspace", &Sealer::plain());
     assert!(matches!(other.open_run("r1"), Err(StoreError::Locked { .. })), "held");
     // The holder froze past its lease (SIGSTOP, a pause): it expires.
     schema.sql("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE run_id = 'r1'").expect("expire");
@@ -119,9 +122,8 @@ fn the_store_is_usable_from_inside_a_tokio_runtime() {
 #[test]
 fn the_heartbeat_keeps_a_held_lease_alive_past_its_length() {
     let Some(schema) = TestSchema::create() else { return };
-    let workspace = std::path::Path::new("/tmp/planrun-test-workspace");
-    let holder = schema.process("test:holder", 1).store(workspace, &Sealer::plain());
-    let other = schema.process("test:other", 1).store(workspace, &Sealer::plain());
+    let holder = schema.process("test:holder", 1).store_named("test-workspace", &Sealer::plain());
+    let other = schema.process("test:other", 1).store_named("test-workspace", &Sealer::plain());
     started(&holder, "r1");
     let (mut run, loaded) = holder.open_run("r1").expect("open");
     std::thread::sleep(std::time::Duration::from_millis(2500));
