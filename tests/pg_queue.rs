@@ -5,7 +5,9 @@
 //! to the next claim once its lease expires, the file store refuses
 //! `--queue`, workers claim only the runs of their workspace id
 //! (`.planrun/id`), and 4 worker processes drain 200 queued runs: each
-//! exactly once, none lost, never held by two at once.
+//! exactly once, none lost, never held by two at once. And the service's
+//! `POST /runs` with `"wait": false`: 202 at once, then the run's records
+//! as a waited-for run's, on the file store and in PostgreSQL.
 //!
 //! The server is `PLANRUN_TEST_PG`'s (see `pg_store`); without it each test
 //! prints one "skipped" line.
@@ -15,8 +17,11 @@ use std::fs;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use serde_json::json;
+
 use crate::common::{ROOT, Sandbox};
 use crate::pg_store::{Schema, assert_export_equals, run_files};
+use crate::serve_harness::{Server, audit_events, client, get_json, post};
 
 const FLOW: &str = "plans/flow_pwd.toml";
 
@@ -266,4 +271,59 @@ fn four_workers_drain_two_hundred_queued_runs_each_exactly_once() {
         let effect = fs::read_to_string(sandbox.workspace().join(format!("effect-{id}.txt"))).expect("the effect");
         assert_eq!(effect, id);
     }
+}
+
+/// Polls `GET /runs/{id}` until its status is `want` (10 s at most); the
+/// last body.
+async fn wait_for_status(server: &Server, client: &reqwest::Client, id: &str, want: &str) -> serde_json::Value {
+    let url = server.url(&format!("/runs/{id}"));
+    let (mut status, mut body) = get_json(client, &url).await;
+    for _ in 0..100 {
+        if status == 200 && body["status"] == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        (status, body) = get_json(client, &url).await;
+    }
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_runs_without_waiting_answers_202_then_runs_as_a_waited_run() {
+    let server = Server::start(&[]);
+    let client = client();
+    let goal = json!({"goal": "test flow pwd to file", "adapter": "agent"});
+    let (status, waited) = post(&client, &server.url("/runs"), goal.clone()).await;
+    assert_eq!((status, waited["status"].as_str()), (201, Some("done")), "{waited}");
+    let mut body = goal.clone();
+    body["wait"] = json!(false);
+    let response = client.post(server.url("/runs")).json(&body).send().await.expect("send");
+    assert_eq!(response.status().as_u16(), 202);
+    let location = response.headers().get("location").and_then(|value| value.to_str().ok()).map(str::to_string);
+    let accepted: serde_json::Value = response.json().await.expect("JSON");
+    assert_eq!(accepted["status"], "queued", "{accepted}");
+    let id = accepted["run_id"].as_str().expect("id").to_string();
+    assert_eq!(location.as_deref(), Some(format!("/runs/{id}").as_str()));
+    let done = wait_for_status(&server, &client, &id, "done").await;
+    assert_eq!(done["status"], "done", "{done}");
+    assert_eq!(done["agent_final_status"], "done", "{done}");
+    assert_eq!(audit_events(&server, &id), audit_events(&server, "br-0001"), "the records of a waited-for run");
+    let (status, _) = post(&client, &server.url("/runs"), json!({"goal": "test flow pwd to file", "wait": "no"})).await;
+    assert_eq!(status, 422, "`wait` is a boolean");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accepted_run_is_durable_in_postgres_and_driven_by_the_node() {
+    let sandbox = Sandbox::new();
+    let Some(schema) = Schema::migrated("serve accepted", &sandbox) else { return };
+    let server = Server::start_in(sandbox, &[("PLANRUN_STORE", schema.url.as_str())]);
+    let client = client();
+    let (status, accepted) =
+        post(&client, &server.url("/runs"), json!({"goal": "test flow pwd to file", "wait": false})).await;
+    assert_eq!((status, accepted["status"].as_str()), (202, Some("queued")), "{accepted}");
+    let done = wait_for_status(&server, &client, "br-0001", "done").await;
+    assert_eq!(done["status"], "done", "{done}");
+    let kinds = schema.sql("SELECT string_agg(kind || ':' || run_id || ':' || status, ' ' ORDER BY kind) FROM runs");
+    assert_eq!(kinds, "agent:agent-br-0001:done bridge:br-0001:done");
+    assert!(!server.exists("bridge"), "nothing in the file layout");
 }
