@@ -7,7 +7,9 @@
 //! (`.planrun/id`), and 4 worker processes drain 200 queued runs: each
 //! exactly once, none lost, never held by two at once. And the service's
 //! `POST /runs` with `"wait": false`: 202 at once, then the run's records
-//! as a waited-for run's, on the file store and in PostgreSQL.
+//! as a waited-for run's, on the file store and in PostgreSQL; two nodes
+//! drive each accepted run once; a run left `queued` by a node whose drive
+//! never began is driven by the scan.
 //!
 //! The server is `PLANRUN_TEST_PG`'s (see `pg_store`); without it each test
 //! prints one "skipped" line.
@@ -20,8 +22,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::common::{ROOT, Sandbox};
-use crate::pg_store::{Schema, assert_export_equals, run_files};
-use crate::serve_harness::{Server, audit_events, client, get_json, post};
+use crate::pg_store::{Schema, assert_export_equals, run_files, wait_for};
+use crate::serve_harness::{Server, audit_events, client, get_json, post, serve_command};
 
 const FLOW: &str = "plans/flow_pwd.toml";
 
@@ -326,4 +328,73 @@ async fn an_accepted_run_is_durable_in_postgres_and_driven_by_the_node() {
     let kinds = schema.sql("SELECT string_agg(kind || ':' || run_id || ':' || status, ' ' ORDER BY kind) FROM runs");
     assert_eq!(kinds, "agent:agent-br-0001:done bridge:br-0001:done");
     assert!(!server.exists("bridge"), "nothing in the file layout");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_accepting_runs_drive_each_exactly_once() {
+    let sandbox = Sandbox::new();
+    let Some(schema) = Schema::migrated("serve two nodes", &sandbox) else { return };
+    let envs = [("PLANRUN_STORE", schema.url.as_str())];
+    let server = Server::start_in(sandbox, &envs);
+    // A second node on the same workspace and database, scanning for
+    // queued runs while the first accepts and drives its own.
+    let mut other = serve_command(&server.sandbox, &envs, &[]).spawn().expect("start the second node");
+    let mut line = String::new();
+    let stdout = other.stdout.take().expect("stdout");
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).expect("its address");
+    let other_base = line.trim().strip_prefix("listening on ").expect("listening").to_string();
+    let client = client();
+    let body = json!({"goal": "test flow pwd to file", "wait": false});
+    for n in 0..12 {
+        let url = if n % 2 == 0 { server.url("/runs") } else { format!("{other_base}/runs") };
+        let (status, accepted) = post(&client, &url, body.clone()).await;
+        assert_eq!((status, accepted["status"].as_str()), (202, Some("queued")), "{accepted}");
+    }
+    let done = "SELECT count(*) FROM runs WHERE kind = 'bridge' AND status = 'done' AND owner_id IS NULL";
+    let finished = wait_for(&schema, done, "12");
+    let _ = other.kill();
+    let _ = other.wait();
+    assert_eq!(finished, "12", "every accepted run done");
+    let per_run = |event: &str| {
+        schema.sql(&format!(
+            "SELECT string_agg(DISTINCT n::text, ',') FROM (SELECT count(*) AS n FROM audit_events \
+             WHERE kind = 'bridge' AND line::jsonb ->> 'event_type' = '{event}' GROUP BY run_id) x"
+        ))
+    };
+    assert_eq!(per_run("instruction_generated"), "1", "each driven once");
+    assert_eq!(per_run("run_finished"), "1");
+    assert_eq!(schema.sql("SELECT count(*) FROM runs WHERE kind = 'agent' AND status = 'done'"), "12");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accepted_run_left_queued_is_driven_by_the_scan() {
+    let sandbox = Sandbox::new();
+    let Some(schema) = Schema::migrated("serve scan", &sandbox) else { return };
+    // The node's drive fails at its first write after the answer (as if it
+    // died there): the record is left `queued`, its log `run_created` alone.
+    schema.sql(
+        "CREATE FUNCTION refuse_drive() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN RAISE EXCEPTION 'the node is gone'; END $$; \
+         CREATE TRIGGER refuse_drive BEFORE INSERT ON audit_events FOR EACH ROW \
+         WHEN (NEW.line LIKE '%instruction_generated%') EXECUTE FUNCTION refuse_drive()",
+    );
+    let server = Server::start_in(sandbox, &[("PLANRUN_STORE", schema.url.as_str())]);
+    let client = client();
+    let (status, accepted) =
+        post(&client, &server.url("/runs"), json!({"goal": "test flow pwd to file", "wait": false})).await;
+    assert_eq!((status, accepted["status"].as_str()), (202, Some("queued")), "{accepted}");
+    let held = "SELECT status || ' ' || (owner_id IS NULL) FROM runs WHERE kind = 'bridge'";
+    assert_eq!(wait_for(&schema, held, "queued true"), "queued true", "left queued, nobody holding it");
+    assert_eq!(schema.sql("SELECT count(*) FROM audit_events WHERE kind = 'bridge'"), "1", "nothing sent");
+    schema.sql("DROP TRIGGER refuse_drive ON audit_events");
+    // The scan (every 5 s on a database store) takes it up.
+    let done = wait_for_status(&server, &client, "br-0001", "done").await;
+    assert_eq!(done["status"], "done", "{done}");
+    let events =
+        "SELECT string_agg(line::jsonb ->> 'event_type', ' ' ORDER BY seq) FROM audit_events WHERE kind = 'bridge'";
+    assert_eq!(
+        schema.sql(events),
+        "run_created instruction_generated task_sent response_received run_finished",
+        "driven once, after the scan"
+    );
 }
