@@ -77,6 +77,11 @@ pub fn read_or_create(workspace: &Path, fresh: impl FnOnce() -> String) -> Resul
     }
 }
 
+/// The id in `<workspace>/.planrun/id`; `None` when there is no such file.
+pub fn read_existing(workspace: &Path) -> Result<Option<String>, WorkspaceIdError> {
+    read(&workspace_id_path(workspace))
+}
+
 /// The id in `path`; `None` when there is no such file.
 fn read(path: &Path) -> Result<Option<String>, WorkspaceIdError> {
     let text = match fs::read_to_string(path) {

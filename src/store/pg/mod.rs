@@ -299,8 +299,16 @@ impl StoreFactory for PgStores {
     fn open(&self, workspace: &Path, sealer: &Sealer) -> Arc<dyn RunStore> {
         // Without an id generator, a workspace without an id stays without
         // one: every use of the store says so.
-        let missing = || String::new();
-        Arc::new(self.store(workspace, sealer, &missing))
+        let workspace_id = match crate::store::workspace_id::read_existing(workspace) {
+            Ok(Some(id)) => Ok(id),
+            Ok(None) => Err(format!(
+                "the workspace `{}` has no id yet (`{}`): run a planrun command on it with the database store to make one",
+                workspace.display(),
+                crate::store::workspace_id_path(workspace).display()
+            )),
+            Err(error) => Err(error.to_string()),
+        };
+        Arc::new(PgStore { shared: self.shared.clone(), workspace_id, sealer: sealer.clone() })
     }
 
     fn open_identified(&self, workspace: &Path, sealer: &Sealer, fresh: &dyn Fn() -> String) -> Arc<dyn RunStore> {
