@@ -204,7 +204,8 @@ fn four_workers_drain_two_hundred_queued_runs_each_exactly_once() {
     let Some(schema) = Schema::migrated("queue 4x200", &sandbox) else { return };
     let plan = sandbox.write("queue_effect.toml", EFFECT_PLAN);
     let started = Instant::now();
-    let workers: Vec<Child> = (0..WORKERS).map(|index| start_worker(&sandbox, &schema, index)).collect();
+    let workers: Vec<KillOnDrop> =
+        (0..WORKERS).map(|index| KillOnDrop(start_worker(&sandbox, &schema, index))).collect();
     // Four submitters at once, while the workers already claim.
     std::thread::scope(|scope| {
         for submitter in 0..4 {
@@ -229,9 +230,13 @@ fn four_workers_drain_two_hundred_queued_runs_each_exactly_once() {
     }
     let mut taken: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (index, mut worker) in workers.into_iter().enumerate() {
-        let _ = worker.kill();
-        let output = worker.wait_with_output().expect("the worker's output");
-        for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let _ = worker.0.kill();
+        let mut output = String::new();
+        if let Some(mut pipe) = worker.0.stdout.take() {
+            std::io::Read::read_to_string(&mut pipe, &mut output).expect("the worker's output");
+        }
+        drop(worker);
+        for line in output.lines() {
             if let Some(rest) = line.strip_prefix("worked: run ") {
                 let run_id = rest.split(' ').next().unwrap_or_default().to_string();
                 assert!(rest.contains("· done (exit 0)"), "{line}");
@@ -330,6 +335,16 @@ async fn an_accepted_run_is_durable_in_postgres_and_driven_by_the_node() {
     assert!(!server.exists("bridge"), "nothing in the file layout");
 }
 
+/// A child process killed when the test ends, a failing one included.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_accepting_runs_drive_each_exactly_once() {
     let sandbox = Sandbox::new();
@@ -338,9 +353,9 @@ async fn two_nodes_accepting_runs_drive_each_exactly_once() {
     let server = Server::start_in(sandbox, &envs);
     // A second node on the same workspace and database, scanning for
     // queued runs while the first accepts and drives its own.
-    let mut other = serve_command(&server.sandbox, &envs, &[]).spawn().expect("start the second node");
+    let mut other = KillOnDrop(serve_command(&server.sandbox, &envs, &[]).spawn().expect("start the second node"));
     let mut line = String::new();
-    let stdout = other.stdout.take().expect("stdout");
+    let stdout = other.0.stdout.take().expect("stdout");
     std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).expect("its address");
     let other_base = line.trim().strip_prefix("listening on ").expect("listening").to_string();
     let client = client();
@@ -352,8 +367,7 @@ async fn two_nodes_accepting_runs_drive_each_exactly_once() {
     }
     let done = "SELECT count(*) FROM runs WHERE kind = 'bridge' AND status = 'done' AND owner_id IS NULL";
     let finished = wait_for(&schema, done, "12");
-    let _ = other.kill();
-    let _ = other.wait();
+    drop(other);
     assert_eq!(finished, "12", "every accepted run done");
     let per_run = |event: &str| {
         schema.sql(&format!(
