@@ -20,6 +20,7 @@
 //! | `pg_faults` | database faults on a private cluster per test: TLS `sslmode`s with a CA made by `openssl` (right and wrong CA and host name), `pg_ctl restart -m immediate` and `pg_terminate_backend` while a worker drives runs (done, each close once, verified), a session ended inside the COMMIT after a keyed close (read back, recovered from the receipt), a worker started with the database down | |
 //! | `pg_store` | the PostgreSQL store with the real binary (`--store postgres://…`, a schema per test on `PLANRUN_TEST_PG`): flow_pwd and the ticket demo, `export` equal to the file-store twin and verified by it, `store migrate` twice, unmigrated or newer schemas, bad and unreachable URLs, tampered rows | |
 //! | `pg_fencing` | fencing on PostgreSQL with real processes: a holder `SIGSTOP`ped past its lease while a worker takes the run over writes nothing after `SIGCONT`, kills its tool and exits 1 (lease lost); a run that kills every holder ends `recovery_exhausted` after `PLANRUN_MAX_CLAIMS` takeovers while another run flows; holders killed at each step boundary and inside the effect window (ticket demo, keyed write) recovered by `worker --once`, every keyed effect once | |
+//! | `pg_queue` | queued runs on the PostgreSQL store: `--queue` (id printed, nothing runs), `show`/`runs`/`verify`/`cancel` of a queued run, a worker starts it with the direct run's records (export equal to the file-store twin), a dead claimer's run claimed again after its lease, the file store refusing `--queue`, workspace ids (`.planrun/id`) deciding what a worker claims, 4 worker processes draining 200 queued runs exactly once; `POST /runs` with `"wait": false` (202, `Location`, then a waited-for run's records; two nodes drive each accepted run once; a run left `queued` is driven by the scan) | |
 //! | `integrity` | tampered `state.json` and `audit.jsonl` refused by every command; HMAC seals and no downgrade | |
 //! | `effect_receipts` | receipts the effect vouches for: the ticket store's receipt of a keyed close, recovery asking it first, hand-written runtime receipts never standing in for it, conflicts, uncertain only where the effect cannot answer | |
 //! | `sealed_receipts` | receipts sealed like checkpoints, named by the log's `receipt_link`; the earlier unsealed format read without a key, refused under one; a receipt swapped afterwards fails `verify` | |
@@ -79,6 +80,7 @@ mod nesting_limit;
 mod pg_approvals;
 mod pg_faults;
 mod pg_fencing;
+mod pg_queue;
 mod pg_store;
 mod planrun_test;
 mod preview;

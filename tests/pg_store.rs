@@ -38,7 +38,7 @@ pub fn psql(conninfo: &str, sql: &str) -> Result<String, String> {
 }
 
 /// One schema of the test server, dropped with the value (also used by
-/// `pg_fencing` and `pg_approvals`).
+/// `pg_fencing`, `pg_approvals` and `pg_queue`).
 pub struct Schema {
     pub name: String,
     admin: String,
@@ -102,7 +102,7 @@ impl Drop for Schema {
 }
 
 /// The four files of run `run_id` in workspace `workspace`.
-fn run_files(workspace: &Path, run_id: &str) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn run_files(workspace: &Path, run_id: &str) -> Vec<(String, Vec<u8>)> {
     FILES
         .iter()
         .map(|name| {
@@ -114,7 +114,13 @@ fn run_files(workspace: &Path, run_id: &str) -> Vec<(String, Vec<u8>)> {
 
 /// Exports `run_id` from `schema` into `<sandbox>/<folder>` and checks the
 /// export verifies with the file store and equals `twin` byte for byte.
-fn assert_export_equals(sandbox: &Sandbox, schema: &Schema, run_id: &str, twin: &[(String, Vec<u8>)], folder: &str) {
+pub(crate) fn assert_export_equals(
+    sandbox: &Sandbox,
+    schema: &Schema,
+    run_id: &str,
+    twin: &[(String, Vec<u8>)],
+    folder: &str,
+) {
     let out = sandbox.path().join(folder);
     sandbox.planrun().args(["export", run_id, "--store", &schema.url, "--out"]).arg(&out).expect_code(0).run();
     let exported = run_files(&out, run_id);
@@ -212,14 +218,14 @@ fn store_migrate_twice_and_an_unmigrated_schema_is_refused_with_nothing_written(
     assert!(!sandbox.workspace().join("report.txt").exists(), "the plan did not run");
 
     let first = sandbox.planrun().args(["store", "migrate"]).args(store).expect_code(0).run();
-    assert!(first.stdout.contains("applied migration(s) 1"), "{}", first.stdout);
+    assert!(first.stdout.contains("applied migration(s) 1, 2, 3"), "{}", first.stdout);
     let second = sandbox.planrun().args(["store", "migrate"]).env("PLANRUN_STORE", &schema.url).expect_code(0).run();
     assert!(second.stdout.contains("already up to date"), "{}", second.stdout);
-    assert_eq!(schema.sql("SELECT count(*) FROM schema_migrations"), "1");
+    assert_eq!(schema.sql("SELECT count(*) FROM schema_migrations"), "3");
     let file = sandbox.planrun().args(["store", "migrate"]).expect_code(2).run();
     assert!(file.stderr.contains("file store has no schema"), "{}", file.stderr);
 
-    schema.sql("INSERT INTO schema_migrations (version, sha256) VALUES (2, 'from a newer planrun')");
+    schema.sql("INSERT INTO schema_migrations (version, sha256) VALUES (99, 'from a newer planrun')");
     let newer = sandbox.planrun().args(["runs"]).args(store).expect_code(2).run();
     assert!(newer.stderr.contains("newer than this planrun"), "{}", newer.stderr);
 }

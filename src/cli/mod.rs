@@ -66,12 +66,17 @@ pub struct RunArgs {
     /// Print no progress to stderr (errors are still printed).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Record the run as queued and return at once (its id on stdout): a
+    /// `planrun worker` or `planrun serve` of the workspace starts it
+    /// (database store only).
+    #[arg(long)]
+    pub queue: bool,
 }
 
 impl RunArgs {
     /// Whether any option of a run was given.
     fn is_given(&self) -> bool {
-        self.plan.is_some() || self.goal.is_some() || self.run_id.is_some() || self.json || self.quiet
+        self.plan.is_some() || self.goal.is_some() || self.run_id.is_some() || self.json || self.quiet || self.queue
     }
 }
 
@@ -139,7 +144,7 @@ pub enum Command {
     Export(export::ExportArgs),
     /// Manage a database store: `store migrate` creates or updates its schema.
     Store(store::StoreArgs),
-    /// Take up the runs of a database store nobody holds (interrupted, or approved) and drive them.
+    /// Take up the runs of a database store nobody holds (interrupted, approved, or queued) and drive them.
     Worker(worker::WorkerArgs),
     /// Run the ticket demo end to end (pause, approve, crash, recover) and print its summary.
     Demo(demo::DemoArgs),
@@ -172,7 +177,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         // The run's own options may not.
         return output::fail(
             ExitStatus::InvalidInput,
-            "`--plan`, `--goal`, `--run-id`, `--json` and `--quiet` before a command belong to a run; \
+            "`--plan`, `--goal`, `--run-id`, `--json`, `--quiet` and `--queue` before a command belong to a run; \
              give a command's own options after its name (see `planrun <command> --help`)",
         );
     }

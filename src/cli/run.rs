@@ -1,4 +1,5 @@
-//! `planrun --plan FILE` and `planrun --goal TEXT`.
+//! `planrun --plan FILE` and `planrun --goal TEXT` (with `--queue`: queued
+//! for a worker instead of driven here).
 
 use std::process::ExitCode;
 
@@ -21,7 +22,33 @@ pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         return fail_with(&OpsError::NothingToRun);
     };
     let input = RunInput { target, run_id: args.run_id.clone(), workspace: dirs.workspace.clone() };
+    if args.queue {
+        return queue(input, args, env);
+    }
     report(args.quiet, args.json, dirs, env, |progress| ops::run(input, env, progress))
+}
+
+/// `--queue`: records the run as queued and prints its id (exit 0), or
+/// why it cannot be queued (exit 2: bad files, the file store, a taken id).
+fn queue(input: RunInput<'_>, args: &RunArgs, env: &RuntimeEnv) -> ExitCode {
+    let queued = match ops::queue(input, env) {
+        Ok(queued) => queued,
+        Err(error) => return fail_with(&error),
+    };
+    if args.json {
+        let value = serde_json::json!({"run_id": queued.run_id, "status": "queued", "plan_path": queued.plan_path});
+        anstream::println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+    } else {
+        anstream::println!("{}", queued.run_id);
+    }
+    if !args.quiet {
+        anstream::eprintln!(
+            "queued: run {} (plan {}): a `planrun worker` or `planrun serve` of this workspace starts it",
+            queued.run_id,
+            queued.plan_path
+        );
+    }
+    ExitStatus::Done.into()
 }
 
 /// Runs `work` with the progress printer (unless `quiet`), then prints the

@@ -1,7 +1,8 @@
 //! `planrun runs [--status S] [--json]`: the runs of the workspace, newest
 //! first, one line each (id, plan, status, stop reason, steps, started,
 //! duration). A run whose records fail verification is listed as
-//! `unreadable` with the reason, and the command exits 2.
+//! `unreadable` with the reason, and the command exits 2; a queued run
+//! (database store, not started by a worker yet) as `queued`.
 
 use std::process::ExitCode;
 
@@ -87,6 +88,11 @@ fn print_table(runs: &[ListedRun]) {
             ListedRun::Unreadable { run_id, error } => {
                 anstream::println!("{run_id:<id_width$}  {}", paint(RED, format!("unreadable: {error}")));
             }
+            ListedRun::Queued(queued) => {
+                let plan = queued.plan_path.as_deref().unwrap_or("-");
+                let state = if queued.starting { "queued (a worker is starting it)" } else { "queued" };
+                anstream::println!("{:<id_width$}  {plan:<plan_width$}  {state}", queued.run_id);
+            }
         }
     }
 }
@@ -95,6 +101,7 @@ fn listed_id(run: &ListedRun) -> &str {
     match run {
         ListedRun::Readable(summary) => &summary.run_id,
         ListedRun::Unreadable { run_id, .. } => run_id,
+        ListedRun::Queued(queued) => &queued.run_id,
     }
 }
 
@@ -123,5 +130,9 @@ fn listed_json(run: &ListedRun) -> Value {
             "started_at": started_at, "finished_at": finished_at, "duration_ms": duration_ms,
         }),
         ListedRun::Unreadable { run_id, error } => json!({"run_id": run_id, "status": "unreadable", "error": error}),
+        ListedRun::Queued(queued) => json!({
+            "run_id": queued.run_id, "status": "queued", "plan_path": queued.plan_path, "goal": queued.goal,
+            "starting": queued.starting,
+        }),
     }
 }

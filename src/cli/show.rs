@@ -20,7 +20,7 @@ use crate::model::FailureClass;
 use crate::ops::{self, ExitStatus};
 use crate::policy::display_argv;
 use crate::runtime::RuntimeEnv;
-use crate::store::{StepRecord, StepRecordStatus, full_state};
+use crate::store::{StepRecord, StepRecordStatus, StoreError, full_state};
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
@@ -34,11 +34,12 @@ pub struct ShowArgs {
     pub json: bool,
 }
 
-/// Exit code: 0 when the run was shown, 2 for an unknown or invalid run id
-/// or records that fail verification.
+/// Exit code: 0 when the run was shown (a queued one included), 2 for an
+/// unknown or invalid run id or records that fail verification.
 pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     let run = match ops::show(&dirs.workspace, &args.run_id, env) {
         Ok(run) => run,
+        Err(ops::OpsError::Records(StoreError::Queued { id })) => return show_queued(&id, args.json, dirs, env),
         Err(error) => return fail_with(&error),
     };
     if args.json {
@@ -221,4 +222,34 @@ fn summarize_action(action: &serde_json::Value) -> Option<String> {
         "ticket_lookup" | "ticket_close" => format!("{kind} {}", action.get("ticket_id")?.as_str()?),
         _ => return None,
     })
+}
+
+/// A queued run: what it was submitted with, and that no worker started
+/// it yet (exit 0: it was shown).
+fn show_queued(run_id: &str, json: bool, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
+    let queued = match ops::queued_run(&dirs.workspace, run_id, env) {
+        Ok(Some(queued)) => queued,
+        // Started between the two reads: shown as it is now.
+        Ok(None) => return show(&ShowArgs { run_id: run_id.to_string(), full: false, json }, dirs, env),
+        Err(error) => return fail_with(&error),
+    };
+    if json {
+        let value = serde_json::json!({
+            "run_id": queued.run_id, "status": "queued", "plan_path": queued.plan_path, "goal": queued.goal,
+            "starting": queued.starting,
+        });
+        anstream::println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+        return ExitStatus::Done.into();
+    }
+    anstream::println!("run {} · plan {}", paint(BOLD, &queued.run_id), queued.plan_path.as_deref().unwrap_or("-"));
+    if let Some(goal) = &queued.goal {
+        anstream::println!("goal: {goal:?}");
+    }
+    let who = if queued.starting {
+        "a worker is starting it"
+    } else {
+        "waiting for a `planrun worker` or `planrun serve` of this workspace"
+    };
+    anstream::println!("status: {} · {who}; no records yet", paint(YELLOW, "queued"));
+    ExitStatus::Done.into()
 }

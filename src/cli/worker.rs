@@ -1,5 +1,5 @@
 //! `planrun worker`: takes up the runs of a database store that nobody
-//! holds — interrupted, or approved and waiting — and drives them (see
+//! holds — interrupted, approved and waiting, or queued — and drives them (see
 //! [`crate::ops::work`]); one line per run.
 
 use std::process::ExitCode;

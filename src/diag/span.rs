@@ -90,6 +90,11 @@ impl SourceMap {
         self.files.get(id).map(|file| file.as_ref())
     }
 
+    /// The file shown as `name`, if it was loaded.
+    pub fn named(&self, name: &str) -> Option<&SourceFile> {
+        self.files.iter().map(|file| file.as_ref()).find(|file| file.name == name)
+    }
+
     /// `file:line:column` of a span's start.
     pub fn location(&self, span: Span) -> String {
         match self.get(span.source) {

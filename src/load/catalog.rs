@@ -16,7 +16,7 @@ use crate::confine::PathRules;
 use crate::diag::{Diagnostic, SourceMap, display_path};
 use crate::load::lint_plan::lint_plan;
 use crate::load::loaded_plan::LoadedPlan;
-use crate::load::loader::{self, ReadFile};
+use crate::load::loader::{self, Copies, ReadFile};
 use crate::load::node::Node;
 use crate::load::route_checks::route_findings;
 use crate::load::table::error_count;
@@ -44,6 +44,8 @@ pub struct Catalog {
 pub struct Loader {
     sources: SourceMap,
     diagnostics: Vec<Diagnostic>,
+    /// When set, files are read from these copies only, never from disk.
+    copies: Option<Copies>,
 }
 
 /// `<dir>/<name>.toml` (or `.yaml`, `.yml`) when it exists.
@@ -76,6 +78,26 @@ struct Checks {
 impl Loader {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A loader that reads only `copies` (path → text), never the disk: a
+    /// worker loads a queued run's plan and policy from the copies it was
+    /// submitted with, under the paths (and so the digests) the submitter
+    /// read them from, wherever the worker's current folder is.
+    pub fn from_copies(copies: Copies) -> Self {
+        Loader { copies: Some(copies), ..Self::default() }
+    }
+
+    /// `<dir>/<name>.toml` (or `.yaml`, `.yml`) when it exists (among the
+    /// copies, for a loader made [`Loader::from_copies`]).
+    fn find_policy(&self, dir: &Path, name: &str) -> Option<PathBuf> {
+        match &self.copies {
+            None => policy_file(dir, name),
+            Some(copies) => ["toml", "yaml", "yml"]
+                .iter()
+                .map(|extension| dir.join(format!("{name}.{extension}")))
+                .find(|path| copies.contains_key(path)),
+        }
     }
 
     pub fn sources(&self) -> &SourceMap {
@@ -166,7 +188,7 @@ impl Loader {
         let errors_before = self.error_count();
         let loaded = self.plan_file(plan_path)?;
         let name = loaded.plan.policy.clone();
-        let policy_path = policy_file(policies_dir, &name);
+        let policy_path = self.find_policy(policies_dir, &name);
         let mut policies = BTreeMap::new();
         if let Some(policy_path) = policy_path {
             if let Some(policy) = self.load_policy(&policy_path) {
@@ -332,7 +354,7 @@ impl Loader {
 
     /// Reads and parses a file; `None` when it cannot be read or parsed.
     fn read(&mut self, path: &Path) -> Option<(ReadFile, Node)> {
-        let read = loader::read(&mut self.sources, &mut self.diagnostics, path)?;
+        let read = loader::read(&mut self.sources, &mut self.diagnostics, path, self.copies.as_ref())?;
         let file = self.sources.get(read.id)?;
         let root = loader::parse(file, read.id, read.format, &mut self.diagnostics)?;
         Some((read, root))

@@ -13,8 +13,9 @@
 //! otherwise overflow the stack of every walk after it (tree building,
 //! validation, dropping the tree). No real plan comes near the limit.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::digest::sha256_hex;
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, StrInput};
@@ -57,10 +58,20 @@ pub(crate) struct ReadFile {
     pub format: Format,
 }
 
-/// Reads `path` into `sources`. Reports `unsupported-extension` and
+/// Files given as text instead of read from disk, by the path they were
+/// read from (a queued run's copies: see [`crate::load::Loader::from_copies`]).
+pub type Copies = BTreeMap<PathBuf, String>;
+
+/// Reads `path` into `sources` (from `copies` when given: then only from
+/// them, named exactly as given). Reports `unsupported-extension` and
 /// `io-error` (both without a span) and returns `None` on either.
-pub(crate) fn read(sources: &mut SourceMap, diagnostics: &mut Vec<Diagnostic>, path: &Path) -> Option<ReadFile> {
-    let name = display_path(path);
+pub(crate) fn read(
+    sources: &mut SourceMap,
+    diagnostics: &mut Vec<Diagnostic>,
+    path: &Path,
+    copies: Option<&Copies>,
+) -> Option<ReadFile> {
+    let name = if copies.is_some() { path.display().to_string() } else { display_path(path) };
     let Some(format) = Format::of(path) else {
         diagnostics.push(
             Diagnostic::error("unsupported-extension", format!("cannot read `{name}`: unsupported file extension"))
@@ -68,12 +79,24 @@ pub(crate) fn read(sources: &mut SourceMap, diagnostics: &mut Vec<Diagnostic>, p
         );
         return None;
     };
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) => {
-            diagnostics.push(Diagnostic::error("io-error", format!("cannot read `{name}`: {error}")));
-            return None;
-        }
+    let bytes = match copies {
+        Some(copies) => match copies.get(path) {
+            Some(text) => text.clone().into_bytes(),
+            None => {
+                diagnostics.push(Diagnostic::error(
+                    "io-error",
+                    format!("cannot read `{name}`: it is not among the files the run was submitted with"),
+                ));
+                return None;
+            }
+        },
+        None => match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                diagnostics.push(Diagnostic::error("io-error", format!("cannot read `{name}`: {error}")));
+                return None;
+            }
+        },
     };
     let sha256 = sha256_hex(&bytes);
     let text = match String::from_utf8(bytes) {

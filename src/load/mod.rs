@@ -37,6 +37,7 @@ mod validate_service_policy;
 mod validate_step;
 
 pub use catalog::{Catalog, Loader};
+pub use loader::Copies;
 pub use node::{Key, Node, NodeValue};
 pub use schema::{SchemaKind, schema, schema_text};
 pub use validate_policy::{DEFAULT_FILES_DENY, DEFAULT_SEARCH_PATH};

@@ -27,9 +27,15 @@ pub(crate) fn load_catalog_with(loader: &mut Loader, plans: &Path, policies: &Pa
 
 /// Loads one plan file and the policy it names from `policies`.
 pub fn load_plan_file(plan: &Path, policies: &Path) -> Result<(Plan, Policy), OpsError> {
+    load_plan_file_with(plan, policies).map(|(_, files)| files)
+}
+
+/// [`load_plan_file`], with the loader that read the files (it holds
+/// their texts).
+pub(crate) fn load_plan_file_with(plan: &Path, policies: &Path) -> Result<(Loader, (Plan, Policy)), OpsError> {
     let mut loader = Loader::new();
     match loader.load_plan_with_policy(plan, policies) {
-        Some(loaded) if !loader.has_errors() => Ok(loaded),
+        Some(loaded) if !loader.has_errors() => Ok((loader, loaded)),
         _ => Err(OpsError::invalid_files(&loader)),
     }
 }

@@ -24,7 +24,8 @@
 //! | check a run's records end to end | [`verify`] | [`Verification`] |
 //! | write a database run as files | [`export`] | [`Exported`] |
 //! | create or update a database store's schema | [`migrate`] | [`Migrated`] |
-//! | take up the runnable runs of a database store | [`work`] | [`WorkedRun`]s |
+//! | queue a run for a worker (database store) | [`queue`] | [`Queued`] |
+//! | take up the runnable and queued runs of a database store | [`work`] | [`WorkedRun`]s |
 //!
 //! Adding a use case: one file here with its input, outcome and function,
 //! re-exported below; then a thin `cli/` command and, if the service offers
@@ -40,6 +41,7 @@ mod exit_status;
 mod export;
 mod policy_check;
 mod preview;
+mod queue;
 mod reconcile;
 mod reject;
 mod resume;
@@ -64,6 +66,7 @@ pub use exit_status::ExitStatus;
 pub use export::{Exported, export};
 pub use policy_check::{PolicyCheckInput, PolicyVerdict, policy_check};
 pub use preview::{PreviewTarget, preview};
+pub use queue::{Queued, QueuedSummary, queue, queued_run};
 pub use reconcile::{ReconcileInput, Reconciled, reconcile};
 pub use reject::reject;
 pub use resume::{resume, resume_held};

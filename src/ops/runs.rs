@@ -3,16 +3,19 @@
 //! Every run folder is listed. A run is read back strictly, as `show` reads
 //! it; a run whose records fail verification is listed as unreadable with
 //! the reason (never hidden, never a crash), whatever the status filter,
-//! because its recorded status cannot be trusted.
+//! because its recorded status cannot be trusted. A queued run (database
+//! store) is listed as `queued` until a worker starts it.
 
 use std::path::Path;
 
 use jiff::Timestamp;
 
 use crate::model::RunStatus;
+use crate::ops::QueuedSummary;
+use crate::ops::queue::queued_in;
 use crate::ops::{ExitStatus, OpsError};
 use crate::runtime::RuntimeEnv;
-use crate::store::LoadedRun;
+use crate::store::{LoadedRun, StoreError};
 
 /// Which runs to list.
 pub struct RunsInput<'a> {
@@ -39,7 +42,12 @@ pub struct RunSummary {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListedRun {
     Readable(RunSummary),
-    Unreadable { run_id: String, error: String },
+    /// Submitted and not started by a worker yet: no records to read.
+    Queued(QueuedSummary),
+    Unreadable {
+        run_id: String,
+        error: String,
+    },
 }
 
 /// The runs, newest first.
@@ -67,10 +75,20 @@ pub fn runs(input: RunsInput<'_>, env: &RuntimeEnv) -> Result<RunsOutcome, OpsEr
     for listing in store.list_runs()? {
         let listed = match store.read_run(&listing.run_id) {
             Ok(run) => ListedRun::Readable(summarize(&run)),
+            Err(StoreError::Queued { .. }) => match queued_in(store.as_ref(), &listing.run_id)? {
+                Some(queued) => ListedRun::Queued(queued),
+                // Started between the two reads: listed as it is now.
+                None => match store.read_run(&listing.run_id) {
+                    Ok(run) => ListedRun::Readable(summarize(&run)),
+                    Err(error) => ListedRun::Unreadable { run_id: listing.run_id, error: error.to_string() },
+                },
+            },
             Err(error) => ListedRun::Unreadable { run_id: listing.run_id, error: error.to_string() },
         };
         let wanted = match (&listed, input.status) {
             (ListedRun::Readable(summary), Some(status)) => summary.status == status,
+            // Not a run status yet: listed only when no status is asked for.
+            (ListedRun::Queued(_), Some(_)) => false,
             _ => true,
         };
         if wanted {

@@ -1,6 +1,7 @@
 //! `planrun worker`: takes up the runs of its workspace that a database
 //! store holds for nobody — interrupted ones (their process died and its
-//! lease expired) and approved ones waiting to be resumed — and drives each
+//! lease expired), approved ones waiting to be resumed, and queued ones
+//! (below) — and drives each
 //! as `resume` does: claiming its lease (a new fencing token), verifying
 //! its records, recovering from receipts, and giving the lease back at the
 //! end or at the next approval gate.
@@ -11,8 +12,14 @@
 //! worker's `--concurrency` loops) claimed first is skipped: the claim is
 //! one guarded statement, so two loops never drive one run. Between passes
 //! a loop waits for the store's wake-up (`LISTEN/NOTIFY` in PostgreSQL) or
-//! `poll`, whichever comes first. Queued runs come next (see
-//! docs/scale-out.md).
+//! `poll`, whichever comes first.
+//!
+//! After each pass a loop takes up the queued runs (`--queue`, `POST
+//! /runs` with `"wait": false`): it claims the oldest nobody is starting
+//! (one guarded `FOR UPDATE SKIP LOCKED` statement, a new fencing token)
+//! and starts it as `planrun --plan` would, until none is left; a claimer
+//! that dies before the run's first checkpoint leaves it queued, and it is
+//! claimed again once that lease expires (see docs/scale-out.md).
 //!
 //! A database that goes away ([`StoreError::Unavailable`]: restarting,
 //! unreachable, a session terminated) makes a loop wait and try again,
@@ -30,7 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::ops::{OpsError, RunOutcome};
-use crate::runtime::{ControlError, NoProgress, ResumeRequest, RunError, RuntimeEnv};
+use crate::runtime::{ControlError, NoProgress, QueuedError, ResumeRequest, RunError, RuntimeEnv, start_claimed};
 use crate::store::backoff::Backoff;
 use crate::store::{RunStore, Runnable, StoreError};
 
@@ -137,6 +144,9 @@ pub fn work(input: &WorkerInput, env: &RuntimeEnv, report: &(dyn Fn(&WorkedRun) 
 fn work_loop(input: &WorkerInput, env: &RuntimeEnv, report: &(dyn Fn(&WorkedRun) + Sync)) -> Result<usize, OpsError> {
     let store = env.store(&input.workspace);
     let mut tried: HashSet<(String, u64)> = HashSet::new();
+    // Queued runs this loop claimed and could not start (their request is
+    // not one this planrun reads): left queued, not claimed again.
+    let mut refused: Vec<String> = Vec::new();
     let mut worked = 0;
     let mut backoff = Backoff::default();
     loop {
@@ -184,6 +194,7 @@ fn work_loop(input: &WorkerInput, env: &RuntimeEnv, report: &(dyn Fn(&WorkedRun)
             worked += 1;
             report(&WorkedRun { run_id: runnable.run_id, outcome });
         }
+        worked += start_queued(input, env, store.as_ref(), &mut refused, report)?;
         if input.once || input.stopped() {
             return Ok(worked);
         }
@@ -194,4 +205,32 @@ fn work_loop(input: &WorkerInput, env: &RuntimeEnv, report: &(dyn Fn(&WorkedRun)
         backoff.reset();
         input.pause(store.as_ref());
     }
+}
+
+/// Claims queued runs, oldest first, and starts each, until none is left
+/// (or the loop is stopped); returns how many were taken up. A run whose
+/// start is refused before anything ran is remembered in `refused`.
+fn start_queued(
+    input: &WorkerInput,
+    env: &RuntimeEnv,
+    store: &dyn RunStore,
+    refused: &mut Vec<String>,
+    report: &(dyn Fn(&WorkedRun) + Sync),
+) -> Result<usize, OpsError> {
+    let mut worked = 0;
+    while !input.stopped() {
+        let Some(claim) = store.claim_queued(refused)? else { break };
+        let run_id = claim.handle.run_id().to_string();
+        let outcome = match start_claimed(claim, &input.workspace, env, &mut NoProgress) {
+            Ok(outcome) => Ok(RunOutcome::from(outcome)),
+            Err(QueuedError::Run(error)) => Err(OpsError::Run(error)),
+            Err(error @ QueuedError::Request { .. }) => {
+                refused.push(run_id.clone());
+                Err(OpsError::Usage(error.to_string()))
+            }
+        };
+        worked += 1;
+        report(&WorkedRun { run_id, outcome });
+    }
+    Ok(worked)
 }

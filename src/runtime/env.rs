@@ -65,17 +65,21 @@ pub enum IdKind {
     Bridge,
     /// A controller run of the service (`POST /controller/runs`).
     Controller,
+    /// A workspace's id (`<workspace>/.planrun/id`), made on first use of
+    /// a database store.
+    Workspace,
 }
 
 impl IdKind {
-    pub const ALL: [IdKind; 3] = [IdKind::Run, IdKind::Bridge, IdKind::Controller];
+    pub const ALL: [IdKind; 4] = [IdKind::Run, IdKind::Bridge, IdKind::Controller, IdKind::Workspace];
 
-    /// `run`, `br`, `ctrl`.
+    /// `run`, `br`, `ctrl`, `ws`.
     pub fn prefix(self) -> &'static str {
         match self {
             IdKind::Run => "run",
             IdKind::Bridge => "br",
             IdKind::Controller => "ctrl",
+            IdKind::Workspace => "ws",
         }
     }
 
@@ -84,6 +88,7 @@ impl IdKind {
             IdKind::Run => 0,
             IdKind::Bridge => 1,
             IdKind::Controller => 2,
+            IdKind::Workspace => 3,
         }
     }
 }
@@ -107,6 +112,9 @@ impl IdGen for SystemIds {
         let suffix = &random[random.len() - 6..];
         match kind {
             IdKind::Run => format!("{stamp}-{suffix}"),
+            // Shared by every machine that mounts the workspace: the whole
+            // random part, not six digits of it.
+            IdKind::Workspace => format!("ws-{random}"),
             _ => format!("{}-{stamp}-{suffix}", kind.prefix()),
         }
     }
@@ -116,7 +124,7 @@ impl IdGen for SystemIds {
 /// per kind, so that every kind's ids are stable whatever the others do.
 #[derive(Default)]
 pub struct SequentialIds {
-    next: [AtomicU64; 3],
+    next: [AtomicU64; 4],
 }
 
 impl IdGen for SequentialIds {
@@ -195,7 +203,8 @@ impl RuntimeEnv {
 
     /// The run store of `workspace`, sealing with this environment's sealer.
     pub fn store(&self, workspace: &Path) -> Arc<dyn RunStore> {
-        self.stores.open(workspace, &self.sealer)
+        let fresh = || self.ids.next_id(IdKind::Workspace, self.clock.as_ref());
+        self.stores.open_identified(workspace, &self.sealer, &fresh)
     }
 
     /// The deterministic environment of tests: a [`FixedClock`] from `start`
@@ -377,6 +386,7 @@ mod tests {
             let body_len = "20261130T044336Z-3f9a2c".len();
             match kind {
                 IdKind::Run => assert_eq!(id.len(), body_len, "{id}"),
+                IdKind::Workspace => assert!(id.starts_with("ws-") && id.len() == 3 + 32, "{id}"),
                 _ => assert!(
                     id.starts_with(&format!("{}-", kind.prefix())) && id.len() == kind.prefix().len() + 1 + body_len,
                     "{id}"

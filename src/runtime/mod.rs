@@ -7,6 +7,8 @@
 //! reproducible in tests.
 //!
 //! - `request.rs`: [`execute`], a new run;
+//! - `queued.rs`: [`submit`] a queued run, [`start_claimed`] one a worker
+//!   claimed;
 //! - `control/`: [`resume`], [`approve`], [`reject`], [`cancel`],
 //!   [`reconcile`], one file
 //!   per command, on existing runs;
@@ -23,6 +25,7 @@ mod env;
 pub mod event;
 pub mod interpreter;
 mod progress;
+mod queued;
 mod recorder;
 mod request;
 
@@ -37,4 +40,5 @@ pub use env::{
 };
 pub use event::Event;
 pub use progress::{NoProgress, Progress};
+pub use queued::{FileCopy, QueuedError, QueuedStart, start_claimed, submit};
 pub use request::{RunError, RunOutcome, RunRequest, execute};

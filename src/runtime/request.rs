@@ -8,7 +8,7 @@ use crate::confine::Workspace;
 use crate::model::{Plan, Policy};
 use crate::runtime::interpreter::Interpreter;
 use crate::runtime::{IdKind, Progress, RuntimeEnv};
-use crate::store::{RunIdError, RunState, StoreError, create_unique, validate_run_id};
+use crate::store::{RunHandle, RunIdError, RunState, StoreError, create_unique, validate_run_id};
 
 /// What to run.
 pub struct RunRequest<'a> {
@@ -61,7 +61,7 @@ impl RunError {
 
 /// Creates the run and runs it to its end.
 pub fn execute(request: RunRequest<'_>, env: &RuntimeEnv, progress: &mut dyn Progress) -> Result<RunOutcome, RunError> {
-    create_and(request, env, |interpreter| interpreter.run(progress))
+    create_and(request, None, env, |interpreter| interpreter.run(progress))
 }
 
 /// Creates the run and records it `cancelled` before its first step (see
@@ -71,13 +71,16 @@ pub(crate) fn execute_cancelled(
     reason: Option<String>,
     env: &RuntimeEnv,
 ) -> Result<RunOutcome, RunError> {
-    create_and(request, env, |interpreter| interpreter.cancel_before_start(reason))
+    create_and(request, None, env, |interpreter| interpreter.cancel_before_start(reason))
 }
 
-/// Creates the run (id, workspace, folder) and hands its interpreter to
-/// `go`.
-fn create_and(
+/// Creates the run (id, workspace, folder) — or takes `claimed`, the
+/// handle of a queued run a worker claimed, which has no records yet — and
+/// hands its interpreter to `go`. From there a claimed run is started
+/// exactly as a created one.
+pub(crate) fn create_and(
     request: RunRequest<'_>,
+    claimed: Option<Box<dyn RunHandle>>,
     env: &RuntimeEnv,
     go: impl for<'r> FnOnce(Interpreter<'r>) -> Result<RunState, StoreError>,
 ) -> Result<RunOutcome, RunError> {
@@ -89,9 +92,10 @@ fn create_and(
     let workspace = Workspace::open(&request.workspace, &request.policy.files).map_err(workspace_error)?;
     let store = env.store(workspace.root());
     let create = |run_id: &str| store.create_run(run_id);
-    let run = match &request.run_id {
-        Some(run_id) => create(run_id),
-        None => create_unique(|| env.ids.next_id(IdKind::Run, env.clock.as_ref()), create).map(|(_, run)| run),
+    let run = match (claimed, &request.run_id) {
+        (Some(run), _) => Ok(run),
+        (None, Some(run_id)) => create(run_id),
+        (None, None) => create_unique(|| env.ids.next_id(IdKind::Run, env.clock.as_ref()), create).map(|(_, run)| run),
     }
     .map_err(RunError::Start)?;
     let path = run.location().to_path_buf();

@@ -10,7 +10,6 @@
 //! durable ([`crate::store::RunStore::make_durable`]).
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,17 +25,18 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-use tokio::sync::OwnedSemaphorePermit;
 
+use crate::server::accepted;
 use crate::server::adapters::AdapterKind;
 use crate::server::approvals::{self, ApprovalRequest};
-use crate::server::bridge::{self, BridgeState, Origin};
+use crate::server::bridge::{self, BridgeState, BridgeStatus, Origin};
 use crate::server::controller;
+use crate::server::durable_task::run_durably;
 use crate::server::error::ApiError;
 use crate::server::openapi;
 use crate::server::run_list::{self, PageError, Paging, RunPage};
 use crate::server::service::Service;
-use crate::store::{RecordKind, StoreError, validate_run_id};
+use crate::store::{RecordKind, validate_run_id};
 
 /// The largest request body accepted, in bytes.
 pub const BODY_LIMIT: usize = 64 * 1024;
@@ -68,6 +68,13 @@ struct RunBody {
     goal: String,
     #[serde(default = "default_adapter")]
     adapter: String,
+    /// `false`: answer 202 once the run is recorded, and drive it after.
+    #[serde(default = "default_wait")]
+    wait: bool,
+}
+
+fn default_wait() -> bool {
+    true
 }
 
 fn default_adapter() -> String {
@@ -149,11 +156,29 @@ async fn create_run(
             format!("unknown adapter `{}`; known adapters: {known}", body.adapter),
         )
     })?;
+    if !body.wait {
+        return accept_run(&service, goal, adapter).await;
+    }
     let outcome = run_durably(&service, move |service| async move {
         bridge::execute_run(&service, &goal, adapter, Origin::Api).await
     })
     .await?;
     Ok((StatusCode::CREATED, Json(outcome.state)).into_response())
+}
+
+/// `"wait": false`: records the bridge run as `queued` and makes it
+/// durable, answers 202 with its state and `Location`, then drives it on
+/// this node in the background (holding its record throughout, so no scan
+/// takes it meanwhile). If this node dies first, the run stays `queued` and
+/// the scan of a node of the workspace drives it ([`accepted`]).
+async fn accept_run(service: &Arc<Service>, goal: String, adapter: AdapterKind) -> Result<Response, ApiError> {
+    let (records, state) = run_durably(service, move |service| async move {
+        bridge::accept_run(&service, &goal, adapter, Origin::Api, BridgeStatus::Queued)
+    })
+    .await?;
+    let location = format!("/runs/{}", state.run_id);
+    accepted::drive_in_background(service, records, state.clone(), adapter);
+    Ok((StatusCode::ACCEPTED, [(header::LOCATION, location)], Json(state)).into_response())
 }
 
 /// `GET /runs?limit=&after=`: a page of bridge runs, newest first.
@@ -339,43 +364,6 @@ mod json_integer {
     pub fn optional<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
         Option::<Number>::deserialize(deserializer)?.map(|number| from_number(&number)).transpose()
     }
-}
-
-/// Runs `work` to its end holding a slot, on a blocking thread (see the
-/// module's notes), then makes every record written so far durable; the
-/// result is answered only after that. A client that disconnects does not
-/// stop the work.
-async fn run_durably<T, E, F>(
-    service: &Arc<Service>,
-    work: impl FnOnce(Arc<Service>) -> F + Send + 'static,
-) -> Result<T, ApiError>
-where
-    F: Future<Output = Result<T, E>>,
-    T: Send + 'static,
-    E: From<StoreError> + Send + 'static,
-    ApiError: From<E>,
-{
-    let permit = slot(service).await?;
-    let service = Arc::clone(service);
-    let runtime = tokio::runtime::Handle::current();
-    let task = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        let value = runtime.block_on(work(Arc::clone(&service)))?;
-        service.store.make_durable()?;
-        Ok::<T, E>(value)
-    });
-    Ok(task.await.map_err(task_failed)??)
-}
-
-async fn slot(service: &Arc<Service>) -> Result<OwnedSemaphorePermit, ApiError> {
-    Arc::clone(&service.slots)
-        .acquire_owned()
-        .await
-        .map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "the service is stopping"))
-}
-
-fn task_failed(error: tokio::task::JoinError) -> ApiError {
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "run_crashed", format!("the run task failed: {error}"))
 }
 
 #[cfg(test)]

@@ -89,17 +89,32 @@ pub async fn execute_run(
     adapter: AdapterKind,
     origin: Origin<'_>,
 ) -> Result<BridgeOutcome, ServiceError> {
+    let (records, state) = accept_run(service, goal, adapter, origin, BridgeStatus::Created)?;
+    drive_run(service, records, state, adapter).await
+}
+
+/// Creates the bridge run's record: its first checkpoint with `status`
+/// (`created`; `queued` when the request is answered before the run is
+/// driven, `POST /runs` with `"wait": false`), then `run_created`. The returned
+/// writer holds the record until [`drive_run`] is done with it.
+pub fn accept_run(
+    service: &Service,
+    goal: &str,
+    adapter: AdapterKind,
+    origin: Origin<'_>,
+    status: BridgeStatus,
+) -> Result<(RecordWriter, BridgeState), ServiceError> {
     let (run_id, mut records) = create_records(service, origin)?;
     let mode = service.adapters.mode(adapter);
     let created_at = service.now();
     let instruction = build_instruction(goal);
-    let mut state = BridgeState {
-        run_id: run_id.clone(),
+    let state = BridgeState {
+        run_id,
         goal: goal.to_string(),
-        status: BridgeStatus::Created,
+        status,
         adapter: adapter.name().to_string(),
         adapter_mode: mode,
-        instruction: instruction.clone(),
+        instruction,
         response: None,
         error: None,
         exit_code: None,
@@ -122,6 +137,19 @@ pub async fn execute_run(
         created_at.clone(),
         &BridgeEvent::RunCreated(RunCreated { goal: goal.to_string(), adapter: adapter.name().to_string() }),
     )?;
+    Ok((records, state))
+}
+
+/// Drives an accepted bridge run (its record held by `records`) from its
+/// instruction to its end, or to its agent run's first approval gate.
+pub async fn drive_run(
+    service: &Service,
+    mut records: RecordWriter,
+    mut state: BridgeState,
+    adapter: AdapterKind,
+) -> Result<BridgeOutcome, ServiceError> {
+    let (goal, instruction, run_id) = (state.goal.clone(), state.instruction.clone(), state.run_id.clone());
+    let goal = goal.as_str();
     let instruction_len = instruction.chars().count();
     records.event(service.now(), &BridgeEvent::InstructionGenerated(InstructionGenerated { instruction_len }))?;
 

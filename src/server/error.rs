@@ -86,7 +86,10 @@ impl From<StoreError> for ApiError {
                 return ApiError::not_found("run", id);
             }
             StoreError::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+            // An agent run queued and not started yet has nothing to decide.
+            StoreError::Queued { .. } => (StatusCode::CONFLICT, "run_queued"),
             StoreError::RunExists { .. }
+            | StoreError::WorkspaceId(_)
             | StoreError::Io { .. }
             | StoreError::Database { .. }
             | StoreError::Unsupported(_) => (StatusCode::INTERNAL_SERVER_ERROR, "records_failed"),

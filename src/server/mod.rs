@@ -31,6 +31,7 @@
 //! only after one barrier shared with the concurrent requests has made them
 //! durable (see `app.rs` and `docs/service.md`).
 
+pub mod accepted;
 pub mod adapters;
 pub mod app;
 pub mod approvals;
@@ -40,6 +41,7 @@ pub mod config;
 pub mod controller;
 pub mod controller_event;
 pub mod decision;
+pub mod durable_task;
 pub mod error;
 pub mod guard;
 pub mod http_client;
@@ -142,7 +144,9 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
     };
     let env = Arc::new(env);
     let store = env.store(&workspace);
-    let worker = (!args.no_worker && store.runnable_runs().is_ok()).then(|| start_worker(&env, &workspace));
+    // Only a shared (database) store has runs for workers.
+    let shared = store.runnable_runs().is_ok();
+    let worker = (!args.no_worker && shared).then(|| start_worker(&env, &workspace));
     let agent = Arc::new(AgentRunner {
         catalog,
         workspace: workspace.clone(),
@@ -190,7 +194,12 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
         };
         announce(&service, &address.to_string());
         let app = app::router(Arc::clone(&service));
-        if let Err(error) = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await {
+        // Queued bridge runs left by a node that died: taken up now, and
+        // (a shared store) every few seconds.
+        let scanner = tokio::spawn(accepted::scan(Arc::clone(&service), shared));
+        let served = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await;
+        scanner.abort();
+        if let Err(error) = served {
             return fail(ExitStatus::Failed, &format!("server error: {error}"));
         }
         // Every run holds a slot until it has finished and written its records.

@@ -127,7 +127,9 @@ fn full_document() -> Value {
                     "properties": {
                         "goal": goal,
                         "adapter": {"type": "string", "default": "agent",
-                                    "enum": ["stub", "local_echo", "agent", "openai", "ollama", "cloudcode"]}
+                                    "enum": ["stub", "local_echo", "agent", "openai", "ollama", "cloudcode"]},
+                        "wait": {"type": "boolean", "default": true,
+                                 "description": "false: answer 202 once the run is recorded (status queued), drive it after"}
                     }
                 },
                 "ControllerRequest": {
@@ -139,11 +141,12 @@ fn full_document() -> Value {
                     "properties": {
                         "run_id": {"type": "string"},
                         "goal": {"type": "string"},
-                        "status": {"type": "string", "enum": ["created", "running", "waiting_approval", "done", "failed", "rejected", "cancelled"],
+                        "status": {"type": "string", "enum": ["queued", "created", "running", "waiting_approval", "done", "failed", "rejected", "cancelled"],
                                    "description": "`waiting_approval` is the only status a finished request returns that is not final: \
                                                    the agent run is paused before a step that needs approval (see `pending_action`; \
                                                    POST /runs/{id}/approve or /reject decides). `rejected`: a person rejected the pending action. \
-                                                   `cancelled`: a person cancelled the agent run (`planrun cancel`)."},
+                                                   `cancelled`: a person cancelled the agent run (`planrun cancel`). \
+                                                   `queued`: accepted with `\"wait\": false` and not driven yet."},
                         "adapter": {"type": "string"},
                         "adapter_mode": {"type": "string", "enum": ["real", "stub", "unavailable"]},
                         "instruction": {"type": "string"},
@@ -255,10 +258,13 @@ fn full_document() -> Value {
                 "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}}}
             }},
             "/runs": {"post": {
-                "summary": "Run a goal through an adapter to its end (status done or failed), or until its agent run pauses for approval (waiting_approval)",
+                "summary": "Run a goal through an adapter to its end (status done or failed), or until its agent run pauses for approval (waiting_approval); with \"wait\": false, answer 202 at once and run it after",
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RunRequest"}}}},
                 "responses": {
                     "201": {"description": "the bridge state: done, failed, or waiting_approval (paused for approval; not final)", "content": {"application/json": {"schema": bridge}}},
+                    "202": {"description": "with \"wait\": false: the run is recorded (durably) as queued and will be driven; GET the Location for its state",
+                            "headers": {"Location": {"description": "/runs/{id} of the accepted run", "schema": {"type": "string"}}},
+                            "content": {"application/json": {"schema": bridge}}},
                     "400": error_response("malformed JSON, a goal of white space only, or unknown adapter"),
                     "401": error_response("missing or wrong bearer token"),
                     "413": error_response("body too large"),

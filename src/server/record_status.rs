@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BridgeStatus {
+    /// Accepted (`POST /runs` with `"wait": false`) and not driven yet: a
+    /// task of the node that accepted it drives it, or, if that node died,
+    /// the scan of any node of the workspace.
+    Queued,
     Created,
     Running,
     /// Not final: the agent run is paused for approval.
@@ -25,6 +29,7 @@ pub enum BridgeStatus {
 impl BridgeStatus {
     pub fn as_str(self) -> &'static str {
         match self {
+            BridgeStatus::Queued => "queued",
             BridgeStatus::Created => "created",
             BridgeStatus::Running => "running",
             BridgeStatus::WaitingApproval => "waiting_approval",

@@ -22,6 +22,16 @@ pub enum StoreError {
         path.display()
     )]
     Interrupted { id: String, path: PathBuf, known: String, events: Vec<AuditEvent> },
+    /// The run is queued: submitted and not started by a worker yet, so
+    /// it has no records to read.
+    #[error(
+        "run `{id}` is queued: no worker has started it yet, so it has no records (`planrun show {id}` shows what it was submitted with, `planrun cancel {id}` withdraws it)"
+    )]
+    Queued { id: String },
+    /// The workspace has no usable id for a shared store
+    /// (`<workspace>/.planrun/id` cannot be read, created, or is not an id).
+    #[error("{0}")]
+    WorkspaceId(String),
     #[error("run `{id}` is in use: another planrun command or request holds its lock")]
     Locked { id: String },
     /// A checkpoint was refused because the stored `state_version` is not
@@ -89,6 +99,7 @@ impl StoreError {
             self,
             StoreError::NotFound { .. }
                 | StoreError::Interrupted { .. }
+                | StoreError::Queued { .. }
                 | StoreError::Tampered { .. }
                 | StoreError::Corrupt { .. }
                 | StoreError::Unreadable { .. }

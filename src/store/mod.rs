@@ -64,6 +64,8 @@ mod run_store;
 mod state;
 #[cfg(test)]
 mod test_runs;
+#[cfg(feature = "postgres")]
+mod workspace_id;
 
 // The file store's parts stay inside this module: everything else reaches
 // records through `RunStore`.
@@ -87,7 +89,9 @@ pub use receipts::{RECEIPT_LINK, Receipt, ReceiptError, ReceiptState};
 pub use run_id::{RunIdError, validate_run_id};
 pub use run_load::{LoadedRun, full_state};
 pub use run_store::{
-    CREATE_ATTEMPTS, ClaimsExhausted, LoadedRecord, NewEvent, RecordEvent, RecordHandle, RecordKind, RecordWriter,
-    RunHandle, RunListing, RunStore, Runnable, StoreFactory, create_unique,
+    CREATE_ATTEMPTS, ClaimsExhausted, LoadedRecord, NewEvent, QueuedClaim, QueuedRun, RecordEvent, RecordHandle,
+    RecordKind, RecordWriter, RunHandle, RunListing, RunStore, Runnable, StoreFactory, create_unique,
 };
 pub use state::{Approval, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState};
+#[cfg(feature = "postgres")]
+pub use workspace_id::{WorkspaceIdError, workspace_id_path};

@@ -84,6 +84,25 @@ pub struct Runnable {
     pub state_version: u64,
 }
 
+/// A queued agent run (submitted without being driven: `--queue`,
+/// `POST /runs` with `"wait": false`) that has no records yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedRun {
+    pub run_id: String,
+    /// What it was submitted with, as the submitter wrote it (the store
+    /// keeps it as opaque text; [`crate::runtime`] reads it).
+    pub request: String,
+    /// Whether a worker holds it now, starting it.
+    pub starting: bool,
+}
+
+/// A queued run claimed to be started: its handle holds the lease (a new
+/// fencing token) and has no records yet, as a created run's.
+pub struct QueuedClaim {
+    pub handle: Box<dyn RunHandle>,
+    pub request: String,
+}
+
 /// A bridge or controller record read back and verified.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadedRecord {
@@ -225,6 +244,37 @@ pub trait RunStore: Send + Sync {
         std::thread::sleep(timeout);
         false
     }
+    /// Records agent run `run_id` as queued with its submitted `request`,
+    /// durably, without driving it: a worker of this workspace starts it
+    /// ([`RunStore::claim_queued`]). [`StoreError::RunExists`] when the id
+    /// is taken. Only a shared store queues: with the file store a run is
+    /// driven by the command that starts it.
+    fn queue_run(&self, run_id: &str, request: &str) -> Result<(), StoreError> {
+        let _ = (run_id, request);
+        Err(StoreError::Unsupported(
+            "`--queue` needs a database store (`--store postgres://…`): with the file store there is no worker, \
+             a run is driven by the command that starts it",
+        ))
+    }
+    /// Claims the oldest queued run of this workspace nobody is starting
+    /// (or whose starter's lease expired before its first checkpoint),
+    /// other than those in `skip` (runs this caller could not start), in
+    /// one guarded statement; `None` when there is none.
+    fn claim_queued(&self, skip: &[String]) -> Result<Option<QueuedClaim>, StoreError> {
+        let _ = skip;
+        Ok(None)
+    }
+    /// Claims queued run `run_id` (to cancel it); [`StoreError::Locked`]
+    /// when a worker is starting it, [`StoreError::NotFound`] when it is
+    /// not queued.
+    fn claim_queued_run(&self, run_id: &str) -> Result<QueuedClaim, StoreError> {
+        Err(StoreError::NotFound { id: run_id.to_string(), path: std::path::PathBuf::from("queue") })
+    }
+    /// Queued run `run_id`, if it is one.
+    fn queued_run(&self, run_id: &str) -> Result<Option<QueuedRun>, StoreError> {
+        let _ = run_id;
+        Ok(None)
+    }
     /// Where agent run `run_id`'s checkpoint is (for messages and links).
     fn run_state_location(&self, run_id: &str) -> String;
     /// Every agent run, newest first.
@@ -263,6 +313,14 @@ pub trait RunStore: Send + Sync {
 /// [`crate::runtime::RuntimeEnv`]).
 pub trait StoreFactory: Send + Sync {
     fn open(&self, workspace: &Path, sealer: &Sealer) -> Arc<dyn RunStore>;
+
+    /// [`StoreFactory::open`], with `fresh` to name the workspace when a
+    /// shared store needs an id for it and it has none yet (the database
+    /// store: `<workspace>/.planrun/id`). The file store needs none.
+    fn open_identified(&self, workspace: &Path, sealer: &Sealer, fresh: &dyn Fn() -> String) -> Arc<dyn RunStore> {
+        let _ = fresh;
+        self.open(workspace, sealer)
+    }
 
     /// The factory of the same stores for many concurrent writers of
     /// `workspace` sharing their durability barriers (group commit), when

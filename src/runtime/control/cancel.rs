@@ -1,13 +1,13 @@
 //! `cancel`: ends a run that is waiting for approval or was interrupted
-//! (before its first checkpoint included).
+//! (before its first checkpoint included), or withdraws a queued one.
 
 use std::path::Path;
 
-use crate::runtime::RuntimeEnv;
 use crate::runtime::control::error::ControlError;
 use crate::runtime::control::interrupted;
 use crate::runtime::control::open::open;
 use crate::runtime::recorder::Recorder;
+use crate::runtime::{QueuedError, RunError, RuntimeEnv};
 use crate::store::{RunState, StoreError};
 
 /// Ends a run that is waiting for approval or was interrupted: status
@@ -25,6 +25,18 @@ pub fn cancel(
         Ok(opened) => opened,
         Err(ControlError::Store(error @ StoreError::Interrupted { .. })) => {
             return Ok(interrupted::cancel((workspace, policies), error, reason, env)?.state);
+        }
+        // Withdrawn from the queue: recorded as a run cancelled before its
+        // first step, from what it was submitted with.
+        Err(ControlError::Store(StoreError::Queued { .. })) => {
+            return crate::runtime::queued::cancel_queued(workspace, run_id, reason, env).map_err(
+                |error| match error {
+                    // A worker starting it holds it (exit 1), as any held run.
+                    QueuedError::Run(RunError::Start(error)) => ControlError::Store(error),
+                    QueuedError::Run(error) => ControlError::Run(error),
+                    error @ QueuedError::Request { .. } => ControlError::Interrupted(error.to_string()),
+                },
+            );
         }
         Err(error) => return Err(error),
     };

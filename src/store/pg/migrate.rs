@@ -23,8 +23,19 @@ pub struct Migration {
 }
 
 /// Every migration, in order. Add a file and a line; never edit an applied one.
-pub const MIGRATIONS: &[Migration] =
-    &[Migration { version: 1, name: "0001_runs.sql", sql: include_str!("../../../migrations/0001_runs.sql") }];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration { version: 1, name: "0001_runs.sql", sql: include_str!("../../../migrations/0001_runs.sql") },
+    Migration {
+        version: 2,
+        name: "0002_queued_runs.sql",
+        sql: include_str!("../../../migrations/0002_queued_runs.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "0003_approvals_by_run.sql",
+        sql: include_str!("../../../migrations/0003_approvals_by_run.sql"),
+    },
+];
 
 /// The schema version this planrun reads and writes.
 pub fn latest_version() -> i64 {

@@ -13,6 +13,12 @@
 //! (`verify.rs`), so an edited, deleted or re-ordered row is found, and
 //! `planrun export` writes files the file store's verifier accepts.
 //!
+//! A **queued** run (`queue_run`) is a row with status `queued`, no
+//! checkpoint and the submitted request (opaque text); `claim_queued`
+//! takes the oldest of the workspace in one `FOR UPDATE SKIP LOCKED`
+//! statement and hands out a handle as `create_run` does. The workspace is
+//! named by its `.planrun/id` (`workspace_id.rs`), not by its path.
+//!
 //! A handle holds the run's **lease**: `owner_id`, the fencing token
 //! `lease_version` (one more on every claim) and `lease_expires_at` on the
 //! run's row, renewed by a heartbeat at a third of `PLANRUN_LEASE_SECS`
@@ -64,9 +70,9 @@ use crate::store::canonical::sha256_hex;
 use crate::store::location::PgLocation;
 use crate::store::run_dir::compare_version;
 use crate::store::{
-    ApprovalDecision, ApprovalUse, AuditEvent, ClaimsExhausted, LoadedRecord, LoadedRun, NewEvent, Receipt,
-    ReceiptError, ReceiptState, RecordHandle, RecordKind, RunHandle, RunListing, RunState, RunStore, Runnable, Sealer,
-    StepRecord, StoreError, StoreFactory,
+    ApprovalDecision, ApprovalUse, AuditEvent, ClaimsExhausted, LoadedRecord, LoadedRun, NewEvent, QueuedClaim,
+    QueuedRun, Receipt, ReceiptError, ReceiptState, RecordHandle, RecordKind, RunHandle, RunListing, RunState,
+    RunStore, Runnable, Sealer, StepRecord, StoreError, StoreFactory,
 };
 use approvals::ApprovalRow;
 use error::{PgError, is_transient_pool, pool_error, store_error};
@@ -398,28 +404,48 @@ impl PgStores {
             .map_err(|error| PgError::Unreachable { location: shared.display.clone(), message: error.to_string() })?
     }
 
-    /// The store of one workspace.
-    pub fn store(&self, workspace: &Path, sealer: &Sealer) -> PgStore {
-        // The same id whether the workspace was named relative, absolute or
-        // through a symlink (the service canonicalises it).
-        let absolute = workspace
-            .canonicalize()
-            .or_else(|_| std::path::absolute(workspace))
-            .unwrap_or_else(|_| workspace.to_path_buf());
-        PgStore { shared: self.shared.clone(), workspace_id: absolute.display().to_string(), sealer: sealer.clone() }
+    /// The store of the workspace named `workspace_id` (tests).
+    pub fn store_named(&self, workspace_id: &str, sealer: &Sealer) -> PgStore {
+        PgStore { shared: self.shared.clone(), workspace_id: Ok(workspace_id.to_string()), sealer: sealer.clone() }
+    }
+
+    /// The store of `workspace`, which it names by its id
+    /// (`<workspace>/.planrun/id`, created with `fresh()` on first use), so
+    /// that the same workspace mounted at other paths on other machines has
+    /// the same runs and receipts.
+    pub fn store(&self, workspace: &Path, sealer: &Sealer, fresh: &dyn Fn() -> String) -> PgStore {
+        let workspace_id =
+            crate::store::workspace_id::read_or_create(workspace, fresh).map_err(|error| error.to_string());
+        PgStore { shared: self.shared.clone(), workspace_id, sealer: sealer.clone() }
     }
 }
 
 impl StoreFactory for PgStores {
     fn open(&self, workspace: &Path, sealer: &Sealer) -> Arc<dyn RunStore> {
-        Arc::new(self.store(workspace, sealer))
+        // Without an id generator, a workspace without an id stays without
+        // one: every use of the store says so.
+        let workspace_id = match crate::store::workspace_id::read_existing(workspace) {
+            Ok(Some(id)) => Ok(id),
+            Ok(None) => Err(format!(
+                "the workspace `{}` has no id yet (`{}`): run a planrun command on it with the database store to make one",
+                workspace.display(),
+                crate::store::workspace_id_path(workspace).display()
+            )),
+            Err(error) => Err(error.to_string()),
+        };
+        Arc::new(PgStore { shared: self.shared.clone(), workspace_id, sealer: sealer.clone() })
+    }
+
+    fn open_identified(&self, workspace: &Path, sealer: &Sealer, fresh: &dyn Fn() -> String) -> Arc<dyn RunStore> {
+        Arc::new(self.store(workspace, sealer, fresh))
     }
 }
 
 /// The PostgreSQL store of one workspace.
 pub struct PgStore {
     shared: Arc<PgShared>,
-    workspace_id: String,
+    /// The workspace's id, or why it has none.
+    workspace_id: Result<String, String>,
     sealer: Sealer,
 }
 
@@ -649,12 +675,42 @@ impl PgStore {
         PathBuf::from(format!("{}#{kind}/{id}", self.shared.display))
     }
 
+    /// The workspace's id, or why it has none.
+    fn workspace(&self) -> Result<String, StoreError> {
+        self.workspace_id.clone().map_err(StoreError::WorkspaceId)
+    }
+
+    /// `error` for agent run `run_id`, or [`StoreError::Queued`] when the
+    /// run it did not find is queued.
+    fn or_queued(&self, run_id: &str, error: StoreError) -> StoreError {
+        match error {
+            StoreError::NotFound { .. } if self.queued_run(run_id).is_ok_and(|queued| queued.is_some()) => {
+                StoreError::Queued { id: run_id.to_string() }
+            }
+            error => error,
+        }
+    }
+
+    /// The handle of a queued run just claimed with token `token`.
+    fn queued_claim(&self, run_id: String, token: i64, request: String, sent: Instant) -> QueuedClaim {
+        let key = LeaseKey {
+            kind: AGENT,
+            id: run_id,
+            owner: self.shared.options.owner_id.clone(),
+            token,
+            secs: self.shared.lease_secs(),
+        };
+        let lease = HeldLease::new(self.shared.clone(), key, self.workspace_id.clone().unwrap_or_default(), sent, 0);
+        QueuedClaim { handle: Box::new(PgRun::new(self, lease, None)), request }
+    }
+
     /// Inserts the row of a new run or record and takes its lease.
     fn create(&self, kind: &'static str, id: &str) -> Result<HeldLease, StoreError> {
-        let (id_owned, workspace) = (id.to_string(), self.workspace_id.clone());
+        let (id_owned, workspace) = (id.to_string(), self.workspace()?);
         let (owner, secs) = (self.shared.options.owner_id.clone(), self.shared.lease_secs());
         let key_owner = owner.clone();
         let sent = Instant::now();
+        let lease_workspace = workspace.clone();
         let token = self.shared.call(move |pool| async move {
             let client = connect(&pool).await?;
             let params: [&(dyn ToSql + Sync); 5] = [&kind, &id_owned, &workspace, &owner, &secs];
@@ -665,7 +721,7 @@ impl PgStore {
             return Err(StoreError::RunExists { id: id.to_string(), path: self.location_of(kind, "") });
         };
         let key = LeaseKey { kind, id: id.to_string(), owner: key_owner, token, secs };
-        Ok(HeldLease::new(self.shared.clone(), key, self.workspace_id.clone(), sent, 0))
+        Ok(HeldLease::new(self.shared.clone(), key, lease_workspace, sent, 0))
     }
 
     /// Claims the lease of an existing run or record with a checkpoint.
@@ -688,7 +744,13 @@ impl PgStore {
             Ok((token, claims)) => {
                 let key = LeaseKey { kind, id: id.to_string(), owner: key_owner, token, secs };
                 let claims = u64::try_from(claims).unwrap_or(0);
-                Ok(HeldLease::new(self.shared.clone(), key, self.workspace_id.clone(), sent, claims))
+                Ok(HeldLease::new(
+                    self.shared.clone(),
+                    key,
+                    self.workspace_id.clone().unwrap_or_default(),
+                    sent,
+                    claims,
+                ))
             }
             Err(Some(true)) => Err(StoreError::Locked { id: id.to_string() }),
             Err(_) => Err(StoreError::NotFound { id: id.to_string(), path: self.location_of(kind, "") }),
@@ -721,15 +783,14 @@ impl PgStore {
         let rows = self.shared.call(move |pool| async move {
             let client = connect(&pool).await?;
             let rows = query(&client, sql::LIST, &[&kind], "list the runs").await?;
-            Ok(rows.iter().map(|row| (row.get::<_, String>(0), row.get::<_, String>(1))).collect::<Vec<_>>())
+            Ok(rows.iter().map(|row| (row.get::<_, String>(0), row.get::<_, Option<String>>(1))).collect::<Vec<_>>())
         })?;
         let mut listed: Vec<RunListing> = rows
             .into_iter()
             .map(|(run_id, state)| {
-                let started_at = self
-                    .sealer
-                    .open(&state)
-                    .ok()
+                // A queued run has no checkpoint yet: listed, without a time.
+                let started_at = state
+                    .and_then(|state| self.sealer.open(&state).ok())
                     .and_then(|payload| payload.get(field).and_then(Value::as_str).map(str::to_string));
                 RunListing { run_id, started_at }
             })
@@ -775,7 +836,7 @@ impl RunStore for PgStore {
     }
 
     fn open_run(&self, run_id: &str) -> Result<(Box<dyn RunHandle>, LoadedRun), StoreError> {
-        let mut lease = self.claim(AGENT, run_id)?;
+        let mut lease = self.claim(AGENT, run_id).map_err(|error| self.or_queued(run_id, error))?;
         let loaded = match self.read_run(run_id) {
             Ok(loaded) => loaded,
             Err(error) => {
@@ -787,7 +848,7 @@ impl RunStore for PgStore {
     }
 
     fn read_run(&self, run_id: &str) -> Result<LoadedRun, StoreError> {
-        Ok(self.verified(run_id)?.1)
+        Ok(self.verified(run_id).map_err(|error| self.or_queued(run_id, error))?.1)
     }
 
     fn export_run(&self, run_id: &str, out: &Path) -> Result<PathBuf, StoreError> {
@@ -808,7 +869,7 @@ impl RunStore for PgStore {
             return false;
         };
         match receiver.recv_timeout(timeout) {
-            Ok(workspace) => workspace == self.workspace_id,
+            Ok(workspace) => self.workspace_id.as_ref().is_ok_and(|id| *id == workspace),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => false,
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                 // The session ended (or never began): poll only, and listen
@@ -823,7 +884,7 @@ impl RunStore for PgStore {
     }
 
     fn runnable_runs(&self) -> Result<Vec<Runnable>, StoreError> {
-        let workspace = self.workspace_id.clone();
+        let workspace = self.workspace()?;
         let rows = self.shared.call(move |pool| async move {
             let client = connect(&pool).await?;
             let rows = query(&client, sql::RUNNABLE, &[&workspace], "list the runnable runs").await?;
@@ -843,6 +904,63 @@ impl RunStore for PgStore {
                 (status == "running" || approved).then_some(Runnable { run_id, state_version })
             })
             .collect())
+    }
+
+    fn queue_run(&self, run_id: &str, request: &str) -> Result<(), StoreError> {
+        let (workspace, id, request) = (self.workspace()?, run_id.to_string(), request.to_string());
+        let queued = self.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            let queued = execute(&client, sql::QUEUE_RUN, &[&workspace, &id, &request], "queue the run").await?;
+            if queued == 1 {
+                // A hint for the workers; polling covers a lost one.
+                let _ = execute(&client, sql::NOTIFY_RUNNABLE, &[&workspace], "wake the workers").await;
+            }
+            Ok(queued)
+        })?;
+        if queued == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::RunExists { id: run_id.to_string(), path: self.location_of(AGENT, "") })
+        }
+    }
+
+    fn claim_queued(&self, skip: &[String]) -> Result<Option<QueuedClaim>, StoreError> {
+        let (workspace, skip) = (self.workspace()?, skip.to_vec());
+        let (owner, secs) = (self.shared.options.owner_id.clone(), self.shared.lease_secs());
+        let sent = Instant::now();
+        let claimed = self.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            let params: [&(dyn ToSql + Sync); 4] = [&workspace, &owner, &secs, &skip];
+            let rows = query(&client, sql::CLAIM_QUEUED, &params, "claim a queued run").await?;
+            Ok(rows.first().map(|row| (row.get::<_, String>(0), row.get::<_, i64>(1), row.get::<_, String>(2))))
+        })?;
+        Ok(claimed.map(|(run_id, token, request)| self.queued_claim(run_id, token, request, sent)))
+    }
+
+    fn claim_queued_run(&self, run_id: &str) -> Result<QueuedClaim, StoreError> {
+        let id = run_id.to_string();
+        let (owner, secs) = (self.shared.options.owner_id.clone(), self.shared.lease_secs());
+        let sent = Instant::now();
+        let claimed = self.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            let rows = query(&client, sql::CLAIM_QUEUED_BY_ID, &[&id, &owner, &secs], "claim the queued run").await?;
+            Ok(rows.first().map(|row| (row.get::<_, i64>(0), row.get::<_, String>(1))))
+        })?;
+        match claimed {
+            Some((token, request)) => Ok(self.queued_claim(run_id.to_string(), token, request, sent)),
+            None if self.queued_run(run_id)?.is_some() => Err(StoreError::Locked { id: run_id.to_string() }),
+            None => Err(StoreError::NotFound { id: run_id.to_string(), path: self.location_of(AGENT, "") }),
+        }
+    }
+
+    fn queued_run(&self, run_id: &str) -> Result<Option<QueuedRun>, StoreError> {
+        let id = run_id.to_string();
+        let row = self.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            let rows = query(&client, sql::READ_QUEUED, &[&id], "read the queued run").await?;
+            Ok(rows.first().map(|row| (row.get::<_, String>(0), row.get::<_, bool>(1))))
+        })?;
+        Ok(row.map(|(request, starting)| QueuedRun { run_id: run_id.to_string(), request, starting }))
     }
 
     fn run_state_location(&self, run_id: &str) -> String {
@@ -884,8 +1002,12 @@ impl RunStore for PgStore {
     }
 
     fn get_receipt(&self, key: &str) -> Result<Option<Receipt>, ReceiptError> {
-        let (workspace, digest) = (self.workspace_id.clone(), sha256_hex(key.as_bytes()));
+        let digest = sha256_hex(key.as_bytes());
         let path = PathBuf::from(format!("{}#receipts/{digest}", self.shared.display));
+        let workspace = self.workspace().map_err(|error| ReceiptError::Io {
+            path: path.clone(),
+            source: std::io::Error::other(error.to_string()),
+        })?;
         let text = self
             .shared
             .idempotent(move |pool| {
@@ -913,7 +1035,7 @@ impl RunStore for PgStore {
             ReceiptState::Started => "started",
             ReceiptState::Done => "done",
         };
-        let (workspace, digest) = (self.workspace_id.clone(), sha256_hex(receipt.key.as_bytes()));
+        let (workspace, digest) = (self.workspace()?, sha256_hex(receipt.key.as_bytes()));
         let (key, run_id, step_id) = (receipt.key.clone(), receipt.run_id.clone(), receipt.step_id.clone());
         let owner = self.shared.options.owner_id.clone();
         self.shared.call(move |pool| async move {
@@ -928,7 +1050,7 @@ impl RunStore for PgStore {
     }
 
     fn remove_receipt(&self, key: &str) -> Result<(), StoreError> {
-        let (workspace, digest) = (self.workspace_id.clone(), sha256_hex(key.as_bytes()));
+        let (workspace, digest) = (self.workspace()?, sha256_hex(key.as_bytes()));
         self.shared.call(move |pool| async move {
             let client = connect(&pool).await?;
             execute(&client, sql::REMOVE_RECEIPT, &[&workspace, &digest], "remove a receipt").await.map(|_| ())

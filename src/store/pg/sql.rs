@@ -25,13 +25,15 @@ pub const CURRENT_SCHEMA: &str = "SELECT current_schema()::text";
 
 /// Creates agent run or record `$2` of kind `$1`, leased to `$4` for `$5`
 /// seconds. An agent run that never reached its first checkpoint (`state`
-/// NULL) and whose lease is gone may be taken over: nothing ran from it.
+/// NULL) and whose lease is gone may be taken over: nothing ran from it
+/// (a queued one never: it belongs to the queue).
 /// Returns the fencing token; no row when the id is taken.
 pub const CREATE_RUN: &str = "INSERT INTO runs AS r (kind, run_id, workspace_id, owner_id, lease_version, lease_expires_at) \
      VALUES ($1::text, $2::text, $3::text, $4::text, 1, now() + make_interval(secs => $5::bigint)) \
      ON CONFLICT (kind, run_id) DO UPDATE SET owner_id = EXCLUDED.owner_id, lease_version = r.lease_version + 1, \
          lease_expires_at = EXCLUDED.lease_expires_at, workspace_id = EXCLUDED.workspace_id, updated_at = now() \
-     WHERE r.kind = 'agent' AND r.state IS NULL AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= now()) \
+     WHERE r.kind = 'agent' AND r.state IS NULL AND r.request IS NULL \
+         AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= now()) \
      RETURNING lease_version";
 
 /// Claims an existing run or record by id: free, or its lease expired.
@@ -123,8 +125,47 @@ pub const RUNNABLE: &str = "SELECT run_id, status, state FROM runs \
          AND (owner_id IS NULL OR lease_expires_at <= now()) \
      ORDER BY created_at, run_id";
 
-/// Every run or record of a kind that has a checkpoint, with it.
-pub const LIST: &str = "SELECT run_id, state FROM runs WHERE kind = $1::text AND state IS NOT NULL";
+/// Every run or record of a kind that has a checkpoint, with it, and
+/// every queued run (its `state` NULL).
+pub const LIST: &str =
+    "SELECT run_id, state FROM runs WHERE kind = $1::text AND (state IS NOT NULL OR status = 'queued')";
+
+/// Queues agent run `$2` of workspace `$1` with its request `$3`: no
+/// checkpoint, no holder. No row when the id is taken.
+pub const QUEUE_RUN: &str = "INSERT INTO runs (kind, run_id, workspace_id, status, request) \
+     VALUES ('agent', $2::text, $1::text, 'queued', $3::text) ON CONFLICT (kind, run_id) DO NOTHING";
+
+/// Claims the oldest queued run of workspace `$1` (none of `$4`) for owner
+/// `$2` for `$3` seconds, in one statement: the candidate is locked `FOR
+/// UPDATE SKIP LOCKED` (concurrent claimers take the next one instead of
+/// waiting) in a `MATERIALIZED` CTE, so that it is chosen once (a subquery
+/// joined in `FROM` may be scanned again, and with `SKIP LOCKED` each scan
+/// picks another row: one statement would then claim several), and the
+/// update repeats the guard. Returns the run id, the new fencing token and
+/// the request; no row when nothing is queued.
+pub const CLAIM_QUEUED: &str = "WITH next AS MATERIALIZED (SELECT kind, run_id FROM runs \
+         WHERE kind = 'agent' AND workspace_id = $1::text AND status = 'queued' AND state IS NULL \
+             AND not_before <= now() AND (owner_id IS NULL OR lease_expires_at <= now()) \
+             AND run_id <> ALL($4::text[]) \
+         ORDER BY created_at, run_id LIMIT 1 FOR UPDATE SKIP LOCKED) \
+     UPDATE runs AS r SET owner_id = $2::text, lease_version = r.lease_version + 1, \
+         lease_expires_at = now() + make_interval(secs => $3::bigint), claims = r.claims + 1, updated_at = now() \
+     FROM next \
+     WHERE r.kind = next.kind AND r.run_id = next.run_id AND r.status = 'queued' AND r.state IS NULL \
+         AND (r.owner_id IS NULL OR r.lease_expires_at <= now()) \
+     RETURNING r.run_id, r.lease_version, r.request";
+
+/// Claims queued run `$1` for owner `$2` for `$3` seconds (to cancel it).
+/// Returns the new fencing token and the request.
+pub const CLAIM_QUEUED_BY_ID: &str = "UPDATE runs SET owner_id = $2::text, lease_version = lease_version + 1, \
+         lease_expires_at = now() + make_interval(secs => $3::bigint), claims = claims + 1, updated_at = now() \
+     WHERE kind = 'agent' AND run_id = $1::text AND status = 'queued' AND state IS NULL \
+         AND (owner_id IS NULL OR lease_expires_at <= now()) \
+     RETURNING lease_version, request";
+
+/// Queued run `$1`: its request and whether a worker holds it now.
+pub const READ_QUEUED: &str = "SELECT request, (owner_id IS NOT NULL AND lease_expires_at > now()) FROM runs \
+     WHERE kind = 'agent' AND run_id = $1::text AND status = 'queued' AND state IS NULL";
 
 pub const GET_RECEIPT: &str = "SELECT receipt FROM receipts WHERE workspace_id = $1::text AND key_sha256 = $2::text";
 

@@ -112,7 +112,7 @@ impl TestSchema {
 
     /// The store of a workspace in this schema.
     pub fn store(&self, sealer: &Sealer) -> PgStore {
-        self.stores.store(std::path::Path::new("/tmp/planrun-test-workspace"), sealer)
+        self.stores.store_named("test-workspace", sealer)
     }
 
     /// Runs `sql` in this schema.

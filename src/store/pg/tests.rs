@@ -32,11 +32,15 @@ fn migrate_is_idempotent_and_every_other_use_refuses_an_unusable_schema() {
     assert_eq!(psql(&conninfo, "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"), Ok("0".into()));
 
     let first = PgStores::migrate(&location, options()).expect("migrate");
-    assert_eq!((first.applied.clone(), first.version), (vec![1], latest_version()));
+    assert_eq!((first.applied.clone(), first.version), (vec![1, 2, 3], latest_version()));
     let second = PgStores::migrate(&location, options()).expect("migrate again");
     assert!(second.applied.is_empty(), "nothing applied the second time");
-    let recorded = psql(&conninfo, "SELECT version || ' ' || length(sha256) FROM schema_migrations").expect("rows");
-    assert_eq!(recorded, "1 64");
+    let recorded = psql(
+        &conninfo,
+        "SELECT string_agg(version || ' ' || length(sha256), ',' ORDER BY version) FROM schema_migrations",
+    )
+    .expect("rows");
+    assert_eq!(recorded, "1 64,2 64,3 64");
     PgStores::connect(&location, options()).expect("a migrated schema is used");
 
     psql(&conninfo, "INSERT INTO schema_migrations (version, sha256) VALUES (99, 'x')").expect("a newer planrun");
@@ -73,8 +77,7 @@ fn a_holder_whose_lease_was_taken_over_writes_nothing() {
     let first = schema.store(&Sealer::plain());
     started(&first, "r1");
     let (mut stale, loaded) = first.open_run("r1").expect("open");
-    let other =
-        schema.process("test:other", 30).store(std::path::Path::new("/tmp/planrun-test-workspace"), &Sealer::plain());
+    let other = schema.process("test:other", 30).store_named("test-workspace", &Sealer::plain());
     assert!(matches!(other.open_run("r1"), Err(StoreError::Locked { .. })), "held");
     // The holder froze past its lease (SIGSTOP, a pause): it expires.
     schema.sql("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE run_id = 'r1'").expect("expire");
@@ -120,9 +123,8 @@ fn the_store_is_usable_from_inside_a_tokio_runtime() {
 #[test]
 fn the_heartbeat_keeps_a_held_lease_alive_past_its_length() {
     let Some(schema) = TestSchema::create() else { return };
-    let workspace = std::path::Path::new("/tmp/planrun-test-workspace");
-    let holder = schema.process("test:holder", 1).store(workspace, &Sealer::plain());
-    let other = schema.process("test:other", 1).store(workspace, &Sealer::plain());
+    let holder = schema.process("test:holder", 1).store_named("test-workspace", &Sealer::plain());
+    let other = schema.process("test:other", 1).store_named("test-workspace", &Sealer::plain());
     started(&holder, "r1");
     let (mut run, loaded) = holder.open_run("r1").expect("open");
     std::thread::sleep(std::time::Duration::from_millis(2500));
@@ -140,8 +142,7 @@ fn the_heartbeat_keeps_a_held_lease_alive_past_its_length() {
 #[test]
 fn a_holder_whose_lease_is_gone_stops_holding_and_writes_nothing_more() {
     let Some(schema) = TestSchema::create() else { return };
-    let holder =
-        schema.process("test:holder", 1).store(std::path::Path::new("/tmp/planrun-test-workspace"), &Sealer::plain());
+    let holder = schema.process("test:holder", 1).store_named("test-workspace", &Sealer::plain());
     started(&holder, "r1");
     let (mut run, loaded) = holder.open_run("r1").expect("open");
     let fence = run.fence();
@@ -172,8 +173,7 @@ fn a_holder_whose_lease_is_gone_stops_holding_and_writes_nothing_more() {
 #[test]
 fn takeovers_of_expired_leases_are_counted_until_a_checkpoint_and_past_max_claims_exhausted() {
     let Some(schema) = TestSchema::create() else { return };
-    let workspace = std::path::Path::new("/tmp/planrun-test-workspace");
-    let store = schema.process("test:holder", 30).store(workspace, &Sealer::plain());
+    let store = schema.process("test:holder", 30).store_named("test-workspace", &Sealer::plain());
     started(&store, "r1");
     // A lease given back is not a takeover.
     let (run, _) = store.open_run("r1").expect("open");
@@ -206,9 +206,8 @@ fn takeovers_of_expired_leases_are_counted_until_a_checkpoint_and_past_max_claim
 #[test]
 fn a_receipt_is_not_written_over_a_run_another_owner_holds() {
     let Some(schema) = TestSchema::create() else { return };
-    let workspace = std::path::Path::new("/tmp/planrun-test-workspace");
-    let stale = schema.process("test:stale", 30).store(workspace, &Sealer::plain());
-    let current = schema.process("test:current", 30).store(workspace, &Sealer::plain());
+    let stale = schema.process("test:stale", 30).store_named("test-workspace", &Sealer::plain());
+    let current = schema.process("test:current", 30).store_named("test-workspace", &Sealer::plain());
     started(&stale, "r1");
     let mut receipt = crate::store::Receipt {
         key: "k".into(),
@@ -276,7 +275,6 @@ fn verified(run: &mut Box<dyn crate::store::RunHandle>) {
 #[test]
 fn an_approval_is_consumed_once_by_the_current_lease_never_by_a_stale_one() {
     let Some(schema) = TestSchema::create() else { return };
-    let workspace = std::path::Path::new("/tmp/planrun-test-workspace");
     let first = schema.store(&Sealer::plain());
     approved(&first, "r1", std::time::Duration::from_secs(3600));
     assert_eq!(
@@ -285,7 +283,7 @@ fn an_approval_is_consumed_once_by_the_current_lease_never_by_a_stale_one() {
     );
     let (mut stale, _) = first.open_run("r1").expect("open");
     schema.sql("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE run_id = 'r1'").expect("expire");
-    let other = schema.process("test:other", 30).store(workspace, &Sealer::plain());
+    let other = schema.process("test:other", 30).store_named("test-workspace", &Sealer::plain());
     let (mut current, _) = other.open_run("r1").expect("taken over");
 
     verified(&mut stale);
