@@ -34,6 +34,13 @@
 //!
 //! A look-up or close of a ticket that does not exist is `not_found`: the
 //! answer is definite, so it is never retried.
+//!
+//! Many runs may use one workspace's ticket system at once (the service's
+//! concurrent runs, several workers on one machine): each look-up and
+//! close reads, changes and replaces the whole file, so each holds an
+//! exclusive `flock` on the workspace folder from its read to its write
+//! ([`Exclusive`]); without it two closes of different tickets could each
+//! write the file the other had not seen, and one close would be lost.
 
 use serde_json::{Map, Value, json};
 
@@ -66,6 +73,30 @@ pub struct Ticket {
     pub status: String,
     pub customer_note: String,
     pub close_count: u64,
+}
+
+/// The ticket system held by one caller: an exclusive `flock` on a fresh
+/// descriptor of the workspace folder (a lock is per open file, so each
+/// caller opens its own), released when dropped. Readers that only read
+/// need none: the file is replaced atomically.
+struct Exclusive {
+    _folder: std::fs::File,
+}
+
+impl Exclusive {
+    fn take(workspace: &Workspace) -> Result<Exclusive, ToolFailure> {
+        let unavailable = |error: std::io::Error| ToolFailure {
+            class: FailureClass::ExecutionError,
+            message: format!("ticket system unavailable: cannot lock the workspace folder: {error}"),
+            output_text: String::new(),
+        };
+        // The folder opened for reading (the workspace's own handle is a
+        // path descriptor, which cannot be locked).
+        let folder = std::fs::File::open(workspace.root()).map_err(unavailable)?;
+        rustix::fs::flock(&folder, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|error| unavailable(error.into()))?;
+        Ok(Exclusive { _folder: folder })
+    }
 }
 
 fn invalid(message: String) -> ToolFailure {
@@ -162,6 +193,8 @@ pub fn parse_ticket(ticket_id: &str, value: &Value) -> Result<Ticket, ToolFailur
 
 /// `ticket_lookup`: the ticket's fields as structured output.
 pub fn lookup(workspace: &Workspace, ticket_id: &str, max_bytes: u64) -> Result<ToolSuccess, ToolFailure> {
+    // A look-up may write (an injected failure counts down).
+    let _held = Exclusive::take(workspace)?;
     let mut root = load(workspace, max_bytes)?;
     injected_failure(workspace, &mut root, max_bytes)?;
     let ticket = ticket_of(&root, ticket_id)?;
@@ -247,6 +280,7 @@ fn close_keeping(
     keyed: Option<(&str, &str)>,
     max_bytes: u64,
 ) -> Result<ToolSuccess, ToolFailure> {
+    let _held = Exclusive::take(workspace)?;
     let mut root = load(workspace, max_bytes)?;
     if let Some((key, intent_digest)) = keyed
         && let Some(kept) = kept_receipt(&root, key)?
@@ -315,6 +349,38 @@ mod tests {
         let policy = FilePolicy { deny: Vec::new(), max_read_bytes: MAX, max_write_bytes: MAX };
         let workspace = Workspace::open(tmp.path(), &policy).expect("open");
         (tmp, workspace)
+    }
+
+    /// Closes of different tickets by concurrent callers (each with its
+    /// own workspace handle, as separate processes have) all stick: none
+    /// is lost to another's rewrite of the file.
+    #[test]
+    fn concurrent_closes_of_different_tickets_are_all_kept() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let ids: Vec<String> = (0..8).map(|i| format!("ticket-{i}")).collect();
+        let tickets: Map<String, Value> = ids
+            .iter()
+            .map(|id| (id.clone(), json!({"status": "open", "customer_note": "", "close_count": 0})))
+            .collect();
+        let root = json!({"tickets": tickets});
+        std::fs::write(tmp.path().join(TICKETS_FILE), serde_json::to_string(&root).expect("JSON")).expect("write");
+        let policy = FilePolicy { deny: Vec::new(), max_read_bytes: MAX, max_write_bytes: MAX };
+        std::thread::scope(|scope| {
+            for id in &ids {
+                let (path, policy) = (tmp.path(), &policy);
+                scope.spawn(move || {
+                    let workspace = Workspace::open(path, policy).expect("open");
+                    lookup(&workspace, id, MAX).expect("look-up");
+                    close_with_receipt(&workspace, id, &format!("key-{id}"), "digest", MAX).expect("close");
+                });
+            }
+        });
+        let workspace = Workspace::open(tmp.path(), &policy).expect("open");
+        let file = file(&workspace);
+        for id in &ids {
+            assert_eq!(file["tickets"][id]["close_count"], json!(1), "{id}: {file}");
+            assert!(file["receipts"][format!("key-{id}")].is_object(), "{id}'s receipt kept");
+        }
     }
 
     fn file(workspace: &Workspace) -> Value {
