@@ -484,8 +484,10 @@ fn a_session_terminated_in_the_commit_after_a_close_is_read_back_and_closes_noth
              EXECUTE FUNCTION slow_commit()",
     );
     let worker = Worker::start(&sandbox, &url);
+    // A step's checkpoint is one statement (its implicit commit runs the
+    // deferred trigger); a checkpoint with a decision is a transaction.
     let in_commit = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'planrun-faults' \
-         AND query = 'COMMIT' AND wait_event = 'PgSleep'";
+         AND (query = 'COMMIT' OR query LIKE 'WITH guard AS%') AND wait_event = 'PgSleep'";
     assert_eq!(cluster.wait_for(in_commit, "1", 30), "1", "the checkpoint after the close waits in its COMMIT");
     let killed = cluster
         .sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'planrun-faults'");

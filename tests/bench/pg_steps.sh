@@ -7,10 +7,13 @@
 #   BIN=target/debug/planrun tests/bench/pg_steps.sh 50 8 10   # a quick check of the script
 #
 # 1. One N-step plan of `echo` steps on each store: seconds and ms per step
-#    (one durable checkpoint per step: fsyncs on files, one commit on PostgreSQL).
-# 2. Worker throughput: R runs of M steps, each killed after its first step
-#    (PLANRUN_CRASH_AT) with its lease then expired, driven to the end by
-#    `planrun worker --once --concurrency W` for W = 1, 2, 4: steps per second.
+#    (one durable checkpoint per step: one `fdatasync` on files, one commit
+#    on PostgreSQL), and on PostgreSQL the commits and WAL syncs per step
+#    (from pg_stat_database and pg_stat_wal, read before and after).
+# 2. Worker throughput: R queued runs of M steps (`--queue`), driven to the
+#    end by `planrun worker --once --concurrency W` for W = 1, 2, 4: steps per
+#    second, commits and WAL syncs per step (group commit shows as fewer WAL
+#    syncs than commits).
 #
 # Starts its own PostgreSQL cluster (.ci/postgres) and needs `psql`.
 set -euo pipefail
@@ -43,29 +46,40 @@ echo_plan "$work/plans/short.toml" short "$m"
 now() { date +%s.%N; }
 planrun() { (cd "$work" && "$BIN" --plans plans --policies policies "$@"); }
 
+# Commits and WAL syncs of the server so far (the bench's own psql calls
+# add one commit each: negligible beside hundreds of steps).
+counters() { sql "SELECT (SELECT sum(xact_commit) FROM pg_stat_database)::bigint || ' ' || (SELECT wal_sync FROM pg_stat_wal)"; }
+per_step() { # before after steps -> "commits/step wal_syncs/step"
+  read -r c0 w0 <<<"$1"; read -r c1 w1 <<<"$2"
+  printf '%.2f %.2f' "$(echo "($c1 - $c0) / $3" | bc -l)" "$(echo "($w1 - $w0) / $3" | bc -l)"
+}
+
 echo "== one $n-step plan"
-printf '%-12s %10s %12s\n' store seconds ms_per_step
+printf '%-12s %10s %12s %14s %16s\n' store seconds ms_per_step commits_per_step wal_syncs_per_step
 for store in file "$url"; do
+  before=$(counters)
   start=$(now)
   planrun --workspace "$work/ws-one" --store "$store" --plan plans/long.toml -q >/dev/null
   secs=$(echo "$(now) - $start" | bc)
   name=$([ "$store" = file ] && echo file || echo postgres)
-  printf '%-12s %10.3f %12.3f\n' "$name" "$secs" "$(echo "$secs * 1000 / ($n + 1)" | bc -l)"
+  if [ "$name" = file ]; then counts="- -"; else counts=$(per_step "$before" "$(counters)" $(( n + 1 ))); fi
+  read -r commits syncs <<<"$counts"
+  printf '%-12s %10.3f %12.3f %14s %16s\n' "$name" "$secs" "$(echo "$secs * 1000 / ($n + 1)" | bc -l)" "$commits" "$syncs"
 done
 
-echo "== workers: $runs runs of $m steps, each killed after its first step"
-printf '%-12s %10s %12s\n' workers seconds steps_per_s
+echo "== workers: $runs queued runs of $m steps"
+printf '%-12s %10s %12s %14s %16s\n' workers seconds steps_per_s commits_per_step wal_syncs_per_step
 for workers in 1 2 4; do
   ws="$work/ws-$workers"
   for i in $(seq 1 "$runs"); do
-    PLANRUN_CRASH_AT=s1:after_effect planrun --workspace "$ws" --store "$url" --plan plans/short.toml \
-      --run-id "w$workers-$i" -q >/dev/null 2>&1 || true
+    planrun --workspace "$ws" --store "$url" --plan plans/short.toml --run-id "w$workers-$i" --queue >/dev/null 2>&1
   done
-  sql "UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE owner_id IS NOT NULL" >/dev/null
+  before=$(counters)
   start=$(now)
   planrun --workspace "$ws" --store "$url" worker --once --concurrency "$workers" >/dev/null
   secs=$(echo "$(now) - $start" | bc)
+  read -r commits syncs <<<"$(per_step "$before" "$(counters)" $(( runs * (m + 1) )))"
   left=$(sql "SELECT count(*) FROM runs WHERE run_id LIKE 'w$workers-%' AND status <> 'done'")
   [ "$left" = 0 ] || echo "warning: $left run(s) not done with $workers worker(s)" >&2
-  printf '%-12s %10.3f %12.1f\n' "$workers" "$secs" "$(echo "$runs * $m / $secs" | bc -l)"
+  printf '%-12s %10.3f %12.1f %14s %16s\n' "$workers" "$secs" "$(echo "$runs * ($m + 1) / $secs" | bc -l)" "$commits" "$syncs"
 done

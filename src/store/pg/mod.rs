@@ -1244,6 +1244,36 @@ impl RunHandle for PgRun {
         let finished = state.status.is_terminal();
         let written = self.lease.shared.call(move |pool| async move {
             let mut client = connect(&pool).await?;
+            if plan.is_none() && decision.is_none() {
+                // A step's checkpoint: one statement, one round trip.
+                let seqs: Vec<i64> = events.iter().map(|row| row.seq).collect();
+                let lines: Vec<&str> = events.iter().map(|row| row.line.as_str()).collect();
+                let hashes: Vec<&str> = events.iter().map(|row| row.hash.as_str()).collect();
+                let numbers: Vec<i64> = history.iter().map(|(number, _)| *number).collect();
+                let records: Vec<&str> = history.iter().map(|(_, line)| line.as_str()).collect();
+                let params: [&(dyn ToSql + Sync); 17] = [
+                    &key.kind,
+                    &key.id,
+                    &key.owner,
+                    &key.token,
+                    &expected_i,
+                    &text,
+                    &status,
+                    &version,
+                    &audit_seq,
+                    &history_records,
+                    &finished,
+                    &key.secs,
+                    &seqs,
+                    &lines,
+                    &hashes,
+                    &numbers,
+                    &records,
+                ];
+                let rows = query(&client, sql::CHECKPOINT_STEP, &params, "write the checkpoint").await?;
+                let wrote = rows.first().map_or(0, |row| row.get::<_, i64>(0));
+                return if wrote == 1 { Ok(()) } else { Err(refusal(&client, &key, expected).await) };
+            }
             let transaction = client.transaction().await.map_err(store_error("start the checkpoint"))?;
             let params: [&(dyn ToSql + Sync); 12] = [
                 &key.kind,

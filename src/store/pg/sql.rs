@@ -71,6 +71,34 @@ pub const CHECKPOINT: &str = "UPDATE runs SET state = $6::text, status = $7::tex
      WHERE kind = $1::text AND run_id = $2::text AND owner_id = $3::text AND lease_version = $4::bigint \
          AND lease_expires_at > now() AND state_version = $5::bigint";
 
+/// A step's checkpoint in one statement (one round trip, one commit): the
+/// guarded [`CHECKPOINT`] (`$1..$12`) and, only if it wrote its row, the
+/// step's audit events (`$13..$15`: seq, line, hash) and history records
+/// (`$16..$17`: record_no, line), under the new state version and the
+/// caller's fencing token. Returns the number of rows the guard wrote (0:
+/// refused, and nothing was inserted). Used when the checkpoint stores no
+/// plan and records no decision (every step but the first and approvals,
+/// which take the transaction of [`CHECKPOINT`] and the inserts).
+pub const CHECKPOINT_STEP: &str = "WITH guard AS (\
+         UPDATE runs SET state = $6::text, status = $7::text, state_version = $8::bigint, \
+             audit_head_seq = $9::bigint, history_records = $10::bigint, updated_at = now(), claims = 0, \
+             finished_at = CASE WHEN $11::bool THEN coalesce(finished_at, now()) ELSE NULL END, \
+             lease_expires_at = now() + make_interval(secs => $12::bigint) \
+         WHERE kind = $1::text AND run_id = $2::text AND owner_id = $3::text AND lease_version = $4::bigint \
+             AND lease_expires_at > now() AND state_version = $5::bigint \
+         RETURNING 1), \
+     events AS (\
+         INSERT INTO audit_events (kind, run_id, seq, line, hash, state_version, lease_version) \
+         SELECT $1::text, $2::text, seq, line, hash, $8::bigint, $4::bigint \
+         FROM unnest($13::bigint[], $14::text[], $15::text[]) AS e (seq, line, hash) \
+         WHERE EXISTS (SELECT 1 FROM guard)), \
+     records AS (\
+         INSERT INTO history (run_id, record_no, line, state_version, lease_version) \
+         SELECT $2::text, record_no, line, $8::bigint, $4::bigint \
+         FROM unnest($16::bigint[], $17::text[]) AS h (record_no, line) \
+         WHERE EXISTS (SELECT 1 FROM guard)) \
+     SELECT count(*) FROM guard";
+
 /// Why a guarded write found no row: the stored version and whether the
 /// caller's lease still holds.
 pub const WRITE_REFUSED: &str = "SELECT state_version, (owner_id IS NOT DISTINCT FROM $3::text \
