@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::common::Sandbox;
 use crate::common::tickets::{PLAN, RUN, T_APPROVE, T_RESUME, T_RUN, close_count, ticket_sandbox};
-use crate::pg_store::Schema;
+use crate::pg_store::{Schema, resume_killed_at};
 use crate::serve_harness::{self, Server, client, get_json, post};
 
 const GOAL: &str = "close ticket";
@@ -277,13 +277,7 @@ fn a_use_whose_holder_died_before_its_checkpoint_is_taken_over_by_the_next_lease
     let Some((sandbox, schema)) = paused("use taken over") else { return };
     let store = ["--store", schema.url.as_str()];
     sandbox.planrun().args(["approve", RUN]).args(store).clock(T_APPROVE).expect_code(0).run();
-    let crashed = sandbox
-        .planrun()
-        .args(["resume", RUN])
-        .args(store)
-        .env("PLANRUN_CRASH_AT", "close:after_effect")
-        .clock(T_RESUME)
-        .run();
+    let crashed = resume_killed_at(&sandbox, &schema, "close:after_effect", "30");
     assert_eq!(crashed.code, -1, "killed by the hook: {}", crashed.snapshot());
     let dead = schema.sql("SELECT lease_version FROM runs WHERE run_id = 't'");
     let head = schema.sql("SELECT max(seq) FROM audit_events WHERE run_id = 't'");

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::common::tickets::{PLAN, RUN, T_APPROVE, T_RESUME, T_RESUME_AGAIN, T_RUN, close_count, ticket_sandbox};
 use crate::common::{Output, Planrun, Sandbox};
-use crate::pg_store::{Schema, wait_for};
+use crate::pg_store::{Schema, resume_killed_at, wait_for};
 
 /// A policy that allows the test's slow shell steps and keyed writes.
 const POLICY: &str = r#"version = 1
@@ -341,14 +341,7 @@ fn a_holder_killed_at_each_step_boundary_and_inside_the_effect_window_is_recover
         let store = ["--store", schema.url.as_str()];
         sandbox.planrun().args(["--plan", PLAN, "--run-id", RUN]).args(store).clock(T_RUN).expect_code(3).run();
         sandbox.planrun().args(["approve", RUN]).args(store).clock(T_APPROVE).expect_code(0).run();
-        let crashed = sandbox
-            .planrun()
-            .args(["resume", RUN])
-            .args(store)
-            .env(SHORT_LEASE.0, SHORT_LEASE.1)
-            .env("PLANRUN_CRASH_AT", point)
-            .clock(T_RESUME)
-            .run();
+        let crashed = resume_killed_at(&sandbox, &schema, point, SHORT_LEASE.1);
         let closed_before = close_count(&sandbox, "ticket-7");
         assert_eq!(closed_before, u64::from(point != "close:before_effect"), "{point}: closed before the kill");
         crash_and_recover(&sandbox, &schema, crashed, false, point);

@@ -18,8 +18,8 @@ use planrun::runtime::process_var;
 
 use serde_json::json;
 
-use crate::common::Sandbox;
 use crate::common::tickets::{PLAN, RUN, T_APPROVE, T_RESUME, T_RESUME_AGAIN, T_RUN, close_count, ticket_sandbox};
+use crate::common::{Output, Sandbox};
 use crate::serve_harness::{Server, client, get_json, post};
 
 static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -99,6 +99,18 @@ impl Drop for Schema {
     fn drop(&mut self) {
         let _ = psql(&self.admin, &format!("DROP SCHEMA {} CASCADE", self.name));
     }
+}
+
+/// `resume` of the ticket demo's run on `schema`, killed by the crash hook
+/// at `point` (`PLANRUN_CRASH_AT`), holding a lease of `lease_secs`.
+pub(crate) fn resume_killed_at(sandbox: &Sandbox, schema: &Schema, point: &str, lease_secs: &str) -> Output {
+    sandbox
+        .planrun()
+        .args(["resume", RUN, "--store", schema.url.as_str()])
+        .env("PLANRUN_LEASE_SECS", lease_secs)
+        .env("PLANRUN_CRASH_AT", point)
+        .clock(T_RESUME)
+        .run()
 }
 
 /// The four files of run `run_id` in workspace `workspace`.
@@ -328,14 +340,7 @@ fn a_crashed_holder_keeps_the_run_until_its_lease_expires_then_recovery_closes_n
     let lease = ("PLANRUN_LEASE_SECS", "1");
     sandbox.planrun().args(["--plan", PLAN, "--run-id", RUN]).args(store).clock(T_RUN).expect_code(3).run();
     sandbox.planrun().args(["approve", RUN]).args(store).clock(T_APPROVE).expect_code(0).run();
-    let crashed = sandbox
-        .planrun()
-        .args(["resume", RUN])
-        .args(store)
-        .env(lease.0, lease.1)
-        .env("PLANRUN_CRASH_AT", "close:after_effect")
-        .clock(T_RESUME)
-        .run();
+    let crashed = resume_killed_at(&sandbox, &schema, "close:after_effect", lease.1);
     assert_eq!(crashed.code, -1, "killed by the hook: {}", crashed.snapshot());
     assert_eq!(close_count(&sandbox, "ticket-7"), 1, "the close happened before the crash");
     assert_eq!(schema.sql("SELECT status FROM receipts"), "done", "its receipt committed before the crash");
@@ -379,13 +384,7 @@ fn a_worker_takes_up_approved_and_abandoned_runs_and_leaves_held_ones_alone() {
 
     // A holder that died mid-run with a 30-second lease: the run is not
     // taken up while the lease lasts.
-    let crashed = sandbox
-        .planrun()
-        .args(["resume", RUN])
-        .args(store)
-        .env("PLANRUN_CRASH_AT", "close:after_effect")
-        .clock(T_RESUME)
-        .run();
+    let crashed = resume_killed_at(&sandbox, &schema, "close:after_effect", "30");
     assert_eq!(crashed.code, -1, "{}", crashed.snapshot());
     let held = worker();
     assert!(held.stdout.contains("0 run(s) taken up"), "a held run is left alone: {}", held.stdout);

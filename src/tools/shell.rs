@@ -269,6 +269,27 @@ mod tests {
         .expect("run")
     }
 
+    /// `sh -c script` in `dir` (with `PATH`), bounded by `timeout` and
+    /// `fence`; the scripts below start a background `sleep` and write its
+    /// pid to `dir/pid` ([`grandchild`]).
+    fn sh(dir: &Path, script: &str, timeout: Duration, fence: &Fence) -> ShellRun {
+        run_shell(
+            &which("sh"),
+            &args(&["-c", script]),
+            &env(&[("PATH", "/usr/bin:/bin")]),
+            dir,
+            timeout,
+            1 << 20,
+            fence,
+        )
+        .expect("run")
+    }
+
+    /// The pid a script wrote to `dir/pid`.
+    fn grandchild(dir: &Path) -> i32 {
+        std::fs::read_to_string(dir.join("pid")).expect("pid file").trim().parse().expect("pid")
+    }
+
     fn which(name: &str) -> PathBuf {
         ["/usr/bin", "/bin"]
             .iter()
@@ -358,21 +379,12 @@ mod tests {
     fn timeout_kills_the_whole_group() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let started = Instant::now();
-        let out = run_shell(
-            &which("sh"),
-            &args(&["-c", "sleep 30 & echo $! > pid; sleep 30"]),
-            &env(&[("PATH", "/usr/bin:/bin")]),
-            tmp.path(),
-            Duration::from_secs(1),
-            1 << 20,
-            &Fence::unbounded(),
-        )
-        .expect("run");
+        let out = sh(tmp.path(), "sleep 30 & echo $! > pid; sleep 30", Duration::from_secs(1), &Fence::unbounded());
         let elapsed = started.elapsed();
         assert!(out.timed_out);
         assert_eq!(out.signal, Some(9));
         assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
-        let pid: i32 = std::fs::read_to_string(tmp.path().join("pid")).expect("pid file").trim().parse().expect("pid");
+        let pid = grandchild(tmp.path());
         assert!(wait_gone(pid), "grandchild {pid} survived");
     }
 
@@ -380,21 +392,12 @@ mod tests {
     fn background_grandchild_does_not_hang_a_fast_command() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let started = Instant::now();
-        let out = run_shell(
-            &which("sh"),
-            &args(&["-c", "sleep 30 & echo $! > pid; echo done"]),
-            &env(&[("PATH", "/usr/bin:/bin")]),
-            tmp.path(),
-            Duration::from_secs(20),
-            1 << 20,
-            &Fence::unbounded(),
-        )
-        .expect("run");
+        let out = sh(tmp.path(), "sleep 30 & echo $! > pid; echo done", Duration::from_secs(20), &Fence::unbounded());
         assert!(started.elapsed() < Duration::from_secs(5));
         assert_eq!(out.exit_code, Some(0));
         assert_eq!(out.stdout, "done\n");
         assert!(!out.timed_out);
-        let pid: i32 = std::fs::read_to_string(tmp.path().join("pid")).expect("pid file").trim().parse().expect("pid");
+        let pid = grandchild(tmp.path());
         assert!(wait_gone(pid), "grandchild {pid} survived");
     }
 
@@ -404,21 +407,12 @@ mod tests {
         // Held for 500 ms (600 ms less a sixth), then past its deadline.
         let fence = Fence::leased(Instant::now(), Duration::from_millis(600));
         let started = Instant::now();
-        let out = run_shell(
-            &which("sh"),
-            &args(&["-c", "sleep 30 & echo $! > pid; sleep 30"]),
-            &env(&[("PATH", "/usr/bin:/bin")]),
-            tmp.path(),
-            Duration::from_secs(20),
-            1 << 20,
-            &fence,
-        )
-        .expect("run");
+        let out = sh(tmp.path(), "sleep 30 & echo $! > pid; sleep 30", Duration::from_secs(20), &fence);
         let elapsed = started.elapsed();
         assert!(out.fenced && !out.timed_out, "{out:?}");
         assert_eq!(out.signal, Some(9));
         assert!(elapsed >= Duration::from_millis(500) && elapsed < Duration::from_secs(5), "took {elapsed:?}");
-        let pid: i32 = std::fs::read_to_string(tmp.path().join("pid")).expect("pid file").trim().parse().expect("pid");
+        let pid = grandchild(tmp.path());
         assert!(wait_gone(pid), "grandchild {pid} survived");
 
         // A lease known to be gone kills at the next poll.

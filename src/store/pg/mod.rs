@@ -581,6 +581,16 @@ impl Drop for HeldLease {
 }
 
 /// Why a guarded write of `key` found no row.
+/// Runs [`sql::CHECKPOINT`] with its 17 parameters; `false` when its
+/// guard refused (nothing was written).
+async fn checkpoint_written<C: GenericClient + Sync>(
+    client: &C,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<bool, StoreError> {
+    let rows = query(client, sql::CHECKPOINT, params, "write the checkpoint").await?;
+    Ok(rows.first().is_some_and(|row| row.get::<_, i64>(0) == 1))
+}
+
 async fn refusal<C: GenericClient + Sync>(client: &C, key: &LeaseKey, expected: u64) -> StoreError {
     let params: [&(dyn ToSql + Sync); 4] = [&key.kind, &key.id, &key.owner, &key.token];
     match query(client, sql::WRITE_REFUSED, &params, "read the run's lease").await {
@@ -1244,38 +1254,12 @@ impl RunHandle for PgRun {
         let finished = state.status.is_terminal();
         let written = self.lease.shared.call(move |pool| async move {
             let mut client = connect(&pool).await?;
-            if plan.is_none() && decision.is_none() {
-                // A step's checkpoint: one statement, one round trip.
-                let seqs: Vec<i64> = events.iter().map(|row| row.seq).collect();
-                let lines: Vec<&str> = events.iter().map(|row| row.line.as_str()).collect();
-                let hashes: Vec<&str> = events.iter().map(|row| row.hash.as_str()).collect();
-                let numbers: Vec<i64> = history.iter().map(|(number, _)| *number).collect();
-                let records: Vec<&str> = history.iter().map(|(_, line)| line.as_str()).collect();
-                let params: [&(dyn ToSql + Sync); 17] = [
-                    &key.kind,
-                    &key.id,
-                    &key.owner,
-                    &key.token,
-                    &expected_i,
-                    &text,
-                    &status,
-                    &version,
-                    &audit_seq,
-                    &history_records,
-                    &finished,
-                    &key.secs,
-                    &seqs,
-                    &lines,
-                    &hashes,
-                    &numbers,
-                    &records,
-                ];
-                let rows = query(&client, sql::CHECKPOINT_STEP, &params, "write the checkpoint").await?;
-                let wrote = rows.first().map_or(0, |row| row.get::<_, i64>(0));
-                return if wrote == 1 { Ok(()) } else { Err(refusal(&client, &key, expected).await) };
-            }
-            let transaction = client.transaction().await.map_err(store_error("start the checkpoint"))?;
-            let params: [&(dyn ToSql + Sync); 12] = [
+            let seqs: Vec<i64> = events.iter().map(|row| row.seq).collect();
+            let lines: Vec<&str> = events.iter().map(|row| row.line.as_str()).collect();
+            let hashes: Vec<&str> = events.iter().map(|row| row.hash.as_str()).collect();
+            let numbers: Vec<i64> = history.iter().map(|(number, _)| *number).collect();
+            let records: Vec<&str> = history.iter().map(|(_, line)| line.as_str()).collect();
+            let params: [&(dyn ToSql + Sync); 17] = [
                 &key.kind,
                 &key.id,
                 &key.owner,
@@ -1288,26 +1272,27 @@ impl RunHandle for PgRun {
                 &history_records,
                 &finished,
                 &key.secs,
+                &seqs,
+                &lines,
+                &hashes,
+                &numbers,
+                &records,
             ];
-            if execute(&transaction, sql::CHECKPOINT, &params, "write the checkpoint").await? == 0 {
+            if plan.is_none() && decision.is_none() {
+                // A step's checkpoint: the one statement, one round trip.
+                if !checkpoint_written(&client, &params).await? {
+                    return Err(refusal(&client, &key, expected).await);
+                }
+                return Ok(());
+            }
+            // The first checkpoint stores the plan, an approval's its row:
+            // the same statement and those in one transaction.
+            let transaction = client.transaction().await.map_err(store_error("start the checkpoint"))?;
+            if !checkpoint_written(&transaction, &params).await? {
                 return Err(refusal(&transaction, &key, expected).await);
             }
             if let Some((plan, plan_hash)) = &plan {
                 execute(&transaction, sql::INSERT_PLAN, &[&key.id, plan, plan_hash], "store the plan").await?;
-            }
-            if !events.is_empty() {
-                let seqs: Vec<i64> = events.iter().map(|row| row.seq).collect();
-                let lines: Vec<&str> = events.iter().map(|row| row.line.as_str()).collect();
-                let hashes: Vec<&str> = events.iter().map(|row| row.hash.as_str()).collect();
-                let params: [&(dyn ToSql + Sync); 7] =
-                    [&key.kind, &key.id, &seqs, &lines, &hashes, &version, &key.token];
-                execute(&transaction, sql::INSERT_EVENTS, &params, "append the audit events").await?;
-            }
-            if !history.is_empty() {
-                let numbers: Vec<i64> = history.iter().map(|(number, _)| *number).collect();
-                let lines: Vec<&str> = history.iter().map(|(_, line)| line.as_str()).collect();
-                let params: [&(dyn ToSql + Sync); 5] = [&key.id, &numbers, &lines, &version, &key.token];
-                execute(&transaction, sql::INSERT_HISTORY, &params, "append the history").await?;
             }
             if let Some(decision) = &decision {
                 approvals::record(&transaction, &key.id, decision).await?;

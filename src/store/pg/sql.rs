@@ -60,26 +60,15 @@ pub const RENEW_LEASE: &str = "UPDATE runs SET lease_expires_at = now() + make_i
 pub const RELEASE_LEASE: &str = "UPDATE runs SET owner_id = NULL, lease_expires_at = NULL \
      WHERE kind = $1::text AND run_id = $2::text AND owner_id = $3::text AND lease_version = $4::bigint";
 
-/// The guarded checkpoint: replaces the sealed state if the caller still
-/// holds the lease and the stored version is the expected one. One row
-/// when it was written. A checkpoint is progress: `claims` (claims since
-/// the last progress) goes back to 0.
-pub const CHECKPOINT: &str = "UPDATE runs SET state = $6::text, status = $7::text, state_version = $8::bigint, \
-         audit_head_seq = $9::bigint, history_records = $10::bigint, updated_at = now(), claims = 0, \
-         finished_at = CASE WHEN $11::bool THEN coalesce(finished_at, now()) ELSE NULL END, \
-         lease_expires_at = now() + make_interval(secs => $12::bigint) \
-     WHERE kind = $1::text AND run_id = $2::text AND owner_id = $3::text AND lease_version = $4::bigint \
-         AND lease_expires_at > now() AND state_version = $5::bigint";
-
-/// A step's checkpoint in one statement (one round trip, one commit): the
-/// guarded [`CHECKPOINT`] (`$1..$12`) and, only if it wrote its row, the
-/// step's audit events (`$13..$15`: seq, line, hash) and history records
-/// (`$16..$17`: record_no, line), under the new state version and the
+/// The guarded checkpoint, in one statement (one round trip): replaces the
+/// sealed state (`$6..$12`) if the caller still holds the lease and the
+/// stored version is the expected one (`$1..$5`) and, only if it did, appends
+/// the audit events (`$13..$15`: seq, line, hash) and history records
+/// (`$16..$17`: record_no, line) under the new state version and the
 /// caller's fencing token. Returns the number of rows the guard wrote (0:
-/// refused, and nothing was inserted). Used when the checkpoint stores no
-/// plan and records no decision (every step but the first and approvals,
-/// which take the transaction of [`CHECKPOINT`] and the inserts).
-pub const CHECKPOINT_STEP: &str = "WITH guard AS (\
+/// refused, and nothing was inserted). A checkpoint is progress: `claims`
+/// (claims since the last progress) goes back to 0.
+pub const CHECKPOINT: &str = "WITH guard AS (\
          UPDATE runs SET state = $6::text, status = $7::text, state_version = $8::bigint, \
              audit_head_seq = $9::bigint, history_records = $10::bigint, updated_at = now(), claims = 0, \
              finished_at = CASE WHEN $11::bool THEN coalesce(finished_at, now()) ELSE NULL END, \
@@ -106,16 +95,6 @@ pub const WRITE_REFUSED: &str = "SELECT state_version, (owner_id IS NOT DISTINCT
      FROM runs WHERE kind = $1::text AND run_id = $2::text";
 
 pub const INSERT_PLAN: &str = "INSERT INTO run_plans (run_id, plan, plan_hash) VALUES ($1::text, $2::text, $3::text)";
-
-/// Appends events `$3..` (seq, line, hash) of one run in one statement.
-pub const INSERT_EVENTS: &str = "INSERT INTO audit_events (kind, run_id, seq, line, hash, state_version, lease_version) \
-     SELECT $1::text, $2::text, seq, line, hash, $6::bigint, $7::bigint \
-     FROM unnest($3::bigint[], $4::text[], $5::text[]) AS e (seq, line, hash)";
-
-/// Appends history records `$2..` (record_no, line) of one agent run.
-pub const INSERT_HISTORY: &str = "INSERT INTO history (run_id, record_no, line, state_version, lease_version) \
-     SELECT $1::text, record_no, line, $4::bigint, $5::bigint \
-     FROM unnest($2::bigint[], $3::text[]) AS h (record_no, line)";
 
 /// Appends one event of a record, guarded by the lease and by the head it
 /// continues (`audit_head_seq = seq - 1`), in one statement. One row when
