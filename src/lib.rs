@@ -67,7 +67,7 @@
 //! |---|---|---|
 //! | `load` | `plans/*.toml`, `plans/*.yaml`, `policies/*.toml`, `policies/service/service.{toml,yaml}` | — |
 //! | `tools` | workspace files (confined) | workspace files (confined) |
-//! | `store` | `<workspace>/runs/<id>/*`, `<workspace>/bridge/runs/<id>/*`, `<workspace>/.planrun/receipts/*` | `<workspace>/runs/<id>/{plan.json,state.json,history.jsonl,audit.jsonl,.lock}`, `<workspace>/bridge/runs/<id>/{state.json,audit.jsonl,controller_state.json,controller_audit.jsonl,.lock}`, `<workspace>/.planrun/receipts/<sha256>.json` |
+//! | `store` | `<workspace>/runs/<id>/*`, `<workspace>/bridge/runs/<id>/*`, `<workspace>/.planrun/receipts/*` | `<workspace>/runs/<id>/{plan.json,state.json,history.jsonl,audit.jsonl}`, `<workspace>/bridge/runs/<id>/{state.json,audit.jsonl,controller_state.json,controller_audit.jsonl}`, `<workspace>/.planrun/receipts/<sha256>.json` |
 //! | `tools::tickets` | `<workspace>/tickets.json` | `<workspace>/tickets.json` |
 //! | `server` | — (files through `load`, records through `store`) | — |
 //! | `load` (scenarios), `ops::test` | `plans/*.scenarios.{toml,yaml,yml}`, their fixtures, `snapshots/**/*.snap` | a sandbox `/tmp/planrun??????/` per scenario (removed after), `snapshots/<folder>/<name>.snap` (`--accept`, `--review`) or `.snap.new` (pending) |

@@ -78,9 +78,13 @@ mod integrity;
 mod nesting_limit;
 #[cfg(feature = "postgres")]
 mod pg_approvals;
+#[cfg(feature = "postgres")]
 mod pg_faults;
+#[cfg(feature = "postgres")]
 mod pg_fencing;
+#[cfg(feature = "postgres")]
 mod pg_queue;
+#[cfg(feature = "postgres")]
 mod pg_store;
 mod planrun_test;
 mod preview;

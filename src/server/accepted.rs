@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::server::adapters::AdapterKind;
 use crate::server::bridge::{self, BridgeState, BridgeStatus};
-use crate::server::durable_task::run_durably;
+use crate::server::durable_task::{Then, run_in_slot};
 use crate::server::service::Service;
 use crate::store::{RecordKind, RecordWriter};
 
@@ -31,12 +31,10 @@ pub fn drive_in_background(service: &Arc<Service>, records: RecordWriter, state:
     let service = Arc::clone(service);
     let run_id = state.run_id.clone();
     tokio::spawn(async move {
-        let driven =
-            run_durably(
-                &service,
-                move |service| async move { bridge::drive_run(&service, records, state, adapter).await },
-            )
-            .await;
+        let driven = run_in_slot(&service, Then::Answer, move |service| async move {
+            bridge::drive_run(&service, records, state, adapter).await
+        })
+        .await;
         match driven {
             Ok(outcome) => eprintln!("planrun serve: run {run_id} · {}", outcome.state.status.as_str()),
             Err(error) => eprintln!("planrun serve: run {run_id} · not driven: {}", error.message),

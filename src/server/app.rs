@@ -6,8 +6,8 @@
 //! shutdown waits for every slot. The task runs on a blocking thread (the
 //! store writes with blocking file I/O and, under group commit, waits there
 //! for the barrier it shares with concurrent runs, never on the runtime's
-//! workers), and a run is answered only once every record it wrote is
-//! durable ([`crate::store::RunStore::make_durable`]).
+//! workers), and a run is answered only once what it answers is durable
+//! ([`crate::server::durable_task`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,7 +31,7 @@ use crate::server::adapters::AdapterKind;
 use crate::server::approvals::{self, ApprovalRequest};
 use crate::server::bridge::{self, BridgeState, BridgeStatus, Origin};
 use crate::server::controller;
-use crate::server::durable_task::run_durably;
+use crate::server::durable_task::{Then, run_in_slot};
 use crate::server::error::ApiError;
 use crate::server::openapi;
 use crate::server::run_list::{self, PageError, Paging, RunPage};
@@ -159,7 +159,7 @@ async fn create_run(
     if !body.wait {
         return accept_run(&service, goal, adapter).await;
     }
-    let outcome = run_durably(&service, move |service| async move {
+    let outcome = run_in_slot(&service, Then::Answer, move |service| async move {
         bridge::execute_run(&service, &goal, adapter, Origin::Api).await
     })
     .await?;
@@ -172,7 +172,7 @@ async fn create_run(
 /// takes it meanwhile). If this node dies first, the run stays `queued` and
 /// the scan of a node of the workspace drives it ([`accepted`]).
 async fn accept_run(service: &Arc<Service>, goal: String, adapter: AdapterKind) -> Result<Response, ApiError> {
-    let (records, state) = run_durably(service, move |service| async move {
+    let (records, state) = run_in_slot(service, Then::MakeDurable, move |service| async move {
         bridge::accept_run(&service, &goal, adapter, Origin::Api, BridgeStatus::Queued)
     })
     .await?;
@@ -224,7 +224,12 @@ async fn approve_run(
         expires_in: Duration::from_secs(body.expires_in_secs),
         approved_by,
     };
-    let state = run_durably(&service, move |service| async move { approvals::approve(&service, &id, request).await });
+    let state =
+        run_in_slot(
+            &service,
+            Then::Answer,
+            move |service| async move { approvals::approve(&service, &id, request).await },
+        );
     Ok(Json(state.await?))
 }
 
@@ -236,7 +241,12 @@ async fn reject_run(
     let id = run_id(id)?;
     let Json(body) = body?;
     let reason = optional_text(body.reason, "reason", MAX_REASON_CHARS)?;
-    let state = run_durably(&service, move |service| async move { approvals::reject(&service, &id, reason).await });
+    let state =
+        run_in_slot(
+            &service,
+            Then::Answer,
+            move |service| async move { approvals::reject(&service, &id, reason).await },
+        );
     Ok(Json(state.await?))
 }
 
@@ -263,7 +273,9 @@ async fn create_controller_run(
 ) -> Result<Response, ApiError> {
     let Json(body) = body?;
     let goal = check_goal(body.goal)?;
-    let state = run_durably(&service, move |service| async move { controller::execute(&service, &goal).await }).await?;
+    let state =
+        run_in_slot(&service, Then::Answer, move |service| async move { controller::execute(&service, &goal).await })
+            .await?;
     Ok((StatusCode::CREATED, Json(state)).into_response())
 }
 

@@ -3,9 +3,9 @@
 //!
 //! | what | where |
 //! |---|---|
-//! | agent runs | `runs/<id>/{audit.jsonl,history.jsonl,plan.json,state.json,.lock}` (the log and its views) |
-//! | bridge records | `bridge/runs/<id>/{state.json,audit.jsonl,.lock}` |
-//! | controller records | `bridge/runs/<id>/{controller_state.json,controller_audit.jsonl,.lock}` |
+//! | agent runs | `runs/<id>/{audit.jsonl,history.jsonl,plan.json,state.json}` (the log and its views) |
+//! | bridge records | `bridge/runs/<id>/{state.json,audit.jsonl}` |
+//! | controller records | `bridge/runs/<id>/{controller_state.json,controller_audit.jsonl}` |
 //! | receipts | `.planrun/receipts/<sha256 of key>.json` (sealed; the ones a run's verified log names are checked on every read of the run) |
 //!
 //! A file store makes its writes durable per write (the command line) or
@@ -227,9 +227,9 @@ mod tests {
     /// The barriers a bridge record costs under group commit: none at its
     /// first checkpoint (written at once, so it is listed while it runs,
     /// and before its first event, so it names no log line), none at later
-    /// ones (kept in memory), one when the request commits the last one,
-    /// one when the service makes the request durable. A first checkpoint
-    /// that names log lines waits for one.
+    /// ones (kept in memory), one when the request commits the last one
+    /// (the request is answered after it). A first checkpoint that names
+    /// log lines waits for one; `make_durable` is one more.
     #[test]
     fn under_group_commit_a_record_writes_its_first_and_its_last_checkpoint_only() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -262,6 +262,62 @@ mod tests {
         assert_eq!(status(), json!("failed"));
         let per_write = FileStore::new(dir.path(), Sealer::plain());
         per_write.make_durable().expect("nothing to do");
+    }
+
+    /// A crash that loses only a last checkpoint's rename (the barrier
+    /// before it synced the temp file): the record reads as the temp file's
+    /// newer state, and the next writer renames it into place before it
+    /// reuses the name. A temp file that is torn, not newer, or names log
+    /// lines the log does not hold is a write that never completed and is
+    /// ignored; a tampered state file is refused all the same.
+    #[test]
+    fn a_synced_temp_file_whose_rename_was_lost_is_the_newer_state() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let commit = GroupCommit::new(dir.path()).expect("committer");
+        let store = FileStore::with_durability(dir.path(), Sealer::plain(), Durability::Group(commit));
+        let mut record = store.create_record(RecordKind::Bridge, "br-1").expect("create");
+        record.checkpoint(&json!({"run_id": "br-1", "status": "created"}), 0).expect("first");
+        let folder = dir.path().join("bridge/runs/br-1");
+        let (state_path, temp, log) =
+            (folder.join("state.json"), folder.join(".state.json.tmp"), folder.join("audit.jsonl"));
+        let first = fs::read(&state_path).expect("first state");
+        record.append_event(event()).expect("event");
+        record.checkpoint(&json!({"run_id": "br-1", "status": "done"}), 1).expect("last");
+        record.commit().expect("commit");
+        drop(record);
+        let last = fs::read(&state_path).expect("last state");
+        assert!(!temp.exists(), "renamed");
+        let read = || {
+            let loaded = store.read_record(RecordKind::Bridge, "br-1").expect("readable");
+            (loaded.state["status"].as_str().map(str::to_owned), loaded.state_version)
+        };
+        let (done, created) = ((Some("done".to_string()), 2), (Some("created".to_string()), 1));
+        let lose_rename = || {
+            fs::write(&temp, &last).expect("temp");
+            fs::write(&state_path, &first).expect("older state");
+        };
+        lose_rename();
+        assert_eq!(read(), done, "the synced temp file is the answered state");
+        fs::write(&temp, &last[..last.len() / 2]).expect("torn");
+        assert_eq!(read(), created, "a torn temp file is ignored");
+        fs::write(&temp, &first).expect("not newer");
+        assert_eq!(read(), created, "a temp file no newer than the state file is ignored");
+        lose_rename();
+        let lines = fs::read(&log).expect("log");
+        fs::write(&log, b"").expect("the log lost its line");
+        assert_eq!(read(), created, "a temp file naming lines the log lacks is ignored");
+        fs::write(&log, &lines).expect("log back");
+        fs::write(&state_path, b"{}").expect("tampered");
+        assert!(matches!(store.read_record(RecordKind::Bridge, "br-1"), Err(StoreError::Tampered { .. })));
+        lose_rename();
+        let (mut reopened, loaded) = store.open_record(RecordKind::Bridge, "br-1").expect("open");
+        assert_eq!(loaded.state_version, 2);
+        assert_eq!((temp.exists(), fs::read(&state_path).expect("state")), (false, last), "adopted");
+        reopened.append_event(event()).expect("event");
+        reopened.checkpoint(&json!({"run_id": "br-1", "status": "failed"}), 2).expect("next");
+        reopened.commit().expect("commit");
+        drop(reopened);
+        assert_eq!(read(), (Some("failed".to_string()), 3));
     }
 
     /// An agent run's checkpoint under group commit: the first one (nothing

@@ -13,19 +13,24 @@
 //!
 //! Durability ([`Durability`]): per write, a checkpoint syncs the log, the
 //! new state file and the folder (3 syncs) before it returns. Under group
-//! commit (the service) the log lines are the durable part and the state
-//! file is a view written twice per request at most: a new record's first
-//! checkpoint at once (so that it is listed while it runs), and the last
-//! checkpoint when the request ends or pauses ([`RecordHandle::commit`]);
-//! checkpoints in between are kept in memory only. A write that names log
-//! lines waits for a shared barrier between writing the new state file and
-//! renaming it into place, so the state file never claims a log line or
-//! content the disk does not hold (the service takes a new record's first
-//! checkpoint before its first event: it names none and waits for nothing); the service's barrier before it answers makes the rename
-//! durable ([`crate::store::RunStore::make_durable`]). A crash before the
-//! answer leaves the record as its last written checkpoint (its log may
-//! hold more lines), or without a state file (not listed, its id not
-//! reused), never torn.
+//! commit (the service) the state file is written twice per request at
+//! most: a new record's first checkpoint at once (so that it is listed
+//! while it runs), and the last checkpoint when the request ends or pauses
+//! ([`RecordHandle::commit`]); checkpoints in between are kept in memory
+//! only. A new record's first checkpoint is taken before its first event:
+//! it names no log line and waits for nothing (lost in a crash, the record
+//! has no state file: not listed, its id not reused). The last one waits
+//! for one shared barrier between writing the temp file and renaming it
+//! into place: the barrier makes the log lines it names and the temp file
+//! durable, so the state file never claims a log line or content the disk
+//! does not hold, and the request can be answered at once. A crash that
+//! loses only the rename leaves the state file one checkpoint behind and
+//! the whole, synced temp file beside it: reading takes the temp file when
+//! it is a sealed checkpoint of the record, newer than the state file and
+//! agreeing with the log (see [`load_record`]); the next writer renames it
+//! into place first. A crash before the barrier leaves the record as its
+//! last written checkpoint (its log may hold more lines, a crash tail),
+//! never torn.
 
 use std::fs;
 use std::io;
@@ -33,7 +38,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use crate::store::atomic::replace_unsynced;
+use crate::store::atomic::{replace_unsynced, temp_path};
 use crate::store::audit::{LogFiles, verify_checkpointed_log};
 use crate::store::error::{io_error, serialize_error};
 use crate::store::run_dir::{append_event, append_log, compare_version, create_folder, create_log};
@@ -101,7 +106,10 @@ impl RecordDir {
         }
         let lease = Lease::take(&path, id)?;
         let kind = options.kind;
-        let loaded = load_record(workspace, kind, id, &options.sealer)?;
+        let (loaded, source) = load_newest(workspace, kind, id, &options.sealer)?;
+        if source == Source::TempFile {
+            adopt_temp(&path.join(files(kind).state))?;
+        }
         let log = append_log(&path, files(kind).audit)?;
         let audit = AuditLog::resume(log, &loaded.audit_tail, options.sealer.clone());
         let version = loaded.state_version;
@@ -224,22 +232,105 @@ impl Drop for RecordDir {
 /// HMAC), strict JSON, the record's id, the audit log's sequence and hash
 /// chain, and that checkpoint and log agree. A record without a checkpoint
 /// yet is [`StoreError::NotFound`].
+///
+/// The state is the newer of the state file and its temp file: a
+/// checkpoint's temp file is whole and durable once the barrier before its
+/// rename has passed, so a crash that lost only the rename (the state file
+/// still the older checkpoint) leaves the answered checkpoint there. A temp
+/// file counts only when it is a sealed checkpoint of this record, newer
+/// than the state file, and agrees with the log; anything else in it is a
+/// write that never completed (torn, or naming lines the disk lost) and is
+/// ignored.
 pub fn load_record(workspace: &Path, kind: RecordKind, id: &str, sealer: &Sealer) -> Result<LoadedRecord, StoreError> {
+    load_newest(workspace, kind, id, sealer).map(|(loaded, _)| loaded)
+}
+
+/// After a crash that lost a last checkpoint's rename: renames its synced
+/// temp file into place, durably (a rare path: the folder's own `fsync`),
+/// before the next checkpoint reuses the temp file's name.
+fn adopt_temp(state_path: &Path) -> Result<(), StoreError> {
+    let temp = temp_path(state_path);
+    fs::rename(&temp, state_path).map_err(io_error("rename", &temp))?;
+    let folder = state_path.parent().unwrap_or_else(|| Path::new("."));
+    fs::File::open(folder).and_then(|folder| folder.sync_all()).map_err(io_error("sync", folder))
+}
+
+/// Which file [`load_newest`] took the checkpoint from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    StateFile,
+    TempFile,
+}
+
+/// A checkpoint as a state file (or its temp file) holds it.
+struct Checkpoint {
+    state: Map<String, Value>,
+    state_version: u64,
+    audit_seq: u64,
+    audit_hash: Option<String>,
+}
+
+fn load_newest(
+    workspace: &Path,
+    kind: RecordKind,
+    id: &str,
+    sealer: &Sealer,
+) -> Result<(LoadedRecord, Source), StoreError> {
     let folder = records_folder(workspace);
     let dir = folder.join(id);
     let names = files(kind);
-    let not_found = || StoreError::NotFound { id: id.to_string(), path: folder.clone() };
-    let state_path = dir.join(names.state);
-    let state_text = match fs::read_to_string(&state_path) {
-        Ok(text) => text,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Err(not_found()),
-        Err(source) => return Err(StoreError::Io { action: "read", path: state_path, source }),
-    };
     let tampered = |reason: String| StoreError::Tampered { id: id.to_string(), reason };
-    let state_name = names.state;
-    let payload = sealer.open(&state_text).map_err(|error| tampered(format!("`{state_name}`: {error}")))?;
+    let state_path = dir.join(names.state);
+    let stored = match read_optional(&state_path)? {
+        Some(text) => Some(read_checkpoint(&text, kind, id, names.state, sealer).map_err(tampered)?),
+        None => None,
+    };
+    // Unreadable or not a checkpoint of this record: an incomplete write.
+    let newer = read_optional(&temp_path(&state_path))
+        .ok()
+        .flatten()
+        .and_then(|text| read_checkpoint(&text, kind, id, names.state, sealer).ok())
+        .filter(|temp| stored.as_ref().is_none_or(|stored| temp.state_version > stored.state_version));
+    if stored.is_none() && newer.is_none() {
+        return Err(StoreError::NotFound { id: id.to_string(), path: folder });
+    }
+    let audit_path = dir.join(names.audit);
+    let audit_text = fs::read_to_string(&audit_path).map_err(io_error("read", &audit_path))?;
+    let verify = |checkpoint: Checkpoint| {
+        let seen = (checkpoint.audit_seq, checkpoint.audit_hash.as_deref());
+        let (audit, audit_tail) = verify_checkpointed_log(&audit_text, id, names, seen, sealer, false)?;
+        let state = Value::Object(checkpoint.state);
+        Ok::<_, String>(LoadedRecord { state, state_version: checkpoint.state_version, audit, audit_tail })
+    };
+    if let Some(loaded) = newer.and_then(|temp| verify(temp).ok()) {
+        return Ok((loaded, Source::TempFile));
+    }
+    match stored {
+        Some(stored) => Ok((verify(stored).map_err(tampered)?, Source::StateFile)),
+        None => Err(StoreError::NotFound { id: id.to_string(), path: folder }),
+    }
+}
+
+/// The file's text, `None` when it does not exist.
+fn read_optional(path: &Path) -> Result<Option<String>, StoreError> {
+    match fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(StoreError::Io { action: "read", path: path.to_path_buf(), source }),
+    }
+}
+
+/// Opens a sealed checkpoint and takes the store's fields out of it.
+fn read_checkpoint(
+    text: &str,
+    kind: RecordKind,
+    id: &str,
+    state_name: &str,
+    sealer: &Sealer,
+) -> Result<Checkpoint, String> {
+    let payload = sealer.open(text).map_err(|error| format!("`{state_name}`: {error}"))?;
     let Value::Object(mut state) = payload else {
-        return Err(tampered(format!("`{state_name}`: the payload is not an object")));
+        return Err(format!("`{state_name}`: the payload is not an object"));
     };
     let mut take = |field: &str| state.remove(field);
     let state_version = take("state_version").and_then(|value| value.as_u64());
@@ -250,18 +341,11 @@ pub fn load_record(workspace: &Path, kind: RecordKind, id: &str, sealer: &Sealer
         _ => None,
     };
     let (Some(state_version), Some(audit_seq), Some(audit_hash)) = (state_version, audit_seq, audit_hash) else {
-        return Err(tampered(format!(
-            "`{state_name}`: `state_version`, `audit_seq` or `audit_hash` is missing or invalid"
-        )));
+        return Err(format!("`{state_name}`: `state_version`, `audit_seq` or `audit_hash` is missing or invalid"));
     };
     let id_field = kind.id_field();
     if state.get(id_field).and_then(Value::as_str) != Some(id) {
-        return Err(tampered(format!("`{state_name}` is not the state of `{id}` (`{id_field}`)")));
+        return Err(format!("`{state_name}` is not the state of `{id}` (`{id_field}`)"));
     }
-    let audit_path = dir.join(names.audit);
-    let audit_text = fs::read_to_string(&audit_path).map_err(io_error("read", &audit_path))?;
-    let (audit, audit_tail) =
-        verify_checkpointed_log(&audit_text, id, names, (audit_seq, audit_hash.as_deref()), sealer, false)
-            .map_err(tampered)?;
-    Ok(LoadedRecord { state: Value::Object(state), state_version, audit, audit_tail })
+    Ok(Checkpoint { state, state_version, audit_seq, audit_hash })
 }

@@ -376,7 +376,7 @@ fn adopt_interrupted_start(workspace: &Path, run_id: &str, path: &Path, sealer: 
     if !creating.is_dir() {
         return Err(missing_run(workspace, run_id, sealer));
     }
-    // The lock is on `.lock` inside the folder, so it moves with it.
+    // The lock is on the folder itself, so it moves with it.
     let lease = Lease::take(&creating, run_id)?;
     if !has_checkpoint(&creating) {
         return Err(missing_run(workspace, run_id, sealer));
