@@ -2,28 +2,30 @@
 //!
 //! A child runs with an empty environment plus exactly the policy's `env`,
 //! stdin null, the workspace root as its working directory, and in its own
-//! process group. Its output is read on two threads, keeping at most
-//! `max_output_bytes` of each stream and draining the rest so it never blocks.
-//! A third thread waits for the leader with `waitid(WNOWAIT)`, which leaves it
-//! a zombie: its pid (and so its process group id) cannot be reused until we
-//! reap it, so killing the group is always aimed at the right processes. On
-//! timeout the whole group is killed, and so it is when the run's
+//! process group. The calling thread waits for everything at once with one
+//! `poll(2)`: the child's two output pipes (read as they fill, keeping at
+//! most `max_output_bytes` of each stream and draining the rest so the
+//! child never blocks) and, on Linux, a pidfd of the leader, which becomes
+//! readable when it exits (elsewhere the wait wakes every [`EXIT_POLL`] to
+//! ask). The leader's exit is taken with `waitid(WNOWAIT)`, which leaves it
+//! a zombie: its pid (and so its process group id) cannot be reused until
+//! we reap it, so killing the group is always aimed at the right processes.
+//! On timeout the whole group is killed, and so it is when the run's
 //! [`Fence`] stops holding (the process's lease on the run ran out: another
 //! process may own the run now, so this one must stop acting at once; the
-//! wait polls the fence every [`FENCE_POLL`]); after the leader exits,
-//! whatever is left of its group is killed too, so a background grandchild
-//! cannot hold the pipes open.
+//! wait checks the fence at least every [`FENCE_POLL`]); after the leader
+//! exits, whatever is left of its group is killed too, so a background
+//! grandchild cannot hold the pipes open. No thread is started per step.
 
 use std::collections::BTreeMap;
-use std::io::{self, Read};
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::{Duration, Instant};
 
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
 
 use crate::fence::Fence;
@@ -32,7 +34,11 @@ use crate::fence::Fence;
 /// fence by at most this much (plus the kill).
 const FENCE_POLL: Duration = Duration::from_millis(50);
 
-/// How long the readers may take to reach end of file once the whole process
+/// Where the leader's exit cannot be watched with a pidfd (not Linux), how
+/// often the wait asks whether it has exited.
+const EXIT_POLL: Duration = Duration::from_millis(5);
+
+/// How long the pipes may take to reach end of file once the whole process
 /// group is gone. Only a process that left the group (setsid) can hold the
 /// pipes longer; its output is then cut off.
 const READER_GRACE: Duration = Duration::from_millis(500);
@@ -55,58 +61,110 @@ pub struct ShellRun {
     pub fenced: bool,
 }
 
-#[derive(Debug, Default)]
-struct Capture {
+/// One output pipe of the child and what was read from it.
+struct Output {
+    /// `None` once it reached end of file (or failed).
+    pipe: Option<OwnedFd>,
     kept: Vec<u8>,
     total: u64,
-}
-
-enum Event {
-    LeaderExited,
-    ReaderDone,
-}
-
-/// Reads `stream` to its end, keeping at most `max` bytes.
-fn spawn_reader(
-    mut stream: impl Read + Send + 'static,
     max: u64,
-    capture: Arc<Mutex<Capture>>,
-    done: mpsc::Sender<Event>,
-) -> io::Result<()> {
-    thread::Builder::new()
-        .name("planrun-shell-reader".into())
-        .spawn(move || {
-            let mut buf = [0u8; 16 * 1024];
-            loop {
-                match stream.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        let mut capture = match capture.lock() {
-                            Ok(guard) => guard,
-                            Err(poisoned) => poisoned.into_inner(),
-                        };
-                        let room = max.saturating_sub(capture.kept.len() as u64);
-                        let keep = (n as u64).min(room) as usize;
-                        capture.kept.extend_from_slice(&buf[..keep]);
-                        capture.total += n as u64;
-                    }
-                    Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
-                }
-            }
-            let _ = done.send(Event::ReaderDone);
-        })
-        .map(|_| ())
 }
 
-fn take_capture(capture: &Arc<Mutex<Capture>>) -> (String, u64, bool) {
-    let capture = match capture.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    };
-    let text = String::from_utf8_lossy(&capture.kept).into_owned();
-    let truncated = capture.total > capture.kept.len() as u64;
-    (text, capture.total, truncated)
+impl Output {
+    /// Takes the read end of a pipe (non-blocking from now on).
+    fn new(pipe: Option<impl Into<OwnedFd>>, max: u64) -> io::Result<Output> {
+        let pipe = pipe.map(Into::into);
+        if let Some(pipe) = &pipe {
+            rustix::io::ioctl_fionbio(pipe, true)?;
+        }
+        Ok(Output { pipe, kept: Vec::new(), total: 0, max })
+    }
+
+    /// Reads what the pipe holds now; closes it at end of file.
+    fn read_available(&mut self, buf: &mut [u8]) {
+        let Some(pipe) = &self.pipe else { return };
+        loop {
+            match rustix::io::read(pipe, &mut *buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    let room = self.max.saturating_sub(self.kept.len() as u64);
+                    self.kept.extend_from_slice(&buf[..(n as u64).min(room) as usize]);
+                    self.total += n as u64;
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::AGAIN) => return,
+                Err(_) => break,
+            }
+        }
+        self.pipe = None;
+    }
+
+    /// The lossy text kept, the bytes written, and whether some were cut.
+    fn take(self) -> (String, u64, bool) {
+        let truncated = self.total > self.kept.len() as u64;
+        (String::from_utf8_lossy(&self.kept).into_owned(), self.total, truncated)
+    }
+}
+
+/// A pidfd of the leader (Linux): readable once it has exited.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn exit_watch(pid: Pid) -> Option<OwnedFd> {
+    // Kernels before 5.3 have none: the wait then asks every EXIT_POLL.
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn exit_watch(_pid: Pid) -> Option<OwnedFd> {
+    None
+}
+
+/// Whether the leader has exited, leaving it unreaped (a zombie).
+fn leader_exited(pid: Pid) -> io::Result<bool> {
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    loop {
+        match waitid(WaitId::Pid(pid), options) {
+            Ok(status) => return Ok(status.is_some()),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+/// Waits at most `wait` (for ever when `None`) for output on the open
+/// pipes or for `watch` to become readable, then reads what came.
+fn wait_and_read(outputs: &mut [Output; 2], watch: Option<&OwnedFd>, wait: Option<Duration>) -> io::Result<()> {
+    let events = PollFlags::IN | PollFlags::HUP | PollFlags::ERR;
+    let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(3);
+    let mut polled = [false; 2];
+    for (index, output) in outputs.iter().enumerate() {
+        if let Some(pipe) = &output.pipe {
+            fds.push(PollFd::from_borrowed_fd(pipe.as_fd(), events));
+            polled[index] = true;
+        }
+    }
+    if let Some(watch) = watch {
+        fds.push(PollFd::from_borrowed_fd(watch.as_fd(), PollFlags::IN));
+    }
+    let timeout = wait.map(|wait| Timespec {
+        tv_sec: wait.as_secs().try_into().unwrap_or(i64::MAX),
+        tv_nsec: wait.subsec_nanos().into(),
+    });
+    match poll(&mut fds, timeout.as_ref()) {
+        Ok(_) | Err(rustix::io::Errno::INTR) => {}
+        Err(error) => return Err(error.into()),
+    }
+    drop(fds);
+    let mut buf = [0u8; 16 * 1024];
+    for (output, polled) in outputs.iter_mut().zip(polled) {
+        if polled {
+            output.read_available(&mut buf);
+        }
+    }
+    Ok(())
+}
+
+fn min_wait(wait: Option<Duration>, bound: Duration) -> Option<Duration> {
+    Some(wait.map_or(bound, |wait| wait.min(bound)))
 }
 
 /// Runs `program` with `args` directly (never through a shell), with exactly
@@ -137,80 +195,59 @@ pub fn run_shell(
         // ESRCH (nothing left) is fine.
         let _ = kill_process_group(pid, Signal::KILL);
     };
-
-    let (events, inbox) = mpsc::channel();
-    let out = Arc::new(Mutex::new(Capture::default()));
-    let err = Arc::new(Mutex::new(Capture::default()));
     let setup = (|| {
-        if let Some(stdout) = child.stdout.take() {
-            spawn_reader(stdout, max_output_bytes, out.clone(), events.clone())?;
-        } else {
-            let _ = events.send(Event::ReaderDone);
-        }
-        if let Some(stderr) = child.stderr.take() {
-            spawn_reader(stderr, max_output_bytes, err.clone(), events.clone())?;
-        } else {
-            let _ = events.send(Event::ReaderDone);
-        }
-        let waiter = events.clone();
-        thread::Builder::new()
-            .name("planrun-shell-waiter".into())
-            .spawn(move || {
-                // Wait for the leader's exit without reaping it.
-                let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
-                while let Err(rustix::io::Errno::INTR) = waitid(WaitId::Pid(pid), options) {}
-                let _ = waiter.send(Event::LeaderExited);
-            })
-            .map(|_| ())
+        let stdout = Output::new(child.stdout.take(), max_output_bytes)?;
+        let stderr = Output::new(child.stderr.take(), max_output_bytes)?;
+        Ok::<_, io::Error>([stdout, stderr])
     })();
-    drop(events);
-    if let Err(error) = setup {
-        kill_group();
-        let _ = child.wait();
-        return Err(error);
-    }
+    let mut outputs = match setup {
+        Ok(outputs) => outputs,
+        Err(error) => {
+            kill_group();
+            let _ = child.wait();
+            return Err(error);
+        }
+    };
+    let watch = exit_watch(pid);
 
     let deadline = started.checked_add(timeout);
-    let mut readers_done = 0;
-    let (mut timed_out, mut fenced) = (false, false);
+    let (mut timed_out, mut fenced, mut killed) = (false, false, false);
     loop {
-        let mut wait = deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
-        if fence.is_bounded() {
-            wait = Some(wait.map_or(FENCE_POLL, |wait| wait.min(FENCE_POLL)));
-        }
-        let event = match wait {
-            Some(wait) => match inbox.recv_timeout(wait) {
-                Ok(event) => Some(event),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => break,
-            },
-            None => match inbox.recv() {
-                Ok(event) => Some(event),
-                Err(_) => break,
-            },
-        };
-        match event {
-            Some(Event::LeaderExited) => break,
-            Some(Event::ReaderDone) => readers_done += 1,
-            None => {
-                if !fence.holds() {
-                    fenced = true;
-                } else if deadline.is_none_or(|deadline| Instant::now() < deadline) {
-                    // Only the fence's poll came round.
-                    continue;
-                } else {
-                    timed_out = true;
-                }
+        let exited = match leader_exited(pid) {
+            Ok(exited) => exited,
+            Err(error) => {
                 kill_group();
-                // SIGKILL cannot be ignored: the leader exits now.
-                loop {
-                    match inbox.recv() {
-                        Ok(Event::LeaderExited) | Err(_) => break,
-                        Ok(Event::ReaderDone) => readers_done += 1,
-                    }
-                }
-                break;
+                let _ = child.wait();
+                return Err(error);
             }
+        };
+        if exited {
+            break;
+        }
+        if !killed {
+            if !fence.holds() {
+                fenced = true;
+            } else if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                timed_out = true;
+            }
+            if fenced || timed_out {
+                // SIGKILL cannot be ignored: the leader exits now.
+                kill_group();
+                killed = true;
+            }
+        }
+        let mut wait =
+            if killed { None } else { deadline.map(|deadline| deadline.saturating_duration_since(Instant::now())) };
+        if fence.is_bounded() && !killed {
+            wait = min_wait(wait, FENCE_POLL);
+        }
+        if watch.is_none() {
+            wait = min_wait(wait, EXIT_POLL);
+        }
+        if let Err(error) = wait_and_read(&mut outputs, watch.as_ref(), wait) {
+            kill_group();
+            let _ = child.wait();
+            return Err(error);
         }
     }
     // The leader is a zombie (not yet reaped), so its pgid still names its
@@ -219,15 +256,18 @@ pub fn run_shell(
     let status = child.wait()?;
 
     let grace_end = Instant::now() + READER_GRACE;
-    while readers_done < 2 {
-        match inbox.recv_timeout(grace_end.saturating_duration_since(Instant::now())) {
-            Ok(Event::ReaderDone) => readers_done += 1,
-            Ok(Event::LeaderExited) => {}
-            Err(_) => break,
+    while outputs.iter().any(|output| output.pipe.is_some()) {
+        let left = grace_end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        if wait_and_read(&mut outputs, None, Some(left)).is_err() {
+            break;
         }
     }
-    let (stdout, stdout_bytes, stdout_truncated) = take_capture(&out);
-    let (stderr, stderr_bytes, stderr_truncated) = take_capture(&err);
+    let [out, err] = outputs;
+    let (stdout, stdout_bytes, stdout_truncated) = out.take();
+    let (stderr, stderr_bytes, stderr_truncated) = err.take();
     Ok(ShellRun {
         exit_code: status.code(),
         signal: status.signal(),
@@ -241,10 +281,10 @@ pub fn run_shell(
         fenced,
     })
 }
-
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
+    use std::thread;
 
     use super::*;
 
