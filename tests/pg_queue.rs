@@ -115,6 +115,31 @@ fn a_claimer_that_died_before_the_first_checkpoint_leaves_the_run_to_the_next_cl
     assert!(sandbox.workspace().join("report.txt").exists(), "ran once, by the second claimer");
 }
 
+/// A queued run whose claimers all died before its first checkpoint: the
+/// claims count as takeovers, so the claim past `PLANRUN_MAX_CLAIMS` ends
+/// it `failed` (`recovery_exhausted`) before its first step.
+#[test]
+fn claimers_that_keep_dying_before_the_first_checkpoint_end_the_run_recovery_exhausted() {
+    let sandbox = Sandbox::new();
+    let Some(schema) = Schema::migrated("queue exhausted claims", &sandbox) else { return };
+    let store = ["--store", schema.url.as_str()];
+    sandbox.planrun().args(["--plan", FLOW, "--run-id", "x", "--queue"]).args(store).expect_code(0).run();
+    // Three claimers took it and died before writing anything.
+    schema.sql(
+        "UPDATE runs SET owner_id = 'dead:3:x', lease_version = lease_version + 3, claims = 3, \
+         lease_expires_at = now() - interval '1 second' WHERE run_id = 'x'",
+    );
+    let worked =
+        sandbox.planrun().args(["worker", "--once"]).args(store).env("PLANRUN_MAX_CLAIMS", "3").expect_code(0).run();
+    assert!(worked.stdout.contains("run x · failed"), "{}", worked.stdout);
+    assert_eq!(schema.sql("SELECT status, claims FROM runs WHERE run_id = 'x'"), "failed|0");
+    let shown = sandbox.planrun().args(["show", "x"]).args(store).expect_code(0).run();
+    assert!(shown.stdout.contains("recovery exhausted: the run was taken over 4 times"), "{}", shown.stdout);
+    assert_eq!(schema.sql("SELECT count(*) FROM history"), "0", "no step ran");
+    assert!(!sandbox.workspace().join("report.txt").exists(), "the plan's write never ran");
+    sandbox.planrun().args(["verify", "x"]).args(store).expect_code(0).run();
+}
+
 #[test]
 fn the_file_store_refuses_to_queue_and_writes_nothing() {
     let sandbox = Sandbox::new();

@@ -142,6 +142,9 @@ impl<'r> Interpreter<'r> {
     pub fn run(mut self, progress: &mut dyn Progress) -> Result<RunState, StoreError> {
         progress.run_started(&self.state.run_id, self.plan, self.policy, self.recorder.path());
         self.start()?;
+        // A queued run claimed again and again before its first checkpoint
+        // (each claimer died before it): the claims count as takeovers.
+        self.end_if_claims_exhausted()?;
         self.drive(progress)
     }
 
@@ -155,6 +158,24 @@ impl<'r> Interpreter<'r> {
             "cancelled before its first step (its start was interrupted before its first checkpoint; nothing ran)";
         self.recorder.cancel(&mut self.state, reason, what)?;
         Ok(self.state)
+    }
+
+    /// Ends the run `failed` (`recovery_exhausted`, checkpointed) when the
+    /// store counts more takeovers of it than `PLANRUN_MAX_CLAIMS` allows:
+    /// every process that drove it since its last checkpoint died with it,
+    /// and running it again would kill this one too. Returns whether it did.
+    fn end_if_claims_exhausted(&mut self) -> Result<bool, StoreError> {
+        let Some(ClaimsExhausted { claims, max_claims }) = self.recorder.claims_exhausted() else {
+            return Ok(false);
+        };
+        let message = format!(
+            "recovery exhausted: the run was taken over {claims} times from a holder that died without reaching a checkpoint (more than `PLANRUN_MAX_CLAIMS` = {max_claims}); nothing more runs"
+        );
+        self.state.pending_action = None;
+        self.state.approval = None;
+        self.recorder.end(&mut self.state, RunStatus::Failed, "recovery_exhausted", Some(message));
+        self.recorder.checkpoint(&mut self.state)?;
+        Ok(true)
     }
 
     /// `run_started`, the plan, `plan_created` and the run's first
@@ -202,17 +223,7 @@ impl<'r> Interpreter<'r> {
             events_after_checkpoint: discarded_events,
             discarded_history_records: discarded_history,
         }))?;
-        if let Some(exhausted) = self.recorder.claims_exhausted() {
-            // Every process that drove the run since its last checkpoint
-            // died with it: running it again would kill this one too.
-            let ClaimsExhausted { claims, max_claims } = exhausted;
-            let message = format!(
-                "recovery exhausted: the run was taken over {claims} times from a holder that died without reaching a checkpoint (more than `PLANRUN_MAX_CLAIMS` = {max_claims}); nothing more runs"
-            );
-            self.state.pending_action = None;
-            self.state.approval = None;
-            self.recorder.end(&mut self.state, RunStatus::Failed, "recovery_exhausted", Some(message));
-            self.recorder.checkpoint(&mut self.state)?;
+        if self.end_if_claims_exhausted()? {
             return Ok(self.drive(progress)?);
         }
         if let Some(pending) = pending {

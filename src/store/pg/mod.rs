@@ -702,7 +702,8 @@ impl PgStore {
     }
 
     /// The handle of a queued run just claimed with token `token`.
-    fn queued_claim(&self, run_id: String, token: i64, request: String, sent: Instant) -> QueuedClaim {
+    /// The handle of a claimed queued run: `(token, request, claims)`.
+    fn queued_claim(&self, run_id: String, (token, request, claims): (i64, String, i64), sent: Instant) -> QueuedClaim {
         let key = LeaseKey {
             kind: AGENT,
             id: run_id,
@@ -710,7 +711,9 @@ impl PgStore {
             token,
             secs: self.shared.lease_secs(),
         };
-        let lease = HeldLease::new(self.shared.clone(), key, self.workspace_id.clone().unwrap_or_default(), sent, 0);
+        let claims = u64::try_from(claims).unwrap_or(0);
+        let lease =
+            HeldLease::new(self.shared.clone(), key, self.workspace_id.clone().unwrap_or_default(), sent, claims);
         QueuedClaim { handle: Box::new(PgRun::new(self, lease, None)), request }
     }
 
@@ -942,9 +945,11 @@ impl RunStore for PgStore {
             let client = connect(&pool).await?;
             let params: [&(dyn ToSql + Sync); 4] = [&workspace, &owner, &secs, &skip];
             let rows = query(&client, sql::CLAIM_QUEUED, &params, "claim a queued run").await?;
-            Ok(rows.first().map(|row| (row.get::<_, String>(0), row.get::<_, i64>(1), row.get::<_, String>(2))))
+            Ok(rows.first().map(|row| {
+                (row.get::<_, String>(0), (row.get::<_, i64>(1), row.get::<_, String>(2), row.get::<_, i64>(3)))
+            }))
         })?;
-        Ok(claimed.map(|(run_id, token, request)| self.queued_claim(run_id, token, request, sent)))
+        Ok(claimed.map(|(run_id, claim)| self.queued_claim(run_id, claim, sent)))
     }
 
     fn claim_queued_run(&self, run_id: &str) -> Result<QueuedClaim, StoreError> {
@@ -954,10 +959,10 @@ impl RunStore for PgStore {
         let claimed = self.shared.call(move |pool| async move {
             let client = connect(&pool).await?;
             let rows = query(&client, sql::CLAIM_QUEUED_BY_ID, &[&id, &owner, &secs], "claim the queued run").await?;
-            Ok(rows.first().map(|row| (row.get::<_, i64>(0), row.get::<_, String>(1))))
+            Ok(rows.first().map(|row| (row.get::<_, i64>(0), row.get::<_, String>(1), row.get::<_, i64>(2))))
         })?;
         match claimed {
-            Some((token, request)) => Ok(self.queued_claim(run_id.to_string(), token, request, sent)),
+            Some(claim) => Ok(self.queued_claim(run_id.to_string(), claim, sent)),
             None if self.queued_run(run_id)?.is_some() => Err(StoreError::Locked { id: run_id.to_string() }),
             None => Err(StoreError::NotFound { id: run_id.to_string(), path: self.location_of(AGENT, "") }),
         }

@@ -149,26 +149,29 @@ pub const QUEUE_RUN: &str = "INSERT INTO runs (kind, run_id, workspace_id, statu
 /// joined in `FROM` may be scanned again, and with `SKIP LOCKED` each scan
 /// picks another row: one statement would then claim several), and the
 /// update repeats the guard. Returns the run id, the new fencing token and
-/// the request; no row when nothing is queued.
+/// the request and `claims` (a claim from a claimer whose lease expired
+/// counts, as for any run: see `CLAIM`); no row when nothing is queued.
 pub const CLAIM_QUEUED: &str = "WITH next AS MATERIALIZED (SELECT kind, run_id FROM runs \
          WHERE kind = 'agent' AND workspace_id = $1::text AND status = 'queued' AND state IS NULL \
              AND not_before <= now() AND (owner_id IS NULL OR lease_expires_at <= now()) \
              AND run_id <> ALL($4::text[]) \
          ORDER BY created_at, run_id LIMIT 1 FOR UPDATE SKIP LOCKED) \
      UPDATE runs AS r SET owner_id = $2::text, lease_version = r.lease_version + 1, \
-         lease_expires_at = now() + make_interval(secs => $3::bigint), claims = r.claims + 1, updated_at = now() \
+         lease_expires_at = now() + make_interval(secs => $3::bigint), \
+         claims = r.claims + CASE WHEN r.owner_id IS NULL THEN 0 ELSE 1 END, updated_at = now() \
      FROM next \
      WHERE r.kind = next.kind AND r.run_id = next.run_id AND r.status = 'queued' AND r.state IS NULL \
          AND (r.owner_id IS NULL OR r.lease_expires_at <= now()) \
-     RETURNING r.run_id, r.lease_version, r.request";
+     RETURNING r.run_id, r.lease_version, r.request, r.claims::bigint";
 
 /// Claims queued run `$1` for owner `$2` for `$3` seconds (to cancel it).
-/// Returns the new fencing token and the request.
+/// Returns the new fencing token, the request and `claims`.
 pub const CLAIM_QUEUED_BY_ID: &str = "UPDATE runs SET owner_id = $2::text, lease_version = lease_version + 1, \
-         lease_expires_at = now() + make_interval(secs => $3::bigint), claims = claims + 1, updated_at = now() \
+         lease_expires_at = now() + make_interval(secs => $3::bigint), \
+         claims = claims + CASE WHEN owner_id IS NULL THEN 0 ELSE 1 END, updated_at = now() \
      WHERE kind = 'agent' AND run_id = $1::text AND status = 'queued' AND state IS NULL \
          AND (owner_id IS NULL OR lease_expires_at <= now()) \
-     RETURNING lease_version, request";
+     RETURNING lease_version, request, claims::bigint";
 
 /// Queued run `$1`: its request and whether a worker holds it now.
 pub const READ_QUEUED: &str = "SELECT request, (owner_id IS NOT NULL AND lease_expires_at > now()) FROM runs \
