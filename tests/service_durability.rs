@@ -90,3 +90,71 @@ async fn a_sigkill_under_load_loses_no_answered_run() {
     let fresh = body["run_id"].as_str().expect("run id");
     assert!(answered.iter().all(|state| state["run_id"] != fresh), "{fresh} was answered before the kill");
 }
+
+/// Starts a service that aborts at `crash_at` inside the agent run of a
+/// waited-for `POST /runs` (no answer), then a service on the same
+/// workspace; returns it, the bridge run's id and the state its scan left.
+async fn cut_off_then_restarted(crash_at: &str) -> (Server, String, Value) {
+    let mut server = Server::start(&[("PLANRUN_CRASH_AT", crash_at)]);
+    let client = client();
+    let body = json!({"goal": "test flow pwd to file", "adapter": "agent"});
+    assert!(client.post(server.url("/runs")).json(&body).send().await.is_err(), "no answer: the service aborted");
+    assert!(!server.child.wait().expect("reap planrun serve").success());
+    let sandbox = std::mem::replace(&mut server.sandbox, Sandbox::new());
+    drop(server);
+    let runs = std::fs::read_dir(sandbox.workspace().join("bridge/runs")).expect("bridge records");
+    let ids: Vec<String> = runs.flatten().map(|entry| entry.file_name().to_string_lossy().into_owned()).collect();
+    let [id] = ids.as_slice() else { panic!("one bridge record: {ids:?}") };
+    let restarted = Server::start_in(sandbox, &[]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, state) = get_json(&client, &restarted.url(&format!("/runs/{id}"))).await;
+        assert_eq!(status, 200, "{state}");
+        if state["status"] != "created" {
+            return (restarted, id.clone(), state);
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the scan never settled {id}: {state}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A waited-for agent run cut off mid-drive (the service aborts right after
+/// its agent run's write, before recording it): the next service's scan
+/// ends the bridge run `failed` (`run_interrupted`, then `run_finished`),
+/// naming the agent run, and never sends it to the adapter again (the
+/// agent run was started once and is not resumed by the service); the
+/// agent run keeps its records and `planrun resume` finishes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cut_off_mid_drive_is_ended_interrupted_by_the_next_service() {
+    let (restarted, id, state) = cut_off_then_restarted("step-2:after_effect").await;
+    let agent_run = format!("agent-{id}");
+    assert_eq!(state["status"], "failed", "{state}");
+    let error = state["error"].as_str().expect("an error");
+    assert!(error.starts_with("interrupted: ") && error.contains(&agent_run), "{error}");
+    let events = crate::serve_harness::audit_events(&restarted, &id);
+    assert_eq!(events.iter().rev().take(2).collect::<Vec<_>>(), ["run_finished", "run_interrupted"], "{events:?}");
+    let agent_audit =
+        std::fs::read_to_string(restarted.sandbox.workspace().join(format!("runs/{agent_run}/audit.jsonl")))
+            .expect("the agent run's log");
+    assert_eq!(agent_audit.matches("\"run_started\"").count(), 1, "started once");
+    assert_eq!(agent_audit.matches("\"run_resumed\"").count(), 0, "never continued by the service");
+    restarted.sandbox.planrun().args(["resume", &agent_run]).expect_code(0).run();
+    restarted.sandbox.planrun().args(["verify", &agent_run]).expect_code(0).run();
+    let (_, after) = get_json(&client(), &restarted.url(&format!("/runs/{id}"))).await;
+    assert_eq!(after, state, "an ended bridge run stays as it ended");
+}
+
+/// Cut off after its agent run ended (before the bridge record's last
+/// checkpoint): the scan takes the agent run's result, `done`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cut_off_after_its_agent_run_ended_takes_its_result() {
+    let (restarted, id, state) = cut_off_then_restarted("step-4:after_checkpoint").await;
+    assert_eq!(
+        (state["status"].as_str(), state["agent_final_status"].as_str()),
+        (Some("done"), Some("done")),
+        "{state}"
+    );
+    let events = crate::serve_harness::audit_events(&restarted, &id);
+    assert_eq!(events.iter().rev().take(2).collect::<Vec<_>>(), ["run_finished", "agent_run_observed"], "{events:?}");
+    restarted.sandbox.planrun().args(["verify", &format!("agent-{id}")]).expect_code(0).run();
+}

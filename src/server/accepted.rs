@@ -1,7 +1,8 @@
 //! Bridge runs accepted with `"wait": false` (`POST /runs` answered 202):
 //! driven in the background by the node that accepted them, holding their
 //! record throughout; and the scan that drives the ones left `queued` by a
-//! node that died (or stopped) before driving them.
+//! node that died (or stopped) before driving them, and settles the ones a
+//! node stopped driving before they ended (waited for or accepted).
 //!
 //! The scan runs when the service starts and, with a database store (whose
 //! records any node of the workspace may take), every
@@ -14,9 +15,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::model::RunStatus;
 use crate::server::adapters::AdapterKind;
 use crate::server::bridge::{self, BridgeState, BridgeStatus};
+use crate::server::bridge_event::{AgentRunObserved, BridgeEvent, RunInterrupted};
 use crate::server::durable_task::{Then, run_in_slot};
+use crate::server::error::ServiceError;
+use crate::server::ids::agent_run_id;
 use crate::server::service::Service;
 use crate::store::{RecordKind, RecordWriter};
 
@@ -42,21 +47,33 @@ pub fn drive_in_background(service: &Arc<Service>, records: RecordWriter, state:
     });
 }
 
-/// Takes up every queued bridge run of the workspace no process holds and
-/// drives each in the background; returns how many it took up. Blocking
-/// (it reads the store): run it on a blocking thread.
+/// Takes up every unfinished bridge run of the workspace no process holds:
+/// a queued one nothing was done for is driven in the background (returns
+/// how many); one a service stopped driving before it ended is settled
+/// ([`settle_interrupted`]). Blocking (it reads the store): run it on a
+/// blocking thread.
 pub fn drive_queued(service: &Arc<Service>) -> usize {
     let Ok(listed) = service.store.list_records(RecordKind::Bridge) else { return 0 };
     let mut taken = 0;
     for listing in listed {
-        if !untouched(service, &listing.run_id) {
+        if scanned(service, &listing.run_id) == Scanned::Final {
             continue;
         }
         // Held: the node that accepted it (or another scan) drives it.
         let Ok((records, state)) = bridge::open_records(service, &listing.run_id) else { continue };
-        // Read again under the lock: nobody drove it in between.
-        if state.status != BridgeStatus::Queued || !untouched(service, &listing.run_id) {
-            continue;
+        // Read again under the lock: nobody drove or ended it in between.
+        match scanned(service, &listing.run_id) {
+            Scanned::Final => continue,
+            Scanned::Interrupted => {
+                match settle_interrupted(service, records, state) {
+                    Ok(state) => {
+                        eprintln!("planrun serve: run {} · interrupted: {}", state.run_id, state.status.as_str())
+                    }
+                    Err(error) => eprintln!("planrun serve: run {} · not settled: {error}", listing.run_id),
+                }
+                continue;
+            }
+            Scanned::Untouched => {}
         }
         let Some(adapter) = AdapterKind::parse(&state.adapter) else {
             eprintln!("planrun serve: run {} · not driven: unknown adapter `{}`", state.run_id, state.adapter);
@@ -69,17 +86,74 @@ pub fn drive_queued(service: &Arc<Service>) -> usize {
     taken
 }
 
-/// Whether bridge run `run_id` is queued and nothing was done for it: its
-/// log is its `run_created` alone. A queued record whose log goes further
-/// was being driven by a node that died before its next checkpoint (the
-/// file store under group commit keeps the checkpoints between the first
-/// and the last in memory): it is left as it is, never sent to the
-/// adapter a second time.
-fn untouched(service: &Service, run_id: &str) -> bool {
-    service.store.read_record(RecordKind::Bridge, run_id).is_ok_and(|loaded| {
-        loaded.state.get("status").and_then(Value::as_str) == Some(BridgeStatus::Queued.as_str())
-            && loaded.audit.len() == 1
-    })
+/// What the scan finds in a bridge record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scanned {
+    /// Queued and nothing was done for it: its log is its `run_created` alone.
+    Untouched,
+    /// Created, queued or running with more in its log: a service was
+    /// driving it and stopped before it ended (under group commit the file
+    /// store keeps the checkpoints between the first and the last in
+    /// memory, so its state can be the first one).
+    Interrupted,
+    /// Ended, waiting for a decision, or unreadable (left as it is).
+    Final,
+}
+
+fn scanned(service: &Service, run_id: &str) -> Scanned {
+    let Ok(loaded) = service.store.read_record(RecordKind::Bridge, run_id) else { return Scanned::Final };
+    let status = loaded.state.get("status").and_then(Value::as_str);
+    if status == Some(BridgeStatus::Queued.as_str()) && loaded.audit.len() == 1 {
+        return Scanned::Untouched;
+    }
+    let unfinished = [BridgeStatus::Created, BridgeStatus::Queued, BridgeStatus::Running].map(BridgeStatus::as_str);
+    if status.is_some_and(|status| unfinished.contains(&status)) { Scanned::Interrupted } else { Scanned::Final }
+}
+
+/// Settles a bridge run whose service stopped driving it, never sending it
+/// to the adapter again: when its agent run paused or ended, the bridge run
+/// takes its result (`agent_run_observed`, then `approval_requested` or
+/// `run_finished`, as when the agent run is continued outside the
+/// service); otherwise it ends `failed` (`run_interrupted`, `run_finished`)
+/// with an error that names its agent run, which keeps its own records
+/// (`planrun show`, `planrun resume`).
+fn settle_interrupted(
+    service: &Service,
+    mut records: RecordWriter,
+    mut state: BridgeState,
+) -> Result<BridgeState, ServiceError> {
+    let agent_run = (state.adapter == AdapterKind::Agent.name()).then(|| agent_run_id(&state.run_id));
+    if let Some(agent_run_id) = &agent_run
+        && let Ok(result) = service.adapters.agent.observe(agent_run_id)
+        && let Some(agent) = result.agent.as_ref()
+        && agent.agent_final_status.is_some_and(|status| status.is_terminal() || status == RunStatus::WaitingApproval)
+    {
+        records.event(
+            service.now(),
+            &BridgeEvent::AgentRunObserved(AgentRunObserved {
+                agent_run_id: agent_run_id.clone(),
+                agent_final_status: agent.agent_final_status,
+                reason: "the service driving the bridge run stopped before it ended".to_string(),
+            }),
+        )?;
+        bridge::apply_result(&mut state, &result);
+        return Ok(bridge::settle(service, &mut records, state, &result)?.state);
+    }
+    let mut reason = "interrupted: the service driving this run stopped before it ended; it is not sent to the \
+                      adapter again"
+        .to_string();
+    if let Some(agent_run_id) = &agent_run {
+        reason.push_str(&format!(
+            " (its agent run `{agent_run_id}` keeps its own records: `planrun show {agent_run_id}`)"
+        ));
+    }
+    records.event(
+        service.now(),
+        &BridgeEvent::RunInterrupted(RunInterrupted { last_status: state.status, reason: reason.clone() }),
+    )?;
+    state.status = BridgeStatus::Failed;
+    state.error = Some(reason);
+    Ok(bridge::finish(service, &mut records, state, None)?.state)
 }
 
 /// The scan: once now, then every [`SCAN_EVERY`] when `repeat` (a shared

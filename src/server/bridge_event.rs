@@ -34,6 +34,7 @@ pub enum BridgeEvent {
     ResumeRefused(ResumeRefused),
     RunResumed(RunResumed),
     ApprovalRejected(ApprovalRejected),
+    RunInterrupted(RunInterrupted),
     RunFinished(RunFinished),
 }
 
@@ -49,6 +50,7 @@ impl RecordEvent for BridgeEvent {
             // The agent run's status as observed; `null` while it has none.
             BridgeEvent::AgentRunObserved(event) => return event.agent_final_status.map(RunStatus::as_str),
             BridgeEvent::ApprovalRejected(_) => "rejected",
+            BridgeEvent::RunInterrupted(_) => "failed",
             BridgeEvent::RunFinished(event) => event.status.as_str(),
         })
     }
@@ -116,6 +118,16 @@ pub struct ApprovalRequested {
 pub struct AgentRunObserved {
     pub agent_run_id: String,
     pub agent_final_status: Option<RunStatus>,
+    pub reason: String,
+}
+
+/// `run_interrupted`: the service that drove the run stopped before it
+/// ended (a crash, a kill); the scan of the next service ends it `failed`
+/// (`run_finished` follows) without sending it to the adapter again.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunInterrupted {
+    /// The status its record was left in (`created`, `queued`, `running`).
+    pub last_status: BridgeStatus,
     pub reason: String,
 }
 
