@@ -233,7 +233,7 @@ fn store_migrate_twice_and_an_unmigrated_schema_is_refused_with_nothing_written(
     assert!(first.stdout.contains("applied migration(s) 1, 2, 3"), "{}", first.stdout);
     let second = sandbox.planrun().args(["store", "migrate"]).env("PLANRUN_STORE", &schema.url).expect_code(0).run();
     assert!(second.stdout.contains("already up to date"), "{}", second.stdout);
-    assert_eq!(schema.sql("SELECT count(*) FROM schema_migrations"), "3");
+    assert_eq!(schema.sql("SELECT count(*) FROM schema_migrations"), "4");
     let file = sandbox.planrun().args(["store", "migrate"]).expect_code(2).run();
     assert!(file.stderr.contains("file store has no schema"), "{}", file.stderr);
 

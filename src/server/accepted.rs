@@ -53,23 +53,23 @@ pub fn drive_in_background(service: &Arc<Service>, records: RecordWriter, state:
 /// ([`settle_interrupted`]). Blocking (it reads the store): run it on a
 /// blocking thread.
 pub fn drive_queued(service: &Arc<Service>) -> usize {
-    let Ok(listed) = service.store.list_records(RecordKind::Bridge) else { return 0 };
+    let Ok(listed) = service.store.unfinished_records(RecordKind::Bridge) else { return 0 };
     let mut taken = 0;
-    for listing in listed {
-        if scanned(service, &listing.run_id) == Scanned::Final {
+    for run_id in listed {
+        if scanned(service, &run_id) == Scanned::Final {
             continue;
         }
         // Held: the node that accepted it (or another scan) drives it.
-        let Ok((records, state)) = bridge::open_records(service, &listing.run_id) else { continue };
+        let Ok((records, state)) = bridge::open_records(service, &run_id) else { continue };
         // Read again under the lock: nobody drove or ended it in between.
-        match scanned(service, &listing.run_id) {
+        match scanned(service, &run_id) {
             Scanned::Final => continue,
             Scanned::Interrupted => {
                 match settle_interrupted(service, records, state) {
                     Ok(state) => {
                         eprintln!("planrun serve: run {} · interrupted: {}", state.run_id, state.status.as_str())
                     }
-                    Err(error) => eprintln!("planrun serve: run {} · not settled: {error}", listing.run_id),
+                    Err(error) => eprintln!("planrun serve: run {run_id} · not settled: {error}"),
                 }
                 continue;
             }

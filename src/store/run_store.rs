@@ -282,6 +282,13 @@ pub trait RunStore: Send + Sync {
     /// Every record of `kind` that has a checkpoint, newest first (by its
     /// `created_at`; unreadable ones last, listed all the same).
     fn list_records(&self, kind: RecordKind) -> Result<Vec<RunListing>, StoreError>;
+    /// The ids of the records of `kind` of this workspace that may not have
+    /// ended and that nobody may hold: what the service's scan takes up (it
+    /// reads each one again under its lock). The default is every record;
+    /// a database store asks its index.
+    fn unfinished_records(&self, kind: RecordKind) -> Result<Vec<String>, StoreError> {
+        Ok(self.list_records(kind)?.into_iter().map(|listing| listing.run_id).collect())
+    }
 
     /// Creates record `id` of `kind` and locks it.
     fn create_record(&self, kind: RecordKind, id: &str) -> Result<Box<dyn RecordHandle>, StoreError>;

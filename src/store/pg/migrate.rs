@@ -35,6 +35,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0003_approvals_by_run.sql",
         sql: include_str!("../../../migrations/0003_approvals_by_run.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_unfinished_records.sql",
+        sql: include_str!("../../../migrations/0004_unfinished_records.sql"),
+    },
 ];
 
 /// The schema version this planrun reads and writes.

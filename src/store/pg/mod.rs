@@ -990,6 +990,16 @@ impl RunStore for PgStore {
         self.list(record_kind(kind), "created_at")
     }
 
+    fn unfinished_records(&self, kind: RecordKind) -> Result<Vec<String>, StoreError> {
+        let (kind, workspace) = (record_kind(kind), self.workspace()?);
+        self.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            let rows =
+                query(&client, sql::UNFINISHED_RECORDS, &[&kind, &workspace], "list the unfinished records").await?;
+            Ok(rows.iter().map(|row| row.get::<_, String>(0)).collect())
+        })
+    }
+
     fn create_record(&self, kind: RecordKind, id: &str) -> Result<Box<dyn RecordHandle>, StoreError> {
         let lease = self.create(record_kind(kind), id)?;
         Ok(Box::new(PgRecord::new(self, kind, lease, None)))

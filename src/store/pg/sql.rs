@@ -137,6 +137,14 @@ pub const RUNNABLE: &str = "SELECT run_id, status, state FROM runs \
 pub const LIST: &str =
     "SELECT run_id, state FROM runs WHERE kind = $1::text AND (state IS NOT NULL OR status = 'queued')";
 
+/// The records of kind `$1` of workspace `$2` that have not ended and that
+/// nobody holds (or whose holder's lease expired), oldest first: what the
+/// service's scan takes up (index `runs_unfinished`).
+pub const UNFINISHED_RECORDS: &str = "SELECT run_id FROM runs \
+     WHERE kind = $1::text AND workspace_id = $2::text AND status IN ('created', 'queued', 'running') \
+         AND (owner_id IS NULL OR lease_expires_at <= now()) \
+     ORDER BY created_at, run_id";
+
 /// Queues agent run `$2` of workspace `$1` with its request `$3`: no
 /// checkpoint, no holder. No row when the id is taken.
 pub const QUEUE_RUN: &str = "INSERT INTO runs (kind, run_id, workspace_id, status, request) \

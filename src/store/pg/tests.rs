@@ -32,7 +32,7 @@ fn migrate_is_idempotent_and_every_other_use_refuses_an_unusable_schema() {
     assert_eq!(psql(&conninfo, "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"), Ok("0".into()));
 
     let first = PgStores::migrate(&location, options()).expect("migrate");
-    assert_eq!((first.applied.clone(), first.version), (vec![1, 2, 3], latest_version()));
+    assert_eq!((first.applied.clone(), first.version), (vec![1, 2, 3, 4], latest_version()));
     let second = PgStores::migrate(&location, options()).expect("migrate again");
     assert!(second.applied.is_empty(), "nothing applied the second time");
     let recorded = psql(
@@ -40,7 +40,7 @@ fn migrate_is_idempotent_and_every_other_use_refuses_an_unusable_schema() {
         "SELECT string_agg(version || ' ' || length(sha256), ',' ORDER BY version) FROM schema_migrations",
     )
     .expect("rows");
-    assert_eq!(recorded, "1 64,2 64,3 64");
+    assert_eq!(recorded, "1 64,2 64,3 64,4 64");
     PgStores::connect(&location, options()).expect("a migrated schema is used");
 
     psql(&conninfo, "INSERT INTO schema_migrations (version, sha256) VALUES (99, 'x')").expect("a newer planrun");
@@ -318,4 +318,31 @@ fn an_expired_or_other_approval_is_refused_and_nothing_is_written() {
     let Err(StoreError::ApprovalRefused { reason, .. }) = mismatched else { panic!("other: {mismatched:?}") };
     assert!(reason.contains("different action"), "{reason}");
     assert_eq!(schema.sql("SELECT count(*) FROM approvals WHERE consumed_at IS NOT NULL"), Ok("0".into()));
+}
+
+/// The service's scan asks for the records of its own workspace that have
+/// not ended and that nobody holds (statement `UNFINISHED_RECORDS`).
+#[test]
+fn unfinished_records_are_the_workspaces_own_unended_unheld_ones() {
+    let Some(schema) = TestSchema::create() else { return };
+    let sealer = Sealer::plain();
+    let store = schema.store(&sealer);
+    let other = schema.process("test:other", 30).store_named("another-workspace", &sealer);
+    let save = |record: &mut Box<dyn crate::store::RecordHandle>, id: &str, status: &str, expected: u64| {
+        record.checkpoint(&serde_json::json!({"run_id": id, "status": status}), expected).expect("checkpoint")
+    };
+    for (id, status) in [("br-created", "created"), ("br-running", "running"), ("br-done", "done")] {
+        let mut record = store.create_record(crate::store::RecordKind::Bridge, id).expect("create");
+        save(&mut record, id, status, 0);
+        record.release().expect("release");
+    }
+    let mut held = store.create_record(crate::store::RecordKind::Bridge, "br-held").expect("create");
+    save(&mut held, "br-held", "running", 0);
+    let mut elsewhere = other.create_record(crate::store::RecordKind::Bridge, "br-elsewhere").expect("create");
+    save(&mut elsewhere, "br-elsewhere", "created", 0);
+    elsewhere.release().expect("release");
+    let listed = store.unfinished_records(crate::store::RecordKind::Bridge).expect("listed");
+    assert_eq!(listed, ["br-created", "br-running"], "not ended, not held, of this workspace");
+    assert!(store.unfinished_records(crate::store::RecordKind::Controller).expect("listed").is_empty());
+    drop(held);
 }
