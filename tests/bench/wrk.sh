@@ -16,6 +16,7 @@
 #   tests/bench/wrk.sh 20 32 1000       # other duration, connections, strace requests
 #   PLANRUN_BIN=path/to/planrun tests/bench/wrk.sh   # another build (no cargo build)
 #   BENCH_DIR=/mnt/planrun tests/bench/wrk.sh        # workspace on another file system
+#   KEEP=/tmp/kept tests/bench/wrk.sh                # keep the workspace (builds compared in a row)
 #
 # Bounded: at most 60 s per load, 64 connections, 5000 requests under strace;
 # traffic only to 127.0.0.1. Needs wrk, strace, curl (apt-get install -y wrk
@@ -34,7 +35,14 @@ done
 release_bin
 work=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/planrun-wrk.XXXXXX")
 server_pid=
-cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+# KEEP=DIR: move the workspace into DIR instead of deleting it (deleting
+# tens of thousands of files slows the next run's file creation on an ext4
+# without a journal for some minutes: see docs/performance.md).
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null
+  wait 2>/dev/null
+  if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && mv "$work" "$KEEP/"; else rm -rf "$work"; fi
+}
 trap cleanup EXIT
 
 start_serve "$work"
