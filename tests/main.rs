@@ -51,6 +51,7 @@
 //! | `server_read_through` | a waiting bridge run whose agent run was approved, resumed, rejected or cancelled with the CLI shows the real status; HTTP decisions on it answer 409 | |
 //! | `server_run_list` | `GET /runs?limit=&after=`: bridge runs newest first, paging, bad paging parameters (400 JSON), a tampered record listed as unreadable | |
 //! | `server_records` | bridge and controller records: sealed, chained, refused when tampered | |
+//! | `left_over_children` | a holder killed with `SIGKILL` while its shell child runs: `resume` and then `cancel` kill the child's process group before anything else (`child_stopped`), the note `runs/<id>/.child` is taken, the run verifies | |
 //! | `service_durability` | `SIGKILL` of `serve` under concurrent stub and agent runs: after a restart every answered run reads back and verifies, nothing is unreadable, new runs are taken; a run cut off mid-drive (`PLANRUN_CRASH_AT`) is settled by the next service's scan (`run_interrupted` and `failed`, or its ended agent run's result), never sent to the adapter again | |
 //! | `service_policy` | the service policy file on the common loader: TOML and YAML, findings with positions, `check` and `serve` | |
 //! | `serve_harness` | the service test harness (server process, fake model servers) | |
@@ -75,6 +76,7 @@ mod docs;
 mod effect_receipts;
 mod idempotency;
 mod integrity;
+mod left_over_children;
 mod nesting_limit;
 #[cfg(feature = "postgres")]
 mod pg_approvals;

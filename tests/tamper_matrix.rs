@@ -91,7 +91,7 @@ fn record_files(sandbox: &Sandbox) -> Vec<(String, PathBuf)> {
             .flatten()
             .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
             .map(|entry| entry.file_name().to_string_lossy().into_owned())
-            .filter(|name| name != ".lock")
+            .filter(|name| name != ".lock" && name != ".child")
             .collect();
         names.sort();
         files.extend(names.into_iter().map(|name| (format!("{label}{name}"), dir.join(name))));

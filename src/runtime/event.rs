@@ -37,6 +37,7 @@ pub enum Event {
     BudgetExhausted(BudgetExhausted),
     RunFinished(RunFinished),
     RunResumed(RunResumed),
+    ChildStopped(ChildStopped),
     ConditionEvaluated(ConditionEvaluated),
     StepSkipped(StepSkipped),
     ApprovalRequested(ApprovalRequested),
@@ -67,6 +68,7 @@ impl Event {
             Event::StateSaved(StateSaved { step_id, .. })
             | Event::BudgetExhausted(BudgetExhausted { step_id, .. })
             | Event::RunResumed(RunResumed { step_id, .. })
+            | Event::ChildStopped(ChildStopped { step_id, .. })
             | Event::RunCancelled(RunCancelled { step_id, .. }) => step_id.as_deref(),
             Event::StepStarted(AttemptStarted { step_id, .. })
             | Event::RetryAttemptStarted(AttemptStarted { step_id, .. })
@@ -123,6 +125,7 @@ impl Event {
                 }
             }
             Event::StepSkipped(_) => "skipped",
+            Event::ChildStopped(_) => "killed",
             Event::ApprovalRequested(_) => "waiting_approval",
             Event::ApprovalRejected(_) => "rejected",
             Event::ReconciliationRecorded(_) => "uncertain",
@@ -262,6 +265,16 @@ pub struct RunResumed {
     pub from_state_version: u64,
     pub events_after_checkpoint: u64,
     pub discarded_history_records: usize,
+}
+
+/// `child_stopped`: the shell child of the step a killed process was
+/// running was still running, and its process group was killed before the
+/// run went on (or was cancelled).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChildStopped {
+    #[serde(skip)]
+    pub step_id: Option<String>,
+    pub pid: u32,
 }
 
 /// `condition_evaluated`: a `when` condition and whether it holds.

@@ -41,6 +41,7 @@ mod atomic;
 mod audit;
 pub mod backoff;
 pub mod canonical;
+mod child_note;
 #[cfg(test)]
 mod conformance;
 mod envelope;
@@ -79,6 +80,7 @@ use run_dir::RunDir;
 
 pub use approval_decision::{ApprovalDecision, ApprovalUse, Verdict};
 pub use audit::{AuditError, AuditEvent, AuditTail, verify_audit};
+pub use child_note::ChildNoteFile;
 pub use envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
 pub use error::StoreError;
 pub use file_store::{FileStore, FileStores, GroupFileStores};

@@ -44,7 +44,8 @@ use crate::store::error::{io_error, serialize_error};
 use crate::store::head::{HEAD_EVENTS, HeadPayload, HeldEvent, full_payload, linked_payload, plan_bytes};
 use crate::store::run_load::{creating_folder, has_checkpoint, load_run, missing_run, runs_folder};
 use crate::store::{
-    AuditLog, Durability, HistoryLog, Lease, LoadedRun, NewEvent, RunHandle, RunState, Sealer, StepRecord, StoreError,
+    AuditLog, ChildNoteFile, Durability, HistoryLog, Lease, LoadedRun, NewEvent, RunHandle, RunState, Sealer,
+    StepRecord, StoreError,
 };
 
 /// An open run folder, locked for this process.
@@ -442,6 +443,11 @@ impl RunHandle for RunDir {
         // Where the run will be once it has a checkpoint (and is from then
         // on): the folder it is built in is not for messages.
         &self.final_path
+    }
+
+    fn child_note(&self) -> Option<ChildNoteFile> {
+        // A step runs after the run's first checkpoint, which publishes it.
+        Some(ChildNoteFile::at(self.final_path.join(".child")))
     }
 
     fn audit_seq(&self) -> u64 {

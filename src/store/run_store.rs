@@ -28,8 +28,8 @@ use serde_json::{Map, Value};
 use crate::fence::Fence;
 use crate::store::error::serialize_error;
 use crate::store::{
-    ApprovalDecision, ApprovalUse, AuditEvent, AuditTail, LoadedRun, Receipt, ReceiptError, RunState, Sealer,
-    StepRecord, StoreError,
+    ApprovalDecision, ApprovalUse, AuditEvent, AuditTail, ChildNoteFile, LoadedRun, Receipt, ReceiptError, RunState,
+    Sealer, StepRecord, StoreError,
 };
 
 /// How many ids [`create_unique`] tries before it gives up.
@@ -165,6 +165,14 @@ pub trait RunHandle: Send {
     /// past it). The file store's lock never expires (the default).
     fn fence(&self) -> Fence {
         Fence::unbounded()
+    }
+    /// Where the shell child a step waits for is noted, so that the next
+    /// process continuing the run on this machine stops one a killed holder
+    /// left running (`tools/children.rs`): the file store's
+    /// `runs/<id>/.child`. A database store keeps none (the default): a
+    /// takeover may be on another machine.
+    fn child_note(&self) -> Option<ChildNoteFile> {
+        None
     }
     /// When this handle's claim took the run over from holders that died
     /// more often without progress than the store allows (a run that kills

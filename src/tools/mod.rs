@@ -5,6 +5,7 @@
 //! Adding a step kind: add a variant to `model::Action` and to
 //! [`ResolvedAction`], validate its keys in `spec`, and implement it here.
 
+pub mod children;
 mod files;
 mod shell;
 pub mod tickets;
@@ -17,6 +18,7 @@ use crate::confine::{ProgramResolver, Workspace};
 use crate::fence::Fence;
 use crate::model::{Decision, FailureClass, Policy};
 use crate::policy::{display_argv, evaluate_shell};
+use crate::tools::children::ChildNote;
 
 pub use files::{FileError, TargetContent, read_file, target_content, write_file};
 pub use shell::{ShellRun, run_shell};
@@ -99,11 +101,22 @@ pub struct Tools<'a> {
     pub policy: &'a Policy,
     pub resolver: ProgramResolver,
     fence: Fence,
+    /// Where a shell child is noted while it runs (see `children.rs`).
+    children: Option<ChildNote>,
 }
 
 impl<'a> Tools<'a> {
     pub fn new(workspace: &'a Workspace, policy: &'a Policy) -> Self {
-        Tools { workspace, policy, resolver: ProgramResolver::new(&policy.shell), fence: Fence::unbounded() }
+        let resolver = ProgramResolver::new(&policy.shell);
+        Tools { workspace, policy, resolver, fence: Fence::unbounded(), children: None }
+    }
+
+    /// The same tools, noting each shell child in `children` while it runs,
+    /// so that a process continuing the run after this one was killed can
+    /// stop it.
+    pub fn with_children(mut self, children: Option<ChildNote>) -> Self {
+        self.children = children;
+        self
     }
 
     /// The same tools, acting for a holder whose hold is `fence`: a
@@ -112,6 +125,12 @@ impl<'a> Tools<'a> {
     pub fn with_fence(mut self, fence: Fence) -> Self {
         self.fence = fence;
         self
+    }
+
+    /// Stops the shell child a killed predecessor left running (see
+    /// `children.rs`).
+    pub fn stop_left_over_child(&self) -> Option<children::Stopped> {
+        self.children.as_ref().and_then(ChildNote::stop_left_over)
     }
 
     /// The policy's decision for an action before it runs: `prompt` means
@@ -266,6 +285,11 @@ impl<'a> Tools<'a> {
             timeout,
             self.policy.budget.max_output_bytes,
             &self.fence,
+            &|pid| {
+                if let Some(children) = &self.children {
+                    children.started(pid);
+                }
+            },
         ) {
             Ok(run) => run,
             Err(err) => {

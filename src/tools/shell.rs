@@ -169,7 +169,9 @@ fn min_wait(wait: Option<Duration>, bound: Duration) -> Option<Duration> {
 
 /// Runs `program` with `args` directly (never through a shell), with exactly
 /// `env`, stdin null, in `cwd`, in its own process group, for at most
-/// `timeout` and while `fence` holds.
+/// `timeout` and while `fence` holds; `spawned` is told the child's pid as
+/// soon as it runs.
+#[expect(clippy::too_many_arguments, reason = "the command, its environment and its bounds, each given by the policy")]
 pub fn run_shell(
     program: &Path,
     args: &[String],
@@ -178,6 +180,7 @@ pub fn run_shell(
     timeout: Duration,
     max_output_bytes: u64,
     fence: &Fence,
+    spawned: &dyn Fn(u32),
 ) -> io::Result<ShellRun> {
     let started = Instant::now();
     let mut child = Command::new(program)
@@ -191,6 +194,7 @@ pub fn run_shell(
         .process_group(0)
         .spawn()?;
     let pid = Pid::from_child(&child);
+    spawned(child.id());
     let kill_group = || {
         // ESRCH (nothing left) is fine.
         let _ = kill_process_group(pid, Signal::KILL);
@@ -305,6 +309,7 @@ mod tests {
             Duration::from_secs(10),
             1 << 20,
             &Fence::unbounded(),
+            &|_| {},
         )
         .expect("run")
     }
@@ -321,6 +326,7 @@ mod tests {
             timeout,
             1 << 20,
             fence,
+            &|_| {},
         )
         .expect("run")
     }
@@ -342,9 +348,17 @@ mod tests {
     fn env_is_exactly_the_map() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let vars = env(&[("LANG", "C"), ("ONLY", "this")]);
-        let out =
-            run_shell(&which("env"), &[], &vars, tmp.path(), Duration::from_secs(10), 1 << 20, &Fence::unbounded())
-                .expect("run");
+        let out = run_shell(
+            &which("env"),
+            &[],
+            &vars,
+            tmp.path(),
+            Duration::from_secs(10),
+            1 << 20,
+            &Fence::unbounded(),
+            &|_| {},
+        )
+        .expect("run");
         assert_eq!(out.exit_code, Some(0));
         let mut lines: Vec<_> = out.stdout.lines().collect();
         lines.sort();
@@ -386,6 +400,7 @@ mod tests {
             Duration::from_secs(20),
             10,
             &Fence::unbounded(),
+            &|_| {},
         )
         .expect("run");
         assert_eq!(out.exit_code, Some(0));
@@ -463,9 +478,17 @@ mod tests {
             lose.lose();
         });
         let started = Instant::now();
-        let out =
-            run_shell(&which("sleep"), &args(&["30"]), &env(&[]), tmp.path(), Duration::from_secs(20), 1 << 20, &fence)
-                .expect("run");
+        let out = run_shell(
+            &which("sleep"),
+            &args(&["30"]),
+            &env(&[]),
+            tmp.path(),
+            Duration::from_secs(20),
+            1 << 20,
+            &fence,
+            &|_| {},
+        )
+        .expect("run");
         loser.join().expect("loser");
         assert!(out.fenced, "{out:?}");
         assert!(started.elapsed() < Duration::from_secs(5));
@@ -482,7 +505,8 @@ mod tests {
                 tmp.path(),
                 Duration::from_secs(1),
                 10,
-                &Fence::unbounded()
+                &Fence::unbounded(),
+                &|_| {}
             )
             .is_err()
         );

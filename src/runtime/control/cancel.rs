@@ -6,9 +6,11 @@ use std::path::Path;
 use crate::runtime::control::error::ControlError;
 use crate::runtime::control::interrupted;
 use crate::runtime::control::open::open;
+use crate::runtime::event::{ChildStopped, Event};
 use crate::runtime::recorder::Recorder;
 use crate::runtime::{QueuedError, RunError, RuntimeEnv};
 use crate::store::{RunState, StoreError};
+use crate::tools::children::ChildNote;
 
 /// Ends a run that is waiting for approval or was interrupted: status
 /// `cancelled`, nothing more runs. An ended run is refused. A start
@@ -44,7 +46,13 @@ pub fn cancel(
     if state.status.is_terminal() {
         return Err(ControlError::Refused(format!("run `{run_id}` has already ended with status `{}`", state.status)));
     }
+    // An interrupted run's step may have left its shell child running.
+    let stopped = run_dir.child_note().map(ChildNote::new).and_then(|children| children.stop_left_over());
     let mut recorder = Recorder::new(run_dir, env.clock.as_ref());
+    if let Some(stopped) = stopped {
+        let step_id = state.current_step_id.clone();
+        recorder.emit(Event::ChildStopped(ChildStopped { step_id, pid: stopped.pid }))?;
+    }
     recorder.cancel(&mut state, reason, "cancelled")?;
     Ok(state)
 }

@@ -39,10 +39,11 @@ use crate::confine::Workspace;
 use crate::model::{Decision, Plan, Policy, RunStatus};
 use crate::runtime::approval::{ApprovalInvalid, check_approval};
 use crate::runtime::env::CrashPoint;
-use crate::runtime::event::{ApprovalVerified, Event, PlanCreated, RunResumed, RunStarted};
+use crate::runtime::event::{ApprovalVerified, ChildStopped, Event, PlanCreated, RunResumed, RunStarted};
 use crate::runtime::recorder::Recorder;
 use crate::runtime::{Progress, RuntimeEnv, format_timestamp};
 use crate::store::{ApprovalUse, ClaimsExhausted, LoadedRun, PlanRef, RunHandle, RunState, RunStore, StoreError};
+use crate::tools::children::ChildNote;
 use crate::tools::{ResolvedAction, Tools};
 
 use attempt::Attempt;
@@ -123,6 +124,7 @@ impl<'r> Interpreter<'r> {
     ) -> Self {
         let clock = env.clock.as_ref();
         let fence = run.fence();
+        let children = run.child_note().map(ChildNote::new);
         Interpreter {
             plan,
             policy,
@@ -130,7 +132,7 @@ impl<'r> Interpreter<'r> {
             recorder: Recorder::new(run, clock),
             state,
             outputs,
-            tools: Tools::new(workspace, policy).with_fence(fence),
+            tools: Tools::new(workspace, policy).with_fence(fence).with_children(children),
             budgets: Budgets::new(plan, policy, clock),
             idempotency: Idempotency::new(store, env, recovering),
             verifier: Verifier::new(plan, policy, workspace),
@@ -223,6 +225,10 @@ impl<'r> Interpreter<'r> {
             events_after_checkpoint: discarded_events,
             discarded_history_records: discarded_history,
         }))?;
+        if let Some(stopped) = self.tools.stop_left_over_child() {
+            let step_id = self.state.current_step_id.clone();
+            self.recorder.emit(Event::ChildStopped(ChildStopped { step_id, pid: stopped.pid }))?;
+        }
         if self.end_if_claims_exhausted()? {
             return Ok(self.drive(progress)?);
         }

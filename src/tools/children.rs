@@ -1,0 +1,140 @@
+//! The shell child a run is waiting for, noted so that the next process
+//! that continues or cancels the run on this machine stops a child its
+//! killed predecessor left running.
+//!
+//! A process killed with `SIGKILL` cannot kill its child (and a
+//! parent-death signal needs code between `fork` and `exec`, which this
+//! crate does not run), so the child's process group runs on until its own
+//! timeout, beside the step that `resume` starts again. Each shell step
+//! therefore notes its child's pid, the child's start time (field 22 of
+//! `/proc/<pid>/stat`) and the boot id in the run's note file (the file
+//! store's `runs/<run_id>/.child`; a database store keeps none, its
+//! takeovers may be on another machine), without a sync: after a power
+//! loss the child is gone too. [`stop_left_over`] kills the noted process group only while that
+//! exact process is still there (same boot, same start time), so a pid the
+//! kernel gave to another process since is never hit. Linux only: elsewhere
+//! nothing is noted.
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, kill_process_group};
+
+use crate::store::ChildNoteFile;
+
+/// How long [`ChildNote::stop_left_over`] waits for a killed group's
+/// leader to go.
+const STOP_WAIT: Duration = Duration::from_secs(2);
+
+/// The shell children of one run, noted in its store's note file.
+#[derive(Debug, Clone)]
+pub struct ChildNote {
+    file: ChildNoteFile,
+}
+
+/// A child left running by a killed holder, and stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stopped {
+    pub pid: u32,
+}
+
+impl ChildNote {
+    pub fn new(file: ChildNoteFile) -> ChildNote {
+        ChildNote { file }
+    }
+
+    /// Notes child `pid`, just started in a process group of its own.
+    pub fn started(&self, pid: u32) {
+        if let Some(identity) = identity(pid) {
+            self.file.write(&identity);
+        }
+    }
+
+    /// Kills the noted child's process group if that very process is still
+    /// running (a predecessor was killed while waiting for it), waits for
+    /// it to go, and removes the note.
+    pub fn stop_left_over(&self) -> Option<Stopped> {
+        let noted = self.file.take()?;
+        let pid: u32 = noted.split(' ').next()?.parse().ok()?;
+        (running(pid) && identity(pid).as_deref() == Some(noted.as_str())).then(|| {
+            if let Some(group) = Pid::from_raw(pid as i32) {
+                let _ = kill_process_group(group, Signal::KILL);
+            }
+            let deadline = Instant::now() + STOP_WAIT;
+            while running(pid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Stopped { pid }
+        })
+    }
+}
+
+/// `<pid> <start time> <boot id>` of process `pid`, a zombie included,
+/// `None` when it is gone (or not on Linux). A child that has already exited
+/// is noted all the same (it is not reaped yet), so that every shell step
+/// writes its note.
+#[cfg(target_os = "linux")]
+fn identity(pid: u32) -> Option<String> {
+    let (_, started) = stat(pid)?;
+    let boot = fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(format!("{pid} {started} {}", boot.trim()))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn identity(_pid: u32) -> Option<String> {
+    None
+}
+
+/// The state (`R`, `S`, `Z`, …) and start time of process `pid`.
+#[cfg(target_os = "linux")]
+fn stat(pid: u32) -> Option<(String, String)> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields after it.
+    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
+    // Field 3 is the state (index 0 here), field 22 the start time.
+    Some((fields.first()?.to_string(), fields.get(19)?.to_string()))
+}
+
+/// Whether `pid` is a live process (not gone, not a zombie).
+#[cfg(target_os = "linux")]
+fn running(pid: u32) -> bool {
+    stat(pid).is_some_and(|(state, _)| state != "Z")
+}
+
+#[cfg(not(target_os = "linux"))]
+fn running(_pid: u32) -> bool {
+    false
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::os::unix::process::CommandExt;
+    use std::process::Command;
+
+    use super::*;
+
+    #[test]
+    fn a_noted_child_still_running_is_stopped_and_a_gone_one_is_not_touched() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join(".child");
+        let note = ChildNote::new(ChildNoteFile::at(path.clone()));
+        let mut child = Command::new("sleep").arg("30").process_group(0).spawn().expect("sleep");
+        note.started(child.id());
+        assert!(running(child.id()));
+        // Reaped by the test once killed: it is this process's child.
+        let reaper = std::thread::spawn(move || child.wait().expect("wait"));
+        let stopped = note.stop_left_over().expect("stopped");
+        assert!(!reaper.join().expect("reaper").success(), "killed");
+        assert!(!running(stopped.pid));
+        assert!(note.stop_left_over().is_none(), "the note is gone");
+
+        let mut done = Command::new("true").process_group(0).spawn().expect("true");
+        note.started(done.id());
+        done.wait().expect("wait");
+        assert!(note.stop_left_over().is_none(), "a child that ended is not touched");
+        let stale = format!("{} 1 not-this-boot", std::process::id());
+        fs::write(&path, stale).expect("a stale note");
+        assert!(note.stop_left_over().is_none(), "another process under a reused pid is never hit");
+        assert!(!path.exists());
+    }
+}
