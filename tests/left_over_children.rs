@@ -29,7 +29,9 @@ fn noted_child(run: &Path, not: Option<u32>) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let noted = fs::read_to_string(run.join(".child")).ok();
-        if let Some(pid) = noted.and_then(|text| text.split(' ').next()?.parse().ok()).filter(|pid| Some(*pid) != not) {
+        if let Some(pid) =
+            noted.and_then(|text| text.split_whitespace().next()?.parse().ok()).filter(|pid| Some(*pid) != not)
+        {
             return pid;
         }
         assert!(Instant::now() < deadline, "no child noted in {}", run.display());

@@ -27,7 +27,7 @@ use crate::store::ChildNoteFile;
 const STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// The shell children of one run, noted in its store's note file.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ChildNote {
     file: ChildNoteFile,
 }
@@ -46,7 +46,7 @@ impl ChildNote {
     /// Notes child `pid`, just started in a process group of its own.
     pub fn started(&self, pid: u32) {
         if let Some(identity) = identity(pid) {
-            self.file.write(&identity);
+            self.file.write(&identity.to_string());
         }
     }
 
@@ -54,9 +54,9 @@ impl ChildNote {
     /// running (a predecessor was killed while waiting for it), waits for
     /// it to go, and removes the note.
     pub fn stop_left_over(&self) -> Option<Stopped> {
-        let noted = self.file.take()?;
-        let pid: u32 = noted.split(' ').next()?.parse().ok()?;
-        (running(pid) && identity(pid).as_deref() == Some(noted.as_str())).then(|| {
+        let noted = Identity::parse(&self.file.take()?)?;
+        let pid = noted.pid;
+        (running(pid) && identity(pid).as_ref() == Some(&noted)).then(|| {
             if let Some(group) = Pid::from_raw(pid as i32) {
                 let _ = kill_process_group(group, Signal::KILL);
             }
@@ -69,19 +69,44 @@ impl ChildNote {
     }
 }
 
-/// `<pid> <start time> <boot id>` of process `pid`, a zombie included,
-/// `None` when it is gone (or not on Linux). A child that has already exited
-/// is noted all the same (it is not reaped yet), so that every shell step
-/// writes its note.
+/// What tells one process from any other that ever had its pid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Identity {
+    pid: u32,
+    /// Clock ticks after boot (field 22 of `/proc/<pid>/stat`).
+    started: u64,
+    boot: String,
+}
+
+impl Identity {
+    fn parse(text: &str) -> Option<Identity> {
+        let mut fields = text.split_whitespace();
+        let (pid, started, boot) = (fields.next()?.parse().ok()?, fields.next()?.parse().ok()?, fields.next()?);
+        Some(Identity { pid, started, boot: boot.to_string() })
+    }
+}
+
+impl std::fmt::Display for Identity {
+    /// One length for every note (the note file is overwritten in place).
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(formatter, "{:>10} {:>20} {:>36}", self.pid, self.started, self.boot)
+    }
+}
+
+/// Process `pid`'s identity, a zombie included, `None` when it is gone (or
+/// not on Linux). A child that has already exited is noted all the same
+/// (it is not reaped yet), so that every shell step writes its note.
 #[cfg(target_os = "linux")]
-fn identity(pid: u32) -> Option<String> {
+fn identity(pid: u32) -> Option<Identity> {
+    static BOOT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let boot = BOOT
+        .get_or_init(|| fs::read_to_string("/proc/sys/kernel/random/boot_id").ok().map(|boot| boot.trim().to_string()));
     let (_, started) = stat(pid)?;
-    let boot = fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-    Some(format!("{pid} {started} {}", boot.trim()))
+    Some(Identity { pid, started: started.parse().ok()?, boot: boot.clone()? })
 }
 
 #[cfg(not(target_os = "linux"))]
-fn identity(_pid: u32) -> Option<String> {
+fn identity(_pid: u32) -> Option<Identity> {
     None
 }
 
