@@ -26,15 +26,20 @@ kind = "finish"
 
 /// The pid the run's note names, once it names one other than `not`.
 fn noted_child(run: &Path, not: Option<u32>) -> u32 {
+    noted_in(&run.join(".child"), not)
+}
+
+/// The pid note file `note` names, once it names one other than `not`.
+fn noted_in(note: &Path, not: Option<u32>) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let noted = fs::read_to_string(run.join(".child")).ok();
+        let noted = fs::read_to_string(note).ok();
         if let Some(pid) =
             noted.and_then(|text| text.split_whitespace().next()?.parse().ok()).filter(|pid| Some(*pid) != not)
         {
             return pid;
         }
-        assert!(Instant::now() < deadline, "no child noted in {}", run.display());
+        assert!(Instant::now() < deadline, "no child noted in {}", note.display());
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -89,4 +94,33 @@ fn resume_and_cancel_stop_the_child_a_killed_holder_left_running() {
     assert_eq!(stopped_pids(&sandbox), [u64::from(second)]);
     assert!(!run.join(".child").exists(), "the note is taken");
     sandbox.planrun().in_sandbox().args(["verify", "t"]).expect_code(0).run();
+}
+
+/// On PostgreSQL the note is kept on the machine, in
+/// `<workspace>/.planrun/children/<id>`, and removed when the run pauses or
+/// ends: a claim on the same machine after the holder's lease expired stops
+/// the child it left running.
+#[cfg(feature = "postgres")]
+#[test]
+fn on_postgres_a_claim_on_this_machine_stops_the_child_a_killed_holder_left_running() {
+    let sandbox = Sandbox::new();
+    let Some(schema) = crate::pg_store::Schema::migrated("left-over child", &sandbox) else { return };
+    let store = ["--store", schema.url.as_str()];
+    sandbox.write_plan(SLOW, &TEST_POLICY.replace("step_timeout_secs = 1", "step_timeout_secs = 60"));
+    let note = sandbox.workspace().join(".planrun/children/t");
+    let mut holder = sandbox.test_plan().args(store).env("PLANRUN_LEASE_SECS", "1").spawn();
+    let child = noted_in(&note, None);
+    holder.kill().expect("SIGKILL the holder");
+    holder.wait().expect("reap the holder");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(alive(child), "the killed holder's child runs on");
+    sandbox.planrun().in_sandbox().args(["cancel", "t"]).args(store).expect_code(0).run();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(child) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!alive(child), "cancel killed the child");
+    assert_eq!(schema.sql("SELECT count(*) FROM audit_events WHERE line LIKE '%\"child_stopped\"%'"), "1");
+    assert!(!note.exists(), "the note is taken");
+    sandbox.planrun().in_sandbox().args(["verify", "t"]).args(store).expect_code(0).run();
 }

@@ -15,6 +15,10 @@ use std::sync::{Mutex, PoisonError};
 #[derive(Debug)]
 pub struct ChildNoteFile {
     path: PathBuf,
+    /// Removed once the run pauses or ends (a note kept outside the run's
+    /// records: a database store's `<workspace>/.planrun/children/<id>`);
+    /// the file store's `.child` stays in the run's folder.
+    transient: bool,
     /// Opened at the first note; closed when the note is taken.
     file: Mutex<Option<File>>,
 }
@@ -22,7 +26,24 @@ pub struct ChildNoteFile {
 impl ChildNoteFile {
     /// The note at `path`.
     pub fn at(path: PathBuf) -> ChildNoteFile {
-        ChildNoteFile { path, file: Mutex::new(None) }
+        ChildNoteFile { path, transient: false, file: Mutex::new(None) }
+    }
+
+    /// The note at `path`, removed once the run pauses or ends.
+    pub fn transient(path: PathBuf) -> ChildNoteFile {
+        ChildNoteFile { path, transient: true, file: Mutex::new(None) }
+    }
+
+    /// Another handle on the same note file (opened at its own first note).
+    pub fn fresh(&self) -> ChildNoteFile {
+        ChildNoteFile { path: self.path.clone(), transient: self.transient, file: Mutex::new(None) }
+    }
+
+    /// Removes a transient note (see [`ChildNoteFile::transient`]).
+    pub fn forget(&self) {
+        if self.transient {
+            self.take();
+        }
     }
 
     /// Replaces the note with `note`, which is as long as every note the
@@ -31,7 +52,11 @@ impl ChildNoteFile {
     pub fn write(&self, note: &str) {
         let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
         if file.is_none() {
-            *file = OpenOptions::new().create(true).write(true).truncate(false).open(&self.path).ok();
+            let open = || OpenOptions::new().create(true).write(true).truncate(false).open(&self.path);
+            // The folder of the notes may not exist yet (a database store's
+            // notes are in `<workspace>/.planrun/children/`).
+            *file =
+                open().or_else(|_| self.path.parent().map_or(Ok(()), fs::create_dir_all).and_then(|()| open())).ok();
         }
         if let Some(file) = file.as_ref() {
             let _ = file.write_all_at(note.as_bytes(), 0);

@@ -50,6 +50,11 @@ impl ChildNote {
         }
     }
 
+    /// Drops the note when its store keeps it outside the run's records.
+    pub fn forget(&self) {
+        self.file.forget();
+    }
+
     /// Kills the noted child's process group if that very process is still
     /// running (a predecessor was killed while waiting for it), waits for
     /// it to go, and removes the note.

@@ -133,6 +133,14 @@ impl<'a> Tools<'a> {
         self.children.as_ref().and_then(ChildNote::stop_left_over)
     }
 
+    /// Drops the note of the last shell child once the run has paused or
+    /// ended, where its store keeps notes outside the run's records.
+    pub fn forget_children(&self) {
+        if let Some(children) = &self.children {
+            children.forget();
+        }
+    }
+
     /// The policy's decision for an action before it runs: `prompt` means
     /// the runtime must get a person's approval first. Only shell commands
     /// have rules with decisions; file paths are checked when they run.

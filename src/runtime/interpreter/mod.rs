@@ -300,6 +300,8 @@ impl<'r> Interpreter<'r> {
                 crash_hook(self.env, step, CrashPoint::AfterCheckpoint);
             }
         }
+        // No child of this run runs any more (it paused or ended).
+        self.tools.forget_children();
         if self.state.status == RunStatus::WaitingApproval {
             progress.run_paused(&self.state, self.recorder.path());
             return Ok(self.state);

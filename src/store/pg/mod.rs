@@ -70,9 +70,9 @@ use crate::store::canonical::sha256_hex;
 use crate::store::location::PgLocation;
 use crate::store::run_dir::compare_version;
 use crate::store::{
-    ApprovalDecision, ApprovalUse, AuditEvent, ClaimsExhausted, LoadedRecord, LoadedRun, NewEvent, QueuedClaim,
-    QueuedRun, Receipt, ReceiptError, ReceiptState, RecordHandle, RecordKind, RunHandle, RunListing, RunState,
-    RunStore, Runnable, Sealer, StepRecord, StoreError, StoreFactory,
+    ApprovalDecision, ApprovalUse, AuditEvent, ChildNoteFile, ClaimsExhausted, LoadedRecord, LoadedRun, NewEvent,
+    QueuedClaim, QueuedRun, Receipt, ReceiptError, ReceiptState, RecordHandle, RecordKind, RunHandle, RunListing,
+    RunState, RunStore, Runnable, Sealer, StepRecord, StoreError, StoreFactory,
 };
 use approvals::ApprovalRow;
 use error::{PgError, is_transient_pool, pool_error, store_error};
@@ -406,7 +406,8 @@ impl PgStores {
 
     /// The store of the workspace named `workspace_id` (tests).
     pub fn store_named(&self, workspace_id: &str, sealer: &Sealer) -> PgStore {
-        PgStore { shared: self.shared.clone(), workspace_id: Ok(workspace_id.to_string()), sealer: sealer.clone() }
+        let workspace_id = Ok(workspace_id.to_string());
+        PgStore { shared: self.shared.clone(), workspace_id, workspace: None, sealer: sealer.clone() }
     }
 
     /// The store of `workspace`, which it names by its id
@@ -416,7 +417,8 @@ impl PgStores {
     pub fn store(&self, workspace: &Path, sealer: &Sealer, fresh: &dyn Fn() -> String) -> PgStore {
         let workspace_id =
             crate::store::workspace_id::read_or_create(workspace, fresh).map_err(|error| error.to_string());
-        PgStore { shared: self.shared.clone(), workspace_id, sealer: sealer.clone() }
+        let folder = Some(workspace.to_path_buf());
+        PgStore { shared: self.shared.clone(), workspace_id, workspace: folder, sealer: sealer.clone() }
     }
 }
 
@@ -433,7 +435,8 @@ impl StoreFactory for PgStores {
             )),
             Err(error) => Err(error.to_string()),
         };
-        Arc::new(PgStore { shared: self.shared.clone(), workspace_id, sealer: sealer.clone() })
+        let folder = Some(workspace.to_path_buf());
+        Arc::new(PgStore { shared: self.shared.clone(), workspace_id, workspace: folder, sealer: sealer.clone() })
     }
 
     fn open_identified(&self, workspace: &Path, sealer: &Sealer, fresh: &dyn Fn() -> String) -> Arc<dyn RunStore> {
@@ -446,6 +449,8 @@ pub struct PgStore {
     shared: Arc<PgShared>,
     /// The workspace's id, or why it has none.
     workspace_id: Result<String, String>,
+    /// The workspace's folder on this machine (none in some tests).
+    workspace: Option<PathBuf>,
     sealer: Sealer,
 }
 
@@ -1085,6 +1090,8 @@ impl RunStore for PgStore {
 
 /// An agent run leased by this process.
 struct PgRun {
+    /// Where this machine notes the run's shell child (`RunHandle::child_note`).
+    children: Option<ChildNoteFile>,
     lease: HeldLease,
     location: PathBuf,
     sealer: Sealer,
@@ -1114,7 +1121,12 @@ struct PgRun {
 impl PgRun {
     fn new(store: &PgStore, lease: HeldLease, loaded: Option<&LoadedRun>) -> PgRun {
         let location = store.location_of(AGENT, &lease.key.id);
+        let children = store
+            .workspace
+            .as_ref()
+            .map(|workspace| ChildNoteFile::transient(workspace.join(".planrun").join("children").join(&lease.key.id)));
         let mut run = PgRun {
+            children,
             lease,
             location,
             sealer: store.sealer.clone(),
@@ -1351,6 +1363,10 @@ impl RunHandle for PgRun {
 
     fn fence(&self) -> Fence {
         self.lease.fence.clone()
+    }
+
+    fn child_note(&self) -> Option<ChildNoteFile> {
+        self.children.as_ref().map(ChildNoteFile::fresh)
     }
 
     fn claims_exhausted(&self) -> Option<ClaimsExhausted> {
