@@ -9,6 +9,7 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use planrun::tools::children::running as alive;
 use serde_json::Value;
 
 use crate::common::{Sandbox, TEST_POLICY};
@@ -42,14 +43,6 @@ fn noted_in(note: &Path, not: Option<u32>) -> u32 {
         assert!(Instant::now() < deadline, "no child noted in {}", note.display());
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// Whether `pid` is a live process (not gone, not a zombie).
-fn alive(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
-        .is_some_and(|zombie| !zombie)
 }
 
 fn stopped_pids(sandbox: &Sandbox) -> Vec<u64> {

@@ -121,10 +121,7 @@ fn pids(sandbox: &Sandbox, file: &str) -> Vec<i32> {
 
 /// Whether `pid` is a live process (a zombie is not).
 fn alive(pid: i32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
+    u32::try_from(pid).is_ok_and(planrun::tools::children::running)
 }
 
 /// Kills the process group `pid` leads (a tool a killed holder left

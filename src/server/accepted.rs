@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde::Deserialize;
 
 use crate::model::RunStatus;
 use crate::server::adapters::AdapterKind;
@@ -56,13 +56,16 @@ pub fn drive_queued(service: &Arc<Service>) -> usize {
     let Ok(listed) = service.store.unfinished_records(RecordKind::Bridge) else { return 0 };
     let mut taken = 0;
     for run_id in listed {
-        if scanned(service, &run_id) == Scanned::Final {
+        // A first look without the lock skips what has ended.
+        let Ok(unlocked) = service.store.read_record(RecordKind::Bridge, &run_id) else { continue };
+        let status = unlocked.state.get("status").and_then(|status| BridgeStatus::deserialize(status).ok());
+        if status.is_none_or(|status| scanned(status, unlocked.audit.len()) == Scanned::Final) {
             continue;
         }
         // Held: the node that accepted it (or another scan) drives it.
-        let Ok((records, state)) = bridge::open_records(service, &run_id) else { continue };
-        // Read again under the lock: nobody drove or ended it in between.
-        match scanned(service, &run_id) {
+        let Ok((records, state, lines)) = bridge::open_records_and_log(service, &run_id) else { continue };
+        // As read under the lock: nobody drove or ended it in between.
+        match scanned(state.status, lines) {
             Scanned::Final => continue,
             Scanned::Interrupted => {
                 match settle_interrupted(service, records, state) {
@@ -100,14 +103,14 @@ enum Scanned {
     Final,
 }
 
-fn scanned(service: &Service, run_id: &str) -> Scanned {
-    let Ok(loaded) = service.store.read_record(RecordKind::Bridge, run_id) else { return Scanned::Final };
-    let status = loaded.state.get("status").and_then(Value::as_str);
-    if status == Some(BridgeStatus::Queued.as_str()) && loaded.audit.len() == 1 {
-        return Scanned::Untouched;
+/// What a bridge record in `status` whose audit log holds `lines` lines is
+/// to the scan.
+fn scanned(status: BridgeStatus, lines: usize) -> Scanned {
+    match status {
+        BridgeStatus::Queued if lines == 1 => Scanned::Untouched,
+        BridgeStatus::Created | BridgeStatus::Queued | BridgeStatus::Running => Scanned::Interrupted,
+        _ => Scanned::Final,
     }
-    let unfinished = [BridgeStatus::Created, BridgeStatus::Queued, BridgeStatus::Running].map(BridgeStatus::as_str);
-    if status.is_some_and(|status| unfinished.contains(&status)) { Scanned::Interrupted } else { Scanned::Final }
 }
 
 /// Settles a bridge run whose service stopped driving it, never sending it

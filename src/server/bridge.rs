@@ -333,7 +333,13 @@ fn create_records(service: &Service, origin: Origin<'_>) -> Result<(String, Reco
 /// Locks bridge run `run_id`'s record to append to it; returns the writer
 /// and the verified, typed state.
 pub fn open_records(service: &Service, run_id: &str) -> Result<(RecordWriter, BridgeState), StoreError> {
+    open_records_and_log(service, run_id).map(|(records, state, _)| (records, state))
+}
+
+/// As [`open_records`], with how many lines the record's audit log holds.
+pub fn open_records_and_log(service: &Service, run_id: &str) -> Result<(RecordWriter, BridgeState, usize), StoreError> {
     let (handle, loaded) = service.store.open_record(RecordKind::Bridge, run_id)?;
+    let lines = loaded.audit.len();
     let state = serde_json::from_value(loaded.state).map_err(|error| not_a_bridge_state(run_id, &error))?;
-    Ok((RecordWriter::new(handle), state))
+    Ok((RecordWriter::new(handle), state, lines))
 }

@@ -34,11 +34,6 @@ impl ChildNoteFile {
         ChildNoteFile { path, transient: true, file: Mutex::new(None) }
     }
 
-    /// Another handle on the same note file (opened at its own first note).
-    pub fn fresh(&self) -> ChildNoteFile {
-        ChildNoteFile { path: self.path.clone(), transient: self.transient, file: Mutex::new(None) }
-    }
-
     /// Removes a transient note (see [`ChildNoteFile::transient`]).
     pub fn forget(&self) {
         if self.transient {

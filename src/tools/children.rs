@@ -61,7 +61,8 @@ impl ChildNote {
     pub fn stop_left_over(&self) -> Option<Stopped> {
         let noted = Identity::parse(&self.file.take()?)?;
         let pid = noted.pid;
-        (running(pid) && identity(pid).as_ref() == Some(&noted)).then(|| {
+        let live = stat(pid).is_some_and(|(identity, zombie)| !zombie && identity == noted);
+        live.then(|| {
             if let Some(group) = Pid::from_raw(pid as i32) {
                 let _ = kill_process_group(group, Signal::KILL);
             }
@@ -101,39 +102,35 @@ impl std::fmt::Display for Identity {
 /// Process `pid`'s identity, a zombie included, `None` when it is gone (or
 /// not on Linux). A child that has already exited is noted all the same
 /// (it is not reaped yet), so that every shell step writes its note.
-#[cfg(target_os = "linux")]
 fn identity(pid: u32) -> Option<Identity> {
+    stat(pid).map(|(identity, _)| identity)
+}
+
+/// Process `pid`'s identity and whether it is a zombie, from one read of
+/// `/proc/<pid>/stat`.
+#[cfg(target_os = "linux")]
+fn stat(pid: u32) -> Option<(Identity, bool)> {
     static BOOT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     let boot = BOOT
         .get_or_init(|| fs::read_to_string("/proc/sys/kernel/random/boot_id").ok().map(|boot| boot.trim().to_string()));
-    let (_, started) = stat(pid)?;
-    Some(Identity { pid, started: started.parse().ok()?, boot: boot.clone()? })
-}
-
-#[cfg(not(target_os = "linux"))]
-fn identity(_pid: u32) -> Option<Identity> {
-    None
-}
-
-/// The state (`R`, `S`, `Z`, …) and start time of process `pid`.
-#[cfg(target_os = "linux")]
-fn stat(pid: u32) -> Option<(String, String)> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may hold spaces and parentheses: fields after it.
     let fields: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
     // Field 3 is the state (index 0 here), field 22 the start time.
-    Some((fields.first()?.to_string(), fields.get(19)?.to_string()))
-}
-
-/// Whether `pid` is a live process (not gone, not a zombie).
-#[cfg(target_os = "linux")]
-fn running(pid: u32) -> bool {
-    stat(pid).is_some_and(|(state, _)| state != "Z")
+    let zombie = *fields.first()? == "Z";
+    let started = fields.get(19)?.parse().ok()?;
+    Some((Identity { pid, started, boot: boot.clone()? }, zombie))
 }
 
 #[cfg(not(target_os = "linux"))]
-fn running(_pid: u32) -> bool {
-    false
+fn stat(_pid: u32) -> Option<(Identity, bool)> {
+    None
+}
+
+/// Whether `pid` is a live process: not gone, not a zombie (the tests of
+/// killed process groups ask this too).
+pub fn running(pid: u32) -> bool {
+    stat(pid).is_some_and(|(_, zombie)| !zombie)
 }
 
 #[cfg(all(test, target_os = "linux"))]

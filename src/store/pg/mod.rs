@@ -1090,8 +1090,9 @@ impl RunStore for PgStore {
 
 /// An agent run leased by this process.
 struct PgRun {
-    /// Where this machine notes the run's shell child (`RunHandle::child_note`).
-    children: Option<ChildNoteFile>,
+    /// The workspace's folder on this machine, where the run's shell child
+    /// is noted (`RunHandle::child_note`).
+    workspace: Option<PathBuf>,
     lease: HeldLease,
     location: PathBuf,
     sealer: Sealer,
@@ -1121,12 +1122,9 @@ struct PgRun {
 impl PgRun {
     fn new(store: &PgStore, lease: HeldLease, loaded: Option<&LoadedRun>) -> PgRun {
         let location = store.location_of(AGENT, &lease.key.id);
-        let children = store
-            .workspace
-            .as_ref()
-            .map(|workspace| ChildNoteFile::transient(workspace.join(".planrun").join("children").join(&lease.key.id)));
+        let workspace = store.workspace.clone();
         let mut run = PgRun {
-            children,
+            workspace,
             lease,
             location,
             sealer: store.sealer.clone(),
@@ -1366,7 +1364,8 @@ impl RunHandle for PgRun {
     }
 
     fn child_note(&self) -> Option<ChildNoteFile> {
-        self.children.as_ref().map(ChildNoteFile::fresh)
+        let note = |workspace: &PathBuf| workspace.join(".planrun").join("children").join(&self.lease.key.id);
+        self.workspace.as_ref().map(|workspace| ChildNoteFile::transient(note(workspace)))
     }
 
     fn claims_exhausted(&self) -> Option<ClaimsExhausted> {
