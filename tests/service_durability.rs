@@ -158,3 +158,75 @@ async fn a_run_cut_off_after_its_agent_run_ended_takes_its_result() {
     assert_eq!(events.iter().rev().take(2).collect::<Vec<_>>(), ["run_finished", "agent_run_observed"], "{events:?}");
     restarted.sandbox.planrun().args(["verify", &format!("agent-{id}")]).expect_code(0).run();
 }
+
+/// A controller run cut off mid-loop (the service aborts inside its first
+/// bridge run's agent run): the next service's scan ends it `failed`
+/// (`controller_interrupted`, then `controller_finished`, `stop_reason =
+/// "interrupted"`), naming the bridge run it started, which is settled on
+/// its own; nothing is decided or run again (one decision, one agent run
+/// start, before and after the restart).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_run_cut_off_mid_loop_is_ended_interrupted_by_the_next_service() {
+    let mut server = Server::start(&[("PLANRUN_CRASH_AT", "step-2:after_effect")]);
+    let client = client();
+    let body = json!({"goal": "test flow pwd to file"});
+    assert!(client.post(server.url("/controller/runs")).json(&body).send().await.is_err(), "no answer");
+    assert!(!server.child.wait().expect("reap planrun serve").success());
+    let sandbox = std::mem::replace(&mut server.sandbox, Sandbox::new());
+    drop(server);
+    let records = std::fs::read_dir(sandbox.workspace().join("bridge/runs")).expect("records");
+    let mut ids: Vec<String> =
+        records.flatten().map(|entry| entry.file_name().to_string_lossy().into_owned()).collect();
+    ids.sort();
+    let [bridge_id, controller_id] = ids.as_slice() else { panic!("a bridge and a controller record: {ids:?}") };
+    assert!(bridge_id.starts_with(&format!("bri-{controller_id}-i0")), "{ids:?}");
+    let running = std::fs::read_to_string(
+        sandbox.workspace().join(format!("bridge/runs/{controller_id}/controller_audit.jsonl")),
+    )
+    .expect("controller log");
+    assert!(!running.contains("controller_finished"), "cut off before it ended");
+
+    let restarted = Server::start_in(sandbox, &[]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let state = loop {
+        let (status, state) = get_json(&client, &restarted.url(&format!("/controller/runs/{controller_id}"))).await;
+        assert_eq!(status, 200, "{state}");
+        if state["status"] != "running" {
+            break state;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the scan never settled {controller_id}: {state}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        (state["status"].as_str(), state["stop_reason"].as_str()),
+        (Some("failed"), Some("interrupted")),
+        "{state}"
+    );
+    let error = state["error"].as_str().expect("an error");
+    assert!(error.starts_with("interrupted: ") && error.contains(bridge_id.as_str()), "{error}");
+    assert_eq!(state["linked_runs"][0]["bridge_run_id"], bridge_id.as_str(), "{state}");
+    let log = restarted.record(controller_id, "controller_audit.jsonl");
+    let events: Vec<String> = log
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).expect("JSON")["event_type"].as_str().expect("type").to_string()
+        })
+        .collect();
+    assert_eq!(
+        events.iter().rev().take(2).collect::<Vec<_>>(),
+        ["controller_finished", "controller_interrupted"],
+        "{events:?}"
+    );
+    assert_eq!(events.iter().filter(|event| *event == "decision_made").count(), 1, "decided once: {events:?}");
+
+    // Its bridge run is settled too (by the same scan, before it), and its
+    // agent run was started once.
+    let (_, bridge) = get_json(&client, &restarted.url(&format!("/runs/{bridge_id}"))).await;
+    assert_eq!(bridge["status"], "failed", "{bridge}");
+    let agent_audit =
+        std::fs::read_to_string(restarted.sandbox.workspace().join(format!("runs/agent-{bridge_id}/audit.jsonl")))
+            .expect("the agent run's log");
+    assert_eq!(agent_audit.matches("\"run_started\"").count(), 1, "started once");
+    let (_, after) = get_json(&client, &restarted.url(&format!("/controller/runs/{controller_id}"))).await;
+    assert_eq!(after, state, "an ended controller run stays as it ended");
+}

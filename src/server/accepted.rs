@@ -2,7 +2,8 @@
 //! driven in the background by the node that accepted them, holding their
 //! record throughout; and the scan that drives the ones left `queued` by a
 //! node that died (or stopped) before driving them, and settles the ones a
-//! node stopped driving before they ended (waited for or accepted).
+//! node stopped driving before they ended (waited for or accepted), and
+//! the controller runs a service stopped driving before they ended.
 //!
 //! The scan runs when the service starts and, with a database store (whose
 //! records any node of the workspace may take), every
@@ -19,6 +20,7 @@ use crate::model::RunStatus;
 use crate::server::adapters::AdapterKind;
 use crate::server::bridge::{self, BridgeState, BridgeStatus};
 use crate::server::bridge_event::{AgentRunObserved, BridgeEvent, RunInterrupted};
+use crate::server::controller::{self, ControllerStatus};
 use crate::server::durable_task::{Then, run_in_slot};
 use crate::server::error::ServiceError;
 use crate::server::ids::agent_run_id;
@@ -50,9 +52,17 @@ pub fn drive_in_background(service: &Arc<Service>, records: RecordWriter, state:
 /// Takes up every unfinished bridge run of the workspace no process holds:
 /// a queued one nothing was done for is driven in the background (returns
 /// how many); one a service stopped driving before it ended is settled
-/// ([`settle_interrupted`]). Blocking (it reads the store): run it on a
-/// blocking thread.
+/// ([`settle_interrupted`]); so is every controller run a service stopped
+/// driving ([`settle_interrupted_controllers`]). Blocking (it reads the
+/// store): run it on a blocking thread.
 pub fn drive_queued(service: &Arc<Service>) -> usize {
+    let taken = drive_bridge_runs(service);
+    settle_interrupted_controllers(service);
+    taken
+}
+
+/// The bridge runs' part of [`drive_queued`].
+fn drive_bridge_runs(service: &Arc<Service>) -> usize {
     let Ok(listed) = service.store.unfinished_records(RecordKind::Bridge) else { return 0 };
     let mut taken = 0;
     for run_id in listed {
@@ -157,6 +167,35 @@ fn settle_interrupted(
     state.status = BridgeStatus::Failed;
     state.error = Some(reason);
     Ok(bridge::finish(service, &mut records, state, None)?.state)
+}
+
+/// Ends every controller run of the workspace left `running` that no
+/// process holds: the service driving it stopped before it ended
+/// ([`controller::settle_interrupted`]). A controller run is never driven
+/// again: its loop decided with what it knew then, and its last bridge run
+/// is settled on its own.
+fn settle_interrupted_controllers(service: &Service) {
+    let Ok(listed) = service.store.unfinished_records(RecordKind::Controller) else { return };
+    let running = |state: &serde_json::Value| {
+        state.get("status").and_then(|status| ControllerStatus::deserialize(status).ok())
+            == Some(ControllerStatus::Running)
+    };
+    for run_id in listed {
+        // A first look without the lock skips what has ended.
+        let Ok(unlocked) = service.store.read_record(RecordKind::Controller, &run_id) else { continue };
+        if !running(&unlocked.state) {
+            continue;
+        }
+        // Held: a service is driving it.
+        let Ok((handle, loaded)) = service.store.open_record(RecordKind::Controller, &run_id) else { continue };
+        if !running(&loaded.state) {
+            continue;
+        }
+        match controller::settle_interrupted(service, RecordWriter::new(handle), loaded) {
+            Ok(_) => eprintln!("planrun serve: controller run {run_id} · interrupted: failed"),
+            Err(error) => eprintln!("planrun serve: controller run {run_id} · not settled: {error}"),
+        }
+    }
 }
 
 /// The scan: once now, then every [`SCAN_EVERY`] when `repeat` (a shared

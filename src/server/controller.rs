@@ -23,6 +23,7 @@
 //! `controller_audit.jsonl`.
 
 use serde::Serialize;
+use serde_json::{Map, Value, json};
 
 use crate::model::{FailureClass, RunStatus};
 use crate::router::select;
@@ -31,8 +32,8 @@ use crate::server::adapters::AdapterKind;
 use crate::server::bridge::{self, BridgeStatus, Origin};
 pub use crate::server::controller_event::LinkedRun;
 use crate::server::controller_event::{
-    BridgeRunFinished, BridgeRunStarted, ControllerEvent, ControllerFinished, ControllerStarted, DecisionMade,
-    DecisionRepeated, RecoveryApplied, RecoveryConsidered, RecoverySkipped,
+    BridgeRunFinished, BridgeRunStarted, ControllerEvent, ControllerFinished, ControllerInterrupted, ControllerStarted,
+    DecisionMade, DecisionRepeated, RecoveryApplied, RecoveryConsidered, RecoverySkipped,
 };
 use crate::server::decision::choices::{Choices, OfferedPlan};
 use crate::server::decision::{Action, Decision, DecisionContext};
@@ -41,7 +42,7 @@ use crate::server::guard;
 use crate::server::ids::{agent_run_id, controller_bridge_id};
 pub use crate::server::record_status::ControllerStatus;
 use crate::server::service::Service;
-use crate::store::{RecordKind, RecordWriter, StoreError};
+use crate::store::{LoadedRecord, RecordKind, RecordWriter, StoreError};
 
 /// The state of a controller run, checkpointed in
 /// `bridge/runs/<id>/controller_state.json` (sealed by the run store). Field order is the file's.
@@ -56,7 +57,8 @@ pub struct ControllerState {
     /// `waiting_approval`).
     pub final_status: Option<ControllerStatus>,
     /// `decision_stop`, `max_iterations`, `consecutive_failures`, `prompt_blocked`,
-    /// `waiting_approval` (the last bridge run waits for a person).
+    /// `waiting_approval` (the last bridge run waits for a person),
+    /// `interrupted` (the service driving it stopped: [`settle_interrupted`]).
     pub stop_reason: Option<String>,
     /// The backend chosen at start-up: `stub`, `ollama` or `openai`.
     pub decision_mode: String,
@@ -370,6 +372,73 @@ fn finish(
             linked_runs: state.linked_runs.clone(),
         }),
     )?;
+    records.save_last(&state)?;
+    Ok(state)
+}
+
+/// Ends controller run `loaded` (its record held by `records`), which a
+/// service stopped driving before it ended (status `running`): nothing more
+/// is decided or run. `controller_interrupted`, then `controller_finished`:
+/// `failed`, `stop_reason = "interrupted"`, and an `error` that says so and
+/// names the bridge runs it started, which keep their own records (the
+/// scan settles those on their own). `iterations` and `linked_runs` come
+/// from the log, which can be ahead of the state the record held (under
+/// group commit the checkpoints between a request's first and last are
+/// kept in memory); the other fields stay as that state holds them.
+pub fn settle_interrupted(
+    service: &Service,
+    mut records: RecordWriter,
+    loaded: LoadedRecord,
+) -> Result<Map<String, Value>, ServiceError> {
+    let Value::Object(mut state) = loaded.state else {
+        return Err(StoreError::Tampered {
+            id: records.id().to_string(),
+            reason: "its state is not an object".to_string(),
+        }
+        .into());
+    };
+    let logged = |event_type: &'static str| loaded.audit.iter().filter(move |event| event.event_type == event_type);
+    let linked_runs: Vec<LinkedRun> = logged("bridge_run_started")
+        .filter_map(|event| event.details.get("bridge_run_id").and_then(Value::as_str))
+        .map(|bridge_run_id| LinkedRun {
+            bridge_run_id: bridge_run_id.to_string(),
+            agent_run_id: agent_run_id(bridge_run_id),
+        })
+        .collect();
+    let iterations = u32::try_from(logged("bridge_run_finished").count()).unwrap_or(u32::MAX);
+    let mut reason = "interrupted: the service driving this controller run stopped before it ended; nothing more \
+                      is decided or run"
+        .to_string();
+    if !linked_runs.is_empty() {
+        let ids: Vec<&str> = linked_runs.iter().map(|run| run.bridge_run_id.as_str()).collect();
+        reason.push_str(&format!(" (the bridge runs it started keep their own records: {})", ids.join(", ")));
+    }
+    let now = service.now();
+    records.event(
+        now.clone(),
+        &ControllerEvent::ControllerInterrupted(ControllerInterrupted {
+            iterations,
+            linked_runs: linked_runs.clone(),
+            reason: reason.clone(),
+        }),
+    )?;
+    records.event(
+        now.clone(),
+        &ControllerEvent::ControllerFinished(ControllerFinished {
+            final_status: ControllerStatus::Failed,
+            stop_reason: "interrupted".to_string(),
+            iterations,
+            linked_runs: linked_runs.clone(),
+        }),
+    )?;
+    let failed = json!(ControllerStatus::Failed.as_str());
+    state.insert("status".into(), failed.clone());
+    state.insert("final_status".into(), failed);
+    state.insert("stop_reason".into(), json!("interrupted"));
+    state.insert("iterations".into(), json!(iterations));
+    state.insert("linked_runs".into(), json!(linked_runs));
+    state.insert("error".into(), json!(reason));
+    state.insert("updated_at".into(), json!(now));
     records.save_last(&state)?;
     Ok(state)
 }

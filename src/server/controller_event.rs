@@ -30,13 +30,14 @@ pub enum ControllerEvent {
     RecoveryConsidered(RecoveryConsidered),
     RecoveryApplied(RecoveryApplied),
     RecoverySkipped(RecoverySkipped),
+    ControllerInterrupted(ControllerInterrupted),
     ControllerFinished(ControllerFinished),
 }
 
 impl RecordEvent for ControllerEvent {
     fn status(&self) -> Option<&'static str> {
         Some(match self {
-            ControllerEvent::PromptBlocked(_) => "failed",
+            ControllerEvent::PromptBlocked(_) | ControllerEvent::ControllerInterrupted(_) => "failed",
             ControllerEvent::ControllerFinished(event) => event.final_status.as_str(),
             ControllerEvent::ControllerStarted(_)
             | ControllerEvent::DecisionMade(_)
@@ -119,6 +120,19 @@ pub struct RecoveryApplied {
 pub struct RecoverySkipped {
     pub iteration: u32,
     pub original_goal: String,
+    pub reason: String,
+}
+
+/// `controller_interrupted`: the service driving the controller run stopped
+/// before it ended; the next service's scan ends it (nothing more is
+/// decided or run). What it started is taken from its log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ControllerInterrupted {
+    /// Bridge runs its log records as finished.
+    pub iterations: u32,
+    /// Every bridge run its log records as started (the last one may have
+    /// been cut off with it: it keeps its own record, settled on its own).
+    pub linked_runs: Vec<LinkedRun>,
     pub reason: String,
 }
 

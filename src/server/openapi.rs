@@ -207,7 +207,7 @@ fn full_document() -> Value {
                         "current_goal": {"type": "string"},
                         "status": {"type": "string", "enum": ["running", "done", "failed", "waiting_approval"]},
                         "final_status": {"type": ["string", "null"], "enum": ["done", "failed", "waiting_approval", null]},
-                        "stop_reason": {"type": ["string", "null"], "enum": ["decision_stop", "max_iterations", "consecutive_failures", "prompt_blocked", "waiting_approval", null]},
+                        "stop_reason": {"type": ["string", "null"], "enum": ["decision_stop", "max_iterations", "consecutive_failures", "prompt_blocked", "waiting_approval", "interrupted", null]},
                         "decision_mode": {"type": "string", "enum": ["stub", "ollama", "openai"]},
                         "decision_model": nullable("string"),
                         "max_iterations": {"type": "integer"},
