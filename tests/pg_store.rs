@@ -313,6 +313,42 @@ fn tampered_rows_are_refused_by_verify_show_and_resume() {
     refused("last audit event deleted");
 }
 
+/// A receipt the store cannot read (its table gone: the database answers
+/// with an error) is a store failure, never a judgement of the receipt:
+/// the approved close does not run and the run is not made
+/// `tool_result_uncertain` (it stays waiting, resumable); `verify` and
+/// `show` of a run whose log names a receipt say the store failed, not
+/// that the run was tampered with. With the table back, the same resume
+/// closes the ticket once and the run verifies.
+#[test]
+fn a_receipt_the_store_cannot_read_stops_the_run_and_is_never_judged() {
+    let sandbox = ticket_sandbox("open", 0);
+    let Some(schema) = Schema::migrated("receipt outage", &sandbox) else { return };
+    let store = ["--store", schema.url.as_str()];
+    sandbox.planrun().args(["--plan", PLAN, "--run-id", RUN]).args(store).clock(T_RUN).expect_code(3).run();
+    sandbox.planrun().args(["approve", RUN]).args(store).clock(T_APPROVE).expect_code(0).run();
+    schema.sql("ALTER TABLE receipts RENAME TO receipts_away");
+    let stopped = sandbox.planrun().args(["resume", RUN]).args(store).clock(T_RESUME).run();
+    assert_ne!(stopped.code, 0, "{}", stopped.snapshot());
+    assert!(stopped.stderr.contains("receipts"), "the store's own error: {}", stopped.stderr);
+    assert!(!stopped.stderr.contains("uncertain"), "{}", stopped.stderr);
+    assert_eq!(close_count(&sandbox, "ticket-7"), 0, "nothing closed while the receipt could not be read");
+    assert_eq!(schema.sql("SELECT status FROM runs WHERE run_id = 't'"), "waiting_approval");
+    schema.sql("ALTER TABLE receipts_away RENAME TO receipts");
+    sandbox.planrun().args(["resume", RUN]).args(store).clock(T_RESUME).expect_code(0).run();
+    assert_eq!(close_count(&sandbox, "ticket-7"), 1, "closed once");
+
+    schema.sql("ALTER TABLE receipts RENAME TO receipts_away");
+    for command in [["verify", RUN], ["show", RUN]] {
+        let output = sandbox.planrun().args(command).args(store).run();
+        assert_eq!(output.code, 2, "{command:?} {}", output.snapshot());
+        assert!(!output.stderr.contains("failed verification"), "{command:?}: {}", output.stderr);
+        assert!(output.stderr.contains("receipts"), "{command:?}: {}", output.stderr);
+    }
+    schema.sql("ALTER TABLE receipts_away RENAME TO receipts");
+    sandbox.planrun().args(["verify", RUN]).args(store).expect_code(0).run();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_keeps_bridge_and_agent_runs_in_postgres() {
     let sandbox = Sandbox::new();

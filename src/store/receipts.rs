@@ -99,6 +99,12 @@ pub enum ReceiptError {
         path.display()
     )]
     Unsealed { path: PathBuf },
+    /// The store could not be asked (a database that does not answer, or
+    /// a workspace it does not know): nothing is known about the receipt,
+    /// so a caller fails as on any store failure instead of judging the
+    /// receipt (never "uncertain", "missing" or "tampered" for an outage).
+    #[error(transparent)]
+    Store(Box<StoreError>),
 }
 
 /// The receipt folder of a workspace, sealing with the run store's sealer.
@@ -231,6 +237,7 @@ pub(crate) fn check_receipt_references(
             Ok(None) => {
                 return Err(tampered(format!("the receipt for key `{key}` that audit event {seq} used is missing")));
             }
+            Err(ReceiptError::Store(error)) => return Err(*error),
             Err(error) => return Err(tampered(error.to_string())),
         }
     }
@@ -334,7 +341,17 @@ mod tests {
             .check_references("r", &[event(4, "close-7", link.clone()), event(9, "close-7", Value::Null)])
             .expect("settled");
         store.remove("close-7").expect("remove");
-        let missing = store.check_references("r", &[event(4, "close-7", link)]).expect_err("missing");
+        let missing = store.check_references("r", &[event(4, "close-7", link.clone())]).expect_err("missing");
         assert!(missing.to_string().contains("is missing"), "{missing}");
+        // A store that cannot be asked says so: nothing is judged tampered.
+        let unavailable = |_: &str| -> Result<Option<Receipt>, ReceiptError> {
+            Err(ReceiptError::Store(Box::new(StoreError::Unavailable {
+                action: "read a receipt",
+                message: "the database went away".into(),
+            })))
+        };
+        let outage =
+            check_receipt_references("r", &[event(4, "close-7", link)], &sealer, &unavailable).expect_err("no answer");
+        assert!(matches!(outage, StoreError::Unavailable { .. }), "{outage}");
     }
 }

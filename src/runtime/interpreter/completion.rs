@@ -8,7 +8,7 @@ use crate::confine::Workspace;
 use crate::model::{FailureClass, Plan, Policy, RunStatus, Step, VerifyCheck};
 use crate::runtime::event::{CheckOutcome, CompletionVerified, Event};
 use crate::runtime::recorder::Recorder;
-use crate::store::{Evidence, ReceiptState, RunState, RunStore, StoreError};
+use crate::store::{Evidence, ReceiptError, ReceiptState, RunState, RunStore, StoreError};
 use crate::tools::{ToolOutcome, ToolSuccess, tickets};
 
 use super::budgets::Budgets;
@@ -50,7 +50,7 @@ impl<'r> Verifier<'r> {
         }
         let mut checks = Vec::new();
         for check in self.checks {
-            let outcome = self.verify(check, state, receipts);
+            let outcome = self.verify(check, state, receipts)?;
             // A struct of strings, a bool and a JSON value always serialises.
             let detail = serde_json::to_value(&outcome).unwrap_or(Value::Null);
             state.evidence.push(Evidence { kind: "verify".to_string(), step_id: None, passed: outcome.passed, detail });
@@ -66,8 +66,15 @@ impl<'r> Verifier<'r> {
         Ok(())
     }
 
-    /// One verifier check against fresh evidence.
-    fn verify(&self, check: &VerifyCheck, state: &mut RunState, receipts: &dyn RunStore) -> CheckOutcome {
+    /// One verifier check against fresh evidence; a store that cannot be
+    /// asked for a receipt stops the run (as any store failure does)
+    /// instead of failing the check.
+    fn verify(
+        &self,
+        check: &VerifyCheck,
+        state: &mut RunState,
+        receipts: &dyn RunStore,
+    ) -> Result<CheckOutcome, StoreError> {
         let max_bytes = self.max_read_bytes;
         match check {
             VerifyCheck::File { path, contains } => {
@@ -83,7 +90,7 @@ impl<'r> Verifier<'r> {
                     }
                     Err(error) => (false, json!(error.to_string())),
                 };
-                check_outcome(label, passed, observed, "fresh_read")
+                Ok(check_outcome(label, passed, observed, "fresh_read"))
             }
             VerifyCheck::TicketStatus { ticket_id, equals } => {
                 state.counters.tool_calls += 1;
@@ -100,7 +107,7 @@ impl<'r> Verifier<'r> {
                     }
                     Err(error) => (false, json!(error.message)),
                 };
-                check_outcome(label, passed, observed, "fresh_lookup")
+                Ok(check_outcome(label, passed, observed, "fresh_lookup"))
             }
             VerifyCheck::Receipt { step } => {
                 let label = format!("receipt of step `{step}` matches its intent");
@@ -115,7 +122,7 @@ impl<'r> Verifier<'r> {
                     } else {
                         "the step recorded no receipt"
                     };
-                    return check_outcome(label, satisfied, json!(observed), "receipt_store");
+                    return Ok(check_outcome(label, satisfied, json!(observed), "receipt_store"));
                 };
                 let key = recorded.detail["idempotency_key"].as_str().unwrap_or_default().to_string();
                 let intent = recorded.detail["intent_digest"].as_str().unwrap_or_default().to_string();
@@ -125,9 +132,10 @@ impl<'r> Verifier<'r> {
                         json!({"state": receipt.state, "intent_digest": receipt.intent_digest}),
                     ),
                     Ok(None) => (false, json!("no receipt")),
+                    Err(ReceiptError::Store(error)) => return Err(*error),
                     Err(error) => (false, json!(error.to_string())),
                 };
-                check_outcome(label, passed, observed, "receipt_store")
+                Ok(check_outcome(label, passed, observed, "receipt_store"))
             }
         }
     }

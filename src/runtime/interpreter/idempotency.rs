@@ -91,7 +91,12 @@ impl<'r> Idempotency<'r> {
         let keyed = Keyed { step, key: &key, intent: &intent, action: &action_json };
         // Outside recovery the receipt check is part of the write call.
         state.counters.tool_calls += 1;
-        let found = self.store.get_receipt(&key);
+        let found = match self.store.get_receipt(&key) {
+            // The store did not answer: the run stops as on any store
+            // failure (nothing ran), never judging a receipt it could not read.
+            Err(ReceiptError::Store(error)) => return Err(*error),
+            found => found,
+        };
         let found_state = found.as_ref().ok().and_then(|receipt| receipt.as_ref().map(|receipt| receipt.state));
         let note = Note::of(found, &intent, &action_json);
         let ask_effect = matches!(action, ResolvedAction::TicketClose { .. })

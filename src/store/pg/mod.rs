@@ -831,9 +831,10 @@ impl PgStore {
         // Checked above: each is the receipt its log names.
         let mut receipts = Vec::new();
         for key in named_receipts(&loaded.audit).into_keys() {
-            let receipt = self
-                .get_receipt(key)
-                .map_err(|error| StoreError::Tampered { id: run_id.to_string(), reason: error.to_string() })?;
+            let receipt = self.get_receipt(key).map_err(|error| match error {
+                ReceiptError::Store(error) => *error,
+                error => StoreError::Tampered { id: run_id.to_string(), reason: error.to_string() },
+            })?;
             receipts.extend(receipt);
         }
         let files = crate::store::export::RunFiles {
@@ -1034,10 +1035,7 @@ impl RunStore for PgStore {
     fn get_receipt(&self, key: &str) -> Result<Option<Receipt>, ReceiptError> {
         let digest = sha256_hex(key.as_bytes());
         let path = PathBuf::from(format!("{}#receipts/{digest}", self.shared.display));
-        let workspace = self.workspace().map_err(|error| ReceiptError::Io {
-            path: path.clone(),
-            source: std::io::Error::other(error.to_string()),
-        })?;
+        let workspace = self.workspace().map_err(|error| ReceiptError::Store(Box::new(error)))?;
         let text = self
             .shared
             .idempotent(move |pool| {
@@ -1048,10 +1046,7 @@ impl RunStore for PgStore {
                     Ok(rows.first().map(|row| row.get::<_, String>(0)))
                 }
             })
-            .map_err(|error| ReceiptError::Io {
-                path: path.clone(),
-                source: std::io::Error::other(error.to_string()),
-            })?;
+            .map_err(|error| ReceiptError::Store(Box::new(error)))?;
         let Some(text) = text else { return Ok(None) };
         open_receipt(&text, key, &self.sealer, &path).map(Some)
     }
