@@ -119,6 +119,17 @@ impl Action {
         }
     }
 
+    /// Whether a step of this kind may change something outside the run's
+    /// own record (run a program, write a file, close a ticket; the test
+    /// tool `flaky` counts as one too). `read_file`, `ticket_lookup` and
+    /// `finish` do not: running one again after a crash changes nothing,
+    /// so the checkpoint after one may wait for the next one's sync (see
+    /// [`crate::store::RunHandle::checkpoint_reads`]), and whatever the run
+    /// recorded is made durable before a step of this kind starts.
+    pub fn may_change_the_world(&self) -> bool {
+        !matches!(self, Action::ReadFile { .. } | Action::TicketLookup { .. } | Action::Finish { .. })
+    }
+
     /// Whether a step of this kind may ever produce structured output
     /// (`output_json`): only `read_file` does, when the file holds JSON.
     pub fn may_produce_json(&self) -> bool {

@@ -97,6 +97,11 @@ impl IdKind {
 /// are created with [`crate::store::create_unique`], which skips taken ones.
 pub trait IdGen: Send + Sync {
     fn next_id(&self, kind: IdKind, clock: &dyn Clock) -> String;
+    /// How many taken ids a create skips before it gives up
+    /// ([`crate::store::create_unique`]).
+    fn attempts(&self) -> usize {
+        crate::store::CREATE_ATTEMPTS
+    }
 }
 
 /// `br-20261130T044336Z-3f9a2c`: the prefix, the start time (so ids sort
@@ -130,6 +135,13 @@ pub struct SequentialIds {
 impl IdGen for SequentialIds {
     fn next_id(&self, kind: IdKind, _clock: &dyn Clock) -> String {
         format!("{}-{:04}", kind.prefix(), self.next[kind.index()].fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    /// Every id: each process counts from 1, so one started on a workspace
+    /// that holds many runs skips them all (the counter only grows, and the
+    /// store holds finitely many).
+    fn attempts(&self) -> usize {
+        usize::MAX
     }
 }
 

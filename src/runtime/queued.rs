@@ -118,7 +118,8 @@ pub fn submit(
     let queue = |id: &str| store.queue_run(id, &request);
     match run_id {
         Some(run_id) => queue(&run_id).map(|()| run_id),
-        None => create_unique(|| env.ids.next_id(IdKind::Run, env.clock.as_ref()), queue).map(|(id, ())| id),
+        None => create_unique(env.ids.attempts(), || env.ids.next_id(IdKind::Run, env.clock.as_ref()), queue)
+            .map(|(id, ())| id),
     }
     .map_err(RunError::Start)
 }

@@ -116,6 +116,23 @@ impl<'c> Recorder<'c> {
     /// the audit line it covers, written atomically over the version it
     /// replaces (compare-and-set).
     pub fn checkpoint(&mut self, state: &mut RunState) -> Result<(), StoreError> {
+        self.checkpoint_with(state, false)
+    }
+
+    /// The checkpoint after a step that changes nothing outside the run
+    /// (a read), if the run goes on: its sync may wait for the next one
+    /// ([`RunHandle::checkpoint_reads`]).
+    pub fn checkpoint_reads(&mut self, state: &mut RunState) -> Result<(), StoreError> {
+        self.checkpoint_with(state, true)
+    }
+
+    /// Makes every checkpoint so far durable, before a step that may change
+    /// the world starts.
+    pub fn make_durable(&mut self) -> Result<(), StoreError> {
+        self.run.make_durable()
+    }
+
+    fn checkpoint_with(&mut self, state: &mut RunState, after_a_read: bool) -> Result<(), StoreError> {
         let expected = state.state_version;
         state.state_version += 1;
         state.updated_at = format_timestamp(self.clock.now());
@@ -126,7 +143,11 @@ impl<'c> Recorder<'c> {
         }
         state.audit_seq = self.run.audit_seq();
         state.audit_hash = self.run.audit_hash().map(str::to_string);
-        self.run.checkpoint(state, expected)?;
+        if after_a_read && state.status == RunStatus::Running {
+            self.run.checkpoint_reads(state, expected)?;
+        } else {
+            self.run.checkpoint(state, expected)?;
+        }
         state.audit_hash = self.run.audit_hash().map(str::to_string);
         Ok(())
     }

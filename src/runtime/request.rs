@@ -95,7 +95,8 @@ pub(crate) fn create_and(
     let run = match (claimed, &request.run_id) {
         (Some(run), _) => Ok(run),
         (None, Some(run_id)) => create(run_id),
-        (None, None) => create_unique(|| env.ids.next_id(IdKind::Run, env.clock.as_ref()), create).map(|(_, run)| run),
+        (None, None) => create_unique(env.ids.attempts(), || env.ids.next_id(IdKind::Run, env.clock.as_ref()), create)
+            .map(|(_, run)| run),
     }
     .map_err(RunError::Start)?;
     let path = run.location().to_path_buf();

@@ -44,7 +44,7 @@ impl Service {
     /// Creates a record of `kind` under a fresh id of `id_kind`.
     pub fn create_record(&self, kind: RecordKind, id_kind: IdKind) -> Result<(String, RecordWriter), StoreError> {
         let next_id = || self.env.ids.next_id(id_kind, self.env.clock.as_ref());
-        let (id, handle) = create_unique(next_id, |id| self.store.create_record(kind, id))?;
+        let (id, handle) = create_unique(self.env.ids.attempts(), next_id, |id| self.store.create_record(kind, id))?;
         Ok((id, RecordWriter::new(handle)))
     }
 

@@ -347,6 +347,38 @@ mod tests {
         assert_eq!(store.read_run("r1").expect("readable").state.state_version, 2);
     }
 
+    /// The checkpoint after a read waits for no barrier of its own: the
+    /// next checkpoint's, or `make_durable` before a step that may change
+    /// the world, covers it (once; nothing left, no barrier).
+    #[test]
+    fn under_group_commit_a_checkpoint_after_a_read_waits_for_the_next_barrier() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let commit = GroupCommit::new(dir.path()).expect("committer");
+        let store = FileStore::with_durability(dir.path(), Sealer::plain(), Durability::Group(commit.clone()));
+        let mut run = store.create_run("r1").expect("create");
+        run.write_plan(&json!({"id": "p", "steps": []})).expect("plan");
+        let saved = || NewEvent { event_type: "state_saved", ..event() };
+        let mut state = crate::store::test_runs::state("r1", "2026-01-01T00:00:00Z");
+        run.append_event(saved()).expect("event");
+        run.checkpoint(&state, 0).expect("first");
+        for version in [2, 3] {
+            state.state_version = version;
+            state.counters.tool_calls = version;
+            run.append_event(saved()).expect("event");
+            run.checkpoint_reads(&state, version - 1).expect("after a read");
+            assert_eq!(store.read_run("r1").expect("written").state.state_version, version);
+        }
+        assert_eq!(commit.barriers(), 0, "reads wait for the next barrier");
+        run.make_durable().expect("before an effect");
+        assert_eq!(commit.barriers(), 1, "one barrier covers both");
+        run.make_durable().expect("nothing left");
+        assert_eq!(commit.barriers(), 1);
+        state.state_version = 4;
+        run.append_event(saved()).expect("event");
+        run.checkpoint(&state, 3).expect("after an effect");
+        assert_eq!(commit.barriers(), 2);
+    }
+
     #[test]
     fn the_service_factory_groups_its_own_workspace_only() {
         let dir = tempfile::tempdir().expect("temp dir");

@@ -25,7 +25,11 @@
 //! which must also make the folder entries (the run folder and `runs/`)
 //! durable: one `syncfs` covers the three. The first checkpoint of a new run (nothing has
 //! run yet) is not synced: the first step's checkpoint makes it durable
-//! with the same `fdatasync`, and losing it loses nothing that ran.
+//! with the same `fdatasync`, and losing it loses nothing that ran. Nor is
+//! the checkpoint after a read of a run that goes on
+//! ([`RunHandle::checkpoint_reads`]): the next sync covers it, which
+//! [`RunHandle::make_durable`] makes before a step that may change the
+//! world starts.
 //!
 //! Durability ([`Durability`]): per write (the command line) that sync is
 //! the log's own `fdatasync` (a `syncfs` the first time); under
@@ -77,6 +81,9 @@ pub struct RunDir {
     /// Whether the folder entries of the run (its folder in `runs/`, its
     /// files in the folder) have been made durable by this process.
     names_durable: bool,
+    /// Whether a checkpoint after a read waits for its sync
+    /// ([`RunHandle::checkpoint_reads`]).
+    unsynced: bool,
     /// Held for the life of the `RunDir`.
     _lease: Lease,
 }
@@ -201,6 +208,7 @@ impl RunDir {
             pending_history: Vec::new(),
             pending_plan: None,
             names_durable: false,
+            unsynced: false,
             _lease: lease,
         }
     }
@@ -272,6 +280,10 @@ impl RunDir {
     /// covers anything that ran, and `state.json` replaced when the run
     /// pauses or ends. The state never claims more than the log holds.
     pub fn checkpoint(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
+        self.checkpoint_then(state, expected, Sync::Now)
+    }
+
+    fn checkpoint_then(&mut self, state: &RunState, expected: u64, sync: Sync) -> Result<(), StoreError> {
         let audit_path = self.path.join("audit.jsonl");
         compare_version(&self.run_id, self.stored_version, expected)?;
         let Some(plan_hash) = self.plan_hash.clone() else {
@@ -301,13 +313,11 @@ impl RunDir {
         // new run) is made durable by the next one's sync: lost, it loses
         // nothing.
         let ran = state.counters.history_records > 0 || state.counters.tool_calls > 0;
-        if ran || paused_or_ended {
-            match &self.durability {
-                Durability::PerWrite => self.sync_per_write(&audit_path)?,
-                // One barrier for the file system covers the log and the
-                // folder entries, shared with the service's other runs.
-                Durability::Group(commit) => commit.barrier().map_err(io_error("sync", &audit_path))?,
-            }
+        if sync == Sync::WithNext && !paused_or_ended {
+            // After a read: the next sync covers it (`make_durable`).
+            self.unsynced = true;
+        } else if ran || paused_or_ended {
+            self.sync(&audit_path)?;
         }
         if paused_or_ended {
             // The compact head for readers. Not synced: the log is durable
@@ -320,6 +330,19 @@ impl RunDir {
             replace_unsynced(&state_path, sealed, || Ok(())).map_err(io_error("write", &state_path))?;
         }
         self.stored_version = state.state_version;
+        Ok(())
+    }
+
+    /// Makes the log (and the folder entries) durable: the log's own sync
+    /// on the command line, one shared barrier in the service.
+    fn sync(&mut self, audit_path: &Path) -> Result<(), StoreError> {
+        match &self.durability {
+            Durability::PerWrite => self.sync_per_write(audit_path)?,
+            // One barrier for the file system covers the log and the
+            // folder entries, shared with the service's other runs.
+            Durability::Group(commit) => commit.barrier().map_err(io_error("sync", audit_path))?,
+        }
+        self.unsynced = false;
         Ok(())
     }
 
@@ -487,4 +510,27 @@ impl RunHandle for RunDir {
     fn checkpoint(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
         RunDir::checkpoint(self, state, expected)
     }
+
+    fn checkpoint_reads(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
+        self.checkpoint_then(state, expected, Sync::WithNext)
+    }
+
+    fn make_durable(&mut self) -> Result<(), StoreError> {
+        if !self.unsynced {
+            return Ok(());
+        }
+        let audit_path = self.path.join("audit.jsonl");
+        self.sync(&audit_path)
+    }
+}
+
+/// When a checkpoint is made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sync {
+    /// Before it returns (or, for the first checkpoint of a new run, which
+    /// covers nothing that ran, with the next one).
+    Now,
+    /// With the next sync: the checkpoint after a read, of a run that goes
+    /// on ([`RunHandle::checkpoint_reads`]).
+    WithNext,
 }

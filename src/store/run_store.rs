@@ -135,6 +135,22 @@ pub trait RunHandle: Send {
     /// checkpoint with `state` if the stored `state_version` is `expected`;
     /// otherwise [`StoreError::VersionConflict`] and nothing is written.
     fn checkpoint(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError>;
+    /// A checkpoint of a run that goes on after a step that changes nothing
+    /// outside it (`!`[`crate::model::Action::may_change_the_world`]): it may wait for the next
+    /// sync instead of its own, since losing it in a crash only makes those
+    /// steps read again. The run calls [`RunHandle::make_durable`] before
+    /// anything that may change the world, and every later checkpoint
+    /// covers it. The default (a store whose every write is durable at
+    /// once, PostgreSQL) is [`RunHandle::checkpoint`].
+    fn checkpoint_reads(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
+        self.checkpoint(state, expected)
+    }
+    /// Makes every checkpoint taken so far durable: called before a step
+    /// that may change the world starts. Nothing to do unless a
+    /// [`RunHandle::checkpoint_reads`] is still waiting for its sync.
+    fn make_durable(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Records a person's decision on the frozen action with the next
     /// checkpoint, in the same transaction (its event is in the log
     /// already). A store whose only record of decisions is the log (the
@@ -407,9 +423,11 @@ impl RecordWriter {
 
 /// The one create-unique loop: takes ids from `next_id` and creates with
 /// `create` until an id is free, skipping taken ones
-/// ([`StoreError::RunExists`]) at most [`CREATE_ATTEMPTS`] times. Any other
-/// error ends the loop at once.
+/// ([`StoreError::RunExists`]) at most `attempts` times (the id
+/// generator's: [`CREATE_ATTEMPTS`] for random ids). Any other error ends
+/// the loop at once.
 pub fn create_unique<H>(
+    attempts: usize,
     mut next_id: impl FnMut() -> String,
     mut create: impl FnMut(&str) -> Result<H, StoreError>,
 ) -> Result<(String, H), StoreError> {
@@ -418,7 +436,7 @@ pub fn create_unique<H>(
         let id = next_id();
         match create(&id) {
             Ok(handle) => return Ok((id, handle)),
-            Err(StoreError::RunExists { .. }) if attempt < CREATE_ATTEMPTS => attempt += 1,
+            Err(StoreError::RunExists { .. }) if attempt < attempts => attempt += 1,
             Err(error) => return Err(error),
         }
     }
@@ -433,6 +451,7 @@ mod tests {
         let mut counter = 0;
         let taken = ["id-1", "id-2"];
         let (id, ()) = create_unique(
+            CREATE_ATTEMPTS,
             || {
                 counter += 1;
                 format!("id-{counter}")
@@ -450,6 +469,7 @@ mod tests {
 
         let mut tries = 0;
         let locked = create_unique(
+            CREATE_ATTEMPTS,
             || "x".to_string(),
             |_| -> Result<(), StoreError> {
                 tries += 1;
@@ -461,6 +481,7 @@ mod tests {
 
         let mut tries = 0;
         let full = create_unique(
+            CREATE_ATTEMPTS,
             || "x".to_string(),
             |id| -> Result<(), StoreError> {
                 tries += 1;
@@ -469,5 +490,22 @@ mod tests {
         );
         assert!(matches!(full, Err(StoreError::RunExists { .. })));
         assert_eq!(tries, CREATE_ATTEMPTS, "bounded");
+
+        // A counter (the test clock's ids) skips every taken id, however
+        // many runs the workspace holds.
+        let mut counter = 0;
+        let (id, ()) = create_unique(
+            usize::MAX,
+            || {
+                counter += 1;
+                format!("id-{counter}")
+            },
+            |id| -> Result<(), StoreError> {
+                let number: u32 = id.trim_start_matches("id-").parse().expect("a counted id");
+                if number <= 150 { Err(StoreError::RunExists { id: id.into(), path: "runs".into() }) } else { Ok(()) }
+            },
+        )
+        .expect("past the taken ones");
+        assert_eq!(id, "id-151");
     }
 }

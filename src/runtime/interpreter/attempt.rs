@@ -60,6 +60,11 @@ impl Attempt<'_, '_> {
     pub(super) fn run(mut self, index: usize, step: &Step, approved: Option<ResolvedAction>) -> Result<(), StoreError> {
         // A holder whose lease ran out starts nothing.
         self.recorder.may_act()?;
+        // What the run recorded so far is durable before anything that may
+        // change the world starts.
+        if step.action.may_change_the_world() {
+            self.recorder.make_durable()?;
+        }
         let attempt = self.state.cursor.attempts + 1;
         let is_tool = !matches!(step.action, Action::Finish { .. });
         let resuming_pending = approved.is_some();

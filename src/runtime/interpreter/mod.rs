@@ -295,7 +295,11 @@ impl<'r> Interpreter<'r> {
             // Only the first attempt after a resume may find its effect
             // already done; later ones start fresh.
             self.idempotency.recovered();
-            self.recorder.checkpoint(&mut self.state)?;
+            if step.is_some_and(|step| !step.action.may_change_the_world()) {
+                self.recorder.checkpoint_reads(&mut self.state)?;
+            } else {
+                self.recorder.checkpoint(&mut self.state)?;
+            }
             if let Some(step) = step {
                 crash_hook(self.env, step, CrashPoint::AfterCheckpoint);
             }
