@@ -66,6 +66,89 @@ impl HeadPayload {
     }
 }
 
+/// What the coming head line carries that no line of the log holds yet:
+/// the event it ends with (held back when appended), the step records
+/// appended since the previous head line, and the plan until the first
+/// head line carries it. The file store's run folder and the PostgreSQL
+/// store's leased run keep one each, so that both write the same lines.
+#[derive(Debug, Default)]
+pub(crate) struct PendingHead {
+    held: Option<HeldEvent>,
+    history: Vec<StepRecord>,
+    plan: Option<Value>,
+}
+
+/// Why a checkpoint cannot be written yet.
+pub(crate) const NO_HEAD_EVENT: &str = "a checkpoint follows the `state_saved` event it ends with";
+
+impl PendingHead {
+    /// A head line that must carry every record again (a run reopened from
+    /// the layout before head lines).
+    pub(crate) fn carrying(history: Vec<StepRecord>, plan: Value) -> Self {
+        PendingHead { held: None, history, plan: Some(plan) }
+    }
+
+    /// Appends `event` to a log of `written` lines: a head event
+    /// (`state_saved`, `run_finished`) is held back and gets the next
+    /// `seq`; any other first writes the held one as a plain line (another
+    /// event followed it before the checkpoint), then itself, with `write`,
+    /// which returns the `seq` it wrote.
+    pub(crate) fn append<E>(
+        &mut self,
+        event: NewEvent<'_>,
+        written: u64,
+        mut write: impl FnMut(NewEvent<'_>) -> Result<u64, E>,
+    ) -> Result<u64, E> {
+        let mut seq = written;
+        if let Some(held) = self.held.take() {
+            seq = write(held.event())?;
+        }
+        if HEAD_EVENTS.contains(&event.event_type) {
+            self.held = Some(HeldEvent::new(event));
+            return Ok(seq + 1);
+        }
+        write(event)
+    }
+
+    /// The `seq` of the last event appended to a log of `written` lines (a
+    /// held one has its `seq` already: the checkpoint writes it).
+    pub(crate) fn seq(&self, written: u64) -> u64 {
+        written + u64::from(self.held.is_some())
+    }
+
+    /// Adds a step record to the coming head line.
+    pub(crate) fn record(&mut self, record: &StepRecord) {
+        self.history.push(record.clone());
+    }
+
+    /// The plan, for the first head line.
+    pub(crate) fn plan(&mut self, plan: Value) {
+        self.plan = Some(plan);
+    }
+
+    /// The head line of a checkpoint of `state`: the held event whose
+    /// `details` hold the [`HeadPayload`], its columns unchanged. Nothing
+    /// is taken: call [`PendingHead::written`] once the line is written.
+    pub(crate) fn line(
+        &self,
+        state: &RunState,
+        links: (&str, Option<&str>),
+    ) -> Result<(HeldEvent, HeadPayload), String> {
+        let Some(mut held) = self.held.clone() else {
+            return Err(NO_HEAD_EVENT.to_string());
+        };
+        let head =
+            HeadPayload::new(state, links, self.history.clone(), self.plan.clone()).map_err(|e| e.to_string())?;
+        held.details = head.details(std::mem::take(&mut held.details)).map_err(|e| e.to_string())?;
+        Ok((held, head))
+    }
+
+    /// The head line is written: nothing is pending any more.
+    pub(crate) fn written(&mut self) {
+        *self = PendingHead::default();
+    }
+}
+
 /// An appended `state_saved`/`run_finished` event not written yet: a store
 /// holds it until the checkpoint writes it as the head line.
 #[derive(Debug, Clone)]

@@ -45,7 +45,7 @@ use serde_json::Value;
 use crate::model::RunStatus;
 use crate::store::atomic::replace_unsynced;
 use crate::store::error::{io_error, serialize_error};
-use crate::store::head::{HEAD_EVENTS, HeadPayload, HeldEvent, full_payload, linked_payload, plan_bytes};
+use crate::store::head::{PendingHead, full_payload, linked_payload, plan_bytes};
 use crate::store::run_load::{creating_folder, has_checkpoint, load_run, missing_run, runs_folder};
 use crate::store::{
     AuditLog, ChildNoteFile, Durability, HistoryLog, Lease, LoadedRun, NewEvent, RunHandle, RunState, Sealer,
@@ -71,13 +71,8 @@ pub struct RunDir {
     /// process the folder's only writer, so the copy kept here is the
     /// stored value and the compare-and-set needs no read-back.
     stored_version: u64,
-    /// The event that ends the coming checkpoint (`state_saved` or
-    /// `run_finished`), held until the checkpoint writes it as the head line.
-    held: Option<HeldEvent>,
-    /// Step records appended since the last head line.
-    pending_history: Vec<StepRecord>,
-    /// The plan, until the first head line of the log carries it.
-    pending_plan: Option<Value>,
+    /// What the coming head line carries that the log does not hold yet.
+    pending: PendingHead,
     /// Whether the folder entries of the run (its folder in `runs/`, its
     /// files in the folder) have been made durable by this process.
     names_durable: bool,
@@ -204,9 +199,7 @@ impl RunDir {
             sealer,
             durability,
             stored_version,
-            held: None,
-            pending_history: Vec::new(),
-            pending_plan: None,
+            pending: PendingHead::default(),
             names_durable: false,
             unsynced: false,
             _lease: lease,
@@ -247,8 +240,7 @@ impl RunDir {
         let logs = (audit, history, Some(loaded.heads.plan_hash.clone()));
         let mut dir = RunDir::assemble(path.clone(), path, run_id, logs, (sealer, durability), version, lease);
         if !loaded.heads.logged {
-            dir.pending_history = loaded.history.clone();
-            dir.pending_plan = Some(loaded.plan.clone());
+            dir.pending = PendingHead::carrying(loaded.history.clone(), loaded.plan.clone());
         }
         Ok((dir, loaded))
     }
@@ -260,17 +252,7 @@ impl RunDir {
         let bytes = plan_bytes(plan).map_err(|error| serialize_error(&path, error))?;
         replace_unsynced(&path, &bytes, || Ok(())).map_err(io_error("write", &path))?;
         self.plan_hash = Some(self.sealer.link(&bytes));
-        self.pending_plan = Some(plan.clone());
-        Ok(())
-    }
-
-    /// Writes the held event, if any, as a plain line (another event
-    /// follows it before the checkpoint).
-    fn write_held(&mut self) -> Result<(), StoreError> {
-        if let Some(held) = self.held.take() {
-            let path = self.path.join("audit.jsonl");
-            append_event(&mut self.audit, &self.run_id, held.event(), &path)?;
-        }
+        self.pending.plan(plan.clone());
         Ok(())
     }
 
@@ -289,22 +271,16 @@ impl RunDir {
         let Some(plan_hash) = self.plan_hash.clone() else {
             return Err(serialize_error(&audit_path, "a run's first checkpoint comes after its plan is stored"));
         };
-        let Some(held) = self.held.take() else {
-            return Err(serialize_error(&audit_path, "a checkpoint follows the `state_saved` event it ends with"));
-        };
-        let head = HeadPayload::new(
-            state,
-            (&plan_hash, self.history.hash()),
-            std::mem::take(&mut self.pending_history),
-            self.pending_plan.take(),
-        )
-        .map_err(|error| serialize_error(&audit_path, error))?;
-        let details = head.details(held.details).map_err(|error| serialize_error(&audit_path, error))?;
+        let (held, head) = self
+            .pending
+            .line(state, (&plan_hash, self.history.hash()))
+            .map_err(|error| serialize_error(&audit_path, error))?;
         let columns = (held.event_type.as_str(), held.step_id.as_deref(), held.status.as_deref());
         let seq = self
             .audit
-            .append_sealed(held.ts, &self.run_id, columns, details)
+            .append_sealed(held.ts, &self.run_id, columns, held.details)
             .map_err(io_error("append to", &audit_path))?;
+        self.pending.written();
         if self.path != self.final_path {
             self.publish()?;
         }
@@ -474,8 +450,7 @@ impl RunHandle for RunDir {
     }
 
     fn audit_seq(&self) -> u64 {
-        // A held event has its `seq` already: the checkpoint writes it.
-        self.audit.seq() + u64::from(self.held.is_some())
+        self.pending.seq(self.audit.seq())
     }
 
     fn audit_hash(&self) -> Option<&str> {
@@ -489,17 +464,14 @@ impl RunHandle for RunDir {
     }
 
     fn append_event(&mut self, event: NewEvent<'_>) -> Result<u64, StoreError> {
-        self.write_held()?;
-        if HEAD_EVENTS.contains(&event.event_type) {
-            self.held = Some(HeldEvent::new(event));
-            return Ok(self.audit.seq() + 1);
-        }
-        append_event(&mut self.audit, &self.run_id, event, &self.path.join("audit.jsonl"))
+        let path = self.path.join("audit.jsonl");
+        let (audit, run_id) = (&mut self.audit, &self.run_id);
+        self.pending.append(event, audit.seq(), |event| append_event(audit, run_id, event, &path))
     }
 
     fn append_history(&mut self, record: &StepRecord) -> Result<(), StoreError> {
         self.history.append(record).map_err(io_error("append to", &self.path.join("history.jsonl")))?;
-        self.pending_history.push(record.clone());
+        self.pending.record(record);
         Ok(())
     }
 

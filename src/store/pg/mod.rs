@@ -61,7 +61,7 @@ use serde_json::{Value, json};
 use crate::fence::Fence;
 use crate::model::RunStatus;
 use crate::store::audit::write_line;
-use crate::store::head::{HEAD_EVENTS, HeadPayload, HeldEvent, full_payload, plan_bytes};
+use crate::store::head::{PendingHead, full_payload, plan_bytes};
 use crate::store::receipts::{check_receipt_references, named_receipts, open_receipt, seal_receipt};
 use tokio_postgres::types::ToSql;
 
@@ -1102,14 +1102,9 @@ struct PgRun {
     /// Appended since the last checkpoint, committed with the next one.
     events: Vec<EventRow>,
     history: Vec<(i64, String)>,
-    /// The event that ends the coming checkpoint (`state_saved` or
-    /// `run_finished`), held until the checkpoint writes it as the head
-    /// line, as the file store does (`head.rs`).
-    held: Option<HeldEvent>,
-    /// Step records appended since the last head line.
-    pending_history: Vec<StepRecord>,
-    /// The plan, until the first head line of the log carries it.
-    pending_plan: Option<Value>,
+    /// What the coming head line carries that no row holds yet, as in
+    /// the file store (`head.rs`).
+    pending: PendingHead,
     /// A decision on the frozen action, written with the next checkpoint.
     decision: Option<ApprovalDecision>,
 }
@@ -1132,9 +1127,7 @@ impl PgRun {
             plan_stored: false,
             events: Vec::new(),
             history: Vec::new(),
-            held: None,
-            pending_history: Vec::new(),
-            pending_plan: None,
+            pending: PendingHead::default(),
             decision: None,
         };
         if let Some(loaded) = loaded {
@@ -1168,15 +1161,6 @@ impl PgRun {
         self.audit_hash = Some(hash);
         Ok(self.audit_seq)
     }
-
-    /// Writes the held event, if any, as a plain row (another event
-    /// followed it before the checkpoint).
-    fn write_held(&mut self) -> Result<(), StoreError> {
-        if let Some(held) = self.held.take() {
-            self.push_event(held.event(), false)?;
-        }
-        Ok(())
-    }
 }
 
 impl RunHandle for PgRun {
@@ -1189,8 +1173,7 @@ impl RunHandle for PgRun {
     }
 
     fn audit_seq(&self) -> u64 {
-        // A held event has its `seq` already: the checkpoint writes it.
-        self.audit_seq + u64::from(self.held.is_some())
+        self.pending.seq(self.audit_seq)
     }
 
     fn audit_hash(&self) -> Option<&str> {
@@ -1204,12 +1187,10 @@ impl RunHandle for PgRun {
     }
 
     fn append_event(&mut self, event: NewEvent<'_>) -> Result<u64, StoreError> {
-        self.write_held()?;
-        if HEAD_EVENTS.contains(&event.event_type) {
-            self.held = Some(HeldEvent::new(event));
-            return Ok(self.audit_seq + 1);
-        }
-        self.push_event(event, false)
+        let mut pending = std::mem::take(&mut self.pending);
+        let appended = pending.append(event, self.audit_seq, |event| self.push_event(event, false));
+        self.pending = pending;
+        appended
     }
 
     fn append_history(&mut self, record: &StepRecord) -> Result<(), StoreError> {
@@ -1217,7 +1198,7 @@ impl RunHandle for PgRun {
         self.history_hash = Some(self.sealer.chain(self.history_hash.as_deref(), line.as_bytes()));
         self.history_records += 1;
         self.history.push((i64::try_from(self.history_records).unwrap_or(i64::MAX), line));
-        self.pending_history.push(record.clone());
+        self.pending.record(record);
         Ok(())
     }
 
@@ -1226,7 +1207,7 @@ impl RunHandle for PgRun {
         let text = String::from_utf8(bytes).map_err(|error| self.serialize_error(error))?;
         let hash = self.sealer.link(text.as_bytes());
         self.plan = Some((text, hash));
-        self.pending_plan = Some(plan.clone());
+        self.pending.plan(plan.clone());
         Ok(())
     }
 
@@ -1241,23 +1222,15 @@ impl RunHandle for PgRun {
         let Some((plan_text, plan_hash)) = self.plan.clone() else {
             return Err(self.serialize_error("a run's first checkpoint comes after its plan is stored"));
         };
-        let Some(held) = self.held.clone() else {
-            return Err(self.serialize_error("a checkpoint follows the `state_saved` event it ends with"));
-        };
-        let head = HeadPayload::new(
-            state,
-            (&plan_hash, self.history_hash.as_deref()),
-            self.pending_history.clone(),
-            self.pending_plan.clone(),
-        )
-        .map_err(|error| self.serialize_error(error))?;
-        let details = head.details(held.details.clone()).map_err(|error| self.serialize_error(error))?;
+        let (held, head) = self
+            .pending
+            .line(state, (&plan_hash, self.history_hash.as_deref()))
+            .map_err(|error| self.serialize_error(error))?;
         // Written into the handle only once the transaction commits: a
         // refused checkpoint leaves the handle as it was.
         let (seq, prev_hash) = (self.audit_seq + 1, self.audit_hash.clone());
-        let line =
-            event_line(&self.lease.key.id, seq, prev_hash, NewEvent { details, ..held.event() }, true, &self.sealer)
-                .map_err(|error| self.serialize_error(error))?;
+        let line = event_line(&self.lease.key.id, seq, prev_hash, held.event(), true, &self.sealer)
+            .map_err(|error| self.serialize_error(error))?;
         let head_hash = self.sealer.link(line.as_bytes());
         let compact = full_payload(&head.state, seq, &head_hash);
         let text = sealed_text(&self.sealer, &self.lease.key.id, Value::Object(compact))?;
@@ -1323,9 +1296,7 @@ impl RunHandle for PgRun {
         self.plan_stored = true;
         self.events.clear();
         self.history.clear();
-        self.held = None;
-        self.pending_history.clear();
-        self.pending_plan = None;
+        self.pending.written();
         self.decision = None;
         self.audit_seq = seq;
         self.audit_hash = Some(head_hash);
