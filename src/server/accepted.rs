@@ -66,15 +66,10 @@ fn drive_bridge_runs(service: &Arc<Service>) -> usize {
     let Ok(listed) = service.store.unfinished_records(RecordKind::Bridge) else { return 0 };
     let mut taken = 0;
     for run_id in listed {
-        // A first look without the lock skips what has ended.
-        let Ok(unlocked) = service.store.read_record(RecordKind::Bridge, &run_id) else { continue };
-        let status = unlocked.state.get("status").and_then(|status| BridgeStatus::deserialize(status).ok());
-        if status.is_none_or(|status| scanned(status, unlocked.audit.len()) == Scanned::Final) {
-            continue;
-        }
         // Held: the node that accepted it (or another scan) drives it.
+        // Opened (locked, then read and verified) once: what has ended is
+        // let go again at once.
         let Ok((records, state, lines)) = bridge::open_records_and_log(service, &run_id) else { continue };
-        // As read under the lock: nobody drove or ended it in between.
         match scanned(state.status, lines) {
             Scanned::Final => continue,
             Scanned::Interrupted => {
@@ -181,11 +176,6 @@ fn settle_interrupted_controllers(service: &Service) {
             == Some(ControllerStatus::Running)
     };
     for run_id in listed {
-        // A first look without the lock skips what has ended.
-        let Ok(unlocked) = service.store.read_record(RecordKind::Controller, &run_id) else { continue };
-        if !running(&unlocked.state) {
-            continue;
-        }
         // Held: a service is driving it.
         let Ok((handle, loaded)) = service.store.open_record(RecordKind::Controller, &run_id) else { continue };
         if !running(&loaded.state) {
