@@ -11,7 +11,7 @@
 //!
 //! | file | written | holds |
 //! |---|---|---|
-//! | `audit.jsonl` | appended, one line per event, one `fdatasync` per step | the run's one durable log, hash-chained; each checkpoint is a sealed head line carrying the state, the step records since the previous one and (first) the plan |
+//! | `audit.jsonl` | appended, one line per event, at most one `fdatasync` per step (none of its own after a read) | the run's one durable log, hash-chained; each checkpoint is a sealed head line carrying the state, the step records since the previous one and (first) the plan |
 //! | `history.jsonl` | appended, one line per step attempt, not synced | a view of the step records in the log |
 //! | `plan.json` | once, at start, not synced | a view of the plan in the log (linked by `plan_hash`) |
 //! | `state.json` | replaced atomically when the run pauses or ends, not synced | the compact head: the checkpoint of the log's last head line |
