@@ -439,6 +439,51 @@ fn a_worker_takes_up_approved_and_abandoned_runs_and_leaves_held_ones_alone() {
     assert!(file.stderr.contains("needs a database store"), "{}", file.stderr);
 }
 
+/// On PostgreSQL too, a controller run cut off mid-loop (`serve` aborts
+/// inside its first bridge run's agent run) is ended by the next node's
+/// scan once its lease is gone: `failed`, `interrupted`; its bridge run is
+/// settled too; nothing is decided again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_run_cut_off_mid_loop_is_ended_by_the_next_node() {
+    let sandbox = Sandbox::new();
+    let Some(schema) = Schema::migrated("controller cut off", &sandbox) else { return };
+    let store = ("PLANRUN_STORE", schema.url.as_str());
+    let mut server = Server::start_in(sandbox, &[store, ("PLANRUN_CRASH_AT", "step-2:after_effect")]);
+    let client = client();
+    let body = json!({"goal": "test flow pwd to file"});
+    assert!(client.post(server.url("/controller/runs")).json(&body).send().await.is_err(), "no answer");
+    assert!(!server.child.wait().expect("reap planrun serve").success());
+    let sandbox = std::mem::replace(&mut server.sandbox, Sandbox::new());
+    drop(server);
+    assert_eq!(schema.sql("SELECT status FROM runs WHERE kind = 'controller'"), "running");
+    // The dead node's leases, expired (as they would be after PLANRUN_LEASE_SECS).
+    schema.sql("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE owner_id IS NOT NULL");
+    let restarted = Server::start_in(sandbox, &[store]);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    let state = loop {
+        let (status, state) = get_json(&client, &restarted.url("/controller/runs/ctrl-0001")).await;
+        assert_eq!(status, 200, "{state}");
+        if state["status"] != "running" {
+            break state;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never settled: {state}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        (state["status"].as_str(), state["stop_reason"].as_str()),
+        (Some("failed"), Some("interrupted")),
+        "{state}"
+    );
+    assert_eq!(state["linked_runs"][0]["bridge_run_id"], "bri-ctrl-0001-i0", "{state}");
+    // Its bridge run is settled on its own: `done` when this node's worker
+    // took its agent run over and finished it first, else `failed`.
+    let (_, bridge) = get_json(&client, &restarted.url("/runs/bri-ctrl-0001-i0")).await;
+    assert!(["done", "failed"].contains(&bridge["status"].as_str().unwrap_or_default()), "{bridge}");
+    let decisions = "SELECT count(*) FROM audit_events WHERE kind = 'controller' AND line LIKE '%\"decision_made\"%'";
+    assert_eq!(schema.sql(decisions), "1", "decided once");
+    assert_eq!(schema.sql("SELECT count(*) FROM runs WHERE owner_id IS NOT NULL"), "0", "every lease given back");
+}
+
 #[test]
 fn a_worker_names_its_node_in_the_leases_it_holds() {
     let sandbox = Sandbox::new();
