@@ -13,7 +13,9 @@
 # 2. Worker throughput: R queued runs of M steps (`--queue`), driven to the
 #    end by `planrun worker --once --concurrency W` for W = 1, 2, 4: steps per
 #    second, commits and WAL syncs per step (group commit shows as fewer WAL
-#    syncs than commits).
+#    syncs than commits); beside it, the same R runs on the file store, W
+#    command-line runs at a time (each process its own syncs, its start-up
+#    included).
 #
 # Starts its own PostgreSQL cluster (.ci/postgres) and needs `psql`.
 set -euo pipefail
@@ -68,8 +70,13 @@ for store in file "$url"; do
 done
 
 echo "== workers: $runs queued runs of $m steps"
-printf '%-12s %10s %12s %14s %16s\n' workers seconds steps_per_s commits_per_step wal_syncs_per_step
+printf '%-12s %10s %12s %14s %16s %18s\n' workers seconds steps_per_s commits_per_step wal_syncs_per_step file_store_steps_per_s
 for workers in 1 2 4; do
+  # The file store: the same runs, $workers command-line runs at a time.
+  start=$(now)
+  seq 1 "$runs" | xargs -P "$workers" -I{} "$BIN" --plans "$work/plans" --policies "$work/policies" \
+    --workspace "$work/ws-file-$workers" --plan "$work/plans/short.toml" -q >/dev/null
+  file_rate=$(echo "$runs * ($m + 1) / ($(now) - $start)" | bc -l)
   ws="$work/ws-$workers"
   for i in $(seq 1 "$runs"); do
     planrun --workspace "$ws" --store "$url" --plan plans/short.toml --run-id "w$workers-$i" --queue >/dev/null 2>&1
@@ -81,5 +88,5 @@ for workers in 1 2 4; do
   read -r commits syncs <<<"$(per_step "$before" "$(counters)" $(( runs * (m + 1) )))"
   left=$(sql "SELECT count(*) FROM runs WHERE run_id LIKE 'w$workers-%' AND status <> 'done'")
   [ "$left" = 0 ] || echo "warning: $left run(s) not done with $workers worker(s)" >&2
-  printf '%-12s %10.3f %12.1f %14s %16s\n' "$workers" "$secs" "$(echo "$runs * ($m + 1) / $secs" | bc -l)" "$commits" "$syncs"
+  printf '%-12s %10.3f %12.1f %14s %16s %18.1f\n' "$workers" "$secs" "$(echo "$runs * ($m + 1) / $secs" | bc -l)" "$commits" "$syncs" "$file_rate"
 done
