@@ -448,13 +448,9 @@ async fn a_controller_run_cut_off_mid_loop_is_ended_by_the_next_node() {
     let sandbox = Sandbox::new();
     let Some(schema) = Schema::migrated("controller cut off", &sandbox) else { return };
     let store = ("PLANRUN_STORE", schema.url.as_str());
-    let mut server = Server::start_in(sandbox, &[store, ("PLANRUN_CRASH_AT", "step-2:after_effect")]);
+    let server = Server::start_in(sandbox, &[store, ("PLANRUN_CRASH_AT", "step-2:after_effect")]);
     let client = client();
-    let body = json!({"goal": "test flow pwd to file"});
-    assert!(client.post(server.url("/controller/runs")).json(&body).send().await.is_err(), "no answer");
-    assert!(!server.child.wait().expect("reap planrun serve").success());
-    let sandbox = std::mem::replace(&mut server.sandbox, Sandbox::new());
-    drop(server);
+    let sandbox = server.aborted_during("/controller/runs", &json!({"goal": "test flow pwd to file"})).await;
     assert_eq!(schema.sql("SELECT status FROM runs WHERE kind = 'controller'"), "running");
     // The dead node's leases, expired (as they would be after PLANRUN_LEASE_SECS).
     schema.sql("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE owner_id IS NOT NULL");

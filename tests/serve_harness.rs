@@ -99,6 +99,19 @@ impl Server {
     }
 }
 
+impl Server {
+    /// Sends `body` to `path` on a server started to abort inside that
+    /// request (`PLANRUN_CRASH_AT`): asserts that no answer came and that
+    /// the process failed; returns its sandbox, the workspace as the abort
+    /// left it, for the next server.
+    pub async fn aborted_during(mut self, path: &str, body: &Value) -> Sandbox {
+        let sent = client().post(self.url(path)).json(body).send().await;
+        assert!(sent.is_err(), "no answer: the service aborted");
+        assert!(!self.child.wait().expect("reap planrun serve").success());
+        std::mem::replace(&mut self.sandbox, Sandbox::new())
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();

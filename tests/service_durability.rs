@@ -95,13 +95,10 @@ async fn a_sigkill_under_load_loses_no_answered_run() {
 /// waited-for `POST /runs` (no answer), then a service on the same
 /// workspace; returns it, the bridge run's id and the state its scan left.
 async fn cut_off_then_restarted(crash_at: &str) -> (Server, String, Value) {
-    let mut server = Server::start(&[("PLANRUN_CRASH_AT", crash_at)]);
+    let server = Server::start(&[("PLANRUN_CRASH_AT", crash_at)]);
     let client = client();
     let body = json!({"goal": "test flow pwd to file", "adapter": "agent"});
-    assert!(client.post(server.url("/runs")).json(&body).send().await.is_err(), "no answer: the service aborted");
-    assert!(!server.child.wait().expect("reap planrun serve").success());
-    let sandbox = std::mem::replace(&mut server.sandbox, Sandbox::new());
-    drop(server);
+    let sandbox = server.aborted_during("/runs", &body).await;
     let runs = std::fs::read_dir(sandbox.workspace().join("bridge/runs")).expect("bridge records");
     let ids: Vec<String> = runs.flatten().map(|entry| entry.file_name().to_string_lossy().into_owned()).collect();
     let [id] = ids.as_slice() else { panic!("one bridge record: {ids:?}") };
@@ -167,13 +164,9 @@ async fn a_run_cut_off_after_its_agent_run_ended_takes_its_result() {
 /// start, before and after the restart).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_controller_run_cut_off_mid_loop_is_ended_interrupted_by_the_next_service() {
-    let mut server = Server::start(&[("PLANRUN_CRASH_AT", "step-2:after_effect")]);
+    let server = Server::start(&[("PLANRUN_CRASH_AT", "step-2:after_effect")]);
     let client = client();
-    let body = json!({"goal": "test flow pwd to file"});
-    assert!(client.post(server.url("/controller/runs")).json(&body).send().await.is_err(), "no answer");
-    assert!(!server.child.wait().expect("reap planrun serve").success());
-    let sandbox = std::mem::replace(&mut server.sandbox, Sandbox::new());
-    drop(server);
+    let sandbox = server.aborted_during("/controller/runs", &json!({"goal": "test flow pwd to file"})).await;
     let records = std::fs::read_dir(sandbox.workspace().join("bridge/runs")).expect("records");
     let mut ids: Vec<String> =
         records.flatten().map(|entry| entry.file_name().to_string_lossy().into_owned()).collect();
