@@ -12,18 +12,14 @@ use std::time::{Duration, Instant};
 use planrun::tools::children::running as alive;
 use serde_json::Value;
 
-use crate::common::{Sandbox, TEST_POLICY};
+use crate::common::{Sandbox, TEST_POLICY, one_step_plan};
 
-const SLOW: &str = r#"version = 1
-id = "slow"
-[[steps]]
-id = "wait"
-kind = "shell"
-command = ["sleep", "30"]
-[[steps]]
-id = "end"
-kind = "finish"
-"#;
+/// Writes a plan of a shell step that runs until its holder is killed,
+/// then `finish`, and a policy that lets it run that long.
+fn write_slow_plan(sandbox: &Sandbox) {
+    let plan = one_step_plan("kind = \"shell\"\ncommand = [\"sleep\", \"30\"]");
+    sandbox.write_plan(&plan, &TEST_POLICY.replace("step_timeout_secs = 1", "step_timeout_secs = 60"));
+}
 
 /// The pid the run's note names, once it names one other than `not`.
 fn noted_child(run: &Path, not: Option<u32>) -> u32 {
@@ -58,7 +54,7 @@ fn stopped_pids(sandbox: &Sandbox) -> Vec<u64> {
 #[test]
 fn resume_and_cancel_stop_the_child_a_killed_holder_left_running() {
     let sandbox = Sandbox::new();
-    sandbox.write_plan(SLOW, &TEST_POLICY.replace("step_timeout_secs = 1", "step_timeout_secs = 60"));
+    write_slow_plan(&sandbox);
     let run = sandbox.workspace().join("runs/t");
     let mut holder = sandbox.test_plan().spawn();
     let first = noted_child(&run, None);
@@ -99,7 +95,7 @@ fn on_postgres_a_claim_on_this_machine_stops_the_child_a_killed_holder_left_runn
     let sandbox = Sandbox::new();
     let Some(schema) = crate::pg_store::Schema::migrated("left-over child", &sandbox) else { return };
     let store = ["--store", schema.url.as_str()];
-    sandbox.write_plan(SLOW, &TEST_POLICY.replace("step_timeout_secs = 1", "step_timeout_secs = 60"));
+    write_slow_plan(&sandbox);
     let note = sandbox.workspace().join(".planrun/children/t");
     let mut holder = sandbox.test_plan().args(store).env("PLANRUN_LEASE_SECS", "1").spawn();
     let child = noted_in(&note, None);

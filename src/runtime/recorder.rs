@@ -21,11 +21,12 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::model::RunStatus;
-use crate::runtime::event::{Event, RunCancelled, RunFinished, StateSaved};
+use crate::runtime::event::{ChildStopped, Event, RunCancelled, RunFinished, StateSaved};
 use crate::runtime::{Clock, format_timestamp};
 use crate::store::{
     ApprovalDecision, ApprovalUse, ClaimsExhausted, NewEvent, RunHandle, RunState, StepRecord, StoreError,
 };
+use crate::tools::children::Stopped;
 
 /// Writes one run's records. Invariant: every event carries the clock's
 /// reading at the moment it is appended, so a [`crate::runtime::FixedClock`]
@@ -150,6 +151,17 @@ impl<'c> Recorder<'c> {
         }
         state.audit_hash = self.run.audit_hash().map(str::to_string);
         Ok(())
+    }
+
+    /// Logs `child_stopped` when a shell child a killed predecessor left
+    /// running was stopped (`tools::children`), at the run's current step.
+    pub fn child_stopped(&mut self, stopped: Option<Stopped>, state: &RunState) -> Result<(), StoreError> {
+        match stopped {
+            Some(Stopped { pid }) => {
+                self.emit(Event::ChildStopped(ChildStopped { step_id: state.current_step_id.clone(), pid }))
+            }
+            None => Ok(()),
+        }
     }
 
     /// Marks the run ended in memory (the next checkpoint makes it durable).

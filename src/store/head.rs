@@ -79,7 +79,7 @@ pub(crate) struct PendingHead {
 }
 
 /// Why a checkpoint cannot be written yet.
-pub(crate) const NO_HEAD_EVENT: &str = "a checkpoint follows the `state_saved` event it ends with";
+const NO_HEAD_EVENT: &str = "a checkpoint follows the `state_saved` event it ends with";
 
 impl PendingHead {
     /// A head line that must carry every record again (a run reopened from

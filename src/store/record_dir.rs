@@ -262,12 +262,13 @@ enum Source {
     TempFile,
 }
 
-/// A checkpoint as a state file (or its temp file) holds it.
-struct Checkpoint {
-    state: Map<String, Value>,
-    state_version: u64,
-    audit_seq: u64,
-    audit_hash: Option<String>,
+/// A record's checkpoint as a state file (or its temp file, or the
+/// PostgreSQL store's `runs.state`) holds it.
+pub(crate) struct Checkpoint {
+    pub state: Map<String, Value>,
+    pub state_version: u64,
+    pub audit_seq: u64,
+    pub audit_hash: Option<String>,
 }
 
 fn load_newest(
@@ -320,8 +321,10 @@ fn read_optional(path: &Path) -> Result<Option<String>, StoreError> {
     }
 }
 
-/// Opens a sealed checkpoint and takes the store's fields out of it.
-fn read_checkpoint(
+/// Opens a record's sealed checkpoint `text` (named `state_name` in the
+/// reasons) and takes the store's fields out of it; checks that it is the
+/// state of record `id`.
+pub(crate) fn read_checkpoint(
     text: &str,
     kind: RecordKind,
     id: &str,

@@ -8,9 +8,10 @@
 //! timeout, beside the step that `resume` starts again. Each shell step
 //! therefore notes its child's pid, the child's start time (field 22 of
 //! `/proc/<pid>/stat`) and the boot id in the run's note file (the file
-//! store's `runs/<run_id>/.child`; a database store keeps none, its
-//! takeovers may be on another machine), without a sync: after a power
-//! loss the child is gone too. [`stop_left_over`] kills the noted process group only while that
+//! store's `runs/<run_id>/.child`; the PostgreSQL store's
+//! `<workspace>/.planrun/children/<run_id>`, removed when the run pauses or
+//! ends, and seen only by a takeover on the same machine), without a sync:
+//! after a power loss the child is gone too. [`stop_left_over`] kills the noted process group only while that
 //! exact process is still there (same boot, same start time), so a pid the
 //! kernel gave to another process since is never hit. Linux only: elsewhere
 //! nothing is noted.

@@ -199,6 +199,12 @@ pub fn run_shell(
         // ESRCH (nothing left) is fine.
         let _ = kill_process_group(pid, Signal::KILL);
     };
+    // A failure of the wait itself: nothing of the group is left behind.
+    let abandon = |child: &mut std::process::Child, error: io::Error| {
+        kill_group();
+        let _ = child.wait();
+        Err(error)
+    };
     let setup = (|| {
         let stdout = Output::new(child.stdout.take(), max_output_bytes)?;
         let stderr = Output::new(child.stderr.take(), max_output_bytes)?;
@@ -206,11 +212,7 @@ pub fn run_shell(
     })();
     let mut outputs = match setup {
         Ok(outputs) => outputs,
-        Err(error) => {
-            kill_group();
-            let _ = child.wait();
-            return Err(error);
-        }
+        Err(error) => return abandon(&mut child, error),
     };
     let watch = exit_watch(pid);
 
@@ -219,11 +221,7 @@ pub fn run_shell(
     loop {
         let exited = match leader_exited(pid) {
             Ok(exited) => exited,
-            Err(error) => {
-                kill_group();
-                let _ = child.wait();
-                return Err(error);
-            }
+            Err(error) => return abandon(&mut child, error),
         };
         if exited {
             break;
@@ -249,9 +247,7 @@ pub fn run_shell(
             wait = min_wait(wait, EXIT_POLL);
         }
         if let Err(error) = wait_and_read(&mut outputs, watch.as_ref(), wait) {
-            kill_group();
-            let _ = child.wait();
-            return Err(error);
+            return abandon(&mut child, error);
         }
     }
     // The leader is a zombie (not yet reaped), so its pgid still names its

@@ -6,7 +6,6 @@ use std::path::Path;
 use crate::runtime::control::error::ControlError;
 use crate::runtime::control::interrupted;
 use crate::runtime::control::open::open;
-use crate::runtime::event::{ChildStopped, Event};
 use crate::runtime::recorder::Recorder;
 use crate::runtime::{QueuedError, RunError, RuntimeEnv};
 use crate::store::{RunState, StoreError};
@@ -49,10 +48,7 @@ pub fn cancel(
     // An interrupted run's step may have left its shell child running.
     let stopped = run_dir.child_note().map(ChildNote::new).and_then(|children| children.stop_left_over());
     let mut recorder = Recorder::new(run_dir, env.clock.as_ref());
-    if let Some(stopped) = stopped {
-        let step_id = state.current_step_id.clone();
-        recorder.emit(Event::ChildStopped(ChildStopped { step_id, pid: stopped.pid }))?;
-    }
+    recorder.child_stopped(stopped, &state)?;
     recorder.cancel(&mut state, reason, "cancelled")?;
     Ok(state)
 }

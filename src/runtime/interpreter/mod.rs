@@ -39,7 +39,7 @@ use crate::confine::Workspace;
 use crate::model::{Decision, Plan, Policy, RunStatus};
 use crate::runtime::approval::{ApprovalInvalid, check_approval};
 use crate::runtime::env::CrashPoint;
-use crate::runtime::event::{ApprovalVerified, ChildStopped, Event, PlanCreated, RunResumed, RunStarted};
+use crate::runtime::event::{ApprovalVerified, Event, PlanCreated, RunResumed, RunStarted};
 use crate::runtime::recorder::Recorder;
 use crate::runtime::{Progress, RuntimeEnv, format_timestamp};
 use crate::store::{ApprovalUse, ClaimsExhausted, LoadedRun, PlanRef, RunHandle, RunState, RunStore, StoreError};
@@ -225,10 +225,7 @@ impl<'r> Interpreter<'r> {
             events_after_checkpoint: discarded_events,
             discarded_history_records: discarded_history,
         }))?;
-        if let Some(stopped) = self.tools.stop_left_over_child() {
-            let step_id = self.state.current_step_id.clone();
-            self.recorder.emit(Event::ChildStopped(ChildStopped { step_id, pid: stopped.pid }))?;
-        }
+        self.recorder.child_stopped(self.tools.stop_left_over_child(), &self.state)?;
         if self.end_if_claims_exhausted()? {
             return Ok(self.drive(progress)?);
         }

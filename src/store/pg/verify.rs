@@ -12,6 +12,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::store::audit::{LogFiles, verify_checkpointed_log};
+use crate::store::record_dir::{Checkpoint, read_checkpoint};
 use crate::store::run_load::{CheckedLog, Heads, check_compact_head, check_log, read_log};
 use crate::store::{AuditEvent, AuditTail, EnvelopeError, LoadedRecord, LoadedRun, RecordKind, Sealer, StoreError};
 
@@ -156,27 +157,8 @@ pub fn verify_record(
     rows: &[EventRow],
     sealer: &Sealer,
 ) -> Result<LoadedRecord, StoreError> {
-    let tampered = tampered(id);
-    let payload = sealer.open(state_text).map_err(|error| tampered(format!("`runs.state`: {error}")))?;
-    let Value::Object(mut state) = payload else {
-        return Err(tampered("`runs.state`: the payload is not an object".to_string()));
-    };
-    let state_version = state.remove("state_version").and_then(|value| value.as_u64());
-    let audit_seq = state.remove("audit_seq").and_then(|value| value.as_u64());
-    let audit_hash = match state.remove("audit_hash") {
-        Some(Value::Null) => Some(None),
-        Some(Value::String(hash)) => Some(Some(hash)),
-        _ => None,
-    };
-    let (Some(state_version), Some(audit_seq), Some(audit_hash)) = (state_version, audit_seq, audit_hash) else {
-        return Err(tampered(
-            "`runs.state`: `state_version`, `audit_seq` or `audit_hash` is missing or invalid".to_string(),
-        ));
-    };
-    let id_field = kind.id_field();
-    if state.get(id_field).and_then(Value::as_str) != Some(id) {
-        return Err(tampered(format!("`runs.state` is not the state of `{id}` (`{id_field}`)")));
-    }
+    let Checkpoint { state, state_version, audit_seq, audit_hash } =
+        read_checkpoint(state_text, kind, id, FILES.state, sealer).map_err(tampered(id))?;
     let (audit, audit_tail) = verify_events(id, rows, (audit_seq, audit_hash.as_deref()), sealer)?;
     Ok(LoadedRecord { state: Value::Object(state), state_version, audit, audit_tail })
 }
