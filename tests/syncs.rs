@@ -4,12 +4,23 @@
 //! the next such step starts; the checkpoint after a read (`read_file`,
 //! `ticket_lookup`) waits for the next sync, and a run's end is synced.
 //!
+//!
+//! The service's bridge records, counted with `strace -f -p` attached to
+//! `planrun serve`: a stub request (done wholly in memory) writes its state
+//! file once, its last state, so no state file is ever replaced; an agent
+//! request writes it twice (its first state, then its last).
+//!
 //! `strace` must be installed (`.ci/run` installs it): without it the test
 //! fails, it never skips.
 
 use std::fs;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
 
 use crate::common::Sandbox;
+use crate::serve_harness::{Server, client, post};
 
 const POLICY: &str = r#"version = 1
 [shell]
@@ -68,4 +79,66 @@ fn a_run_syncs_once_per_step_that_may_change_the_world_and_before_the_next_one()
     // Reads between effects: their checkpoints are made durable before the
     // next echo starts, never after it.
     assert_eq!(traced(&["echo", "read", "read", "echo", "read"]), ["echo", "sync", "sync", "echo", "sync", "sync"]);
+}
+
+/// Whether every thread of process `pid` is traced.
+fn all_threads_traced(pid: u32) -> bool {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    tasks.flatten().all(|task| {
+        fs::read_to_string(task.path().join("status")).is_ok_and(|status| {
+            status.lines().any(|line| line.starts_with("TracerPid:") && line.split_whitespace().nth(1) != Some("0"))
+        })
+    })
+}
+
+/// The bridge state files `bridge/runs/<id>/state.json` written (renamed
+/// into place) while one `adapter` request runs, from a `strace` attached
+/// to the server.
+async fn state_writes_of_one_request(server: &Server, adapter: &str) -> (String, usize) {
+    let log = server.sandbox.path().join(format!("strace.{adapter}.log"));
+    let mut strace = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=rename,renameat,renameat2", "-o"])
+        .arg(&log)
+        .args(["-p", &server.child.id().to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("strace is needed (apt-get install -y strace)");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !all_threads_traced(server.child.id()) {
+        assert!(Instant::now() < deadline, "strace did not attach");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (status, body) =
+        post(&client(), &server.url("/runs"), json!({"goal": "test flow pwd to file", "adapter": adapter})).await;
+    assert_eq!((status, body["status"].as_str()), (201, Some("done")), "{body}");
+    // SIGINT detaches strace, which writes its log first.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(strace.id() as i32).expect("pid"),
+        rustix::process::Signal::INT,
+    )
+    .expect("stop strace");
+    strace.wait().expect("strace ends");
+    let run_id = body["run_id"].as_str().expect("run id").to_string();
+    let target = format!("bridge/runs/{run_id}/state.json\"");
+    let text = fs::read_to_string(&log).expect("strace log");
+    (run_id, text.lines().filter(|line| line.contains(&target) && !line.contains("= -1")).count())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stub_request_writes_its_state_file_once_an_agent_request_twice() {
+    let server = Server::start(&[]);
+    let (stub, stub_writes) = state_writes_of_one_request(&server, "stub").await;
+    assert_eq!(stub_writes, 1, "a stub request writes only its last state");
+    let (agent, agent_writes) = state_writes_of_one_request(&server, "agent").await;
+    assert_eq!(agent_writes, 2, "an agent request writes its first state at once, then its last");
+    for run_id in [stub, agent] {
+        let folder = server.sandbox.workspace().join("bridge/runs").join(&run_id);
+        let mut names: Vec<_> = fs::read_dir(&folder)
+            .expect("record folder")
+            .map(|entry| entry.expect("entry").file_name().into_string().expect("name"))
+            .collect();
+        names.sort();
+        assert_eq!(names, ["audit.jsonl", "state.json"], "{run_id}");
+    }
 }

@@ -1,7 +1,8 @@
 //! The bridge run manager: one-shot execution of a goal through an adapter.
 //!
 //! ```text
-//! created      → state.json written, run_created logged
+//! created      → state.json written (held until the end when the run is
+//!                done in memory: see `in_memory`), run_created logged
 //! instruction  → "Task: <goal>…", instruction_generated logged
 //! prompt guard → blocked? prompt_blocked, status failed, run_finished; stop
 //! running      → task_sent logged
@@ -132,12 +133,28 @@ pub fn accept_run(
     // The first checkpoint before the first event: it names no log line,
     // so the store writes it without waiting for a durability barrier (the
     // record is listed at once; a crash leaves it with its log as a tail).
-    records.save(&state)?;
+    // A run driven at once by an adapter that does not really execute is
+    // done in memory: its first checkpoint may wait for its last.
+    if in_memory(origin, status, mode) {
+        records.save_held(&state)?;
+    } else {
+        records.save(&state)?;
+    }
     records.event(
         created_at.clone(),
         &BridgeEvent::RunCreated(RunCreated { goal: goal.to_string(), adapter: adapter.name().to_string() }),
     )?;
     Ok((records, state))
+}
+
+/// Whether a new bridge run is done wholly in memory and ends in the
+/// request that creates it: started by `POST /runs` and driven at once
+/// (`created`, not `queued`), through an adapter that does not really
+/// execute (`stub` mode, or `unavailable`). Nothing of it leaves the
+/// service, so a crash before its end loses nothing but an unanswered
+/// request.
+fn in_memory(origin: Origin<'_>, status: BridgeStatus, mode: AdapterMode) -> bool {
+    matches!(origin, Origin::Api) && status == BridgeStatus::Created && mode != AdapterMode::Real
 }
 
 /// Drives an accepted bridge run (its record held by `records`) from its

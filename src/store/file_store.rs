@@ -264,6 +264,44 @@ mod tests {
         per_write.make_durable().expect("nothing to do");
     }
 
+    /// A record done wholly in memory holds even its first checkpoint under
+    /// group commit: until the commit nothing is on disk but its log (no
+    /// state file: not listed, not readable), then one state file is
+    /// written, its last, after one barrier. Per write it is written at once.
+    #[test]
+    fn under_group_commit_a_record_done_in_memory_writes_its_last_checkpoint_only() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let commit = GroupCommit::new(dir.path()).expect("committer");
+        let store = FileStore::with_durability(dir.path(), Sealer::plain(), Durability::Group(commit.clone()));
+        let mut record = store.create_record(RecordKind::Bridge, "br-1").expect("create");
+        let state_file = dir.path().join("bridge/runs/br-1/state.json");
+        assert_eq!(record.checkpoint_held(&json!({"run_id": "br-1", "status": "created"}), 0).expect("first"), 1);
+        record.append_event(event()).expect("event");
+        assert_eq!(record.checkpoint(&json!({"run_id": "br-1", "status": "running"}), 1).expect("second"), 2);
+        record.append_event(event()).expect("event");
+        assert_eq!(record.checkpoint(&json!({"run_id": "br-1", "status": "done"}), 2).expect("third"), 3);
+        assert!(!state_file.exists(), "no state is written before the commit");
+        assert!(matches!(store.read_record(RecordKind::Bridge, "br-1"), Err(StoreError::NotFound { .. })));
+        assert!(store.list_records(RecordKind::Bridge).expect("list").is_empty());
+        assert_eq!(commit.barriers(), 0);
+        record.commit().expect("commit");
+        let loaded = store.read_record(RecordKind::Bridge, "br-1").expect("readable");
+        assert_eq!((commit.barriers(), loaded.state["status"].clone()), (1, json!("done")));
+        assert_eq!((loaded.state_version, loaded.audit.len()), (3, 2));
+        let names: Vec<_> = fs::read_dir(state_file.parent().expect("folder"))
+            .expect("folder")
+            .map(|entry| entry.expect("entry").file_name().into_string().expect("name"))
+            .collect();
+        assert_eq!(names.len(), 2, "the log and one state file, no temp file: {names:?}");
+        drop(record);
+
+        let per_write = FileStore::new(dir.path(), Sealer::plain());
+        let mut record = per_write.create_record(RecordKind::Bridge, "br-2").expect("create");
+        record.checkpoint_held(&json!({"run_id": "br-2", "status": "created"}), 0).expect("first");
+        let loaded = per_write.read_record(RecordKind::Bridge, "br-2").expect("written at once per write");
+        assert_eq!(loaded.state["status"], json!("created"));
+    }
+
     /// A crash that loses only a last checkpoint's rename (the barrier
     /// before it synced the temp file): the record reads as the temp file's
     /// newer state, and the next writer renames it into place before it

@@ -19,7 +19,11 @@
 //! ([`RecordHandle::commit`]); checkpoints in between are kept in memory
 //! only. A new record's first checkpoint is taken before its first event:
 //! it names no log line and waits for nothing (lost in a crash, the record
-//! has no state file: not listed, its id not reused). The last one waits
+//! has no state file: not listed, its id not reused). A record whose whole
+//! work is done in memory (a bridge run whose adapter does not really
+//! execute) holds even its first checkpoint ([`RecordHandle::checkpoint_held`])
+//! and writes one state file, its last: no state file is replaced, so the
+//! file system frees no inode per request. The last one waits
 //! for one shared barrier between writing the temp file and renaming it
 //! into place: the barrier makes the log lines it names and the temp file
 //! durable, so the state file never claims a log line or content the disk
@@ -162,6 +166,36 @@ impl RecordDir {
         self.pending = false;
         Ok(())
     }
+
+    /// Seals `state` as the next checkpoint; under group commit it is held
+    /// for `commit` unless `write_now` (per write, it is always written).
+    fn take_checkpoint(&mut self, state: &Value, expected: u64, write_now: bool) -> Result<u64, StoreError> {
+        compare_version(&self.id, self.stored_version, expected)?;
+        let refuse = |message: String| serialize_error(&self.state_path, message);
+        let Value::Object(state) = state else {
+            return Err(refuse("a record's state must be a JSON object".to_string()));
+        };
+        if let Some(field) = CHECKPOINT_FIELDS.iter().find(|field| state.contains_key(**field)) {
+            return Err(refuse(format!("a record's state may not hold `{field}`: the store writes it")));
+        }
+        let id_field = self.kind.id_field();
+        if state.get(id_field).and_then(Value::as_str) != Some(self.id.as_str()) {
+            return Err(refuse(format!("the state's `{id_field}` is not `{}`", self.id)));
+        }
+        let version = self.stored_version + 1;
+        let mut payload: Map<String, Value> = state.clone();
+        payload.insert("state_version".into(), json!(version));
+        payload.insert("audit_seq".into(), json!(self.audit.seq()));
+        payload.insert("audit_hash".into(), json!(self.audit.last_hash()));
+        self.sealer.seal_into(&self.state_path, Value::Object(payload), &mut self.state_buffer)?;
+        if matches!(self.durability, Durability::Group(_)) && !write_now {
+            self.pending = true;
+        } else {
+            self.write_state()?;
+        }
+        self.stored_version = version;
+        Ok(version)
+    }
 }
 
 impl RecordHandle for RecordDir {
@@ -182,34 +216,14 @@ impl RecordHandle for RecordDir {
     }
 
     fn checkpoint(&mut self, state: &Value, expected: u64) -> Result<u64, StoreError> {
-        compare_version(&self.id, self.stored_version, expected)?;
-        let refuse = |message: String| serialize_error(&self.state_path, message);
-        let Value::Object(state) = state else {
-            return Err(refuse("a record's state must be a JSON object".to_string()));
-        };
-        if let Some(field) = CHECKPOINT_FIELDS.iter().find(|field| state.contains_key(**field)) {
-            return Err(refuse(format!("a record's state may not hold `{field}`: the store writes it")));
-        }
-        let id_field = self.kind.id_field();
-        if state.get(id_field).and_then(Value::as_str) != Some(self.id.as_str()) {
-            return Err(refuse(format!("the state's `{id_field}` is not `{}`", self.id)));
-        }
-        let version = self.stored_version + 1;
-        let mut payload: Map<String, Value> = state.clone();
-        payload.insert("state_version".into(), json!(version));
-        payload.insert("audit_seq".into(), json!(self.audit.seq()));
-        payload.insert("audit_hash".into(), json!(self.audit.last_hash()));
-        self.sealer.seal_into(&self.state_path, Value::Object(payload), &mut self.state_buffer)?;
         // Under group commit only a new record's first checkpoint is
         // written at once; later ones wait for `commit` (module notes).
-        let defer = matches!(self.durability, Durability::Group(_)) && self.stored_version > 0;
-        if defer {
-            self.pending = true;
-        } else {
-            self.write_state()?;
-        }
-        self.stored_version = version;
-        Ok(version)
+        let first = self.stored_version == 0;
+        self.take_checkpoint(state, expected, first)
+    }
+
+    fn checkpoint_held(&mut self, state: &Value, expected: u64) -> Result<u64, StoreError> {
+        self.take_checkpoint(state, expected, false)
     }
 
     fn commit(&mut self) -> Result<(), StoreError> {
