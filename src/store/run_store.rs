@@ -417,7 +417,7 @@ impl RecordWriter {
 
     /// Checkpoints `state` (which must serialise to a JSON object).
     pub fn save<T: Serialize>(&mut self, state: &T) -> Result<(), StoreError> {
-        let value = serde_json::to_value(state).map_err(|error| serialize_error(Path::new(self.handle.id()), error))?;
+        let value = self.value_of(state)?;
         self.version = self.handle.checkpoint(&value, self.version)?;
         Ok(())
     }
@@ -426,9 +426,13 @@ impl RecordWriter {
     /// hold until the request's last ([`RecordHandle::checkpoint_held`]):
     /// only for work done wholly in memory.
     pub fn save_held<T: Serialize>(&mut self, state: &T) -> Result<(), StoreError> {
-        let value = serde_json::to_value(state).map_err(|error| serialize_error(Path::new(self.handle.id()), error))?;
+        let value = self.value_of(state)?;
         self.version = self.handle.checkpoint_held(&value, self.version)?;
         Ok(())
+    }
+
+    fn value_of<T: Serialize>(&self, state: &T) -> Result<Value, StoreError> {
+        serde_json::to_value(state).map_err(|error| serialize_error(Path::new(self.handle.id()), error))
     }
 
     /// Checkpoints `state` as the last one of this request (it ends or
