@@ -141,7 +141,8 @@ pub trait RunHandle: Send {
     /// steps read again. The run calls [`RunHandle::make_durable`] before
     /// anything that may change the world, and every later checkpoint
     /// covers it. The default (a store whose every write is durable at
-    /// once, PostgreSQL) is [`RunHandle::checkpoint`].
+    /// once) is [`RunHandle::checkpoint`]; the file store leaves out its
+    /// sync, the PostgreSQL store commits asynchronously.
     fn checkpoint_reads(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
         self.checkpoint(state, expected)
     }

@@ -586,7 +586,7 @@ impl Drop for HeldLease {
 }
 
 /// Why a guarded write of `key` found no row.
-/// Runs [`sql::CHECKPOINT`] with its 17 parameters; `false` when its
+/// Runs [`sql::CHECKPOINT`] with its 18 parameters; `false` when its
 /// guard refused (nothing was written).
 async fn checkpoint_written<C: GenericClient + Sync>(
     client: &C,
@@ -1107,6 +1107,10 @@ struct PgRun {
     pending: PendingHead,
     /// A decision on the frozen action, written with the next checkpoint.
     decision: Option<ApprovalDecision>,
+    /// The last checkpoint was committed asynchronously
+    /// ([`RunHandle::checkpoint_reads`]) and no synchronous commit of this
+    /// run followed it yet.
+    unsynced: bool,
 }
 
 impl PgRun {
@@ -1129,6 +1133,7 @@ impl PgRun {
             history: Vec::new(),
             pending: PendingHead::default(),
             decision: None,
+            unsynced: false,
         };
         if let Some(loaded) = loaded {
             run.stored_version = loaded.state.state_version;
@@ -1160,6 +1165,101 @@ impl PgRun {
         self.events.push(EventRow { seq: i64::try_from(self.audit_seq).unwrap_or(i64::MAX), line, hash: hash.clone() });
         self.audit_hash = Some(hash);
         Ok(self.audit_seq)
+    }
+
+    /// [`RunHandle::checkpoint`], committed synchronously or (`synchronous`
+    /// false) not waiting for the write-ahead log's flush.
+    fn write_checkpoint(&mut self, state: &RunState, expected: u64, synchronous: bool) -> Result<(), StoreError> {
+        compare_version(&self.lease.key.id, self.stored_version, expected)?;
+        let sent = self.lease.before_write()?;
+        let Some((plan_text, plan_hash)) = self.plan.clone() else {
+            return Err(self.serialize_error("a run's first checkpoint comes after its plan is stored"));
+        };
+        let (held, head) = self
+            .pending
+            .line(state, (&plan_hash, self.history_hash.as_deref()))
+            .map_err(|error| self.serialize_error(error))?;
+        // Written into the handle only once the transaction commits: a
+        // refused checkpoint leaves the handle as it was.
+        let (seq, prev_hash) = (self.audit_seq + 1, self.audit_hash.clone());
+        let line = event_line(&self.lease.key.id, seq, prev_hash, held.event(), true, &self.sealer)
+            .map_err(|error| self.serialize_error(error))?;
+        let head_hash = self.sealer.link(line.as_bytes());
+        let compact = full_payload(&head.state, seq, &head_hash);
+        let text = sealed_text(&self.sealer, &self.lease.key.id, Value::Object(compact))?;
+        let key = self.lease.key.clone();
+        let plan = (!self.plan_stored).then_some((plan_text, plan_hash));
+        let to_i64 = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+        let mut events = self.events.clone();
+        events.push(EventRow { seq: to_i64(seq), line, hash: head_hash.clone() });
+        let history = self.history.clone();
+        let decision = self.decision.clone();
+        let (expected_i, version) = (to_i64(expected), to_i64(state.state_version));
+        let (audit_seq, history_records) = (to_i64(seq), to_i64(self.history_records));
+        let status = state.status.as_str();
+        let finished = state.status.is_terminal();
+        let written = self.lease.shared.call(move |pool| async move {
+            let mut client = connect(&pool).await?;
+            let seqs: Vec<i64> = events.iter().map(|row| row.seq).collect();
+            let lines: Vec<&str> = events.iter().map(|row| row.line.as_str()).collect();
+            let hashes: Vec<&str> = events.iter().map(|row| row.hash.as_str()).collect();
+            let numbers: Vec<i64> = history.iter().map(|(number, _)| *number).collect();
+            let records: Vec<&str> = history.iter().map(|(_, line)| line.as_str()).collect();
+            let asynchronous = !synchronous;
+            let params: [&(dyn ToSql + Sync); 18] = [
+                &key.kind,
+                &key.id,
+                &key.owner,
+                &key.token,
+                &expected_i,
+                &text,
+                &status,
+                &version,
+                &audit_seq,
+                &history_records,
+                &finished,
+                &key.secs,
+                &seqs,
+                &lines,
+                &hashes,
+                &numbers,
+                &records,
+                &asynchronous,
+            ];
+            if plan.is_none() && decision.is_none() {
+                // A step's checkpoint: the one statement, one round trip.
+                if !checkpoint_written(&client, &params).await? {
+                    return Err(refusal(&client, &key, expected).await);
+                }
+                return Ok(());
+            }
+            // The first checkpoint stores the plan, an approval's its row:
+            // the same statement and those in one transaction.
+            let transaction = client.transaction().await.map_err(store_error("start the checkpoint"))?;
+            if !checkpoint_written(&transaction, &params).await? {
+                return Err(refusal(&transaction, &key, expected).await);
+            }
+            if let Some((plan, plan_hash)) = &plan {
+                execute(&transaction, sql::INSERT_PLAN, &[&key.id, plan, plan_hash], "store the plan").await?;
+            }
+            if let Some(decision) = &decision {
+                approvals::record(&transaction, &key.id, decision).await?;
+            }
+            transaction.commit().await.map_err(store_error("commit the checkpoint"))
+        });
+        self.lease.after_write(sent, written)?;
+        self.plan_stored = true;
+        self.events.clear();
+        self.history.clear();
+        self.pending.written();
+        self.decision = None;
+        self.audit_seq = seq;
+        self.audit_hash = Some(head_hash);
+        self.stored_version = state.state_version;
+        // A synchronous commit flushes the log up to it, and so every
+        // earlier commit; an asynchronous one waits for the next.
+        self.unsynced = !synchronous;
+        Ok(())
     }
 }
 
@@ -1217,90 +1317,44 @@ impl RunHandle for PgRun {
     /// head the plan, sealed: the file store's line), `runs.state` the
     /// compact head of that line, all committed in one transaction.
     fn checkpoint(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
-        compare_version(&self.lease.key.id, self.stored_version, expected)?;
+        self.write_checkpoint(state, expected, true)
+    }
+
+    /// The checkpoint after a read, committed without waiting for the
+    /// write-ahead log's flush: a server crash may lose it (the run then
+    /// reads again from the checkpoint before), never tear it, and
+    /// [`RunHandle::make_durable`] flushes it before anything that may
+    /// change the world.
+    fn checkpoint_reads(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
+        self.write_checkpoint(state, expected, false)
+    }
+
+    /// After an asynchronous checkpoint: one guarded, synchronous commit
+    /// (the lease renewed if the checkpoint is still the stored one), so
+    /// the effect that follows never starts on a checkpoint a server crash
+    /// lost: then this is refused and nothing runs.
+    fn make_durable(&mut self) -> Result<(), StoreError> {
+        if !self.unsynced {
+            return Ok(());
+        }
         let sent = self.lease.before_write()?;
-        let Some((plan_text, plan_hash)) = self.plan.clone() else {
-            return Err(self.serialize_error("a run's first checkpoint comes after its plan is stored"));
-        };
-        let (held, head) = self
-            .pending
-            .line(state, (&plan_hash, self.history_hash.as_deref()))
-            .map_err(|error| self.serialize_error(error))?;
-        // Written into the handle only once the transaction commits: a
-        // refused checkpoint leaves the handle as it was.
-        let (seq, prev_hash) = (self.audit_seq + 1, self.audit_hash.clone());
-        let line = event_line(&self.lease.key.id, seq, prev_hash, held.event(), true, &self.sealer)
-            .map_err(|error| self.serialize_error(error))?;
-        let head_hash = self.sealer.link(line.as_bytes());
-        let compact = full_payload(&head.state, seq, &head_hash);
-        let text = sealed_text(&self.sealer, &self.lease.key.id, Value::Object(compact))?;
         let key = self.lease.key.clone();
-        let plan = (!self.plan_stored).then_some((plan_text, plan_hash));
-        let to_i64 = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
-        let mut events = self.events.clone();
-        events.push(EventRow { seq: to_i64(seq), line, hash: head_hash.clone() });
-        let history = self.history.clone();
-        let decision = self.decision.clone();
-        let (expected_i, version) = (to_i64(expected), to_i64(state.state_version));
-        let (audit_seq, history_records) = (to_i64(seq), to_i64(self.history_records));
-        let status = state.status.as_str();
-        let finished = state.status.is_terminal();
-        let written = self.lease.shared.call(move |pool| async move {
-            let mut client = connect(&pool).await?;
-            let seqs: Vec<i64> = events.iter().map(|row| row.seq).collect();
-            let lines: Vec<&str> = events.iter().map(|row| row.line.as_str()).collect();
-            let hashes: Vec<&str> = events.iter().map(|row| row.hash.as_str()).collect();
-            let numbers: Vec<i64> = history.iter().map(|(number, _)| *number).collect();
-            let records: Vec<&str> = history.iter().map(|(_, line)| line.as_str()).collect();
-            let params: [&(dyn ToSql + Sync); 17] = [
-                &key.kind,
-                &key.id,
-                &key.owner,
-                &key.token,
-                &expected_i,
-                &text,
-                &status,
-                &version,
-                &audit_seq,
-                &history_records,
-                &finished,
-                &key.secs,
-                &seqs,
-                &lines,
-                &hashes,
-                &numbers,
-                &records,
-            ];
-            if plan.is_none() && decision.is_none() {
-                // A step's checkpoint: the one statement, one round trip.
-                if !checkpoint_written(&client, &params).await? {
-                    return Err(refusal(&client, &key, expected).await);
+        let expected = self.stored_version;
+        let version = i64::try_from(expected).unwrap_or(i64::MAX);
+        let written = self.lease.shared.idempotent(move |pool| {
+            let key = key.clone();
+            async move {
+                let client = connect(&pool).await?;
+                let params: [&(dyn ToSql + Sync); 6] =
+                    [&key.kind, &key.id, &key.owner, &key.token, &version, &key.secs];
+                if execute(&client, sql::CHECKPOINT_DURABLE, &params, "make the checkpoint durable").await? == 1 {
+                    return Ok(());
                 }
-                return Ok(());
+                Err(refusal(&client, &key, expected).await)
             }
-            // The first checkpoint stores the plan, an approval's its row:
-            // the same statement and those in one transaction.
-            let transaction = client.transaction().await.map_err(store_error("start the checkpoint"))?;
-            if !checkpoint_written(&transaction, &params).await? {
-                return Err(refusal(&transaction, &key, expected).await);
-            }
-            if let Some((plan, plan_hash)) = &plan {
-                execute(&transaction, sql::INSERT_PLAN, &[&key.id, plan, plan_hash], "store the plan").await?;
-            }
-            if let Some(decision) = &decision {
-                approvals::record(&transaction, &key.id, decision).await?;
-            }
-            transaction.commit().await.map_err(store_error("commit the checkpoint"))
         });
         self.lease.after_write(sent, written)?;
-        self.plan_stored = true;
-        self.events.clear();
-        self.history.clear();
-        self.pending.written();
-        self.decision = None;
-        self.audit_seq = seq;
-        self.audit_hash = Some(head_hash);
-        self.stored_version = state.state_version;
+        self.unsynced = false;
         Ok(())
     }
 

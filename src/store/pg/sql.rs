@@ -67,7 +67,10 @@ pub const RELEASE_LEASE: &str = "UPDATE runs SET owner_id = NULL, lease_expires_
 /// (`$16..$17`: record_no, line) under the new state version and the
 /// caller's fencing token. Returns the number of rows the guard wrote (0:
 /// refused, and nothing was inserted). A checkpoint is progress: `claims`
-/// (claims since the last progress) goes back to 0.
+/// (claims since the last progress) goes back to 0. With `$18` true the
+/// transaction commits without waiting for the write-ahead log's flush
+/// (`synchronous_commit` off for it alone: the checkpoint after a read,
+/// made durable by the next synchronous commit, [`CHECKPOINT_DURABLE`]).
 pub const CHECKPOINT: &str = "WITH guard AS (\
          UPDATE runs SET state = $6::text, status = $7::text, state_version = $8::bigint, \
              audit_head_seq = $9::bigint, history_records = $10::bigint, updated_at = now(), claims = 0, \
@@ -86,7 +89,17 @@ pub const CHECKPOINT: &str = "WITH guard AS (\
          SELECT $2::text, record_no, line, $8::bigint, $4::bigint \
          FROM unnest($16::bigint[], $17::text[]) AS h (record_no, line) \
          WHERE EXISTS (SELECT 1 FROM guard)) \
-     SELECT count(*) FROM guard";
+     SELECT count(*), CASE WHEN $18::bool THEN set_config('synchronous_commit', 'off', true) END FROM guard";
+
+/// Makes an agent run's checkpoints durable (after
+/// [`CHECKPOINT`] with `$18` true, an asynchronous commit): renews the
+/// lease if it is still held and the stored checkpoint is still version
+/// `$5`, committed synchronously, which flushes the write-ahead log up to
+/// this commit and so every commit before it. No row when the lease is
+/// gone or the checkpoint is not there (a server restart lost it).
+pub const CHECKPOINT_DURABLE: &str = "UPDATE runs SET lease_expires_at = now() + make_interval(secs => $6::bigint) \
+     WHERE kind = $1::text AND run_id = $2::text AND owner_id = $3::text AND lease_version = $4::bigint \
+         AND lease_expires_at > now() AND state_version = $5::bigint";
 
 /// Why a guarded write found no row: the stored version and whether the
 /// caller's lease still holds.

@@ -1,8 +1,10 @@
 //! The PostgreSQL store's own tests, beside the shared conformance suite
 //! (`store/conformance.rs`): migrations and the refusals of an unusable
 //! schema, the append-only triggers, fencing by the lease, approvals used
-//! once by the current lease (never a stale one, never expired), and calls
-//! from inside a tokio runtime. Skipped without `PLANRUN_TEST_PG` (see
+//! once by the current lease (never a stale one, never expired), the
+//! checkpoint after a read (committed asynchronously, made durable before
+//! an effect or refused when a restart lost it), and calls from inside a
+//! tokio runtime. Skipped without `PLANRUN_TEST_PG` (see
 //! `test_db.rs`).
 
 use crate::store::pg::error::PgError;
@@ -85,19 +87,7 @@ fn a_holder_whose_lease_was_taken_over_writes_nothing() {
     let token = schema.sql("SELECT lease_version FROM runs WHERE run_id = 'r1'").expect("token");
     assert_eq!(token, "3", "create, open, take-over: one more each time");
 
-    let mut next = loaded.state.clone();
-    next.state_version = 2;
-    stale
-        .append_event(NewEvent {
-            ts: "2026-01-01T00:00:01Z".into(),
-            event_type: "state_saved",
-            step_id: None,
-            status: Some("ok"),
-            details: serde_json::Map::new(),
-        })
-        .expect("buffered");
-    next.audit_seq = stale.audit_seq();
-    next.audit_hash = stale.audit_hash().map(str::to_string);
+    let next = saved(&mut stale, &loaded.state, 2);
     let refused = stale.checkpoint(&next, 1);
     assert!(matches!(refused, Err(StoreError::LeaseLost { .. })), "{refused:?}");
     assert_eq!(schema.sql("SELECT count(*) FROM audit_events"), Ok("2".into()), "no event written");
@@ -345,4 +335,59 @@ fn unfinished_records_are_the_workspaces_own_unended_unheld_ones() {
     assert_eq!(listed, ["br-created", "br-running"], "not ended, not held, of this workspace");
     assert!(store.unfinished_records(crate::store::RecordKind::Controller).expect("listed").is_empty());
     drop(held);
+}
+
+/// `state` as checkpoint `version` after one more `state_saved` event.
+fn saved(
+    run: &mut Box<dyn crate::store::RunHandle>,
+    state: &crate::store::RunState,
+    version: u64,
+) -> crate::store::RunState {
+    run.append_event(NewEvent {
+        ts: "2026-01-01T00:00:01Z".into(),
+        event_type: "state_saved",
+        step_id: None,
+        status: Some("ok"),
+        details: serde_json::Map::new(),
+    })
+    .expect("buffered");
+    let mut next = state.clone();
+    next.state_version = version;
+    next.audit_seq = run.audit_seq();
+    next.audit_hash = run.audit_hash().map(str::to_string);
+    next
+}
+
+/// The checkpoint after a read is committed without waiting for the log's
+/// flush; `make_durable` then makes it durable with one guarded commit, and
+/// refuses (nothing may start) when the checkpoint is not the stored one
+/// any more, as after a server restart that lost the asynchronous commit.
+/// After a synchronous checkpoint it sends nothing.
+#[test]
+fn a_read_checkpoint_is_made_durable_before_an_effect_or_refused_when_it_was_lost() {
+    let Some(schema) = TestSchema::create() else { return };
+    let store = schema.store(&Sealer::plain());
+    started(&store, "r1");
+    let (mut run, loaded) = store.open_run("r1").expect("open");
+    let version = || schema.sql("SELECT state_version FROM runs WHERE run_id = 'r1'").expect("version");
+
+    let read = saved(&mut run, &loaded.state, 2);
+    run.checkpoint_reads(&read, 1).expect("a read's checkpoint");
+    assert_eq!(version(), "2", "committed (visible), if not yet flushed");
+    run.make_durable().expect("made durable");
+    assert_eq!(store.read_run("r1").expect("read").state.state_version, 2);
+
+    let lost = saved(&mut run, &read, 3);
+    run.checkpoint_reads(&lost, 2).expect("a read's checkpoint");
+    // A restart lost the asynchronous commit: the row is back at version 2.
+    schema.sql("UPDATE runs SET state_version = 2 WHERE run_id = 'r1'").expect("as if lost");
+    let refused = run.make_durable();
+    assert!(matches!(refused, Err(StoreError::VersionConflict { expected: 3, found: 2, .. })), "{refused:?}");
+
+    started(&store, "r2");
+    let (mut run, loaded) = store.open_run("r2").expect("open");
+    let after = saved(&mut run, &loaded.state, 2);
+    run.checkpoint(&after, 1).expect("a synchronous checkpoint");
+    schema.sql("UPDATE runs SET state_version = 0 WHERE run_id = 'r2'").expect("a row make_durable would refuse");
+    run.make_durable().expect("nothing to make durable: no statement sent");
 }
