@@ -10,6 +10,9 @@
 #    (one durable checkpoint per step: one `fdatasync` on files, one commit
 #    on PostgreSQL), and on PostgreSQL the commits and WAL syncs per step
 #    (from pg_stat_database and pg_stat_wal, read before and after).
+#    Then the same for an N-step plan of `read_file` steps (no child
+#    process: the store is most of a step; the checkpoint after a read has
+#    no sync of its own on files and commits asynchronously on PostgreSQL).
 # 2. Worker throughput: R queued runs of M steps (`--queue`), driven to the
 #    end by `planrun worker --once --concurrency W` for W = 1, 2, 4: steps per
 #    second, commits and WAL syncs per step (group commit shows as fewer WAL
@@ -45,6 +48,11 @@ mkdir -p "$work/plans" "$work/policies"
 echo_policy "$work/policies/default.toml" $(( (n > m ? n : m) * 2 + 10 ))
 echo_plan "$work/plans/long.toml" long "$n"
 echo_plan "$work/plans/short.toml" short "$m"
+{
+  printf 'version = 1\nid = "reads"\n'
+  for i in $(seq 1 "$n"); do printf '\n[[steps]]\nid = "r%s"\nkind = "read_file"\npath = "in.txt"\n' "$i"; done
+  printf '\n[[steps]]\nid = "end"\nkind = "finish"\n'
+} >"$work/plans/reads.toml"
 now() { date +%s.%N; }
 planrun() { (cd "$work" && "$BIN" --plans plans --policies policies "$@"); }
 
@@ -56,17 +64,21 @@ per_step() { # before after steps -> "commits/step wal_syncs/step"
   printf '%.2f %.2f' "$(echo "($c1 - $c0) / $3" | bc -l)" "$(echo "($w1 - $w0) / $3" | bc -l)"
 }
 
-echo "== one $n-step plan"
-printf '%-12s %10s %12s %14s %16s\n' store seconds ms_per_step commits_per_step wal_syncs_per_step
-for store in file "$url"; do
-  before=$(counters)
-  start=$(now)
-  planrun --workspace "$work/ws-one" --store "$store" --plan plans/long.toml -q >/dev/null
-  secs=$(echo "$(now) - $start" | bc)
-  name=$([ "$store" = file ] && echo file || echo postgres)
-  if [ "$name" = file ]; then counts="- -"; else counts=$(per_step "$before" "$(counters)" $(( n + 1 ))); fi
-  read -r commits syncs <<<"$counts"
-  printf '%-12s %10.3f %12.3f %14s %16s\n' "$name" "$secs" "$(echo "$secs * 1000 / ($n + 1)" | bc -l)" "$commits" "$syncs"
+for plan in long reads; do
+  echo "== one $n-step plan ($([ "$plan" = long ] && echo echo || echo read_file) steps)"
+  printf '%-12s %10s %12s %14s %16s\n' store seconds ms_per_step commits_per_step wal_syncs_per_step
+  for store in file "$url"; do
+    ws="$work/ws-one-$plan-$([ "$store" = file ] && echo file || echo pg)"
+    mkdir -p "$ws" && echo hello >"$ws/in.txt"
+    before=$(counters)
+    start=$(now)
+    planrun --workspace "$ws" --store "$store" --plan "plans/$plan.toml" -q >/dev/null
+    secs=$(echo "$(now) - $start" | bc)
+    name=$([ "$store" = file ] && echo file || echo postgres)
+    if [ "$name" = file ]; then counts="- -"; else counts=$(per_step "$before" "$(counters)" $(( n + 1 ))); fi
+    read -r commits syncs <<<"$counts"
+    printf '%-12s %10.3f %12.3f %14s %16s\n' "$name" "$secs" "$(echo "$secs * 1000 / ($n + 1)" | bc -l)" "$commits" "$syncs"
+  done
 done
 
 echo "== workers: $runs queued runs of $m steps"
