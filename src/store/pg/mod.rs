@@ -1167,8 +1167,9 @@ impl PgRun {
         Ok(self.audit_seq)
     }
 
-    /// [`RunHandle::checkpoint`], committed synchronously or (`synchronous`
-    /// false) not waiting for the write-ahead log's flush.
+    /// [`RunHandle::checkpoint`], committed synchronously, or (`synchronous`
+    /// false, and it stores neither the plan nor a decision) without
+    /// waiting for the write-ahead log's flush.
     fn write_checkpoint(&mut self, state: &RunState, expected: u64, synchronous: bool) -> Result<(), StoreError> {
         compare_version(&self.lease.key.id, self.stored_version, expected)?;
         let sent = self.lease.before_write()?;
@@ -1194,6 +1195,9 @@ impl PgRun {
         events.push(EventRow { seq: to_i64(seq), line, hash: head_hash.clone() });
         let history = self.history.clone();
         let decision = self.decision.clone();
+        // Only a step's own checkpoint may wait for the log's flush: one
+        // that stores the plan or a person's decision commits synchronously.
+        let asynchronous = !synchronous && plan.is_none() && decision.is_none();
         let (expected_i, version) = (to_i64(expected), to_i64(state.state_version));
         let (audit_seq, history_records) = (to_i64(seq), to_i64(self.history_records));
         let status = state.status.as_str();
@@ -1205,7 +1209,6 @@ impl PgRun {
             let hashes: Vec<&str> = events.iter().map(|row| row.hash.as_str()).collect();
             let numbers: Vec<i64> = history.iter().map(|(number, _)| *number).collect();
             let records: Vec<&str> = history.iter().map(|(_, line)| line.as_str()).collect();
-            let asynchronous = !synchronous;
             let params: [&(dyn ToSql + Sync); 18] = [
                 &key.kind,
                 &key.id,
@@ -1258,7 +1261,7 @@ impl PgRun {
         self.stored_version = state.state_version;
         // A synchronous commit flushes the log up to it, and so every
         // earlier commit; an asynchronous one waits for the next.
-        self.unsynced = !synchronous;
+        self.unsynced = asynchronous;
         Ok(())
     }
 }
