@@ -228,6 +228,17 @@ fn a_receipt_is_not_written_over_a_run_another_owner_holds() {
 fn approved(store: &dyn RunStore, run_id: &str, expires_in: std::time::Duration) {
     started(store, run_id);
     let (mut run, loaded) = store.open_run(run_id).expect("open");
+    let next = decided(&mut run, &loaded.state, expires_in);
+    run.checkpoint(&next, 1).expect("checkpoint");
+}
+
+/// The events and the held decision of an approval of step `s`; the
+/// checkpoint (version 2) that records them.
+fn decided(
+    run: &mut Box<dyn crate::store::RunHandle>,
+    state: &crate::store::RunState,
+    expires_in: std::time::Duration,
+) -> crate::store::RunState {
     let details = serde_json::json!({"fingerprint": "f", "scope": "x", "state_version": 1, "approved_by": null});
     let details = details.as_object().cloned().expect("an object");
     let event = NewEvent { step_id: Some("s"), details, ..crate::store::test_runs::event("approval_granted") };
@@ -242,12 +253,7 @@ fn approved(store: &dyn RunStore, run_id: &str, expires_in: std::time::Duration)
         verdict,
     };
     run.record_decision(decision).expect("held for the checkpoint");
-    run.append_event(crate::store::test_runs::event("state_saved")).expect("event");
-    let mut next = loaded.state.clone();
-    next.state_version = 2;
-    next.audit_seq = run.audit_seq();
-    next.audit_hash = run.audit_hash().map(str::to_string);
-    run.checkpoint(&next, 1).expect("checkpoint");
+    saved(run, state, 2)
 }
 
 fn used() -> ApprovalUse {
@@ -389,5 +395,15 @@ fn a_read_checkpoint_is_made_durable_before_an_effect_or_refused_when_it_was_los
     let after = saved(&mut run, &loaded.state, 2);
     run.checkpoint(&after, 1).expect("a synchronous checkpoint");
     schema.sql("UPDATE runs SET state_version = 0 WHERE run_id = 'r2'").expect("a row make_durable would refuse");
+    run.make_durable().expect("nothing to make durable: no statement sent");
+
+    // A checkpoint that records a person's decision commits synchronously,
+    // even after a read: nothing is left to make durable.
+    started(&store, "r3");
+    let (mut run, loaded) = store.open_run("r3").expect("open");
+    let with_decision = decided(&mut run, &loaded.state, std::time::Duration::from_secs(3600));
+    run.checkpoint_reads(&with_decision, 1).expect("a read's checkpoint with a decision");
+    assert_eq!(schema.sql("SELECT count(*) FROM approvals WHERE run_id = 'r3'"), Ok("1".into()));
+    schema.sql("UPDATE runs SET state_version = 0 WHERE run_id = 'r3'").expect("a row make_durable would refuse");
     run.make_durable().expect("nothing to make durable: no statement sent");
 }
