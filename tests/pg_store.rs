@@ -455,16 +455,7 @@ async fn a_controller_run_cut_off_mid_loop_is_ended_by_the_next_node() {
     // The dead node's leases, expired (as they would be after PLANRUN_LEASE_SECS).
     schema.sql("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE owner_id IS NOT NULL");
     let restarted = Server::start_in(sandbox, &[store]);
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-    let state = loop {
-        let (status, state) = get_json(&client, &restarted.url("/controller/runs/ctrl-0001")).await;
-        assert_eq!(status, 200, "{state}");
-        if state["status"] != "running" {
-            break state;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "never settled: {state}");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    };
+    let state = restarted.settled("/controller/runs/ctrl-0001", "running").await;
     assert_eq!(
         (state["status"].as_str(), state["stop_reason"].as_str()),
         (Some("failed"), Some("interrupted")),

@@ -100,6 +100,23 @@ impl Server {
 }
 
 impl Server {
+    /// Polls `GET path` (every 20 ms, 30 s at most; every answer must be
+    /// 200) until the body's `status` is no longer `from`, as the scan of
+    /// a restarted service settles a record; that body.
+    pub async fn settled(&self, path: &str, from: &str) -> Value {
+        let client = client();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let (status, body) = get_json(&client, &self.url(path)).await;
+            assert_eq!(status, 200, "{path}: {body}");
+            if body["status"] != from {
+                return body;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{path} never left `{from}`: {body}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Sends `body` to `path` on a server started to abort inside that
     /// request (`PLANRUN_CRASH_AT`): asserts that no answer came and that
     /// the process failed; returns its sandbox, the workspace as the abort

@@ -96,23 +96,14 @@ async fn a_sigkill_under_load_loses_no_answered_run() {
 /// workspace; returns it, the bridge run's id and the state its scan left.
 async fn cut_off_then_restarted(crash_at: &str) -> (Server, String, Value) {
     let server = Server::start(&[("PLANRUN_CRASH_AT", crash_at)]);
-    let client = client();
     let body = json!({"goal": "test flow pwd to file", "adapter": "agent"});
     let sandbox = server.aborted_during("/runs", &body).await;
     let runs = std::fs::read_dir(sandbox.workspace().join("bridge/runs")).expect("bridge records");
     let ids: Vec<String> = runs.flatten().map(|entry| entry.file_name().to_string_lossy().into_owned()).collect();
     let [id] = ids.as_slice() else { panic!("one bridge record: {ids:?}") };
     let restarted = Server::start_in(sandbox, &[]);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let (status, state) = get_json(&client, &restarted.url(&format!("/runs/{id}"))).await;
-        assert_eq!(status, 200, "{state}");
-        if state["status"] != "created" {
-            return (restarted, id.clone(), state);
-        }
-        assert!(tokio::time::Instant::now() < deadline, "the scan never settled {id}: {state}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let state = restarted.settled(&format!("/runs/{id}"), "created").await;
+    (restarted, id.clone(), state)
 }
 
 /// A waited-for agent run cut off mid-drive (the service aborts right after
@@ -180,16 +171,7 @@ async fn a_controller_run_cut_off_mid_loop_is_ended_interrupted_by_the_next_serv
     assert!(!running.contains("controller_finished"), "cut off before it ended");
 
     let restarted = Server::start_in(sandbox, &[]);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let state = loop {
-        let (status, state) = get_json(&client, &restarted.url(&format!("/controller/runs/{controller_id}"))).await;
-        assert_eq!(status, 200, "{state}");
-        if state["status"] != "running" {
-            break state;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "the scan never settled {controller_id}: {state}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let state = restarted.settled(&format!("/controller/runs/{controller_id}"), "running").await;
     assert_eq!(
         (state["status"].as_str(), state["stop_reason"].as_str()),
         (Some("failed"), Some("interrupted")),

@@ -214,6 +214,15 @@ mod tests {
     use super::*;
     use crate::store::NewEvent;
 
+    /// A temp workspace and its file store under group commit, with the
+    /// committer (to count its barriers).
+    fn grouped() -> (tempfile::TempDir, GroupCommit, FileStore) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let commit = GroupCommit::new(dir.path()).expect("committer");
+        let store = FileStore::with_durability(dir.path(), Sealer::plain(), Durability::Group(commit.clone()));
+        (dir, commit, store)
+    }
+
     fn event() -> NewEvent<'static> {
         NewEvent {
             ts: "2026-01-01T00:00:00Z".into(),
@@ -232,9 +241,7 @@ mod tests {
     /// log lines waits for one; `make_durable` is one more.
     #[test]
     fn under_group_commit_a_record_writes_its_first_and_its_last_checkpoint_only() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let commit = GroupCommit::new(dir.path()).expect("committer");
-        let store = FileStore::with_durability(dir.path(), Sealer::plain(), Durability::Group(commit.clone()));
+        let (dir, commit, store) = grouped();
         let mut record = store.create_record(RecordKind::Bridge, "br-1").expect("create");
         let status = || store.read_record(RecordKind::Bridge, "br-1").expect("readable").state["status"].clone();
         assert_eq!(record.checkpoint(&json!({"run_id": "br-1", "status": "created"}), 0).expect("first"), 1);
@@ -270,9 +277,7 @@ mod tests {
     /// written, its last, after one barrier. Per write it is written at once.
     #[test]
     fn under_group_commit_a_record_done_in_memory_writes_its_last_checkpoint_only() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let commit = GroupCommit::new(dir.path()).expect("committer");
-        let store = FileStore::with_durability(dir.path(), Sealer::plain(), Durability::Group(commit.clone()));
+        let (dir, commit, store) = grouped();
         let mut record = store.create_record(RecordKind::Bridge, "br-1").expect("create");
         let state_file = dir.path().join("bridge/runs/br-1/state.json");
         assert_eq!(record.checkpoint_held(&json!({"run_id": "br-1", "status": "created"}), 0).expect("first"), 1);
@@ -310,9 +315,7 @@ mod tests {
     /// ignored; a tampered state file is refused all the same.
     #[test]
     fn a_synced_temp_file_whose_rename_was_lost_is_the_newer_state() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let commit = GroupCommit::new(dir.path()).expect("committer");
-        let store = FileStore::with_durability(dir.path(), Sealer::plain(), Durability::Group(commit));
+        let (dir, _, store) = grouped();
         let mut record = store.create_record(RecordKind::Bridge, "br-1").expect("create");
         record.checkpoint(&json!({"run_id": "br-1", "status": "created"}), 0).expect("first");
         let folder = dir.path().join("bridge/runs/br-1");
@@ -364,9 +367,7 @@ mod tests {
     /// no sync of its own.
     #[test]
     fn under_group_commit_a_run_checkpoint_waits_for_one_barrier() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let commit = GroupCommit::new(dir.path()).expect("committer");
-        let store = FileStore::with_durability(dir.path(), Sealer::plain(), Durability::Group(commit.clone()));
+        let (_dir, commit, store) = grouped();
         let mut run = store.create_run("r1").expect("create");
         run.append_event(event()).expect("event");
         run.write_plan(&json!({"id": "p", "steps": []})).expect("plan");
@@ -390,9 +391,7 @@ mod tests {
     /// the world, covers it (once; nothing left, no barrier).
     #[test]
     fn under_group_commit_a_checkpoint_after_a_read_waits_for_the_next_barrier() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let commit = GroupCommit::new(dir.path()).expect("committer");
-        let store = FileStore::with_durability(dir.path(), Sealer::plain(), Durability::Group(commit.clone()));
+        let (_dir, commit, store) = grouped();
         let mut run = store.create_run("r1").expect("create");
         run.write_plan(&json!({"id": "p", "steps": []})).expect("plan");
         let saved = || NewEvent { event_type: "state_saved", ..event() };

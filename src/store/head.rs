@@ -31,8 +31,9 @@ pub(crate) const LINK_FIELDS: [&str; 2] = ["plan_hash", "history_hash"];
 /// in from its position on reading.
 const SELF_FIELDS: [&str; 2] = ["audit_seq", "audit_hash"];
 
-/// What a head line's `details.checkpoint` holds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What a head line's `details.checkpoint` holds, as read back (it is
+/// written as a [`HeadPayloadRef`]).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct HeadPayload {
     /// The checkpoint: the [`RunState`] fields without `audit_seq` and
@@ -42,28 +43,19 @@ pub(crate) struct HeadPayload {
     /// head of a log every record before it).
     pub history: Vec<StepRecord>,
     /// The plan exactly as it runs, on the first head of a log only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub plan: Option<Value>,
 }
 
-impl HeadPayload {
-    /// The head of `state` with the store's links, the step records since
-    /// the previous head and (first head only) the plan.
-    pub(crate) fn new(
-        state: &RunState,
-        (plan_hash, history_hash): (&str, Option<&str>),
-        history: Vec<StepRecord>,
-        plan: Option<Value>,
-    ) -> Result<HeadPayload, serde_json::Error> {
-        Ok(HeadPayload { state: head_state(linked_payload(state, plan_hash, history_hash)?), history, plan })
-    }
-
-    /// The held event's `details` with this checkpoint in them: the head
-    /// line's details.
-    pub(crate) fn details(&self, mut details: Map<String, Value>) -> Result<Map<String, Value>, serde_json::Error> {
-        details.insert(CHECKPOINT_KEY.into(), serde_json::to_value(self)?);
-        Ok(details)
-    }
+/// A [`HeadPayload`] as a head line is written: the same fields, in the
+/// same order, borrowed from what the store holds (nothing is copied but
+/// into the line).
+#[derive(Serialize)]
+struct HeadPayloadRef<'a> {
+    state: &'a Map<String, Value>,
+    history: &'a [StepRecord],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plan: Option<&'a Value>,
 }
 
 /// What the coming head line carries that no line of the log holds yet:
@@ -126,21 +118,24 @@ impl PendingHead {
         self.plan = Some(plan);
     }
 
-    /// The head line of a checkpoint of `state`: the held event whose
-    /// `details` hold the [`HeadPayload`], its columns unchanged. Nothing
-    /// is taken: call [`PendingHead::written`] once the line is written.
+    /// The head line of a checkpoint of `state` with the store's links
+    /// (`plan_hash`, `history_hash`): the held event whose `details` hold
+    /// the [`HeadPayload`] under [`CHECKPOINT_KEY`], its columns unchanged,
+    /// and the payload's checkpoint. Nothing is taken: call
+    /// [`PendingHead::written`] once the line is written.
     pub(crate) fn line(
         &self,
         state: &RunState,
-        links: (&str, Option<&str>),
-    ) -> Result<(HeldEvent, HeadPayload), String> {
+        (plan_hash, history_hash): (&str, Option<&str>),
+    ) -> Result<(HeldEvent, Map<String, Value>), String> {
         let Some(mut held) = self.held.clone() else {
             return Err(NO_HEAD_EVENT.to_string());
         };
-        let head =
-            HeadPayload::new(state, links, self.history.clone(), self.plan.clone()).map_err(|e| e.to_string())?;
-        held.details = head.details(std::mem::take(&mut held.details)).map_err(|e| e.to_string())?;
-        Ok((held, head))
+        let checkpoint = linked_payload(state, plan_hash, history_hash).map(head_state).map_err(|e| e.to_string())?;
+        let payload = HeadPayloadRef { state: &checkpoint, history: &self.history, plan: self.plan.as_ref() };
+        let payload = serde_json::to_value(payload).map_err(|e| e.to_string())?;
+        held.details.insert(CHECKPOINT_KEY.into(), payload);
+        Ok((held, checkpoint))
     }
 
     /// The head line is written: nothing is pending any more.

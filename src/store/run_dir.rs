@@ -271,7 +271,7 @@ impl RunDir {
         let Some(plan_hash) = self.plan_hash.clone() else {
             return Err(serialize_error(&audit_path, "a run's first checkpoint comes after its plan is stored"));
         };
-        let (held, head) = self
+        let (held, checkpoint) = self
             .pending
             .line(state, (&plan_hash, self.history.hash()))
             .map_err(|error| serialize_error(&audit_path, error))?;
@@ -301,7 +301,7 @@ impl RunDir {
             // in a power cut is read as "the log's head is newer".
             let hash = self.audit.last_hash().unwrap_or_default().to_string();
             let state_path = self.path.join("state.json");
-            let envelope = full_payload(&head.state, seq, &hash);
+            let envelope = full_payload(&checkpoint, seq, &hash);
             let sealed = seal_bytes(&self.sealer, &state_path, Value::Object(envelope), &mut self.state_buffer)?;
             replace_unsynced(&state_path, sealed, || Ok(())).map_err(io_error("write", &state_path))?;
         }

@@ -1176,7 +1176,7 @@ impl PgRun {
         let Some((plan_text, plan_hash)) = self.plan.clone() else {
             return Err(self.serialize_error("a run's first checkpoint comes after its plan is stored"));
         };
-        let (held, head) = self
+        let (held, checkpoint) = self
             .pending
             .line(state, (&plan_hash, self.history_hash.as_deref()))
             .map_err(|error| self.serialize_error(error))?;
@@ -1186,7 +1186,7 @@ impl PgRun {
         let line = event_line(&self.lease.key.id, seq, prev_hash, held.event(), true, &self.sealer)
             .map_err(|error| self.serialize_error(error))?;
         let head_hash = self.sealer.link(line.as_bytes());
-        let compact = full_payload(&head.state, seq, &head_hash);
+        let compact = full_payload(&checkpoint, seq, &head_hash);
         let text = sealed_text(&self.sealer, &self.lease.key.id, Value::Object(compact))?;
         let key = self.lease.key.clone();
         let plan = (!self.plan_stored).then_some((plan_text, plan_hash));
@@ -1195,9 +1195,11 @@ impl PgRun {
         events.push(EventRow { seq: to_i64(seq), line, hash: head_hash.clone() });
         let history = self.history.clone();
         let decision = self.decision.clone();
-        // Only a step's own checkpoint may wait for the log's flush: one
-        // that stores the plan or a person's decision commits synchronously.
-        let asynchronous = !synchronous && plan.is_none() && decision.is_none();
+        // A step's own checkpoint is one statement; the first one (the
+        // plan) or one with a person's decision is a transaction, which
+        // always commits synchronously.
+        let one_statement = plan.is_none() && decision.is_none();
+        let asynchronous = !synchronous && one_statement;
         let (expected_i, version) = (to_i64(expected), to_i64(state.state_version));
         let (audit_seq, history_records) = (to_i64(seq), to_i64(self.history_records));
         let status = state.status.as_str();
@@ -1229,7 +1231,7 @@ impl PgRun {
                 &records,
                 &asynchronous,
             ];
-            if plan.is_none() && decision.is_none() {
+            if one_statement {
                 // A step's checkpoint: the one statement, one round trip.
                 if !checkpoint_written(&client, &params).await? {
                     return Err(refusal(&client, &key, expected).await);
