@@ -35,7 +35,9 @@
 //! An agent run's events and history are kept in its handle until its
 //! next checkpoint and committed with it in one transaction (one commit per
 //! checkpoint; the compare-and-set on `state_version` is in the same
-//! statement as the lease guard), so a database run has no crash tail. A
+//! statement as the lease guard), so a database run has no crash tail. The
+//! checkpoints after reads are kept too, and sent together before the
+//! run's next other write (`PgRun::checkpoint_reads`). A
 //! record's events are written as they happen (its log may run past its
 //! checkpoint, as in the file store).
 
@@ -1091,7 +1093,12 @@ struct PgRun {
     lease: HeldLease,
     location: PathBuf,
     sealer: Sealer,
+    /// The version of the last checkpoint this handle wrote (kept or sent).
     stored_version: u64,
+    /// The version the database holds, as far as this handle knows: the
+    /// guard of its next statement. Behind `stored_version` while read
+    /// checkpoints are kept in the handle (`deferred`).
+    committed_version: u64,
     audit_seq: u64,
     audit_hash: Option<String>,
     history_records: u64,
@@ -1111,6 +1118,50 @@ struct PgRun {
     /// ([`RunHandle::checkpoint_reads`]) and no synchronous commit of this
     /// run followed it yet.
     unsynced: bool,
+    /// The read checkpoints kept in the handle and not sent yet
+    /// ([`RunHandle::checkpoint_reads`]): the last one's head.
+    deferred: Option<DeferredHead>,
+}
+
+/// How many read checkpoints in a row a handle keeps before it sends them
+/// (in one statement: their rows and the last one's head).
+const DEFERRED_READS_MAX: usize = 64;
+
+/// How long the first of the kept read checkpoints may wait: the next
+/// read's checkpoint after that sends them all.
+const DEFERRED_READS_FOR: Duration = Duration::from_millis(200);
+
+/// The last of the read checkpoints a handle keeps: its head line is the
+/// last row of `events[..events]`, and it covers `history[..history]`.
+struct DeferredHead {
+    /// The checkpoint its head line carries, and the line's link: the
+    /// compact head (`runs.state`) is made of them when sent.
+    checkpoint: serde_json::Map<String, Value>,
+    head_hash: String,
+    version: u64,
+    audit_seq: u64,
+    history_records: u64,
+    status: String,
+    events: usize,
+    history: usize,
+    /// Read checkpoints kept, and since when.
+    reads: usize,
+    since: Instant,
+}
+
+/// One checkpoint statement's content: the head, the rows before it, and
+/// on a run's first checkpoint its plan or with a decision its row.
+struct HeadToSend {
+    text: String,
+    status: String,
+    finished: bool,
+    version: u64,
+    audit_seq: u64,
+    history_records: u64,
+    events: Vec<EventRow>,
+    history: Vec<(i64, String)>,
+    plan: Option<(String, String)>,
+    decision: Option<ApprovalDecision>,
 }
 
 impl PgRun {
@@ -1123,6 +1174,7 @@ impl PgRun {
             location,
             sealer: store.sealer.clone(),
             stored_version: 0,
+            committed_version: 0,
             audit_seq: 0,
             audit_hash: None,
             history_records: 0,
@@ -1134,9 +1186,11 @@ impl PgRun {
             pending: PendingHead::default(),
             decision: None,
             unsynced: false,
+            deferred: None,
         };
         if let Some(loaded) = loaded {
             run.stored_version = loaded.state.state_version;
+            run.committed_version = loaded.state.state_version;
             run.audit_seq = loaded.audit_tail.seq;
             run.audit_hash = loaded.audit_tail.hash.clone();
             run.history_records = loaded.history.len() as u64;
@@ -1167,43 +1221,127 @@ impl PgRun {
         Ok(self.audit_seq)
     }
 
-    /// [`RunHandle::checkpoint`], committed synchronously, or (`synchronous`
-    /// false, and it stores neither the plan nor a decision) without
-    /// waiting for the write-ahead log's flush.
-    fn write_checkpoint(&mut self, state: &RunState, expected: u64, synchronous: bool) -> Result<(), StoreError> {
-        compare_version(&self.lease.key.id, self.stored_version, expected)?;
-        let sent = self.lease.before_write()?;
-        let Some((plan_text, plan_hash)) = self.plan.clone() else {
+    /// The head line of checkpoint `state` (not added yet), its link, and
+    /// the checkpoint it carries (the compact head is made of it when sent:
+    /// [`full_payload`]).
+    fn head_line(&self, state: &RunState) -> Result<(EventRow, String, serde_json::Map<String, Value>), StoreError> {
+        let Some((_, plan_hash)) = &self.plan else {
             return Err(self.serialize_error("a run's first checkpoint comes after its plan is stored"));
         };
         let (held, checkpoint) = self
             .pending
-            .line(state, (&plan_hash, self.history_hash.as_deref()))
+            .line(state, (plan_hash, self.history_hash.as_deref()))
             .map_err(|error| self.serialize_error(error))?;
-        // Written into the handle only once the transaction commits: a
-        // refused checkpoint leaves the handle as it was.
         let (seq, prev_hash) = (self.audit_seq + 1, self.audit_hash.clone());
         let line = event_line(&self.lease.key.id, seq, prev_hash, held.event(), true, &self.sealer)
             .map_err(|error| self.serialize_error(error))?;
         let head_hash = self.sealer.link(line.as_bytes());
+        let row = EventRow { seq: i64::try_from(seq).unwrap_or(i64::MAX), line, hash: head_hash.clone() };
+        Ok((row, head_hash, checkpoint))
+    }
+
+    /// [`RunHandle::checkpoint`], committed synchronously, or (`synchronous`
+    /// false, and it stores neither the plan nor a decision) without
+    /// waiting for the write-ahead log's flush. It also sends the read
+    /// checkpoints the handle kept.
+    fn write_checkpoint(&mut self, state: &RunState, expected: u64, synchronous: bool) -> Result<(), StoreError> {
+        compare_version(&self.lease.key.id, self.stored_version, expected)?;
+        let (row, head_hash, checkpoint) = self.head_line(state)?;
+        let seq = self.audit_seq + 1;
         let compact = full_payload(&checkpoint, seq, &head_hash);
         let text = sealed_text(&self.sealer, &self.lease.key.id, Value::Object(compact))?;
-        let key = self.lease.key.clone();
-        let plan = (!self.plan_stored).then_some((plan_text, plan_hash));
-        let to_i64 = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+        // Written into the handle only once the transaction commits: a
+        // refused checkpoint leaves the handle as it was.
         let mut events = self.events.clone();
-        events.push(EventRow { seq: to_i64(seq), line, hash: head_hash.clone() });
-        let history = self.history.clone();
-        let decision = self.decision.clone();
+        events.push(row);
+        let plan = if self.plan_stored { None } else { self.plan.clone() };
+        let head = HeadToSend {
+            text,
+            status: state.status.as_str().to_string(),
+            finished: state.status.is_terminal(),
+            version: state.state_version,
+            audit_seq: seq,
+            history_records: self.history_records,
+            events,
+            history: self.history.clone(),
+            plan,
+            decision: self.decision.clone(),
+        };
+        let asynchronous = self.send(head, synchronous)?;
+        self.plan_stored = true;
+        self.events.clear();
+        self.history.clear();
+        self.pending.written();
+        self.decision = None;
+        self.deferred = None;
+        self.audit_seq = seq;
+        self.audit_hash = Some(head_hash);
+        self.stored_version = state.state_version;
+        self.committed_version = state.state_version;
+        // A synchronous commit flushes the log up to it, and so every
+        // earlier commit; an asynchronous one waits for the next.
+        self.unsynced = asynchronous;
+        Ok(())
+    }
+
+    /// Sends the read checkpoints the handle kept (nothing when none): their
+    /// rows and the last one's head, in one statement. Kept as they were
+    /// when it fails, so that a later write sends them again.
+    fn send_deferred(&mut self, synchronous: bool) -> Result<(), StoreError> {
+        let Some(deferred) = self.deferred.take() else { return Ok(()) };
+        let compact = full_payload(&deferred.checkpoint, deferred.audit_seq, &deferred.head_hash);
+        let text = match sealed_text(&self.sealer, &self.lease.key.id, Value::Object(compact)) {
+            Ok(text) => text,
+            Err(error) => {
+                self.deferred = Some(deferred);
+                return Err(error);
+            }
+        };
+        let head = HeadToSend {
+            text,
+            status: deferred.status.clone(),
+            finished: false,
+            version: deferred.version,
+            audit_seq: deferred.audit_seq,
+            history_records: deferred.history_records,
+            events: self.events[..deferred.events].to_vec(),
+            history: self.history[..deferred.history].to_vec(),
+            plan: None,
+            decision: None,
+        };
+        match self.send(head, synchronous) {
+            Ok(asynchronous) => {
+                self.events.drain(..deferred.events);
+                self.history.drain(..deferred.history);
+                self.committed_version = deferred.version;
+                self.unsynced = asynchronous;
+                Ok(())
+            }
+            Err(error) => {
+                self.deferred = Some(deferred);
+                Err(error)
+            }
+        }
+    }
+
+    /// One checkpoint statement, guarded by the lease and by the version
+    /// the database holds (`committed_version`); in a transaction with the
+    /// plan or the decision when there is one. Whether it was committed
+    /// asynchronously: only a statement of its own, when not `synchronous`.
+    fn send(&self, head: HeadToSend, synchronous: bool) -> Result<bool, StoreError> {
+        let sent = self.lease.before_write()?;
+        let key = self.lease.key.clone();
+        let to_i64 = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+        let expected = self.committed_version;
+        let HeadToSend { text, status, finished, version, audit_seq, history_records, events, history, plan, decision } =
+            head;
         // A step's own checkpoint is one statement; the first one (the
         // plan) or one with a person's decision is a transaction, which
         // always commits synchronously.
         let one_statement = plan.is_none() && decision.is_none();
         let asynchronous = !synchronous && one_statement;
-        let (expected_i, version) = (to_i64(expected), to_i64(state.state_version));
-        let (audit_seq, history_records) = (to_i64(seq), to_i64(self.history_records));
-        let status = state.status.as_str();
-        let finished = state.status.is_terminal();
+        let (expected_i, version) = (to_i64(expected), to_i64(version));
+        let (audit_seq, history_records) = (to_i64(audit_seq), to_i64(history_records));
         let written = self.lease.shared.call(move |pool| async move {
             let mut client = connect(&pool).await?;
             let seqs: Vec<i64> = events.iter().map(|row| row.seq).collect();
@@ -1253,18 +1391,7 @@ impl PgRun {
             transaction.commit().await.map_err(store_error("commit the checkpoint"))
         });
         self.lease.after_write(sent, written)?;
-        self.plan_stored = true;
-        self.events.clear();
-        self.history.clear();
-        self.pending.written();
-        self.decision = None;
-        self.audit_seq = seq;
-        self.audit_hash = Some(head_hash);
-        self.stored_version = state.state_version;
-        // A synchronous commit flushes the log up to it, and so every
-        // earlier commit; an asynchronous one waits for the next.
-        self.unsynced = asynchronous;
-        Ok(())
+        Ok(asynchronous)
     }
 }
 
@@ -1330,21 +1457,66 @@ impl RunHandle for PgRun {
     /// reads again from the checkpoint before), never tear it, and
     /// [`RunHandle::make_durable`] flushes it before anything that may
     /// change the world.
+    ///
+    /// A run's read checkpoints in a row are kept in the handle and sent
+    /// together, in one statement: when [`DEFERRED_READS_MAX`] are kept,
+    /// when the first of them is older than [`DEFERRED_READS_FOR`] (at the
+    /// next read's checkpoint), and before anything else this handle writes
+    /// ([`RunHandle::make_durable`] before an effect, a pause or an end, a
+    /// use of an approval). Until then the database holds the checkpoint
+    /// before them: a crash loses them, and the run reads again from there,
+    /// as after a lost asynchronous commit. The lines are the same either
+    /// way. The first checkpoint (the plan) and one with a decision are
+    /// sent at once, synchronously.
     fn checkpoint_reads(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
-        self.write_checkpoint(state, expected, false)
+        if !self.plan_stored || self.decision.is_some() {
+            return self.write_checkpoint(state, expected, false);
+        }
+        compare_version(&self.lease.key.id, self.stored_version, expected)?;
+        // A holder whose lease's deadline passed keeps nothing either.
+        self.lease.before_write()?;
+        let (row, head_hash, checkpoint) = self.head_line(state)?;
+        self.events.push(row);
+        self.pending.written();
+        self.audit_seq += 1;
+        self.audit_hash = Some(head_hash.clone());
+        self.stored_version = state.state_version;
+        let (reads, since) = self.deferred.as_ref().map_or((1, Instant::now()), |kept| (kept.reads + 1, kept.since));
+        self.deferred = Some(DeferredHead {
+            checkpoint,
+            head_hash,
+            version: state.state_version,
+            audit_seq: self.audit_seq,
+            history_records: self.history_records,
+            status: state.status.as_str().to_string(),
+            events: self.events.len(),
+            history: self.history.len(),
+            reads,
+            since,
+        });
+        if reads >= DEFERRED_READS_MAX || since.elapsed() >= DEFERRED_READS_FOR {
+            self.send_deferred(false)?;
+        }
+        Ok(())
     }
 
     /// After an asynchronous checkpoint: one guarded, synchronous commit
     /// (the lease renewed if the checkpoint is still the stored one), so
     /// the effect that follows never starts on a checkpoint a server crash
     /// lost: then this is refused and nothing runs.
+    ///
+    /// Read checkpoints the handle kept are sent now, synchronously, in
+    /// one statement instead.
     fn make_durable(&mut self) -> Result<(), StoreError> {
+        if self.deferred.is_some() {
+            return self.send_deferred(true);
+        }
         if !self.unsynced {
             return Ok(());
         }
         let sent = self.lease.before_write()?;
         let key = self.lease.key.clone();
-        let expected = self.stored_version;
+        let expected = self.committed_version;
         let version = i64::try_from(expected).unwrap_or(i64::MAX);
         let written = self.lease.shared.idempotent(move |pool| {
             let key = key.clone();
@@ -1373,6 +1545,7 @@ impl RunHandle for PgRun {
     /// (`approvals.rs`). The step's `approval_verified` is the last event
     /// appended; the stored head is the last one committed.
     fn consume_approval(&mut self, approval: &ApprovalUse) -> Result<(), StoreError> {
+        self.send_deferred(true)?;
         let key = self.lease.key.clone();
         let head = self.audit_seq - self.events.len() as u64;
         let seqs = (self.stored_version, head, self.audit_seq);
@@ -1380,7 +1553,10 @@ impl RunHandle for PgRun {
         self.lease.shared.call(move |pool| async move { approvals::consume(&pool, &key, seqs, &approval).await })
     }
 
+    /// Read checkpoints still kept are dropped: the database holds the
+    /// checkpoint before them, from which the run reads again.
     fn release(mut self: Box<Self>) -> Result<(), StoreError> {
+        self.deferred = None;
         self.lease.release()
     }
 

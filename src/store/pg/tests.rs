@@ -2,8 +2,8 @@
 //! (`store/conformance.rs`): migrations and the refusals of an unusable
 //! schema, the append-only triggers, fencing by the lease, approvals used
 //! once by the current lease (never a stale one, never expired), the
-//! checkpoint after a read (committed asynchronously, made durable before
-//! an effect or refused when a restart lost it), and calls from inside a
+//! checkpoints after reads (kept in the handle and sent together, made
+//! durable before an effect or refused when a restart lost them), and calls from inside a
 //! tokio runtime. Skipped without `PLANRUN_TEST_PG` (see
 //! `test_db.rs`).
 
@@ -343,6 +343,52 @@ fn unfinished_records_are_the_workspaces_own_unended_unheld_ones() {
     drop(held);
 }
 
+/// Kept read checkpoints go with the next checkpoint (one statement, and
+/// the record verifies), are sent by the next read's checkpoint once the
+/// first of them waited [`super::DEFERRED_READS_FOR`], and are dropped when
+/// the handle is given back without one: the row keeps the checkpoint
+/// before them, which loads, verifies and continues.
+#[test]
+fn kept_read_checkpoints_go_with_the_next_write_or_are_dropped_with_the_handle() {
+    let Some(schema) = TestSchema::create() else { return };
+    let store = schema.store(&Sealer::plain());
+    let version = |id: &str| schema.sql(&format!("SELECT state_version FROM runs WHERE run_id = '{id}'")).expect("v");
+
+    started(&store, "r1");
+    let (mut run, loaded) = store.open_run("r1").expect("open");
+    let first = saved(&mut run, &loaded.state, 2);
+    run.checkpoint_reads(&first, 1).expect("kept");
+    let second = saved(&mut run, &first, 3);
+    run.checkpoint_reads(&second, 2).expect("kept");
+    let effect = saved(&mut run, &second, 4);
+    run.checkpoint(&effect, 3).expect("a synchronous checkpoint");
+    assert_eq!(version("r1"), "4");
+    let read = store.read_run("r1").expect("verified");
+    assert_eq!((read.state.state_version, read.audit_tail.seq), (4, run.audit_seq()));
+    run.make_durable().expect("nothing left: no statement");
+
+    started(&store, "r2");
+    let (mut run, loaded) = store.open_run("r2").expect("open");
+    let first = saved(&mut run, &loaded.state, 2);
+    run.checkpoint_reads(&first, 1).expect("kept");
+    std::thread::sleep(super::DEFERRED_READS_FOR + std::time::Duration::from_millis(20));
+    let second = saved(&mut run, &first, 3);
+    run.checkpoint_reads(&second, 2).expect("sent: the first waited long enough");
+    assert_eq!(version("r2"), "3");
+
+    started(&store, "r3");
+    let (mut run, loaded) = store.open_run("r3").expect("open");
+    let kept = saved(&mut run, &loaded.state, 2);
+    run.checkpoint_reads(&kept, 1).expect("kept");
+    run.release().expect("given back");
+    assert_eq!(version("r3"), "1", "dropped with the handle");
+    let (mut again, reloaded) = store.open_run("r3").expect("the checkpoint before loads and verifies");
+    assert_eq!((reloaded.state.state_version, reloaded.audit_tail.seq), (1, loaded.audit_tail.seq));
+    let next = saved(&mut again, &reloaded.state, 2);
+    again.checkpoint(&next, 1).expect("and continues");
+    assert_eq!(store.read_run("r3").expect("verified").state.state_version, 2);
+}
+
 /// `state` as checkpoint `version` after one more `state_saved` event.
 fn saved(
     run: &mut Box<dyn crate::store::RunHandle>,
@@ -364,11 +410,14 @@ fn saved(
     next
 }
 
-/// The checkpoint after a read is committed without waiting for the log's
-/// flush; `make_durable` then makes it durable with one guarded commit, and
-/// refuses (nothing may start) when the checkpoint is not the stored one
-/// any more, as after a server restart that lost the asynchronous commit.
-/// After a synchronous checkpoint it sends nothing.
+/// A read's checkpoint is kept in the handle (the row stays at the
+/// checkpoint before) and sent before anything else the handle writes:
+/// `make_durable` sends it with one synchronous commit, and refuses
+/// (nothing may start) when the stored checkpoint is not the one it
+/// continues any more. After [`super::DEFERRED_READS_MAX`] kept ones they
+/// are sent with an asynchronous commit, which `make_durable` then makes
+/// durable (and refuses when a restart lost it). After a synchronous
+/// checkpoint it sends nothing.
 #[test]
 fn a_read_checkpoint_is_made_durable_before_an_effect_or_refused_when_it_was_lost() {
     let Some(schema) = TestSchema::create() else { return };
@@ -379,16 +428,43 @@ fn a_read_checkpoint_is_made_durable_before_an_effect_or_refused_when_it_was_los
 
     let read = saved(&mut run, &loaded.state, 2);
     run.checkpoint_reads(&read, 1).expect("a read's checkpoint");
-    assert_eq!(version(), "2", "committed (visible), if not yet flushed");
+    assert_eq!(version(), "1", "kept in the handle, not sent");
+    assert_eq!(run.stored_version(), 2);
     run.make_durable().expect("made durable");
+    assert_eq!(version(), "2");
     assert_eq!(store.read_run("r1").expect("read").state.state_version, 2);
 
-    let lost = saved(&mut run, &read, 3);
-    run.checkpoint_reads(&lost, 2).expect("a read's checkpoint");
+    // As many as the handle keeps: sent together, asynchronously.
+    let mut last = read;
+    for version in 3..3 + super::DEFERRED_READS_MAX as u64 {
+        last = saved(&mut run, &last, version);
+        run.checkpoint_reads(&last, version - 1).expect("a read's checkpoint");
+    }
+    let sent = last.state_version.to_string();
+    assert_eq!(version(), sent, "sent in one statement once the handle kept as many as it keeps");
+    assert_eq!(store.read_run("r1").expect("read").state.state_version, last.state_version, "and verified");
     // A restart lost the asynchronous commit: the row is back at version 2.
     schema.sql("UPDATE runs SET state_version = 2 WHERE run_id = 'r1'").expect("as if lost");
     let refused = run.make_durable();
-    assert!(matches!(refused, Err(StoreError::VersionConflict { expected: 3, found: 2, .. })), "{refused:?}");
+    let expected = last.state_version;
+    assert!(
+        matches!(refused, Err(StoreError::VersionConflict { expected: e, found: 2, .. }) if e == expected),
+        "{refused:?}"
+    );
+
+    // A kept one the row moved on from is refused when it is sent, and
+    // writes nothing.
+    started(&store, "r4");
+    let (mut run, loaded) = store.open_run("r4").expect("open");
+    let read = saved(&mut run, &loaded.state, 2);
+    run.checkpoint_reads(&read, 1).expect("kept");
+    schema.sql("UPDATE runs SET state_version = 5 WHERE run_id = 'r4'").expect("another holder's checkpoint");
+    let refused = run.make_durable();
+    assert!(matches!(refused, Err(StoreError::VersionConflict { expected: 1, found: 5, .. })), "{refused:?}");
+    assert_eq!(
+        schema.sql("SELECT max(seq) FROM audit_events WHERE run_id = 'r4'"),
+        Ok(loaded.audit_tail.seq.to_string())
+    );
 
     started(&store, "r2");
     let (mut run, loaded) = store.open_run("r2").expect("open");
