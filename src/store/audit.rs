@@ -44,6 +44,22 @@ pub struct AuditEvent {
     pub seal: Option<String>,
 }
 
+/// An [`AuditEvent`] as its line is written, borrowed: the same fields in
+/// the same order (no `seal`: [`write_line`] splices it in), with any
+/// `details` that serialize as a map (a head line's borrow the checkpoint
+/// they carry: `head.rs`).
+#[derive(Serialize)]
+pub(crate) struct LineRef<'a, D: Serialize> {
+    pub seq: u64,
+    pub ts: &'a str,
+    pub run_id: &'a str,
+    pub event_type: &'a str,
+    pub step_id: Option<&'a str>,
+    pub status: Option<&'a str>,
+    pub details: D,
+    pub prev_hash: Option<&'a str>,
+}
+
 /// `,"seal":"` + 64 hex digits + `"}`: how a sealed line ends.
 const SEAL_MARK: &str = ",\"seal\":\"";
 const SEAL_SUFFIX_LEN: usize = SEAL_MARK.len() + 64 + 2;
@@ -68,7 +84,7 @@ pub(crate) fn check_seal(line: &str, sealer: &Sealer) -> Option<bool> {
 /// log and the PostgreSQL store's rows hold these same bytes.
 pub(crate) fn write_line(
     line: &mut Vec<u8>,
-    event: &AuditEvent,
+    event: &impl Serialize,
     sealed: bool,
     sealer: &Sealer,
 ) -> serde_json::Result<()> {
@@ -273,46 +289,42 @@ impl AuditLog {
         status: Option<&str>,
         details: Map<String, Value>,
     ) -> io::Result<u64> {
-        self.append_line(ts, run_id, (event_type, step_id, status), details, false)
+        self.append_line(&ts, run_id, (event_type, step_id, status), &details, false)
     }
 
     /// Appends a head line: an event that ends with its own `seal`.
     pub(crate) fn append_sealed(
         &mut self,
-        ts: String,
+        ts: &str,
         run_id: &str,
         (event_type, step_id, status): (&str, Option<&str>, Option<&str>),
-        details: Map<String, Value>,
+        details: &impl Serialize,
     ) -> io::Result<u64> {
         self.append_line(ts, run_id, (event_type, step_id, status), details, true)
     }
 
     fn append_line(
         &mut self,
-        ts: String,
+        ts: &str,
         run_id: &str,
         (event_type, step_id, status): (&str, Option<&str>, Option<&str>),
-        details: Map<String, Value>,
+        details: &impl Serialize,
         sealed: bool,
     ) -> io::Result<u64> {
-        let event = AuditEvent {
+        let event = LineRef {
             seq: self.seq + 1,
             ts,
-            run_id: run_id.to_string(),
-            event_type: event_type.to_string(),
-            step_id: step_id.map(str::to_string),
-            status: status.map(str::to_string),
+            run_id,
+            event_type,
+            step_id,
+            status,
             details,
-            prev_hash: self.last_hash.take(),
-            seal: None,
+            prev_hash: self.last_hash.as_deref(),
         };
         write_line(&mut self.line, &event, sealed, &self.sealer)?;
         let hash = self.sealer.link(&self.line);
         self.line.push(b'\n');
-        if let Err(error) = self.file.write_all(&self.line) {
-            self.last_hash = event.prev_hash;
-            return Err(error);
-        }
+        self.file.write_all(&self.line)?;
         self.seq += 1;
         self.last_hash = Some(hash);
         Ok(self.seq)
@@ -373,7 +385,7 @@ mod tests {
             let file = std::fs::OpenOptions::new().append(true).create(true).open(&path).expect("open");
             let mut log = AuditLog::new(file, sealer.clone());
             log.append("t".into(), "r", "run_started", None, None, Map::new()).expect("append");
-            log.append_sealed("t".into(), "r", ("state_saved", None, Some("ok")), Map::new()).expect("head");
+            log.append_sealed("t", "r", ("state_saved", None, Some("ok")), &Map::new()).expect("head");
             let text = std::fs::read_to_string(&path).expect("read");
             let (events, tail) = verify_audit(&text, &sealer).expect("valid log");
             assert!(events[1].seal.is_some() && events[0].seal.is_none());
@@ -388,7 +400,7 @@ mod tests {
         let path = dir.path().join("audit.jsonl");
         let file = std::fs::OpenOptions::new().append(true).create(true).open(&path).expect("open");
         let mut log = AuditLog::new(file, Sealer::plain());
-        log.append_sealed("t".into(), "r", ("state_saved", None, None), Map::new()).expect("head");
+        log.append_sealed("t", "r", ("state_saved", None, None), &Map::new()).expect("head");
         let text = std::fs::read_to_string(&path).expect("read");
         assert_eq!(check_seal(text.trim_end(), &keyed), Some(false), "a plain seal is not a keyed one");
     }

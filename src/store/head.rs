@@ -10,7 +10,8 @@
 //! durable. `history.jsonl`, `plan.json` and `state.json` are views of the
 //! log, written without a sync and checked against it on every read.
 
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
 use crate::store::{NewEvent, RunState, StepRecord};
@@ -118,29 +119,76 @@ impl PendingHead {
         self.plan = Some(plan);
     }
 
-    /// The head line of a checkpoint of `state` with the store's links
-    /// (`plan_hash`, `history_hash`): the held event whose `details` hold
-    /// the [`HeadPayload`] under [`CHECKPOINT_KEY`], its columns unchanged,
-    /// and the payload's checkpoint. Nothing is taken: call
-    /// [`PendingHead::written`] once the line is written.
-    pub(crate) fn line(
+    /// The checkpoint the head line of a checkpoint of `state` carries,
+    /// with the store's links (`plan_hash`, `history_hash`); refused when
+    /// no head event is held.
+    pub(crate) fn checkpoint(
         &self,
         state: &RunState,
         (plan_hash, history_hash): (&str, Option<&str>),
-    ) -> Result<(HeldEvent, Map<String, Value>), String> {
-        let Some(mut held) = self.held.clone() else {
+    ) -> Result<Map<String, Value>, String> {
+        if self.held.is_none() {
+            return Err(NO_HEAD_EVENT.to_string());
+        }
+        linked_payload(state, plan_hash, history_hash).map(head_state).map_err(|e| e.to_string())
+    }
+
+    /// The head line that carries `checkpoint`: the held event, its columns
+    /// unchanged, whose `details` hold the [`HeadPayload`] under
+    /// [`CHECKPOINT_KEY`], all borrowed. Nothing is taken: call
+    /// [`PendingHead::written`] once the line is written.
+    pub(crate) fn line<'a>(&'a self, checkpoint: &'a Map<String, Value>) -> Result<HeadLine<'a>, String> {
+        let Some(held) = &self.held else {
             return Err(NO_HEAD_EVENT.to_string());
         };
-        let checkpoint = linked_payload(state, plan_hash, history_hash).map(head_state).map_err(|e| e.to_string())?;
-        let payload = HeadPayloadRef { state: &checkpoint, history: &self.history, plan: self.plan.as_ref() };
-        let payload = serde_json::to_value(payload).map_err(|e| e.to_string())?;
-        held.details.insert(CHECKPOINT_KEY.into(), payload);
-        Ok((held, checkpoint))
+        let payload = HeadPayloadRef { state: checkpoint, history: &self.history, plan: self.plan.as_ref() };
+        Ok(HeadLine { held, details: HeadDetails { details: &held.details, payload } })
     }
 
     /// The head line is written: nothing is pending any more.
     pub(crate) fn written(&mut self) {
         *self = PendingHead::default();
+    }
+}
+
+/// A head line, borrowed from the [`PendingHead`]: the held event's columns
+/// and the `details` it is written with.
+pub(crate) struct HeadLine<'a> {
+    pub held: &'a HeldEvent,
+    pub details: HeadDetails<'a>,
+}
+
+impl HeadLine<'_> {
+    /// `event_type`, `step_id`, `status`.
+    pub(crate) fn columns(&self) -> (&str, Option<&str>, Option<&str>) {
+        (self.held.event_type.as_str(), self.held.step_id.as_deref(), self.held.status.as_deref())
+    }
+}
+
+/// A head line's `details`: the held event's, with the payload under
+/// [`CHECKPOINT_KEY`]; serialized as the map `Map::insert` of the payload
+/// would make (in the key's place when the details have it, else last),
+/// without copying the checkpoint into a [`Value`].
+pub(crate) struct HeadDetails<'a> {
+    details: &'a Map<String, Value>,
+    payload: HeadPayloadRef<'a>,
+}
+
+impl Serialize for HeadDetails<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let replaces = self.details.contains_key(CHECKPOINT_KEY);
+        let mut map = serializer.serialize_map(Some(self.details.len() + usize::from(!replaces)))?;
+        for (key, value) in self.details {
+            if key == CHECKPOINT_KEY {
+                map.serialize_entry(key, &self.payload)?;
+            } else {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        if !replaces {
+            map.serialize_entry(CHECKPOINT_KEY, &self.payload)?;
+        }
+        map.end()
     }
 }
 
@@ -246,4 +294,70 @@ pub(crate) fn plan_bytes(plan: &Value) -> Result<Vec<u8>, serde_json::Error> {
     let mut bytes = serde_json::to_vec_pretty(plan)?;
     bytes.push(b'\n');
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{PlanRef, RunState};
+
+    const RECORD: &str = r#"{"step_id":"step-2","kind":"write_file","status":"done","attempt":1,"failure_class":null,"action":{"kind":"write_file","path":"report.txt","content":"a \"quoted\" line\n"},"output_text":"wrote 17 bytes to report.txt","error":null,"details":{"path":"report.txt","bytes":17},"started_at":"2026-01-01T00:00:01Z","finished_at":"2026-01-01T00:00:01.5Z","duration_ms":500}"#;
+
+    fn pending(details: Map<String, Value>) -> (PendingHead, RunState) {
+        let plan = PlanRef {
+            id: "p".into(),
+            path: "plans/p.toml".into(),
+            sha256: "0".repeat(64),
+            policy: "default".into(),
+            policy_path: "policies/default.toml".into(),
+            policy_sha256: "1".repeat(64),
+            step_count: 2,
+        };
+        let state = RunState::started("r1".into(), Some("a goal".into()), plan, "2026-01-01T00:00:00Z".into());
+        let mut head = PendingHead::default();
+        head.plan(json!({"id": "p", "steps": [{"id": "step-1"}]}));
+        head.record(&serde_json::from_str(RECORD).expect("a step record"));
+        let event = NewEvent {
+            ts: "2026-01-01T00:00:02Z".into(),
+            event_type: "state_saved",
+            step_id: Some("step-2"),
+            status: Some("ok"),
+            details,
+        };
+        head.append(event, 3, |_| Ok::<u64, ()>(0)).expect("held");
+        (head, state)
+    }
+
+    /// The details as they were made before they were borrowed: the
+    /// payload copied into a `Value` and inserted into the held details.
+    fn inserted(head: &PendingHead, checkpoint: &Map<String, Value>) -> String {
+        let held = head.held.as_ref().expect("held");
+        let payload = HeadPayloadRef { state: checkpoint, history: &head.history, plan: head.plan.as_ref() };
+        let mut details = held.details.clone();
+        details.insert(CHECKPOINT_KEY.into(), serde_json::to_value(payload).expect("a value"));
+        serde_json::to_string(&details).expect("text")
+    }
+
+    /// A head line's borrowed details are the bytes the inserted payload
+    /// gives: last after the event's own details, or in the place of a
+    /// `checkpoint` key the details already had.
+    #[test]
+    fn borrowed_head_details_are_the_bytes_of_the_inserted_payload() {
+        let mut own = Map::new();
+        own.insert("state_version".into(), json!(2));
+        own.insert("note".into(), json!("ü \u{1} \"x\""));
+        let mut with_key = Map::new();
+        with_key.insert("checkpoint".into(), json!("replaced"));
+        with_key.insert("after".into(), json!([1, 2.5, null]));
+        for details in [Map::new(), own, with_key] {
+            let (head, state) = pending(details);
+            let checkpoint = head.checkpoint(&state, (&"2".repeat(64), None)).expect("a checkpoint");
+            let line = head.line(&checkpoint).expect("a head line");
+            let borrowed = serde_json::to_string(&line.details).expect("text");
+            assert_eq!(borrowed, inserted(&head, &checkpoint));
+            let value: Value = serde_json::from_str(&borrowed).expect("json");
+            assert_eq!(value["checkpoint"]["history"][0]["step_id"], "step-2");
+        }
+        assert_eq!(PendingHead::default().checkpoint(&pending(Map::new()).1, ("h", None)), Err(NO_HEAD_EVENT.into()));
+    }
 }

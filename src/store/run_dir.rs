@@ -271,14 +271,14 @@ impl RunDir {
         let Some(plan_hash) = self.plan_hash.clone() else {
             return Err(serialize_error(&audit_path, "a run's first checkpoint comes after its plan is stored"));
         };
-        let (held, checkpoint) = self
+        let checkpoint = self
             .pending
-            .line(state, (&plan_hash, self.history.hash()))
+            .checkpoint(state, (&plan_hash, self.history.hash()))
             .map_err(|error| serialize_error(&audit_path, error))?;
-        let columns = (held.event_type.as_str(), held.step_id.as_deref(), held.status.as_deref());
+        let head = self.pending.line(&checkpoint).map_err(|error| serialize_error(&audit_path, error))?;
         let seq = self
             .audit
-            .append_sealed(held.ts, &self.run_id, columns, held.details)
+            .append_sealed(&head.held.ts, &self.run_id, head.columns(), &head.details)
             .map_err(io_error("append to", &audit_path))?;
         self.pending.written();
         if self.path != self.final_path {

@@ -62,7 +62,7 @@ use serde_json::{Value, json};
 
 use crate::fence::Fence;
 use crate::model::RunStatus;
-use crate::store::audit::write_line;
+use crate::store::audit::{LineRef, write_line};
 use crate::store::head::{PendingHead, full_payload, plan_bytes};
 use crate::store::receipts::{check_receipt_references, named_receipts, open_receipt, seal_receipt};
 use tokio_postgres::types::ToSql;
@@ -72,9 +72,9 @@ use crate::store::canonical::sha256_hex;
 use crate::store::location::PgLocation;
 use crate::store::run_dir::compare_version;
 use crate::store::{
-    ApprovalDecision, ApprovalUse, AuditEvent, ChildNoteFile, ClaimsExhausted, LoadedRecord, LoadedRun, NewEvent,
-    QueuedClaim, QueuedRun, Receipt, ReceiptError, ReceiptState, RecordHandle, RecordKind, RunHandle, RunListing,
-    RunState, RunStore, Runnable, Sealer, StepRecord, StoreError, StoreFactory,
+    ApprovalDecision, ApprovalUse, ChildNoteFile, ClaimsExhausted, LoadedRecord, LoadedRun, NewEvent, QueuedClaim,
+    QueuedRun, Receipt, ReceiptError, ReceiptState, RecordHandle, RecordKind, RunHandle, RunListing, RunState,
+    RunStore, Runnable, Sealer, StepRecord, StoreError, StoreFactory,
 };
 use approvals::ApprovalRow;
 use error::{PgError, is_transient_pool, pool_error, store_error};
@@ -1212,7 +1212,7 @@ impl PgRun {
     /// Adds `event` as the next audit row (a head line when `sealed`).
     fn push_event(&mut self, event: NewEvent<'_>, sealed: bool) -> Result<u64, StoreError> {
         let line =
-            event_line(&self.lease.key.id, self.audit_seq + 1, self.audit_hash.clone(), event, sealed, &self.sealer)
+            event_line(&self.lease.key.id, self.audit_seq + 1, self.audit_hash.as_deref(), event, sealed, &self.sealer)
                 .map_err(|error| self.serialize_error(error))?;
         let hash = self.sealer.link(line.as_bytes());
         self.audit_seq += 1;
@@ -1228,13 +1228,23 @@ impl PgRun {
         let Some((_, plan_hash)) = &self.plan else {
             return Err(self.serialize_error("a run's first checkpoint comes after its plan is stored"));
         };
-        let (held, checkpoint) = self
+        let checkpoint = self
             .pending
-            .line(state, (plan_hash, self.history_hash.as_deref()))
+            .checkpoint(state, (plan_hash, self.history_hash.as_deref()))
             .map_err(|error| self.serialize_error(error))?;
-        let (seq, prev_hash) = (self.audit_seq + 1, self.audit_hash.clone());
-        let line = event_line(&self.lease.key.id, seq, prev_hash, held.event(), true, &self.sealer)
-            .map_err(|error| self.serialize_error(error))?;
+        let head = self.pending.line(&checkpoint).map_err(|error| self.serialize_error(error))?;
+        let seq = self.audit_seq + 1;
+        let event = LineRef {
+            seq,
+            ts: &head.held.ts,
+            run_id: &self.lease.key.id,
+            event_type: head.columns().0,
+            step_id: head.columns().1,
+            status: head.columns().2,
+            details: &head.details,
+            prev_hash: self.audit_hash.as_deref(),
+        };
+        let line = line_text(&event, true, &self.sealer).map_err(|error| self.serialize_error(error))?;
         let head_hash = self.sealer.link(line.as_bytes());
         let row = EventRow { seq: i64::try_from(seq).unwrap_or(i64::MAX), line, hash: head_hash.clone() };
         Ok((row, head_hash, checkpoint))
@@ -1581,24 +1591,28 @@ impl RunHandle for PgRun {
 fn event_line(
     id: &str,
     seq: u64,
-    prev_hash: Option<String>,
+    prev_hash: Option<&str>,
     event: NewEvent<'_>,
     sealed: bool,
     sealer: &Sealer,
 ) -> serde_json::Result<String> {
-    let event = AuditEvent {
+    let event = LineRef {
         seq,
-        ts: event.ts,
-        run_id: id.to_string(),
-        event_type: event.event_type.to_string(),
-        step_id: event.step_id.map(str::to_string),
-        status: event.status.map(str::to_string),
-        details: event.details,
+        ts: &event.ts,
+        run_id: id,
+        event_type: event.event_type,
+        step_id: event.step_id,
+        status: event.status,
+        details: &event.details,
         prev_hash,
-        seal: None,
     };
+    line_text(&event, sealed, sealer)
+}
+
+/// The text of a log line (a head line when `sealed`).
+fn line_text(event: &impl serde::Serialize, sealed: bool, sealer: &Sealer) -> serde_json::Result<String> {
     let mut line = Vec::with_capacity(512);
-    write_line(&mut line, &event, sealed, sealer)?;
+    write_line(&mut line, event, sealed, sealer)?;
     String::from_utf8(line).map_err(serde::ser::Error::custom)
 }
 
@@ -1655,7 +1669,7 @@ impl RecordHandle for PgRecord {
     fn append_event(&mut self, event: NewEvent<'_>) -> Result<u64, StoreError> {
         self.lease.before_write()?;
         let seq = self.audit_seq + 1;
-        let line = event_line(&self.lease.key.id, seq, self.audit_hash.clone(), event, false, &self.sealer)
+        let line = event_line(&self.lease.key.id, seq, self.audit_hash.as_deref(), event, false, &self.sealer)
             .map_err(|error| self.refuse(error))?;
         let hash = self.sealer.link(line.as_bytes());
         let key = self.lease.key.clone();
