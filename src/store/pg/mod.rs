@@ -79,7 +79,7 @@ use crate::store::{
 use approvals::ApprovalRow;
 use error::{PgError, is_transient_pool, pool_error, store_error};
 pub use migrate::MigrationReport;
-use runtime::StoreRuntime;
+use runtime::{Pending, StoreRuntime};
 use verify::{EventRow, RunTexts, verify_record, verify_run};
 
 /// Every statement may take this long (`statement_timeout`).
@@ -178,9 +178,18 @@ impl PgShared {
         T: Send + 'static,
         F: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
     {
+        self.start(make).wait()
+    }
+
+    /// [`PgShared::call`] without waiting: the answer is waited for later.
+    fn start<T, F>(&self, make: impl FnOnce(Pool) -> F) -> Pending<T>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
         let (pool, patience) = (self.pool.clone(), self.patience);
         let future = make(self.pool.clone());
-        self.runtime.run(async move {
+        self.runtime.begin(async move {
             if !patience.is_zero() {
                 wait_for_connection(&pool, patience).await;
             }
@@ -1121,6 +1130,19 @@ struct PgRun {
     /// The read checkpoints kept in the handle and not sent yet
     /// ([`RunHandle::checkpoint_reads`]): the last one's head.
     deferred: Option<DeferredHead>,
+    /// Kept read checkpoints sent without waiting (when as many were kept
+    /// as a handle keeps): the run reads on while the server writes them;
+    /// the answer is taken before anything else is sent.
+    in_flight: Option<InFlight>,
+}
+
+/// The statement that sends kept read checkpoints, not answered yet.
+struct InFlight {
+    answer: Pending<()>,
+    sent: Instant,
+    /// The last of them.
+    deferred: DeferredHead,
+    asynchronous: bool,
 }
 
 /// How many read checkpoints in a row a handle keeps before it sends them
@@ -1187,6 +1209,7 @@ impl PgRun {
             decision: None,
             unsynced: false,
             deferred: None,
+            in_flight: None,
         };
         if let Some(loaded) = loaded {
             run.stored_version = loaded.state.state_version;
@@ -1256,6 +1279,7 @@ impl PgRun {
     /// checkpoints the handle kept.
     fn write_checkpoint(&mut self, state: &RunState, expected: u64, synchronous: bool) -> Result<(), StoreError> {
         compare_version(&self.lease.key.id, self.stored_version, expected)?;
+        self.settle(true)?;
         let (row, head_hash, checkpoint) = self.head_line(state)?;
         let seq = self.audit_seq + 1;
         let compact = full_payload(&checkpoint, seq, &head_hash);
@@ -1295,20 +1319,30 @@ impl PgRun {
     }
 
     /// Sends the read checkpoints the handle kept (nothing when none): their
-    /// rows and the last one's head, in one statement. Kept as they were
-    /// when it fails, so that a later write sends them again.
-    fn send_deferred(&mut self, synchronous: bool) -> Result<(), StoreError> {
+    /// rows and the last one's head, in one statement, once the statement
+    /// in flight was answered; waits for the answer when `wait` (else
+    /// [`PgRun::settle`] takes it later). Kept as they were when it fails,
+    /// so that a later write sends them again.
+    fn send_deferred(&mut self, synchronous: bool, wait: bool) -> Result<(), StoreError> {
+        self.settle(true)?;
         let Some(deferred) = self.deferred.take() else { return Ok(()) };
-        let compact = full_payload(&deferred.checkpoint, deferred.audit_seq, &deferred.head_hash);
-        let text = match sealed_text(&self.sealer, &self.lease.key.id, Value::Object(compact)) {
-            Ok(text) => text,
+        match self.deferred_head(&deferred).and_then(|head| self.start_send(head, synchronous)) {
+            Ok((sent, answer, asynchronous)) => {
+                self.in_flight = Some(InFlight { answer, sent, deferred, asynchronous });
+            }
             Err(error) => {
                 self.deferred = Some(deferred);
                 return Err(error);
             }
-        };
-        let head = HeadToSend {
-            text,
+        }
+        if wait { self.settle(true) } else { Ok(()) }
+    }
+
+    /// The statement that sends the kept read checkpoints up to `deferred`.
+    fn deferred_head(&self, deferred: &DeferredHead) -> Result<HeadToSend, StoreError> {
+        let compact = full_payload(&deferred.checkpoint, deferred.audit_seq, &deferred.head_hash);
+        Ok(HeadToSend {
+            text: sealed_text(&self.sealer, &self.lease.key.id, Value::Object(compact))?,
             status: deferred.status.clone(),
             finished: false,
             version: deferred.version,
@@ -1318,20 +1352,42 @@ impl PgRun {
             history: self.history[..deferred.history].to_vec(),
             plan: None,
             decision: None,
+        })
+    }
+
+    /// Takes the answer of the statement in flight, waiting for it when
+    /// `wait` (else only when it is there): its rows leave the handle and
+    /// its version is the stored one. A refusal or a failure is returned,
+    /// and the rows stay kept, so that the next write sends them again,
+    /// guarded by the version before.
+    fn settle(&mut self, wait: bool) -> Result<(), StoreError> {
+        let Some(mut flight) = self.in_flight.take() else { return Ok(()) };
+        let answer = if wait {
+            flight.answer.wait()
+        } else {
+            match flight.answer.ready() {
+                Some(answer) => answer,
+                None => {
+                    self.in_flight = Some(flight);
+                    return Ok(());
+                }
+            }
         };
-        match self.send(head, synchronous) {
-            Ok(asynchronous) => {
-                self.events.drain(..deferred.events);
-                self.history.drain(..deferred.history);
-                self.committed_version = deferred.version;
-                self.unsynced = asynchronous;
-                Ok(())
-            }
-            Err(error) => {
-                self.deferred = Some(deferred);
-                Err(error)
-            }
+        let InFlight { sent, deferred, asynchronous, .. } = flight;
+        if let Err(error) = self.lease.after_write(sent, answer) {
+            // Kept ones since cover these rows too.
+            self.deferred.get_or_insert(deferred);
+            return Err(error);
         }
+        self.events.drain(..deferred.events);
+        self.history.drain(..deferred.history);
+        if let Some(kept) = &mut self.deferred {
+            kept.events -= deferred.events;
+            kept.history -= deferred.history;
+        }
+        self.committed_version = deferred.version;
+        self.unsynced = asynchronous;
+        Ok(())
     }
 
     /// One checkpoint statement, guarded by the lease and by the version
@@ -1339,6 +1395,14 @@ impl PgRun {
     /// plan or the decision when there is one. Whether it was committed
     /// asynchronously: only a statement of its own, when not `synchronous`.
     fn send(&self, head: HeadToSend, synchronous: bool) -> Result<bool, StoreError> {
+        let (sent, answer, asynchronous) = self.start_send(head, synchronous)?;
+        self.lease.after_write(sent, answer.wait())?;
+        Ok(asynchronous)
+    }
+
+    /// [`PgRun::send`] without waiting for the answer: when it was sent,
+    /// the answer, and whether it commits asynchronously.
+    fn start_send(&self, head: HeadToSend, synchronous: bool) -> Result<(Instant, Pending<()>, bool), StoreError> {
         let sent = self.lease.before_write()?;
         let key = self.lease.key.clone();
         let to_i64 = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
@@ -1352,7 +1416,7 @@ impl PgRun {
         let asynchronous = !synchronous && one_statement;
         let (expected_i, version) = (to_i64(expected), to_i64(version));
         let (audit_seq, history_records) = (to_i64(audit_seq), to_i64(history_records));
-        let written = self.lease.shared.call(move |pool| async move {
+        let answer = self.lease.shared.start(move |pool| async move {
             let mut client = connect(&pool).await?;
             let seqs: Vec<i64> = events.iter().map(|row| row.seq).collect();
             let lines: Vec<&str> = events.iter().map(|row| row.line.as_str()).collect();
@@ -1400,8 +1464,7 @@ impl PgRun {
             }
             transaction.commit().await.map_err(store_error("commit the checkpoint"))
         });
-        self.lease.after_write(sent, written)?;
-        Ok(asynchronous)
+        Ok((sent, answer, asynchronous))
     }
 }
 
@@ -1469,7 +1532,8 @@ impl RunHandle for PgRun {
     /// change the world.
     ///
     /// A run's read checkpoints in a row are kept in the handle and sent
-    /// together, in one statement: when [`DEFERRED_READS_MAX`] are kept,
+    /// together, in one statement (without waiting for its answer, which
+    /// is taken before the next statement): when [`DEFERRED_READS_MAX`] are kept,
     /// when the first of them is older than [`DEFERRED_READS_FOR`] (at the
     /// next read's checkpoint), and before anything else this handle writes
     /// ([`RunHandle::make_durable`] before an effect, a pause or an end, a
@@ -1483,6 +1547,8 @@ impl RunHandle for PgRun {
             return self.write_checkpoint(state, expected, false);
         }
         compare_version(&self.lease.key.id, self.stored_version, expected)?;
+        // A refusal or failure of the statement in flight stops the run now.
+        self.settle(false)?;
         // A holder whose lease's deadline passed keeps nothing either.
         self.lease.before_write()?;
         let (row, head_hash, checkpoint) = self.head_line(state)?;
@@ -1505,7 +1571,7 @@ impl RunHandle for PgRun {
             since,
         });
         if reads >= DEFERRED_READS_MAX || since.elapsed() >= DEFERRED_READS_FOR {
-            self.send_deferred(false)?;
+            self.send_deferred(false, false)?;
         }
         Ok(())
     }
@@ -1518,8 +1584,9 @@ impl RunHandle for PgRun {
     /// Read checkpoints the handle kept are sent now, synchronously, in
     /// one statement instead.
     fn make_durable(&mut self) -> Result<(), StoreError> {
+        self.settle(true)?;
         if self.deferred.is_some() {
-            return self.send_deferred(true);
+            return self.send_deferred(true, true);
         }
         if !self.unsynced {
             return Ok(());
@@ -1555,7 +1622,7 @@ impl RunHandle for PgRun {
     /// (`approvals.rs`). The step's `approval_verified` is the last event
     /// appended; the stored head is the last one committed.
     fn consume_approval(&mut self, approval: &ApprovalUse) -> Result<(), StoreError> {
-        self.send_deferred(true)?;
+        self.send_deferred(true, true)?;
         let key = self.lease.key.clone();
         let head = self.audit_seq - self.events.len() as u64;
         let seqs = (self.stored_version, head, self.audit_seq);
@@ -1566,6 +1633,9 @@ impl RunHandle for PgRun {
     /// Read checkpoints still kept are dropped: the database holds the
     /// checkpoint before them, from which the run reads again.
     fn release(mut self: Box<Self>) -> Result<(), StoreError> {
+        // The statement in flight is answered before the lease is given
+        // back (whatever the answer: the run is given back either way).
+        let _ = self.settle(true);
         self.deferred = None;
         self.lease.release()
     }
@@ -1614,6 +1684,16 @@ fn line_text(event: &impl serde::Serialize, sealed: bool, sealer: &Sealer) -> se
     let mut line = Vec::with_capacity(512);
     write_line(&mut line, event, sealed, sealer)?;
     String::from_utf8(line).map_err(serde::ser::Error::custom)
+}
+
+impl Drop for PgRun {
+    /// A statement still in flight is answered before the lease is given
+    /// back (by the lease's own drop, after this).
+    fn drop(&mut self) {
+        if let Some(flight) = self.in_flight.take() {
+            let _ = flight.answer.wait();
+        }
+    }
 }
 
 /// A bridge or controller record leased by this process.

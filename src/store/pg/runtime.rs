@@ -56,17 +56,49 @@ impl StoreRuntime {
         &self,
         future: impl Future<Output = Result<T, StoreError>> + Send + 'static,
     ) -> Result<T, StoreError> {
+        self.begin(future).wait()
+    }
+
+    /// Starts `future` on the store's runtime; its output is waited for
+    /// (or looked at) later, through the [`Pending`] answer.
+    pub fn begin<T: Send + 'static>(
+        &self,
+        future: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+    ) -> Pending<T> {
         let (tx, rx) = mpsc::sync_channel(1);
         self.handle.spawn(async move {
             let _ = tx.send(future.await);
         });
-        rx.recv().unwrap_or_else(|_| {
-            Err(StoreError::Database { action: "finish a call", message: "the store's runtime stopped".to_string() })
-        })
+        Pending { rx }
     }
 
     /// Starts `future` on the store's runtime without waiting for it.
     pub fn spawn(&self, future: impl Future<Output = ()> + Send + 'static) -> tokio::task::JoinHandle<()> {
         self.handle.spawn(future)
     }
+}
+
+/// The output of a future [`StoreRuntime::begin`] started.
+pub struct Pending<T> {
+    rx: mpsc::Receiver<Result<T, StoreError>>,
+}
+
+impl<T> Pending<T> {
+    /// Waits for the output.
+    pub fn wait(self) -> Result<T, StoreError> {
+        self.rx.recv().unwrap_or_else(|_| Err(stopped()))
+    }
+
+    /// The output if it is there, without waiting.
+    pub fn ready(&mut self) -> Option<Result<T, StoreError>> {
+        match self.rx.try_recv() {
+            Ok(output) => Some(output),
+            Err(mpsc::TryRecvError::Empty) => None,
+            Err(mpsc::TryRecvError::Disconnected) => Some(Err(stopped())),
+        }
+    }
+}
+
+fn stopped() -> StoreError {
+    StoreError::Database { action: "finish a call", message: "the store's runtime stopped".to_string() }
 }

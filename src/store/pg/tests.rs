@@ -376,6 +376,26 @@ fn kept_read_checkpoints_go_with_the_next_write_or_are_dropped_with_the_handle()
     run.checkpoint_reads(&second, 2).expect("sent: the first waited long enough");
     assert_eq!(version("r2"), "3");
 
+    // Sent without waiting, and refused (the row moved on before it got
+    // there): the refusal is the answer of the next write, and nothing of
+    // them was written.
+    started(&store, "r5");
+    let (mut run, loaded) = store.open_run("r5").expect("open");
+    let mut last = loaded.state.clone();
+    for version in 2..2 + super::DEFERRED_READS_MAX as u64 {
+        if version == 1 + super::DEFERRED_READS_MAX as u64 {
+            schema.sql("UPDATE runs SET state_version = 99 WHERE run_id = 'r5'").expect("another holder's checkpoint");
+        }
+        last = saved(&mut run, &last, version);
+        run.checkpoint_reads(&last, version - 1).expect("kept, then sent");
+    }
+    let refused = run.make_durable();
+    assert!(matches!(refused, Err(StoreError::VersionConflict { expected: 1, found: 99, .. })), "{refused:?}");
+    assert_eq!(
+        schema.sql("SELECT max(seq) FROM audit_events WHERE run_id = 'r5'"),
+        Ok(loaded.audit_tail.seq.to_string())
+    );
+
     started(&store, "r3");
     let (mut run, loaded) = store.open_run("r3").expect("open");
     let kept = saved(&mut run, &loaded.state, 2);
@@ -434,13 +454,18 @@ fn a_read_checkpoint_is_made_durable_before_an_effect_or_refused_when_it_was_los
     assert_eq!(version(), "2");
     assert_eq!(store.read_run("r1").expect("read").state.state_version, 2);
 
-    // As many as the handle keeps: sent together, asynchronously.
+    // As many as the handle keeps: sent together, committed
+    // asynchronously, without waiting for the answer.
     let mut last = read;
     for version in 3..3 + super::DEFERRED_READS_MAX as u64 {
         last = saved(&mut run, &last, version);
         run.checkpoint_reads(&last, version - 1).expect("a read's checkpoint");
     }
     let sent = last.state_version.to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while version() != sent && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     assert_eq!(version(), sent, "sent in one statement once the handle kept as many as it keeps");
     assert_eq!(store.read_run("r1").expect("read").state.state_version, last.state_version, "and verified");
     // A restart lost the asynchronous commit: the row is back at version 2.
