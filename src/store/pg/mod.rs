@@ -178,11 +178,11 @@ impl PgShared {
         T: Send + 'static,
         F: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
     {
-        self.start(make).wait()
+        self.begin(make).wait()
     }
 
     /// [`PgShared::call`] without waiting: the answer is waited for later.
-    fn start<T, F>(&self, make: impl FnOnce(Pool) -> F) -> Pending<T>
+    fn begin<T, F>(&self, make: impl FnOnce(Pool) -> F) -> Pending<T>
     where
         T: Send + 'static,
         F: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
@@ -1416,7 +1416,7 @@ impl PgRun {
         let asynchronous = !synchronous && one_statement;
         let (expected_i, version) = (to_i64(expected), to_i64(version));
         let (audit_seq, history_records) = (to_i64(audit_seq), to_i64(history_records));
-        let answer = self.lease.shared.start(move |pool| async move {
+        let answer = self.lease.shared.begin(move |pool| async move {
             let mut client = connect(&pool).await?;
             let seqs: Vec<i64> = events.iter().map(|row| row.seq).collect();
             let lines: Vec<&str> = events.iter().map(|row| row.line.as_str()).collect();
