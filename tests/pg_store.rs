@@ -1,6 +1,7 @@
 //! The PostgreSQL store with the real binary (`--store postgres://…`): the
 //! flow_pwd and ticket demo stories on it, `planrun export` equal byte for
-//! byte to the same run on the file store, `store migrate` twice, an
+//! byte to the same run on the file store (a stretch of reads too, and a
+//! crash inside one loses no step), `store migrate` twice, an
 //! unmigrated schema and bad or unreachable URLs refused with nothing
 //! written, tampered rows refused by `verify`, `show` and `resume`.
 //!
@@ -19,7 +20,7 @@ use planrun::runtime::process_var;
 use serde_json::json;
 
 use crate::common::tickets::{PLAN, RUN, T_APPROVE, T_RESUME, T_RESUME_AGAIN, T_RUN, close_count, ticket_sandbox};
-use crate::common::{Output, Sandbox};
+use crate::common::{Output, ROOT, Sandbox};
 use crate::serve_harness::{Server, client, get_json, post};
 
 static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -113,6 +114,19 @@ pub(crate) fn resume_killed_at(sandbox: &Sandbox, schema: &Schema, point: &str, 
         .run()
 }
 
+/// Waits (at most 5 s) until the lease on run `run_id` has expired, by
+/// the database's clock: a dead holder's one-second lease.
+fn lease_expired(schema: &Schema, run_id: &str) {
+    let expired = format!("SELECT lease_expires_at <= now() FROM runs WHERE run_id = '{run_id}'");
+    for _ in 0..50 {
+        if schema.sql(&expired) == "t" {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(schema.sql(&expired), "t", "a one-second lease expires");
+}
+
 /// The four files of run `run_id` in workspace `workspace`.
 pub(crate) fn run_files(workspace: &Path, run_id: &str) -> Vec<(String, Vec<u8>)> {
     FILES
@@ -178,6 +192,63 @@ fn flow_pwd_runs_on_postgres_and_exports_to_its_file_store_twin() {
     let again = sandbox.planrun().args(["--plan", "plans/flow_pwd.toml", "--run-id", "p"]).args(store).run();
     assert_eq!(again.code, 2, "a run is never overwritten: {}", again.snapshot());
     assert_export_equals(&sandbox, &schema, "p", &twin, "exported");
+}
+
+/// A stretch of reads on PostgreSQL (whose checkpoints the holder keeps
+/// and sends 64 at a time): the records are byte for byte the file-store
+/// twin's. A holder killed in the middle of the stretch leaves a stored
+/// checkpoint that agrees with its rows and verifies; the next holder
+/// reads again what it lost, and every step is in the history once.
+#[test]
+fn a_stretch_of_reads_equals_its_file_store_twin_and_a_crash_inside_it_loses_no_step() {
+    let sandbox = Sandbox::new();
+    let Some(schema) = Schema::migrated("reads", &sandbox) else { return };
+    let reads = 70;
+    let mut plan = String::from("version = 1\nid = \"test\"\n");
+    for i in 1..=reads {
+        plan.push_str(&format!("\n[[steps]]\nid = \"r{i}\"\nkind = \"read_file\"\npath = \"in.txt\"\n"));
+    }
+    plan.push_str("\n[[steps]]\nid = \"end\"\nkind = \"finish\"\n");
+    let policy = fs::read_to_string(Path::new(ROOT).join("policies/default.toml"))
+        .expect("the default policy")
+        .replace("max_steps = 32", "max_steps = 200")
+        .replace("max_tool_calls = 32", "max_tool_calls = 200");
+    sandbox.write_plan(&plan, &policy);
+    sandbox.write("workspace/in.txt", "read me\n");
+    sandbox.test_plan().expect_code(0).run();
+    let twin = run_files(&sandbox.workspace(), "t");
+    fs::remove_dir_all(sandbox.workspace().join("runs")).expect("only the database holds the run from here");
+    let store = ["--store", schema.url.as_str()];
+    sandbox.test_plan().args(store).expect_code(0).run();
+    assert_eq!(schema.sql("SELECT count(*) FROM history WHERE run_id = 't'"), (reads + 1).to_string());
+    assert_export_equals(&sandbox, &schema, "t", &twin, "exported");
+
+    let crashed = sandbox
+        .planrun()
+        .in_sandbox()
+        .args(["--plan", "plans/test.toml", "--policies", "policies", "--run-id", "c"])
+        .args(store)
+        .env("PLANRUN_LEASE_SECS", "1")
+        .env("PLANRUN_CRASH_AT", format!("r{reads}:after_checkpoint"))
+        .run();
+    assert_eq!(crashed.code, -1, "killed by the hook: {}", crashed.snapshot());
+    // Whatever the dead holder had sent: the stored checkpoint covers
+    // exactly the rows stored (the plan's checkpoint is version 1, each
+    // read adds one version and one history row) and verifies.
+    let version: u64 = schema.sql("SELECT state_version FROM runs WHERE run_id = 'c'").parse().expect("a version");
+    let rows: u64 = schema.sql("SELECT count(*) FROM history WHERE run_id = 'c'").parse().expect("a count");
+    assert!(version <= reads + 1 && rows == version - 1, "version {version}, {rows} history rows");
+    let head =
+        "SELECT audit_head_seq = (SELECT max(seq) FROM audit_events WHERE run_id = 'c') FROM runs WHERE run_id = 'c'";
+    assert_eq!(schema.sql(head), "t", "no row past the stored head");
+    sandbox.planrun().args(["verify", "c"]).args(store).expect_code(0).run();
+
+    lease_expired(&schema, "c");
+    sandbox.planrun().in_sandbox().args(["resume", "c", "--policies", "policies"]).args(store).expect_code(0).run();
+    assert_eq!(schema.sql("SELECT status FROM runs WHERE run_id = 'c'"), "done");
+    let steps = "SELECT count(*) || ' ' || count(DISTINCT line::jsonb->>'step_id') FROM history WHERE run_id = 'c'";
+    assert_eq!(schema.sql(steps), format!("{} {}", reads + 1, reads + 1), "every step once");
+    sandbox.planrun().args(["verify", "c"]).args(store).expect_code(0).run();
 }
 
 #[test]
@@ -384,14 +455,7 @@ fn a_crashed_holder_keeps_the_run_until_its_lease_expires_then_recovery_closes_n
     assert_eq!(schema.sql("SELECT count(*) FROM runs WHERE owner_id IS NOT NULL"), "1", "the dead holder's lease");
 
     // Wait for the dead holder's lease to expire (database time), then recover.
-    let expired = "SELECT lease_expires_at <= now() FROM runs WHERE run_id = 't'";
-    for _ in 0..50 {
-        if schema.sql(expired) == "t" {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    assert_eq!(schema.sql(expired), "t", "a one-second lease expires");
+    lease_expired(&schema, "t");
     let token_before: u64 = schema.sql("SELECT lease_version FROM runs WHERE run_id = 't'").parse().expect("token");
     sandbox.planrun().args(["resume", RUN]).args(store).clock(T_RESUME_AGAIN).expect_code(0).run();
     assert_eq!(close_count(&sandbox, "ticket-7"), 1, "recovery must not close again");
