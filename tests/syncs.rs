@@ -8,7 +8,9 @@
 //! The service's bridge records, counted with `strace -f -p` attached to
 //! `planrun serve`: a stub request (done wholly in memory) writes its state
 //! file once, its last state, so no state file is ever replaced; an agent
-//! request writes it twice (its first state, then its last).
+//! request writes it twice (its first state, then its last). Neither syncs
+//! a file on its own: the agent run's `write_file` shares the group-commit
+//! barrier too (`fsync` and `fdatasync` are never called).
 //!
 //! `strace` must be installed (`.ci/run` installs it): without it the test
 //! fails, it never skips.
@@ -92,12 +94,12 @@ fn all_threads_traced(pid: u32) -> bool {
 }
 
 /// The bridge state files `bridge/runs/<id>/state.json` written (renamed
-/// into place) while one `adapter` request runs, from a `strace` attached
-/// to the server.
-async fn state_writes_of_one_request(server: &Server, adapter: &str) -> (String, usize) {
+/// into place) while one `adapter` request runs, and the `fsync` and
+/// `fdatasync` calls made meanwhile, from a `strace` attached to the server.
+async fn state_writes_of_one_request(server: &Server, adapter: &str) -> (String, usize, usize) {
     let log = server.sandbox.path().join(format!("strace.{adapter}.log"));
     let mut strace = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=rename,renameat,renameat2", "-o"])
+        .args(["-f", "-qq", "-e", "trace=rename,renameat,renameat2,fsync,fdatasync", "-o"])
         .arg(&log)
         .args(["-p", &server.child.id().to_string()])
         .stdout(Stdio::null())
@@ -122,16 +124,22 @@ async fn state_writes_of_one_request(server: &Server, adapter: &str) -> (String,
     let run_id = body["run_id"].as_str().expect("run id").to_string();
     let target = format!("bridge/runs/{run_id}/state.json\"");
     let text = fs::read_to_string(&log).expect("strace log");
-    (run_id, text.lines().filter(|line| line.contains(&target) && !line.contains("= -1")).count())
+    let writes = text.lines().filter(|line| line.contains(&target) && !line.contains("= -1")).count();
+    let own_syncs =
+        text.lines().filter(|line| [" fsync(", " fdatasync("].iter().any(|call| line.contains(call))).count();
+    (run_id, writes, own_syncs)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stub_request_writes_its_state_file_once_an_agent_request_twice() {
+async fn a_stub_request_writes_its_state_file_once_an_agent_request_twice_and_neither_syncs_alone() {
     let server = Server::start(&[]);
-    let (stub, stub_writes) = state_writes_of_one_request(&server, "stub").await;
-    assert_eq!(stub_writes, 1, "a stub request writes only its last state");
-    let (agent, agent_writes) = state_writes_of_one_request(&server, "agent").await;
+    let (stub, stub_writes, stub_syncs) = state_writes_of_one_request(&server, "stub").await;
+    assert_eq!((stub_writes, stub_syncs), (1, 0), "a stub request writes only its last state, syncs nothing alone");
+    let (agent, agent_writes, agent_syncs) = state_writes_of_one_request(&server, "agent").await;
     assert_eq!(agent_writes, 2, "an agent request writes its first state at once, then its last");
+    assert_eq!(agent_syncs, 0, "its write_file step (report.txt) shares the barrier: no fsync of its own");
+    let report = fs::read_to_string(server.sandbox.workspace().join("report.txt")).expect("the step's file");
+    assert!(!report.is_empty(), "written");
     for run_id in [stub, agent] {
         let folder = server.sandbox.workspace().join("bridge/runs").join(&run_id);
         let mut names: Vec<_> = fs::read_dir(&folder)

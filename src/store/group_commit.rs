@@ -39,6 +39,10 @@ pub enum Durability {
     Group(GroupCommit),
 }
 
+/// A durability barrier a tool may share (`write_file` in the service):
+/// returns once every write made before the call is durable.
+pub type SharedSync = Arc<dyn Fn() -> io::Result<()> + Send + Sync>;
+
 /// The shared barrier of one workspace (cheap to clone: one committer).
 #[derive(Debug, Clone)]
 pub struct GroupCommit {
@@ -109,6 +113,12 @@ impl GroupCommit {
             }
             self.shared.settled.notify_all();
         }
+    }
+
+    /// This committer's barrier, for a tool to share.
+    pub fn shared(&self) -> SharedSync {
+        let commit = self.clone();
+        Arc::new(move || commit.barrier())
     }
 
     /// How many barriers (`syncfs` calls) have been made.

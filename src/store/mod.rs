@@ -84,7 +84,7 @@ pub use child_note::ChildNoteFile;
 pub use envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
 pub use error::StoreError;
 pub use file_store::{FileStore, FileStores, GroupFileStores};
-pub use group_commit::{Durability, GroupCommit};
+pub use group_commit::{Durability, GroupCommit, SharedSync};
 pub use history::{StepRecord, StepRecordStatus};
 pub use location::{LocationError, StoreLocation};
 pub use receipts::{RECEIPT_LINK, Receipt, ReceiptError, ReceiptState};

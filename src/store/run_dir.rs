@@ -49,7 +49,7 @@ use crate::store::head::{PendingHead, full_payload, linked_payload, plan_bytes};
 use crate::store::run_load::{creating_folder, has_checkpoint, load_run, missing_run, runs_folder};
 use crate::store::{
     AuditLog, ChildNoteFile, Durability, HistoryLog, Lease, LoadedRun, NewEvent, RunHandle, RunState, Sealer,
-    StepRecord, StoreError,
+    SharedSync, StepRecord, StoreError,
 };
 
 /// An open run folder, locked for this process.
@@ -447,6 +447,13 @@ impl RunHandle for RunDir {
     fn child_note(&self) -> Option<ChildNoteFile> {
         // A step runs after the run's first checkpoint, which publishes it.
         Some(ChildNoteFile::at(self.final_path.join(".child")))
+    }
+
+    fn shared_sync(&self) -> Option<SharedSync> {
+        match &self.durability {
+            Durability::PerWrite => None,
+            Durability::Group(commit) => Some(commit.shared()),
+        }
     }
 
     fn audit_seq(&self) -> u64 {

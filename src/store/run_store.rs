@@ -29,7 +29,7 @@ use crate::fence::Fence;
 use crate::store::error::serialize_error;
 use crate::store::{
     ApprovalDecision, ApprovalUse, AuditEvent, AuditTail, ChildNoteFile, LoadedRun, Receipt, ReceiptError, RunState,
-    Sealer, StepRecord, StoreError,
+    Sealer, SharedSync, StepRecord, StoreError,
 };
 
 /// How many ids [`create_unique`] tries before it gives up.
@@ -189,6 +189,14 @@ pub trait RunHandle: Send {
     /// `runs/<id>/.child`. A database store keeps none (the default): a
     /// takeover may be on another machine.
     fn child_note(&self) -> Option<ChildNoteFile> {
+        None
+    }
+    /// The durability barrier the run's file writes may share with the
+    /// store's other writers, where the store has one for the workspace's
+    /// file system (the file store's group commit, in the service):
+    /// `write_file` then waits for it instead of syncing on its own.
+    /// `None` (the default): each write syncs its own files.
+    fn shared_sync(&self) -> Option<SharedSync> {
         None
     }
     /// When this handle's claim took the run over from holders that died

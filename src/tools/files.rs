@@ -161,7 +161,27 @@ fn read_bytes(ws: &Workspace, rel: &str, max_bytes: u64) -> Result<Vec<u8>, File
 
 /// Writes `content` to a workspace file atomically, creating missing parent
 /// folders inside the workspace. Returns the number of bytes written.
-pub fn write_file(ws: &Workspace, rel: &str, content: &str, max_bytes: u64) -> Result<u64, FileError> {
+/// How [`write_file`] makes what it wrote durable.
+#[derive(Clone, Copy)]
+pub enum WriteSync<'a> {
+    /// The new file's `fsync` before it replaces the target, then the
+    /// folder's (the command line: nobody to share a sync with).
+    Own,
+    /// A barrier shared with the service's concurrent writers (its group
+    /// commit on the workspace's file system), waited for twice: once
+    /// before the rename (the new file's bytes) and once after it (the
+    /// folder entry). A target in a folder on another file system (a mount
+    /// inside the workspace) gets its own syncs.
+    Shared(&'a (dyn Fn() -> io::Result<()> + Send + Sync)),
+}
+
+pub fn write_file(
+    ws: &Workspace,
+    rel: &str,
+    content: &str,
+    max_bytes: u64,
+    sync: WriteSync<'_>,
+) -> Result<u64, FileError> {
     let size = content.len() as u64;
     if size > max_bytes {
         return Err(FileError::TooLarge { path: rel.to_owned(), size, limit: max_bytes });
@@ -187,8 +207,22 @@ pub fn write_file(ws: &Workspace, rel: &str, content: &str, max_bytes: u64) -> R
         Err(err) if err.kind() == io::ErrorKind::NotFound => {}
         Err(err) => return Err(classify(rel, "stat", err)),
     }
-    atomic_write(&parent_dir, name, content.as_bytes()).map_err(|err| classify(rel, "write", err))?;
+    let sync = match sync {
+        WriteSync::Shared(_) if !same_file_system(ws.dir(), &parent_dir) => WriteSync::Own,
+        sync => sync,
+    };
+    atomic_write(&parent_dir, name, content.as_bytes(), sync).map_err(|err| classify(rel, "write", err))?;
     Ok(size)
+}
+
+/// Whether `folder` is on the file system of the workspace `root` (the
+/// one a shared barrier covers). Unknown counts as not.
+fn same_file_system(root: &Dir, folder: &Dir) -> bool {
+    use cap_std::fs::MetadataExt;
+    match (root.dir_metadata(), folder.dir_metadata()) {
+        (Ok(root), Ok(folder)) => root.dev() == folder.dev(),
+        _ => false,
+    }
 }
 
 /// Opens `parent` below `dir`, creating it (and its ancestors) when missing.
@@ -205,9 +239,11 @@ fn open_or_create_dir(dir: &Dir, parent: &Path) -> io::Result<Dir> {
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Temp file in the same folder, fsync, rename over the target, fsync the
-/// folder. The temp file is removed on any failure.
-fn atomic_write(dir: &Dir, name: &str, bytes: &[u8]) -> io::Result<()> {
+/// Temp file in the same folder, made durable (its `fsync`, or the shared
+/// barrier), renamed over the target, the folder made durable (its
+/// `fsync`, best effort, or the shared barrier). The temp file is removed
+/// on any failure before the rename.
+fn atomic_write(dir: &Dir, name: &str, bytes: &[u8], sync: WriteSync<'_>) -> io::Result<()> {
     // Keep the temp name within NAME_MAX whatever the target's length.
     let mut short = name.len().min(100);
     while !name.is_char_boundary(short) {
@@ -224,19 +260,31 @@ fn atomic_write(dir: &Dir, name: &str, bytes: &[u8]) -> io::Result<()> {
     let result = (|| {
         let mut file = dir.open_with(&tmp, &options)?;
         file.write_all(bytes)?;
-        file.sync_all()?;
-        drop(file);
+        match sync {
+            WriteSync::Own => file.sync_all()?,
+            WriteSync::Shared(barrier) => {
+                drop(file);
+                barrier()?;
+            }
+        }
         dir.rename(&tmp, dir, name)
     })();
     if let Err(err) = result {
         let _ = dir.remove_file(&tmp);
         return Err(err);
     }
-    // Best effort: make the rename itself durable.
-    if let Ok(folder) = dir.open(".") {
-        let _ = folder.sync_all();
+    match sync {
+        // Best effort: make the rename itself durable.
+        WriteSync::Own => {
+            if let Ok(folder) = dir.open(".") {
+                let _ = folder.sync_all();
+            }
+            Ok(())
+        }
+        // The step's record must not outlive the rename in a crash: a
+        // failed barrier fails the write (the target is already replaced).
+        WriteSync::Shared(barrier) => barrier(),
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -326,7 +374,7 @@ mod tests {
         ];
         let before = snapshot(&fx.outside);
         for (rel, rule) in cases {
-            assert_eq!(denied_rule(write_file(&fx.ws, rel, "pwned", 64)), rule, "write {rel}");
+            assert_eq!(denied_rule(write_file(&fx.ws, rel, "pwned", 64, WriteSync::Own)), rule, "write {rel}");
             assert_eq!(snapshot(&fx.outside), before, "write {rel} changed something");
             assert_eq!(denied_rule(read_file(&fx.ws, rel, 64)), rule, "read {rel}");
         }
@@ -341,7 +389,7 @@ mod tests {
     fn target_content_compares_by_digest_through_the_confinement() {
         let fx = fixture(&["secret/**"]);
         assert_eq!(target_content(&fx.ws, "out/report.txt", "hello\n", 64).expect("missing"), TargetContent::Missing);
-        write_file(&fx.ws, "out/report.txt", "hello\n", 64).expect("write");
+        write_file(&fx.ws, "out/report.txt", "hello\n", 64, WriteSync::Own).expect("write");
         let same = sha256_hex(b"hello\n");
         assert_eq!(
             target_content(&fx.ws, "out/report.txt", "hello\n", 64).expect("same"),
@@ -379,13 +427,13 @@ mod tests {
     #[test]
     fn write_is_atomic_and_creates_parents() {
         let fx = fixture(&[]);
-        assert_eq!(write_file(&fx.ws, "a/b/c.txt", "hello", 64).expect("write"), 5);
+        assert_eq!(write_file(&fx.ws, "a/b/c.txt", "hello", 64, WriteSync::Own).expect("write"), 5);
         assert_eq!(fs::read_to_string(fx.root.join("a/b/c.txt")).expect("read"), "hello");
-        assert_eq!(write_file(&fx.ws, "a/b/c.txt", "bye", 64).expect("write"), 3);
+        assert_eq!(write_file(&fx.ws, "a/b/c.txt", "bye", 64, WriteSync::Own).expect("write"), 3);
         assert_eq!(read_file(&fx.ws, "a/b/c.txt", 64).expect("read"), "bye");
-        assert_eq!(write_file(&fx.ws, "top.txt", "", 64).expect("write"), 0);
+        assert_eq!(write_file(&fx.ws, "top.txt", "", 64, WriteSync::Own).expect("write"), 0);
         let long = "é".repeat(120);
-        assert_eq!(write_file(&fx.ws, &long, "x", 64).expect("long name"), 1);
+        assert_eq!(write_file(&fx.ws, &long, "x", 64, WriteSync::Own).expect("long name"), 1);
         let names: Vec<_> = fs::read_dir(fx.root.join("a/b"))
             .expect("read_dir")
             .map(|entry| entry.expect("entry").file_name())
@@ -404,11 +452,11 @@ mod tests {
         let fx = fixture(&[]);
         let big = "x".repeat(65);
         assert!(matches!(
-            write_file(&fx.ws, "big.txt", &big, 64),
+            write_file(&fx.ws, "big.txt", &big, 64, WriteSync::Own),
             Err(FileError::TooLarge { size: 65, limit: 64, .. })
         ));
         assert!(!fx.root.join("big.txt").exists());
-        assert_eq!(write_file(&fx.ws, "ok.txt", &big[..64], 64).expect("write"), 64);
+        assert_eq!(write_file(&fx.ws, "ok.txt", &big[..64], 64, WriteSync::Own).expect("write"), 64);
         fs::write(fx.root.join("big.txt"), &big).expect("write");
         let err = read_file(&fx.ws, "big.txt", 64).expect_err("too large");
         assert!(matches!(err, FileError::TooLarge { size: 65, .. }));
@@ -422,13 +470,42 @@ mod tests {
         let fx = fixture(&[]);
         fs::create_dir_all(fx.root.join("dir")).expect("mkdir");
         assert!(matches!(read_file(&fx.ws, "dir", 64), Err(FileError::NotRegular { .. })));
-        assert!(matches!(write_file(&fx.ws, "dir", "x", 64), Err(FileError::NotRegular { .. })));
+        assert!(matches!(write_file(&fx.ws, "dir", "x", 64, WriteSync::Own), Err(FileError::NotRegular { .. })));
         assert!(fx.root.join("dir").is_dir());
         let fifo = std::process::Command::new("mkfifo").arg(fx.root.join("fifo")).status();
         if fifo.map(|status| status.success()).unwrap_or(false) {
             assert!(matches!(read_file(&fx.ws, "fifo", 64), Err(FileError::NotRegular { .. })));
-            assert!(matches!(write_file(&fx.ws, "fifo", "x", 64), Err(FileError::NotRegular { .. })));
+            assert!(matches!(write_file(&fx.ws, "fifo", "x", 64, WriteSync::Own), Err(FileError::NotRegular { .. })));
         }
+    }
+
+    /// With a shared barrier a write syncs nothing of its own: it waits
+    /// for the barrier once before the rename (the new file's bytes; the
+    /// target still holds the old ones then) and once after it. A barrier
+    /// that fails before the rename leaves the target as it was and no
+    /// temp file.
+    #[test]
+    fn a_write_with_a_shared_barrier_waits_for_it_before_and_after_the_rename() {
+        use std::sync::Mutex;
+        let fx = fixture(&[]);
+        fs::write(fx.root.join("report.txt"), "old").expect("write");
+        let seen = Mutex::new(Vec::new());
+        let barrier = || {
+            let content = fs::read_to_string(fx.root.join("report.txt")).expect("read");
+            seen.lock().expect("lock").push(content);
+            Ok(())
+        };
+        assert_eq!(write_file(&fx.ws, "report.txt", "new", 64, WriteSync::Shared(&barrier)).expect("write"), 3);
+        assert_eq!(*seen.lock().expect("lock"), ["old", "new"], "before the rename, then after it");
+        let failing = || Err(io::Error::other("the disk went away"));
+        let err = write_file(&fx.ws, "report.txt", "newer", 64, WriteSync::Shared(&failing)).expect_err("failed");
+        assert!(err.to_string().contains("the disk went away"), "{err}");
+        assert_eq!(fs::read_to_string(fx.root.join("report.txt")).expect("read"), "new", "the target is as it was");
+        let names: Vec<String> = fs::read_dir(&fx.root)
+            .expect("list")
+            .map(|entry| entry.expect("entry").file_name().into_string().expect("utf-8"))
+            .collect();
+        assert!(names.iter().all(|name| !name.contains("planrun-tmp")), "no temp file left: {names:?}");
     }
 
     #[test]
@@ -439,7 +516,7 @@ mod tests {
         assert_eq!(err.to_string(), "`missing.txt` was not found");
         fs::write(fx.root.join("bin"), [0xff, 0xfe]).expect("write");
         assert!(matches!(read_file(&fx.ws, "bin", 64), Err(FileError::NotUtf8 { .. })));
-        let err = write_file(&fx.ws, "../x", "x", 64).expect_err("denied");
+        let err = write_file(&fx.ws, "../x", "x", 64, WriteSync::Own).expect_err("denied");
         assert_eq!(err.class(), FailureClass::SecurityDenied);
     }
 
@@ -448,9 +525,9 @@ mod tests {
         let fx = fixture(&[]);
         fs::create_dir_all(fx.root.join("real")).expect("mkdir");
         symlink("real", fx.root.join("alias")).expect("symlink");
-        assert_eq!(write_file(&fx.ws, "alias/f.txt", "hi", 64).expect("write"), 2);
+        assert_eq!(write_file(&fx.ws, "alias/f.txt", "hi", 64, WriteSync::Own).expect("write"), 2);
         assert_eq!(fs::read_to_string(fx.root.join("real/f.txt")).expect("read"), "hi");
-        assert_eq!(denied_rule(write_file(&fx.ws, "alias", "x", 64)), "files.symlink");
+        assert_eq!(denied_rule(write_file(&fx.ws, "alias", "x", 64, WriteSync::Own)), "files.symlink");
         assert!(fx.root.join("alias").is_symlink());
     }
 }

@@ -18,9 +18,10 @@ use crate::confine::{ProgramResolver, Workspace};
 use crate::fence::Fence;
 use crate::model::{Decision, FailureClass, Policy};
 use crate::policy::{display_argv, evaluate_shell};
+use crate::store::SharedSync;
 use crate::tools::children::ChildNote;
 
-pub use files::{FileError, TargetContent, read_file, target_content, write_file};
+pub use files::{FileError, TargetContent, WriteSync, read_file, target_content, write_file};
 pub use shell::{ShellRun, run_shell};
 
 /// An action with every template rendered: exactly what will run.
@@ -103,12 +104,14 @@ pub struct Tools<'a> {
     fence: Fence,
     /// Where a shell child is noted while it runs (see `children.rs`).
     children: Option<ChildNote>,
+    /// The store's durability barrier `write_file` shares, if any.
+    shared_sync: Option<SharedSync>,
 }
 
 impl<'a> Tools<'a> {
     pub fn new(workspace: &'a Workspace, policy: &'a Policy) -> Self {
         let resolver = ProgramResolver::new(&policy.shell);
-        Tools { workspace, policy, resolver, fence: Fence::unbounded(), children: None }
+        Tools { workspace, policy, resolver, fence: Fence::unbounded(), children: None, shared_sync: None }
     }
 
     /// The same tools, noting each shell child in `children` while it runs,
@@ -116,6 +119,14 @@ impl<'a> Tools<'a> {
     /// stop it.
     pub fn with_children(mut self, children: Option<ChildNote>) -> Self {
         self.children = children;
+        self
+    }
+
+    /// The same tools, with `write_file` waiting for `shared_sync` (the
+    /// store's barrier, shared with concurrent writers) instead of syncing
+    /// on its own ([`WriteSync::Shared`]).
+    pub fn with_shared_sync(mut self, shared_sync: Option<SharedSync>) -> Self {
+        self.shared_sync = shared_sync;
         self
     }
 
@@ -366,7 +377,8 @@ impl<'a> Tools<'a> {
     fn write(&self, path: &str, content: &str) -> ToolOutcome {
         let mut details = Map::new();
         details.insert("path".into(), path.into());
-        match write_file(self.workspace, path, content, self.policy.files.max_write_bytes) {
+        let sync = self.shared_sync.as_deref().map_or(WriteSync::Own, WriteSync::Shared);
+        match write_file(self.workspace, path, content, self.policy.files.max_write_bytes, sync) {
             Ok(bytes) => {
                 details.insert("bytes".into(), bytes.into());
                 ToolOutcome::success(written(bytes, path), None, details)

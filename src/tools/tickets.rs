@@ -46,7 +46,7 @@ use serde_json::{Map, Value, json};
 
 use crate::confine::Workspace;
 use crate::model::FailureClass;
-use crate::tools::{FileError, ToolFailure, ToolSuccess, read_file, write_file};
+use crate::tools::{FileError, ToolFailure, ToolSuccess, WriteSync, read_file, write_file};
 
 /// The file the ticket tools use, relative to the workspace.
 pub const TICKETS_FILE: &str = "tickets.json";
@@ -121,7 +121,7 @@ fn load(workspace: &Workspace, max_bytes: u64) -> Result<Map<String, Value>, Too
 fn save(workspace: &Workspace, root: Map<String, Value>, max_bytes: u64) -> Result<(), FileError> {
     let mut text = serde_json::to_string_pretty(&Value::Object(root)).unwrap_or_default();
     text.push('\n');
-    write_file(workspace, TICKETS_FILE, &text, max_bytes).map(|_| ())
+    write_file(workspace, TICKETS_FILE, &text, max_bytes, WriteSync::Own).map(|_| ())
 }
 
 /// Spends one injected look-up failure, if any are left: the decremented

@@ -125,6 +125,7 @@ impl<'r> Interpreter<'r> {
         let clock = env.clock.as_ref();
         let fence = run.fence();
         let children = run.child_note().map(ChildNote::new);
+        let shared_sync = run.shared_sync();
         Interpreter {
             plan,
             policy,
@@ -132,7 +133,10 @@ impl<'r> Interpreter<'r> {
             recorder: Recorder::new(run, clock),
             state,
             outputs,
-            tools: Tools::new(workspace, policy).with_fence(fence).with_children(children),
+            tools: Tools::new(workspace, policy)
+                .with_fence(fence)
+                .with_children(children)
+                .with_shared_sync(shared_sync),
             budgets: Budgets::new(plan, policy, clock),
             idempotency: Idempotency::new(store, env, recovering),
             verifier: Verifier::new(plan, policy, workspace),
