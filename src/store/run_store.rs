@@ -142,7 +142,7 @@ pub trait RunHandle: Send {
     /// anything that may change the world, and every later checkpoint
     /// covers it. The default (a store whose every write is durable at
     /// once) is [`RunHandle::checkpoint`]; the file store leaves out its
-    /// sync, the PostgreSQL store commits asynchronously.
+    /// sync, the PostgreSQL store keeps it and sends several together.
     fn checkpoint_reads(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
         self.checkpoint(state, expected)
     }

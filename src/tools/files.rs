@@ -207,8 +207,11 @@ pub fn write_file(
         Err(err) if err.kind() == io::ErrorKind::NotFound => {}
         Err(err) => return Err(classify(rel, "stat", err)),
     }
+    // A folder below the workspace may be a mount of another file system.
     let sync = match sync {
-        WriteSync::Shared(_) if !same_file_system(ws.dir(), &parent_dir) => WriteSync::Own,
+        WriteSync::Shared(_) if !parent.as_os_str().is_empty() && !same_file_system(ws.dir(), &parent_dir) => {
+            WriteSync::Own
+        }
         sync => sync,
     };
     atomic_write(&parent_dir, name, content.as_bytes(), sync).map_err(|err| classify(rel, "write", err))?;

@@ -1525,23 +1525,19 @@ impl RunHandle for PgRun {
         self.write_checkpoint(state, expected, true)
     }
 
-    /// The checkpoint after a read, committed without waiting for the
-    /// write-ahead log's flush: a server crash may lose it (the run then
-    /// reads again from the checkpoint before), never tear it, and
-    /// [`RunHandle::make_durable`] flushes it before anything that may
-    /// change the world.
-    ///
-    /// A run's read checkpoints in a row are kept in the handle and sent
-    /// together, in one statement (without waiting for its answer, which
-    /// is taken before the next statement): when [`DEFERRED_READS_MAX`] are kept,
-    /// when the first of them is older than [`DEFERRED_READS_FOR`] (at the
-    /// next read's checkpoint), and before anything else this handle writes
-    /// ([`RunHandle::make_durable`] before an effect, a pause or an end, a
-    /// use of an approval). Until then the database holds the checkpoint
-    /// before them: a crash loses them, and the run reads again from there,
-    /// as after a lost asynchronous commit. The lines are the same either
-    /// way. The first checkpoint (the plan) and one with a decision are
-    /// sent at once, synchronously.
+    /// The checkpoint after a read. A run's read checkpoints in a row are
+    /// kept in the handle and sent together, in one statement: when
+    /// [`DEFERRED_READS_MAX`] are kept or the first of them is older than
+    /// [`DEFERRED_READS_FOR`] (at the next read's checkpoint), committed
+    /// without waiting for the write-ahead log's flush and without waiting
+    /// for the answer, which is taken before the next statement; and
+    /// before anything else this handle writes ([`RunHandle::make_durable`]
+    /// before an effect, a pause or an end, a use of an approval),
+    /// synchronously. Until then the database holds the checkpoint before
+    /// them: a crash (or a server crash that loses the asynchronous commit)
+    /// loses them, never tears them, and the run reads again from there.
+    /// The lines are the same either way. The first checkpoint (the plan)
+    /// and one with a decision are sent at once, synchronously.
     fn checkpoint_reads(&mut self, state: &RunState, expected: u64) -> Result<(), StoreError> {
         if !self.plan_stored || self.decision.is_some() {
             return self.write_checkpoint(state, expected, false);

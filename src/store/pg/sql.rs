@@ -69,8 +69,9 @@ pub const RELEASE_LEASE: &str = "UPDATE runs SET owner_id = NULL, lease_expires_
 /// refused, and nothing was inserted). A checkpoint is progress: `claims`
 /// (claims since the last progress) goes back to 0. With `$18` true the
 /// transaction commits without waiting for the write-ahead log's flush
-/// (`synchronous_commit` off for it alone: the checkpoint after a read,
-/// made durable by the next synchronous commit, [`CHECKPOINT_DURABLE`]).
+/// (`synchronous_commit` off for it alone: read checkpoints a holder kept
+/// and sends together, made durable by the next synchronous commit,
+/// [`CHECKPOINT_DURABLE`]).
 pub const CHECKPOINT: &str = "WITH guard AS (\
          UPDATE runs SET state = $6::text, status = $7::text, state_version = $8::bigint, \
              audit_head_seq = $9::bigint, history_records = $10::bigint, updated_at = now(), claims = 0, \

@@ -381,20 +381,15 @@ fn kept_read_checkpoints_go_with_the_next_write_or_are_dropped_with_the_handle()
     // them was written.
     started(&store, "r5");
     let (mut run, loaded) = store.open_run("r5").expect("open");
-    let mut last = loaded.state.clone();
-    for version in 2..2 + super::DEFERRED_READS_MAX as u64 {
-        if version == 1 + super::DEFERRED_READS_MAX as u64 {
+    let moved_on = |read: u64| {
+        if read == super::DEFERRED_READS_MAX as u64 {
             schema.sql("UPDATE runs SET state_version = 99 WHERE run_id = 'r5'").expect("another holder's checkpoint");
         }
-        last = saved(&mut run, &last, version);
-        run.checkpoint_reads(&last, version - 1).expect("kept, then sent");
-    }
+    };
+    kept_reads(&mut run, &loaded.state, super::DEFERRED_READS_MAX, &moved_on);
     let refused = run.make_durable();
     assert!(matches!(refused, Err(StoreError::VersionConflict { expected: 1, found: 99, .. })), "{refused:?}");
-    assert_eq!(
-        schema.sql("SELECT max(seq) FROM audit_events WHERE run_id = 'r5'"),
-        Ok(loaded.audit_tail.seq.to_string())
-    );
+    assert_eq!(last_seq(&schema, "r5"), loaded.audit_tail.seq.to_string(), "nothing written");
 
     started(&store, "r3");
     let (mut run, loaded) = store.open_run("r3").expect("open");
@@ -407,6 +402,30 @@ fn kept_read_checkpoints_go_with_the_next_write_or_are_dropped_with_the_handle()
     let next = saved(&mut again, &reloaded.state, 2);
     again.checkpoint(&next, 1).expect("and continues");
     assert_eq!(store.read_run("r3").expect("verified").state.state_version, 2);
+}
+
+/// `reads` read checkpoints after `state` (versions one more each), each
+/// kept by the handle or sent when it keeps as many as it keeps;
+/// `before(n)` runs before the `n`-th (1-based). The last state.
+fn kept_reads(
+    run: &mut Box<dyn crate::store::RunHandle>,
+    state: &crate::store::RunState,
+    reads: usize,
+    before: &dyn Fn(u64),
+) -> crate::store::RunState {
+    let mut last = state.clone();
+    for read in 1..=reads as u64 {
+        before(read);
+        let version = state.state_version + read;
+        last = saved(run, &last, version);
+        run.checkpoint_reads(&last, version - 1).expect("a read's checkpoint");
+    }
+    last
+}
+
+/// The `seq` of the last audit row stored for `run_id`.
+fn last_seq(schema: &TestSchema, run_id: &str) -> String {
+    schema.sql(&format!("SELECT max(seq) FROM audit_events WHERE run_id = '{run_id}'")).expect("seq")
 }
 
 /// `state` as checkpoint `version` after one more `state_saved` event.
@@ -456,11 +475,7 @@ fn a_read_checkpoint_is_made_durable_before_an_effect_or_refused_when_it_was_los
 
     // As many as the handle keeps: sent together, committed
     // asynchronously, without waiting for the answer.
-    let mut last = read;
-    for version in 3..3 + super::DEFERRED_READS_MAX as u64 {
-        last = saved(&mut run, &last, version);
-        run.checkpoint_reads(&last, version - 1).expect("a read's checkpoint");
-    }
+    let last = kept_reads(&mut run, &read, super::DEFERRED_READS_MAX, &|_| {});
     let sent = last.state_version.to_string();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while version() != sent && std::time::Instant::now() < deadline {
@@ -486,10 +501,7 @@ fn a_read_checkpoint_is_made_durable_before_an_effect_or_refused_when_it_was_los
     schema.sql("UPDATE runs SET state_version = 5 WHERE run_id = 'r4'").expect("another holder's checkpoint");
     let refused = run.make_durable();
     assert!(matches!(refused, Err(StoreError::VersionConflict { expected: 1, found: 5, .. })), "{refused:?}");
-    assert_eq!(
-        schema.sql("SELECT max(seq) FROM audit_events WHERE run_id = 'r4'"),
-        Ok(loaded.audit_tail.seq.to_string())
-    );
+    assert_eq!(last_seq(&schema, "r4"), loaded.audit_tail.seq.to_string(), "nothing written");
 
     started(&store, "r2");
     let (mut run, loaded) = store.open_run("r2").expect("open");
