@@ -42,7 +42,10 @@
 //! - [`preview`]: what a run would do, computed from the plan and policy
 //!   alone, executing and creating nothing.
 //! - [`tools`]: the step kinds (`shell`, `write_file`, `read_file`,
-//!   `finish`, `flaky`, `ticket_lookup`, `ticket_close`).
+//!   `finish`, `flaky`, `ticket_lookup`, `ticket_close`), and what stops a
+//!   shell child its holder can no longer stop: the note a later claim on
+//!   the machine reads (`tools::children`) and, on a database store, the
+//!   tool guard that kills it when its holder dies (`tools::guard`).
 //! - [`store`]: the [`store::RunStore`] seam and its file store: sealed
 //!   checkpoints, hash-chained audit logs, history, receipts, bridge and
 //!   controller records, locks; strict verification on load; and (cargo

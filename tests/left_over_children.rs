@@ -10,6 +10,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use planrun::tools::children::running as alive;
+#[cfg(feature = "postgres")]
+use rustix::process::{Pid, Signal, kill_process};
 use serde_json::Value;
 
 use crate::common::{Sandbox, TEST_POLICY, one_step_plan};
@@ -85,13 +87,91 @@ fn resume_and_cancel_stop_the_child_a_killed_holder_left_running() {
     sandbox.planrun().in_sandbox().args(["verify", "t"]).expect_code(0).run();
 }
 
-/// On PostgreSQL the note is kept on the machine, in
-/// `<workspace>/.planrun/children/<id>`, and removed when the run pauses or
-/// ends: a claim on the same machine after the holder's lease expired stops
-/// the child it left running.
+/// The tool guard of process `holder` (its child `planrun __tool-guard`),
+/// once it runs.
+#[cfg(feature = "postgres")]
+fn guard_of(holder: u32) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let guard = fs::read_dir("/proc")
+            .expect("/proc")
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+            .find(|pid: &u32| {
+                let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let parent =
+                    stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+                cmdline == b"planrun\0__tool-guard\0" && parent == Some(holder)
+            });
+        if let Some(guard) = guard {
+            return guard;
+        }
+        assert!(Instant::now() < deadline, "no tool guard of {holder}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// On PostgreSQL a run may be taken over on another machine, where no note
+/// is seen, so the tool of a holder killed with `SIGKILL` dies with it: the
+/// holder's tool guard (one per process) kills its process group at once,
+/// before it does anything more, and a later holder runs the step again.
 #[cfg(feature = "postgres")]
 #[test]
-fn on_postgres_a_claim_on_this_machine_stops_the_child_a_killed_holder_left_running() {
+fn on_postgres_a_killed_holders_tool_dies_with_it_and_does_nothing_more() {
+    let sandbox = Sandbox::new();
+    let Some(schema) = crate::pg_store::Schema::migrated("tool guard", &sandbox) else { return };
+    let store = ["--store", schema.url.as_str()];
+    let script = "echo $$ >> tool.pids; sleep 2; echo late >> canary";
+    let plan = one_step_plan(&format!("kind = \"shell\"\ncommand = [\"sh\", \"-c\", \"{script}\"]"));
+    // Its allow rule stands before `[retry]` (a table after it would belong to it).
+    let policy = TEST_POLICY.replace("step_timeout_secs = 1", "step_timeout_secs = 60").replacen(
+        "[retry]",
+        &format!("[[shell.allow]]\nprogram = \"sh\"\nargs = [[\"-c\", \"{script}\"]]\n[retry]"),
+        1,
+    );
+    sandbox.write_plan(&plan, &policy);
+    let pids = || -> Vec<u32> {
+        fs::read_to_string(sandbox.workspace().join("tool.pids"))
+            .unwrap_or_default()
+            .lines()
+            .map(|line| line.trim().parse().expect("a pid"))
+            .collect()
+    };
+    let mut holder = sandbox.test_plan().args(store).env("PLANRUN_LEASE_SECS", "1").spawn();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while pids().is_empty() {
+        assert!(Instant::now() < deadline, "the tool never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let tool = pids()[0];
+    let guard = guard_of(holder.id());
+    holder.kill().expect("SIGKILL the holder");
+    holder.wait().expect("reap the holder");
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while alive(tool) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!alive(tool), "the killed holder's tool died with it");
+    assert!(!alive(guard), "its guard is gone too");
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(!sandbox.workspace().join("canary").exists(), "the tool did nothing after its holder died");
+
+    // The lease runs out; the next holder runs the step once more, to the end.
+    std::thread::sleep(Duration::from_millis(500));
+    sandbox.planrun().in_sandbox().args(["resume", "t"]).args(store).expect_code(0).run();
+    assert_eq!(pids().len(), 2, "started by the killed holder, then by the resume");
+    assert_eq!(fs::read_to_string(sandbox.workspace().join("canary")).expect("canary"), "late\n", "written once");
+    sandbox.planrun().in_sandbox().args(["verify", "t"]).args(store).expect_code(0).run();
+}
+
+/// On PostgreSQL the note is kept on the machine too, in
+/// `<workspace>/.planrun/children/<id>`, and removed when the run pauses or
+/// ends: when the guard died with its holder (`kill -9` of both), a claim
+/// on the same machine after the holder's lease expired stops the child it
+/// left running.
+#[cfg(feature = "postgres")]
+#[test]
+fn on_postgres_a_claim_on_this_machine_stops_the_child_a_killed_holder_and_guard_left_running() {
     let sandbox = Sandbox::new();
     let Some(schema) = crate::pg_store::Schema::migrated("left-over child", &sandbox) else { return };
     let store = ["--store", schema.url.as_str()];
@@ -99,6 +179,8 @@ fn on_postgres_a_claim_on_this_machine_stops_the_child_a_killed_holder_left_runn
     let note = sandbox.workspace().join(".planrun/children/t");
     let mut holder = sandbox.test_plan().args(store).env("PLANRUN_LEASE_SECS", "1").spawn();
     let child = noted_in(&note, None);
+    let guard = guard_of(holder.id());
+    kill_process(Pid::from_raw(guard as i32).expect("pid"), Signal::KILL).expect("SIGKILL the guard");
     holder.kill().expect("SIGKILL the holder");
     holder.wait().expect("reap the holder");
     std::thread::sleep(Duration::from_millis(1500));

@@ -159,6 +159,12 @@ pub enum Command {
 
 /// Entry point called by `main.rs`.
 pub fn main() -> ExitCode {
+    // The tool guard a process holding runs of a database store starts (the
+    // same executable; see `tools/guard.rs`): not a command a person types.
+    if std::env::args_os().nth(1).is_some_and(|arg| arg == crate::tools::guard::GUARD_ARG) {
+        crate::tools::guard::serve(std::io::stdin());
+        return ExitCode::SUCCESS;
+    }
     main_with_args(std::env::args_os())
 }
 

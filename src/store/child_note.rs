@@ -34,6 +34,12 @@ impl ChildNoteFile {
         ChildNoteFile { path, transient: true, file: Mutex::new(None) }
     }
 
+    /// Whether the note is kept outside the run's records (a database
+    /// store's: its runs may be taken over on another machine).
+    pub fn is_transient(&self) -> bool {
+        self.transient
+    }
+
     /// Removes a transient note (see [`ChildNoteFile::transient`]).
     pub fn forget(&self) {
         if self.transient {

@@ -2,35 +2,42 @@
 //! that continues or cancels the run on this machine stops a child its
 //! killed predecessor left running.
 //!
-//! A process killed with `SIGKILL` cannot kill its child (and a
-//! parent-death signal needs code between `fork` and `exec`, which this
-//! crate does not run), so the child's process group runs on until its own
-//! timeout, beside the step that `resume` starts again. Each shell step
-//! therefore notes its child's pid, the child's start time (field 22 of
-//! `/proc/<pid>/stat`) and the boot id in the run's note file (the file
-//! store's `runs/<run_id>/.child`; the PostgreSQL store's
+//! A process killed with `SIGKILL` cannot kill its child, so the child's
+//! process group runs on until its own timeout, beside the step that
+//! `resume` starts again; on a database store the tool guard (`guard.rs`)
+//! kills it, and this note is the fallback for what the guard does not
+//! cover. Each shell step notes its child's identity (`process.rs`: pid,
+//! start time, boot id) in the run's note file (the file store's
+//! `runs/<run_id>/.child`; a database store's
 //! `<workspace>/.planrun/children/<run_id>`, removed when the run pauses or
 //! ends, and seen only by a takeover on the same machine), without a sync:
-//! after a power loss the child is gone too. [`stop_left_over`] kills the noted process group only while that
-//! exact process is still there (same boot, same start time), so a pid the
-//! kernel gave to another process since is never hit. Linux only: elsewhere
-//! nothing is noted.
+//! after a power loss the child is gone too. [`ChildNote::stop_left_over`]
+//! kills the noted process group only while that exact process is still
+//! there, so a pid the kernel gave to another process since is never hit.
+//! Linux only: elsewhere nothing is noted.
 
-use std::fs;
+use std::io;
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process_group};
 
+use super::guard::{self, ToolGuard};
+pub use super::process::running;
+use super::process::{Identity, stat};
 use crate::store::ChildNoteFile;
 
 /// How long [`ChildNote::stop_left_over`] waits for a killed group's
 /// leader to go.
 const STOP_WAIT: Duration = Duration::from_secs(2);
 
-/// The shell children of one run, noted in its store's note file.
+/// The shell children of one run, noted in its store's note file, and
+/// told to this process's tool guard (`guard.rs`) where the store keeps the
+/// note outside the run's records: a database store's, whose runs may be
+/// taken over on another machine, where the note is not seen.
 #[derive(Debug)]
 pub struct ChildNote {
     file: ChildNoteFile,
+    guard: Option<&'static ToolGuard>,
 }
 
 /// A child left running by a killed holder, and stopped.
@@ -41,13 +48,35 @@ pub struct Stopped {
 
 impl ChildNote {
     pub fn new(file: ChildNoteFile) -> ChildNote {
-        ChildNote { file }
+        let guard = file.is_transient().then(guard::shared);
+        ChildNote { file, guard }
     }
 
-    /// Notes child `pid`, just started in a process group of its own.
-    pub fn started(&self, pid: u32) {
-        if let Some(identity) = identity(pid) {
+    /// Before a child is started: makes sure the tool guard runs, where
+    /// children are guarded (an error means the child must not start).
+    pub fn prepare(&self) -> io::Result<()> {
+        self.guard.map_or(Ok(()), ToolGuard::ready)
+    }
+
+    /// Notes child `pid`, just started in a process group of its own (and
+    /// tells the guard). An error means the child is not guarded: the
+    /// caller kills it.
+    pub fn started(&self, pid: u32) -> io::Result<()> {
+        let identity = Identity::of(pid);
+        if let Some(identity) = &identity {
             self.file.write(&identity.to_string());
+        }
+        match (self.guard, identity) {
+            (Some(guard), Some(identity)) => guard.guard(&identity),
+            (Some(_), None) => Err(io::Error::other(format!("cannot guard the tool: no /proc/{pid}/stat"))),
+            (None, _) => Ok(()),
+        }
+    }
+
+    /// Child `pid` is about to be reaped: the guard lets it go.
+    pub fn reaping(&self, pid: u32) {
+        if let Some(guard) = self.guard {
+            guard.release(pid);
         }
     }
 
@@ -76,64 +105,6 @@ impl ChildNote {
     }
 }
 
-/// What tells one process from any other that ever had its pid.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Identity {
-    pid: u32,
-    /// Clock ticks after boot (field 22 of `/proc/<pid>/stat`).
-    started: u64,
-    boot: String,
-}
-
-impl Identity {
-    fn parse(text: &str) -> Option<Identity> {
-        let mut fields = text.split_whitespace();
-        let (pid, started, boot) = (fields.next()?.parse().ok()?, fields.next()?.parse().ok()?, fields.next()?);
-        Some(Identity { pid, started, boot: boot.to_string() })
-    }
-}
-
-impl std::fmt::Display for Identity {
-    /// One length for every note (the note file is overwritten in place).
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(formatter, "{:>10} {:>20} {:>36}", self.pid, self.started, self.boot)
-    }
-}
-
-/// Process `pid`'s identity, a zombie included, `None` when it is gone (or
-/// not on Linux). A child that has already exited is noted all the same
-/// (it is not reaped yet), so that every shell step writes its note.
-fn identity(pid: u32) -> Option<Identity> {
-    stat(pid).map(|(identity, _)| identity)
-}
-
-/// Process `pid`'s identity and whether it is a zombie, from one read of
-/// `/proc/<pid>/stat`.
-#[cfg(target_os = "linux")]
-fn stat(pid: u32) -> Option<(Identity, bool)> {
-    static BOOT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    let boot = BOOT
-        .get_or_init(|| fs::read_to_string("/proc/sys/kernel/random/boot_id").ok().map(|boot| boot.trim().to_string()));
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: fields after it.
-    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
-    // Field 3 is the state (index 0 here), field 22 the start time.
-    let zombie = *fields.first()? == "Z";
-    let started = fields.get(19)?.parse().ok()?;
-    Some((Identity { pid, started, boot: boot.clone()? }, zombie))
-}
-
-#[cfg(not(target_os = "linux"))]
-fn stat(_pid: u32) -> Option<(Identity, bool)> {
-    None
-}
-
-/// Whether `pid` is a live process: not gone, not a zombie (the tests of
-/// killed process groups ask this too).
-pub fn running(pid: u32) -> bool {
-    stat(pid).is_some_and(|(_, zombie)| !zombie)
-}
-
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use std::os::unix::process::CommandExt;
@@ -147,7 +118,7 @@ mod tests {
         let path = dir.path().join(".child");
         let note = ChildNote::new(ChildNoteFile::at(path.clone()));
         let mut child = Command::new("sleep").arg("30").process_group(0).spawn().expect("sleep");
-        note.started(child.id());
+        note.started(child.id()).expect("noted");
         assert!(running(child.id()));
         // Reaped by the test once killed: it is this process's child.
         let reaper = std::thread::spawn(move || child.wait().expect("wait"));
@@ -157,11 +128,11 @@ mod tests {
         assert!(note.stop_left_over().is_none(), "the note is gone");
 
         let mut done = Command::new("true").process_group(0).spawn().expect("true");
-        note.started(done.id());
+        note.started(done.id()).expect("noted");
         done.wait().expect("wait");
         assert!(note.stop_left_over().is_none(), "a child that ended is not touched");
         let stale = format!("{} 1 not-this-boot", std::process::id());
-        fs::write(&path, stale).expect("a stale note");
+        std::fs::write(&path, stale).expect("a stale note");
         assert!(note.stop_left_over().is_none(), "another process under a reused pid is never hit");
         assert!(!path.exists());
     }

@@ -7,6 +7,8 @@
 
 pub mod children;
 mod files;
+pub mod guard;
+mod process;
 mod shell;
 pub mod tickets;
 
@@ -22,7 +24,7 @@ use crate::store::SharedSync;
 use crate::tools::children::ChildNote;
 
 pub use files::{FileError, TargetContent, WriteSync, read_file, target_content, write_file};
-pub use shell::{ShellRun, run_shell};
+pub use shell::{ChildEvent, ShellRun, run_shell};
 
 /// An action with every template rendered: exactly what will run.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -296,6 +298,13 @@ impl<'a> Tools<'a> {
         if program.canonical != program.path {
             details.insert("program_canonical".into(), program.canonical.to_string_lossy().into_owned().into());
         }
+        if let Some(Err(err)) = self.children.as_ref().map(ChildNote::prepare) {
+            return ToolOutcome::failure(
+                FailureClass::ExecutionError,
+                format!("`{name}` could not be started: {}", err.to_string().to_lowercase()),
+                details,
+            );
+        }
         let run = match run_shell(
             &program.path,
             &argv[1..],
@@ -304,10 +313,13 @@ impl<'a> Tools<'a> {
             timeout,
             self.policy.budget.max_output_bytes,
             &self.fence,
-            &|pid| {
-                if let Some(children) = &self.children {
-                    children.started(pid);
+            &|event| match (&self.children, event) {
+                (Some(children), ChildEvent::Started(pid)) => children.started(pid),
+                (Some(children), ChildEvent::Reaping(pid)) => {
+                    children.reaping(pid);
+                    Ok(())
                 }
+                (None, _) => Ok(()),
             },
         ) {
             Ok(run) => run,

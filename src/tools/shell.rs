@@ -167,10 +167,20 @@ fn min_wait(wait: Option<Duration>, bound: Duration) -> Option<Duration> {
     Some(wait.map_or(bound, |wait| wait.min(bound)))
 }
 
+/// What [`run_shell`] tells its caller of the child's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildEvent {
+    /// The child (pid) runs; an error kills its group and ends the call.
+    Started(u32),
+    /// The child (pid) has exited and its group was killed; it is reaped
+    /// next (until then its pid, and so its group id, cannot be reused).
+    Reaping(u32),
+}
+
 /// Runs `program` with `args` directly (never through a shell), with exactly
 /// `env`, stdin null, in `cwd`, in its own process group, for at most
-/// `timeout` and while `fence` holds; `spawned` is told the child's pid as
-/// soon as it runs.
+/// `timeout` and while `fence` holds; `report` is told the child's pid as
+/// soon as it runs, and again just before it is reaped.
 #[expect(clippy::too_many_arguments, reason = "the command, its environment and its bounds, each given by the policy")]
 pub fn run_shell(
     program: &Path,
@@ -180,7 +190,7 @@ pub fn run_shell(
     timeout: Duration,
     max_output_bytes: u64,
     fence: &Fence,
-    spawned: &dyn Fn(u32),
+    report: &dyn Fn(ChildEvent) -> io::Result<()>,
 ) -> io::Result<ShellRun> {
     let started = Instant::now();
     let mut child = Command::new(program)
@@ -194,7 +204,6 @@ pub fn run_shell(
         .process_group(0)
         .spawn()?;
     let pid = Pid::from_child(&child);
-    spawned(child.id());
     let kill_group = || {
         // ESRCH (nothing left) is fine.
         let _ = kill_process_group(pid, Signal::KILL);
@@ -202,9 +211,13 @@ pub fn run_shell(
     // A failure of the wait itself: nothing of the group is left behind.
     let abandon = |child: &mut std::process::Child, error: io::Error| {
         kill_group();
+        let _ = report(ChildEvent::Reaping(child.id()));
         let _ = child.wait();
         Err(error)
     };
+    if let Err(error) = report(ChildEvent::Started(child.id())) {
+        return abandon(&mut child, error);
+    }
     let setup = (|| {
         let stdout = Output::new(child.stdout.take(), max_output_bytes)?;
         let stderr = Output::new(child.stderr.take(), max_output_bytes)?;
@@ -253,6 +266,7 @@ pub fn run_shell(
     // The leader is a zombie (not yet reaped), so its pgid still names its
     // group: kill what is left of it, then reap the leader.
     kill_group();
+    let _ = report(ChildEvent::Reaping(child.id()));
     let status = child.wait()?;
 
     let grace_end = Instant::now() + READER_GRACE;
@@ -305,7 +319,7 @@ mod tests {
             Duration::from_secs(10),
             1 << 20,
             &Fence::unbounded(),
-            &|_| {},
+            &|_| Ok(()),
         )
         .expect("run")
     }
@@ -322,7 +336,7 @@ mod tests {
             timeout,
             1 << 20,
             fence,
-            &|_| {},
+            &|_| Ok(()),
         )
         .expect("run")
     }
@@ -352,7 +366,7 @@ mod tests {
             Duration::from_secs(10),
             1 << 20,
             &Fence::unbounded(),
-            &|_| {},
+            &|_| Ok(()),
         )
         .expect("run");
         assert_eq!(out.exit_code, Some(0));
@@ -396,7 +410,7 @@ mod tests {
             Duration::from_secs(20),
             10,
             &Fence::unbounded(),
-            &|_| {},
+            &|_| Ok(()),
         )
         .expect("run");
         assert_eq!(out.exit_code, Some(0));
@@ -478,7 +492,7 @@ mod tests {
             Duration::from_secs(20),
             1 << 20,
             &fence,
-            &|_| {},
+            &|_| Ok(()),
         )
         .expect("run");
         loser.join().expect("loser");
@@ -498,7 +512,7 @@ mod tests {
                 Duration::from_secs(1),
                 10,
                 &Fence::unbounded(),
-                &|_| {}
+                &|_| Ok(())
             )
             .is_err()
         );

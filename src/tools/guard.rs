@@ -1,0 +1,272 @@
+//! The tool guard: a holder's shell children die with the holder.
+//!
+//! On a database store a run whose holder dies is taken over by any worker
+//! of its workspace, on any machine, once the lease expires. A holder killed
+//! with `SIGKILL` cannot kill its own child, and the note of that child
+//! (`children.rs`) is seen only by a takeover on the same machine: without
+//! more, the old tool would run on beside the step the new holder starts
+//! again. A parent-death signal would need code between `fork` and `exec`,
+//! which this crate does not run (`unsafe` is forbidden), so each process
+//! that runs shell steps of such runs starts one guard instead: the same
+//! executable, started with [`GUARD_ARG`] in a process group of its own,
+//! reading a pipe whose only writer is the holder. The holder tells it each
+//! child it starts (`+` and the child's identity: pid, start time, boot id)
+//! and each child it is about to reap (`-` and the pid). When the holder
+//! dies, however it dies, the kernel closes the pipe; the guard reads end of
+//! file, kills the process group of every child still listed, and exits.
+//! An exit with no child running kills nothing.
+//!
+//! A pid is never hit after the kernel gave it to another process: the
+//! guard kills a listed group only while its leader is that very process
+//! (same start time, same boot; a zombie counts), or when no process has
+//! that pid any more (the leader was reaped by init and its pid is free:
+//! only what is left of its group can still carry that group id).
+//!
+//! What it does not cover: a holder that is frozen (`SIGSTOP`) is not dead,
+//! so its guard waits (the takeover on the same machine stops the child
+//! through its note, and the holder kills it at its local lease deadline
+//! once it runs again); a guard killed together with its holder (`kill -9`
+//! of both) leaves the child to the note, as before; a holder killed in the
+//! instant between starting a child and telling the guard leaves that
+//! child to the note too.
+
+use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal, kill_process_group};
+
+use super::process::Identity;
+
+/// The first argument that makes the executable a guard (the command line
+/// hands it to [`serve`]; it is not a command a person types).
+pub const GUARD_ARG: &str = "__tool-guard";
+
+/// This process's guard, shared by every run it holds.
+pub fn shared() -> &'static ToolGuard {
+    static GUARD: OnceLock<ToolGuard> = OnceLock::new();
+    GUARD.get_or_init(|| ToolGuard { state: Mutex::new(GuardState::default()) })
+}
+
+/// The holder's side: the guard process and the children it was told of.
+#[derive(Debug)]
+pub struct ToolGuard {
+    state: Mutex<GuardState>,
+}
+
+#[derive(Debug, Default)]
+struct GuardState {
+    process: Option<(Child, ChildStdin)>,
+    /// The children told and not yet released, by pid: told again to a
+    /// guard started anew (the one before died).
+    guarded: BTreeMap<u32, String>,
+}
+
+impl ToolGuard {
+    /// Makes sure a guard is running: starts one when there is none or the
+    /// last one died (and tells it the children still listed). Called before
+    /// a child is started, so that a step whose child could not be guarded
+    /// does not start.
+    pub fn ready(&self) -> io::Result<()> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.ready()
+    }
+
+    /// Tells the guard of child `identity` (just started, not reaped).
+    pub fn guard(&self, identity: &Identity) -> io::Result<()> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let line = format!("+{}", identity.line());
+        state.guarded.insert(identity.pid, line.clone());
+        state.send(&line)
+    }
+
+    /// Tells the guard that child `pid` is about to be reaped (its group is
+    /// killed or gone): it is no longer the guard's to kill.
+    pub fn release(&self, pid: u32) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.guarded.remove(&pid).is_some() {
+            // A guard that died has nothing of this child to forget.
+            let _ = state.send(&format!("-{pid}\n"));
+        }
+    }
+}
+
+impl GuardState {
+    fn ready(&mut self) -> io::Result<()> {
+        let alive = match &mut self.process {
+            Some((child, _)) => child.try_wait()?.is_none(),
+            None => false,
+        };
+        if alive {
+            return Ok(());
+        }
+        let mut child = Command::new(executable()?)
+            // `ps` shows `planrun __tool-guard`.
+            .arg0("planrun")
+            .arg(GUARD_ARG)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .current_dir("/")
+            .env_clear()
+            // Not in the holder's process group: a terminal's ^C reaches the
+            // holder, not its guard.
+            .process_group(0)
+            .spawn()
+            .map_err(|error| io::Error::new(error.kind(), format!("cannot start the tool guard: {error}")))?;
+        let Some(stdin) = child.stdin.take() else {
+            return Err(io::Error::other("cannot start the tool guard: no pipe to it"));
+        };
+        let mut process = (child, stdin);
+        let listed: String = self.guarded.values().map(String::as_str).collect();
+        if !listed.is_empty() {
+            process.1.write_all(listed.as_bytes())?;
+        }
+        self.process = Some(process);
+        Ok(())
+    }
+
+    /// Sends `line`; when the guard is gone, starts another (which is told
+    /// every child listed, this one included) once.
+    fn send(&mut self, line: &str) -> io::Result<()> {
+        let sent = match &mut self.process {
+            Some((_, stdin)) => stdin.write_all(line.as_bytes()),
+            None => Err(io::ErrorKind::BrokenPipe.into()),
+        };
+        if sent.is_ok() {
+            return Ok(());
+        }
+        if let Some((mut child, stdin)) = self.process.take() {
+            drop(stdin);
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.ready().map_err(|error| io::Error::new(error.kind(), format!("the tool guard is gone: {error}")))
+    }
+}
+
+/// This executable, the one that serves as the guard: `/proc/self/exe` on
+/// Linux, which works even when the file was replaced or removed since the
+/// process started.
+fn executable() -> io::Result<std::path::PathBuf> {
+    if cfg!(target_os = "linux") { Ok("/proc/self/exe".into()) } else { std::env::current_exe() }
+}
+
+/// How long the guard sleeps between two reads of its pipe: a holder's
+/// lines never wake it (a shell step costs its holder two small writes and
+/// no context switch), and a holder's death is acted on within this.
+const READ_EVERY: Duration = Duration::from_millis(50);
+
+/// The guard's side (the process started with [`GUARD_ARG`], its standard
+/// input the holder's pipe): reads the holder's lines until end of file,
+/// then kills the process group of every child still listed (see the
+/// module's text). Returns the pids it killed.
+pub fn serve(input: impl Read + AsFd) -> Vec<u32> {
+    // Read what came every READ_EVERY rather than sleep in `read`.
+    let _ = rustix::io::ioctl_fionbio(&input, true);
+    let mut input = input;
+    let mut guarded: BTreeMap<u32, Identity> = BTreeMap::new();
+    let mut pending = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match input.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                pending.extend_from_slice(&buf[..n]);
+                let complete = pending.iter().rposition(|&byte| byte == b'\n').map_or(0, |end| end + 1);
+                for line in String::from_utf8_lossy(&pending[..complete]).lines() {
+                    take_line(&mut guarded, line);
+                }
+                pending.drain(..complete);
+            }
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(READ_EVERY),
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            // Nothing more can come from the holder: as its end.
+            Err(_) => break,
+        }
+    }
+    let mut killed = Vec::new();
+    for (pid, identity) in guarded {
+        if identity.still_leads_its_group() {
+            if let Some(group) = Pid::from_raw(pid as i32) {
+                // ESRCH (nothing left of the group) is fine.
+                let _ = kill_process_group(group, Signal::KILL);
+            }
+            killed.push(pid);
+        }
+    }
+    killed
+}
+
+/// One line of the holder: `+` and a child's identity, or `-` and its pid
+/// (anything else is ignored).
+fn take_line(guarded: &mut BTreeMap<u32, Identity>, line: &str) {
+    if let Some(identity) = line.strip_prefix('+').and_then(Identity::parse) {
+        guarded.insert(identity.pid, identity);
+    } else if let Some(pid) = line.strip_prefix('-').and_then(|pid| pid.trim().parse().ok()) {
+        guarded.remove(&pid);
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::*;
+    use crate::tools::process::running;
+
+    /// What the holder wrote, then its end: a pipe whose writer is closed.
+    fn fed(text: String) -> std::io::PipeReader {
+        let (reader, mut writer) = std::io::pipe().expect("pipe");
+        writer.write_all(text.as_bytes()).expect("write");
+        reader
+    }
+
+    fn sleeper() -> (Child, Identity) {
+        let child = Command::new("sleep").arg("30").process_group(0).spawn().expect("sleep");
+        let identity = Identity::of(child.id()).expect("its identity");
+        (child, identity)
+    }
+
+    #[test]
+    fn at_end_of_input_the_groups_of_listed_children_are_killed() {
+        let (mut child, identity) = sleeper();
+        let killed = serve(fed(format!("+{}", identity.line())));
+        assert_eq!(killed, [child.id()]);
+        assert_eq!(child.wait().expect("reaped").signal(), Some(9), "killed with SIGKILL");
+    }
+
+    #[test]
+    fn a_released_child_and_a_pid_of_another_process_are_never_hit() {
+        let (mut released, identity) = sleeper();
+        let (mut other, other_identity) = sleeper();
+        // As if `other`'s pid had been another child's, whose start time was
+        // another (the pid was reused since).
+        let fields: Vec<String> = other_identity.line().split_whitespace().map(String::from).collect();
+        let started: u64 = fields[1].parse().expect("start time");
+        let stale = Identity::parse(&format!("{} {} {}", fields[0], started + 1, fields[2])).expect("identity");
+        let input = format!("+{}-{}\n+{}garbage\n-x\n", identity.line(), released.id(), stale.line());
+        assert_eq!(serve(fed(input)), Vec::<u32>::new());
+        assert!(running(released.id()) && running(other.id()), "neither was killed");
+        for child in [&mut released, &mut other] {
+            child.kill().expect("kill");
+            child.wait().expect("reap");
+        }
+    }
+
+    #[test]
+    fn a_child_listed_twice_and_reaped_since_is_only_its_groups_rest() {
+        // The leader was reaped and its pid is free: killing the group hits
+        // nothing else (no process has that group id).
+        let (mut child, identity) = sleeper();
+        child.kill().expect("kill");
+        child.wait().expect("reap");
+        assert!(identity.still_leads_its_group(), "a free pid names only what is left of the group");
+        let killed = serve(fed(format!("+{}+{}", identity.line(), identity.line())));
+        assert_eq!(killed, [identity.pid]);
+    }
+}
