@@ -15,7 +15,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
-use rustix::process::{Pid, Signal, kill_process, kill_process_group};
+use rustix::process::{Pid, Signal, kill_process};
 use serde_json::Value;
 
 use crate::common::tickets::{PLAN, RUN, T_APPROVE, T_RESUME, T_RESUME_AGAIN, T_RUN, close_count, ticket_sandbox};
@@ -122,14 +122,6 @@ fn pids(sandbox: &Sandbox, file: &str) -> Vec<i32> {
 /// Whether `pid` is a live process (a zombie is not).
 fn alive(pid: i32) -> bool {
     u32::try_from(pid).is_ok_and(planrun::tools::children::running)
-}
-
-/// Kills the process group `pid` leads (a tool a killed holder left
-/// behind: nothing kills it for a holder that died).
-fn kill_tool(pid: i32) {
-    if let Some(pid) = Pid::from_raw(pid) {
-        let _ = kill_process_group(pid, Signal::KILL);
-    }
 }
 
 /// A holder started in the background, killed if the test ends first (a
@@ -255,8 +247,10 @@ fn a_run_that_kills_every_holder_ends_recovery_exhausted_while_another_run_flows
         let started = wait_until(Duration::from_secs(15), || pids(&sandbox, "loop.pids").len() == runs);
         let _ = holder.kill();
         let _ = holder.wait();
-        pids(&sandbox, "loop.pids").into_iter().for_each(kill_tool);
         assert!(started, "the holder ran the step ({runs} runs so far)");
+        // The killed holder's tool guard kills its tool at once.
+        let gone = wait_until(Duration::from_secs(1), || !pids(&sandbox, "loop.pids").into_iter().any(alive));
+        assert!(gone, "the killed holder's tool died with it");
     };
     let holder = sandbox.test_plan().args(store).env(SHORT_LEASE.0, SHORT_LEASE.1).spawn();
     kill_after_its_step(holder, 1);
