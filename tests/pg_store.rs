@@ -289,6 +289,51 @@ fn the_ticket_demo_pauses_is_approved_and_resumes_on_postgres() {
     assert_export_equals(&sandbox, &schema, RUN, &twin, "exported");
 }
 
+/// Two workspaces on one database (each its own `.planrun/id`) never share
+/// runs: from the other one, the paused ticket run is not listed, not
+/// `latest`, and cannot be approved, resumed or cancelled (exit 2, nothing
+/// written: no audit row, no decision, no ticket closed on either side); it
+/// can be read and verified by id, its receipt looked up in its own
+/// workspace; its own workspace then finishes it as usual.
+#[test]
+fn a_run_of_another_workspace_is_read_by_id_but_never_listed_decided_or_continued() {
+    let sandbox = ticket_sandbox("open", 0);
+    let Some(schema) = Schema::migrated("other workspace", &sandbox) else { return };
+    let store = ["--store", schema.url.as_str()];
+    let other = ticket_sandbox("open", 0);
+    // Under the test clock both workspaces would be named `ws-0001`.
+    other.write("workspace/.planrun/id", "ws-other\n");
+    sandbox.planrun().args(["--plan", PLAN, "--run-id", RUN]).args(store).clock(T_RUN).expect_code(3).run();
+    let events = "SELECT count(*) FROM audit_events";
+    let before = schema.sql(events);
+
+    let listed = other.planrun().args(["runs"]).args(store).expect_code(0).run();
+    assert!(!listed.stdout.contains(RUN), "{}", listed.stdout);
+    other.planrun().args(["show", "latest"]).args(store).expect_code(2).run();
+    for command in [&["approve", RUN][..], &["reject", RUN, "--reason", "no"], &["resume", RUN], &["cancel", RUN]] {
+        let refused = other.planrun().args(command).args(store).clock(T_APPROVE).expect_code(2).run();
+        assert!(
+            refused.stderr.contains("belongs to another workspace (id `ws-0001`; this workspace's id is `ws-other`)"),
+            "{command:?}: {}",
+            refused.stderr
+        );
+    }
+    assert_eq!(schema.sql(events), before, "no audit row written");
+    assert_eq!(schema.sql("SELECT count(*) FROM approvals"), "0", "no decision recorded");
+    assert_eq!(schema.sql("SELECT status FROM runs WHERE run_id = 't'"), "waiting_approval");
+    assert_eq!((close_count(&sandbox, "ticket-7"), close_count(&other, "ticket-7")), (0, 0));
+    let shown = other.planrun().args(["show", RUN]).args(store).expect_code(0).run();
+    assert!(shown.stdout.contains("waiting_approval"), "{}", shown.stdout);
+
+    sandbox.planrun().args(["approve", RUN]).args(store).clock(T_APPROVE).expect_code(0).run();
+    sandbox.planrun().args(["resume", RUN]).args(store).clock(T_RESUME).expect_code(0).run();
+    assert_eq!((close_count(&sandbox, "ticket-7"), close_count(&other, "ticket-7")), (1, 0));
+    // Its log names a receipt, which is its own workspace's.
+    other.planrun().args(["verify", RUN]).args(store).expect_code(0).run();
+    let listed = sandbox.planrun().args(["runs"]).args(store).expect_code(0).run();
+    assert!(listed.stdout.contains(RUN), "{}", listed.stdout);
+}
+
 #[test]
 fn store_migrate_twice_and_an_unmigrated_schema_is_refused_with_nothing_written() {
     let sandbox = Sandbox::new();

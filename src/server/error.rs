@@ -10,7 +10,7 @@
 //! | 400 | `unknown_adapter` | `adapter` names no adapter |
 //! | 400 | `invalid_run_id` | the path holds no valid run id (or is not UTF-8 once decoded) |
 //! | 401 | `unauthorized` | missing or wrong bearer token |
-//! | 404 | `run_not_found` / `not_found` | unknown run id / route |
+//! | 404 | `run_not_found` / `not_found` | unknown run id (or a run of another workspace to change) / route |
 //! | 405 | `method_not_allowed` | |
 //! | 409 | `run_not_waiting` | approve/reject: the bridge run is not `waiting_approval` |
 //! | 409 | `approval_invalid` | approve: fingerprint, scope or state version do not match the frozen action, or the approval expired (a shared store: also in database time, or it was used already) |
@@ -85,6 +85,8 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound { id, .. } | StoreError::Interrupted { id, .. } => {
                 return ApiError::not_found("run", id);
             }
+            // Not this workspace's to change (it may be read by id).
+            StoreError::OtherWorkspace { .. } => (StatusCode::NOT_FOUND, "run_not_found"),
             StoreError::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
             // An agent run queued and not started yet has nothing to decide.
             StoreError::Queued { .. } => (StatusCode::CONFLICT, "run_queued"),

@@ -638,7 +638,7 @@ mod postgres {
         fn add_unreadable_run(&self, id: &str) {
             self.sql(&format!(
                 "INSERT INTO runs (kind, run_id, workspace_id, state, state_version) \
-                 VALUES ('agent', {}, 'elsewhere', 'not an envelope', 1)",
+                 VALUES ('agent', {}, 'test-workspace', 'not an envelope', 1)",
                 literal(id)
             ));
         }

@@ -34,6 +34,14 @@ pub enum StoreError {
     WorkspaceId(String),
     #[error("run `{id}` is in use: another planrun command or request holds its lock")]
     Locked { id: String },
+    /// A database store's run of another workspace (another
+    /// `<workspace>/.planrun/id`): its steps act on that workspace's files,
+    /// so it is continued, decided or cancelled only there. Nothing was
+    /// written.
+    #[error(
+        "run `{id}` belongs to another workspace (id `{owner}`; this workspace's id is `{this}`): continue, decide or cancel it with `--workspace` set to the workspace it was started in"
+    )]
+    OtherWorkspace { id: String, owner: String, this: String },
     /// A checkpoint was refused because the stored `state_version` is not
     /// the one the writer expected (compare-and-set): someone else wrote
     /// in between, or the writer lost track. Nothing was written.
@@ -98,6 +106,7 @@ impl StoreError {
         matches!(
             self,
             StoreError::NotFound { .. }
+                | StoreError::OtherWorkspace { .. }
                 | StoreError::Interrupted { .. }
                 | StoreError::Queued { .. }
                 | StoreError::Tampered { .. }

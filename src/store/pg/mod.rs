@@ -627,7 +627,9 @@ async fn refusal<C: GenericClient + Sync>(client: &C, key: &LeaseKey, expected: 
 
 /// Reads an agent run's rows in one snapshot, with the decisions on it
 /// (`approvals`); `None` when it has no checkpoint.
-async fn read_run_texts(pool: &Pool, id: &str) -> Result<Option<(RunTexts, Vec<ApprovalRow>)>, StoreError> {
+/// Reads a run's rows in one snapshot, with the workspace it belongs to;
+/// `None` when it has no checkpoint.
+async fn read_run_texts(pool: &Pool, id: &str) -> Result<Option<(RunTexts, Vec<ApprovalRow>, String)>, StoreError> {
     let mut client = connect(pool).await?;
     let transaction = client.transaction().await.map_err(store_error("read the run"))?;
     transaction
@@ -635,7 +637,9 @@ async fn read_run_texts(pool: &Pool, id: &str) -> Result<Option<(RunTexts, Vec<A
         .await
         .map_err(store_error("read the run"))?;
     let state = query(&transaction, sql::READ_STATE, &[&AGENT, &id], "read the run").await?;
-    let Some(state) = state.first().and_then(|row| row.get::<_, Option<String>>(0)) else {
+    let Some((state, workspace)) =
+        state.first().and_then(|row| Some((row.get::<_, Option<String>>(0)?, row.get::<_, String>(1))))
+    else {
         return Ok(None);
     };
     let plan = query(&transaction, sql::READ_PLAN, &[&id], "read the run's plan").await?;
@@ -648,7 +652,7 @@ async fn read_run_texts(pool: &Pool, id: &str) -> Result<Option<(RunTexts, Vec<A
         .collect();
     let approvals = approvals::read_rows(&transaction, id).await?;
     transaction.commit().await.map_err(store_error("read the run"))?;
-    Ok(Some((RunTexts { state, plan, events, history }, approvals)))
+    Ok(Some((RunTexts { state, plan, events, history }, approvals, workspace)))
 }
 
 async fn read_events<C: GenericClient + Sync>(client: &C, kind: &str, id: &str) -> Result<Vec<EventRow>, StoreError> {
@@ -755,19 +759,19 @@ impl PgStore {
 
     /// Claims the lease of an existing run or record with a checkpoint.
     fn claim(&self, kind: &'static str, id: &str) -> Result<HeldLease, StoreError> {
-        let id_owned = id.to_string();
+        let (id_owned, workspace) = (id.to_string(), self.workspace()?);
         let (owner, secs) = (self.shared.options.owner_id.clone(), self.shared.lease_secs());
         let key_owner = owner.clone();
         let sent = Instant::now();
         let claimed = self.shared.call(move |pool| async move {
             let client = connect(&pool).await?;
-            let params: [&(dyn ToSql + Sync); 4] = [&kind, &id_owned, &owner, &secs];
+            let params: [&(dyn ToSql + Sync); 5] = [&kind, &id_owned, &owner, &secs, &workspace];
             let rows = query(&client, sql::CLAIM_BY_ID, &params, "claim the run").await?;
             if let Some(row) = rows.first() {
                 return Ok(Ok((row.get::<_, i64>(0), row.get::<_, i64>(1))));
             }
             let exists = query(&client, sql::RUN_EXISTS, &[&kind, &id_owned], "look the run up").await?;
-            Ok(Err(exists.first().map(|row| row.get::<_, bool>(0))))
+            Ok(Err(exists.first().map(|row| (row.get::<_, bool>(0), row.get::<_, String>(1)))))
         })?;
         match claimed {
             Ok((token, claims)) => {
@@ -781,37 +785,71 @@ impl PgStore {
                     claims,
                 ))
             }
-            Err(Some(true)) => Err(StoreError::Locked { id: id.to_string() }),
+            Err(Some((_, owner))) if self.workspace_id.as_ref().is_ok_and(|this| *this != owner) => {
+                Err(self.other_workspace(id, owner))
+            }
+            Err(Some((true, _))) => Err(StoreError::Locked { id: id.to_string() }),
             Err(_) => Err(StoreError::NotFound { id: id.to_string(), path: self.location_of(kind, "") }),
         }
     }
 
+    /// Run `id` belongs to workspace `owner`, not this one.
+    fn other_workspace(&self, id: &str, owner: String) -> StoreError {
+        let this = self.workspace_id.clone().unwrap_or_default();
+        StoreError::OtherWorkspace { id: id.to_string(), owner, this }
+    }
+
+    /// Receipt `key` of workspace `workspace` (this one's for a step; the
+    /// run's own when a run is read by id).
+    fn receipt_in(&self, workspace: Result<String, StoreError>, key: &str) -> Result<Option<Receipt>, ReceiptError> {
+        let digest = sha256_hex(key.as_bytes());
+        let path = PathBuf::from(format!("{}#receipts/{digest}", self.shared.display));
+        let workspace = workspace.map_err(|error| ReceiptError::Store(Box::new(error)))?;
+        let text = self
+            .shared
+            .idempotent(move |pool| {
+                let (workspace, digest) = (workspace.clone(), digest.clone());
+                async move {
+                    let client = connect(&pool).await?;
+                    let rows = query(&client, sql::GET_RECEIPT, &[&workspace, &digest], "read a receipt").await?;
+                    Ok(rows.first().map(|row| row.get::<_, String>(0)))
+                }
+            })
+            .map_err(|error| ReceiptError::Store(Box::new(error)))?;
+        let Some(text) = text else { return Ok(None) };
+        open_receipt(&text, key, &self.sealer, &path).map(Some)
+    }
+
     /// The receipts the verified log names are part of what it vouches
-    /// for (as in the file store).
-    fn check_receipts(&self, run_id: &str, loaded: &LoadedRun) -> Result<(), StoreError> {
-        check_receipt_references(run_id, &loaded.audit, &self.sealer, &|key| self.get_receipt(key))
+    /// for (as in the file store): those of the run's own workspace,
+    /// `workspace` (a run is read by id from any workspace).
+    fn check_receipts(&self, run_id: &str, loaded: &LoadedRun, workspace: &str) -> Result<(), StoreError> {
+        check_receipt_references(run_id, &loaded.audit, &self.sealer, &|key| {
+            self.receipt_in(Ok(workspace.to_string()), key)
+        })
     }
 
     /// Reads run `run_id` and verifies it strictly: its rows, the
     /// receipts and the decisions (`approvals`) its log names.
     fn verified(&self, run_id: &str) -> Result<(RunTexts, LoadedRun), StoreError> {
-        let (texts, decisions) = self.texts(run_id)?;
+        let (texts, decisions, workspace) = self.texts(run_id)?;
         let loaded = verify_run(run_id, &texts, &self.sealer)?;
-        self.check_receipts(run_id, &loaded)?;
+        self.check_receipts(run_id, &loaded, &workspace)?;
         approvals::check_against_log(run_id, &loaded, &decisions)?;
         Ok((texts, loaded))
     }
 
-    fn texts(&self, run_id: &str) -> Result<(RunTexts, Vec<ApprovalRow>), StoreError> {
+    fn texts(&self, run_id: &str) -> Result<(RunTexts, Vec<ApprovalRow>, String), StoreError> {
         let id = run_id.to_string();
         let texts = self.shared.call(move |pool| async move { read_run_texts(&pool, &id).await })?;
         texts.ok_or_else(|| StoreError::NotFound { id: run_id.to_string(), path: self.location_of(AGENT, "") })
     }
 
     fn list(&self, kind: &'static str, field: &'static str) -> Result<Vec<RunListing>, StoreError> {
+        let workspace = self.workspace()?;
         let rows = self.shared.call(move |pool| async move {
             let client = connect(&pool).await?;
-            let rows = query(&client, sql::LIST, &[&kind], "list the runs").await?;
+            let rows = query(&client, sql::LIST, &[&kind, &workspace], "list the runs").await?;
             Ok(rows.iter().map(|row| (row.get::<_, String>(0), row.get::<_, Option<String>>(1))).collect::<Vec<_>>())
         })?;
         let mut listed: Vec<RunListing> = rows
@@ -970,18 +1008,26 @@ impl RunStore for PgStore {
     }
 
     fn claim_queued_run(&self, run_id: &str) -> Result<QueuedClaim, StoreError> {
-        let id = run_id.to_string();
+        let (id, workspace) = (run_id.to_string(), self.workspace()?);
         let (owner, secs) = (self.shared.options.owner_id.clone(), self.shared.lease_secs());
         let sent = Instant::now();
         let claimed = self.shared.call(move |pool| async move {
             let client = connect(&pool).await?;
-            let rows = query(&client, sql::CLAIM_QUEUED_BY_ID, &[&id, &owner, &secs], "claim the queued run").await?;
-            Ok(rows.first().map(|row| (row.get::<_, i64>(0), row.get::<_, String>(1), row.get::<_, i64>(2))))
+            let params: [&(dyn ToSql + Sync); 4] = [&id, &owner, &secs, &workspace];
+            let rows = query(&client, sql::CLAIM_QUEUED_BY_ID, &params, "claim the queued run").await?;
+            if let Some(row) = rows.first() {
+                return Ok(Ok((row.get::<_, i64>(0), row.get::<_, String>(1), row.get::<_, i64>(2))));
+            }
+            let exists = query(&client, sql::RUN_EXISTS, &[&AGENT, &id], "look the run up").await?;
+            Ok(Err(exists.first().map(|row| row.get::<_, String>(1))))
         })?;
         match claimed {
-            Some(claim) => Ok(self.queued_claim(run_id.to_string(), claim, sent)),
-            None if self.queued_run(run_id)?.is_some() => Err(StoreError::Locked { id: run_id.to_string() }),
-            None => Err(StoreError::NotFound { id: run_id.to_string(), path: self.location_of(AGENT, "") }),
+            Ok(claim) => Ok(self.queued_claim(run_id.to_string(), claim, sent)),
+            Err(Some(owner)) if self.workspace_id.as_ref().is_ok_and(|this| *this != owner) => {
+                Err(self.other_workspace(run_id, owner))
+            }
+            Err(_) if self.queued_run(run_id)?.is_some() => Err(StoreError::Locked { id: run_id.to_string() }),
+            Err(_) => Err(StoreError::NotFound { id: run_id.to_string(), path: self.location_of(AGENT, "") }),
         }
     }
 
@@ -1044,22 +1090,7 @@ impl RunStore for PgStore {
     }
 
     fn get_receipt(&self, key: &str) -> Result<Option<Receipt>, ReceiptError> {
-        let digest = sha256_hex(key.as_bytes());
-        let path = PathBuf::from(format!("{}#receipts/{digest}", self.shared.display));
-        let workspace = self.workspace().map_err(|error| ReceiptError::Store(Box::new(error)))?;
-        let text = self
-            .shared
-            .idempotent(move |pool| {
-                let (workspace, digest) = (workspace.clone(), digest.clone());
-                async move {
-                    let client = connect(&pool).await?;
-                    let rows = query(&client, sql::GET_RECEIPT, &[&workspace, &digest], "read a receipt").await?;
-                    Ok(rows.first().map(|row| row.get::<_, String>(0)))
-                }
-            })
-            .map_err(|error| ReceiptError::Store(Box::new(error)))?;
-        let Some(text) = text else { return Ok(None) };
-        open_receipt(&text, key, &self.sealer, &path).map(Some)
+        self.receipt_in(self.workspace(), key)
     }
 
     fn put_receipt(&self, receipt: &Receipt) -> Result<(), StoreError> {

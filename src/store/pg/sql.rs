@@ -36,20 +36,24 @@ pub const CREATE_RUN: &str = "INSERT INTO runs AS r (kind, run_id, workspace_id,
          AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= now()) \
      RETURNING lease_version";
 
-/// Claims an existing run or record by id: free, or its lease expired.
-/// Returns the new fencing token and `claims`: how often the run was taken
-/// over from a holder whose lease expired (it died or froze) since its last
-/// checkpoint. A lease given back is not counted: its holder did not die.
-/// (In `SET`, `owner_id` is the row's value before the update.)
+/// Claims an existing run or record of workspace `$5` by id: free, or its
+/// lease expired. Returns the new fencing token and `claims`: how often the
+/// run was taken over from a holder whose lease expired (it died or froze)
+/// since its last checkpoint. A lease given back is not counted: its holder
+/// did not die. (In `SET`, `owner_id` is the row's value before the
+/// update.) A run of another workspace is never claimed: its steps act on
+/// that workspace's files.
 pub const CLAIM_BY_ID: &str = "UPDATE runs SET owner_id = $3::text, lease_version = lease_version + 1, \
          lease_expires_at = now() + make_interval(secs => $4::bigint), \
          claims = claims + CASE WHEN owner_id IS NULL THEN 0 ELSE 1 END \
-     WHERE kind = $1::text AND run_id = $2::text AND state IS NOT NULL \
+     WHERE kind = $1::text AND run_id = $2::text AND state IS NOT NULL AND workspace_id = $5::text \
          AND (owner_id IS NULL OR lease_expires_at <= now()) \
      RETURNING lease_version, claims::bigint";
 
-/// Whether a row exists for the id, and whether it has a checkpoint.
-pub const RUN_EXISTS: &str = "SELECT state IS NOT NULL FROM runs WHERE kind = $1::text AND run_id = $2::text";
+/// Why a claim by id found no row: whether a row exists for the id, whether
+/// it has a checkpoint, and the workspace it belongs to.
+pub const RUN_EXISTS: &str =
+    "SELECT state IS NOT NULL, workspace_id FROM runs WHERE kind = $1::text AND run_id = $2::text";
 
 /// Renews a lease that is still held (heartbeat).
 pub const RENEW_LEASE: &str = "UPDATE runs SET lease_expires_at = now() + make_interval(secs => $5::bigint) \
@@ -127,7 +131,8 @@ pub const RECORD_CHECKPOINT: &str = "UPDATE runs SET state = $6::text, status = 
      WHERE kind = $1::text AND run_id = $2::text AND owner_id = $3::text AND lease_version = $4::bigint \
          AND lease_expires_at > now() AND state_version = $5::bigint";
 
-pub const READ_STATE: &str = "SELECT state FROM runs WHERE kind = $1::text AND run_id = $2::text";
+/// A run's or record's checkpoint and the workspace it belongs to.
+pub const READ_STATE: &str = "SELECT state, workspace_id FROM runs WHERE kind = $1::text AND run_id = $2::text";
 
 pub const READ_PLAN: &str = "SELECT plan FROM run_plans WHERE kind = 'agent' AND run_id = $1::text";
 
@@ -146,10 +151,10 @@ pub const RUNNABLE: &str = "SELECT run_id, status, state FROM runs \
          AND (owner_id IS NULL OR lease_expires_at <= now()) \
      ORDER BY created_at, run_id";
 
-/// Every run or record of a kind that has a checkpoint, with it, and
-/// every queued run (its `state` NULL).
-pub const LIST: &str =
-    "SELECT run_id, state FROM runs WHERE kind = $1::text AND (state IS NOT NULL OR status = 'queued')";
+/// Every run or record of a kind of workspace `$2` that has a checkpoint,
+/// with it, and every queued run of it (its `state` NULL).
+pub const LIST: &str = "SELECT run_id, state FROM runs \
+     WHERE kind = $1::text AND workspace_id = $2::text AND (state IS NOT NULL OR status = 'queued')";
 
 /// The records of kind `$1` of workspace `$2` that have not ended and that
 /// nobody holds (or whose holder's lease expired), oldest first: what the
@@ -186,12 +191,13 @@ pub const CLAIM_QUEUED: &str = "WITH next AS MATERIALIZED (SELECT kind, run_id F
          AND (r.owner_id IS NULL OR r.lease_expires_at <= now()) \
      RETURNING r.run_id, r.lease_version, r.request, r.claims::bigint";
 
-/// Claims queued run `$1` for owner `$2` for `$3` seconds (to cancel it).
-/// Returns the new fencing token, the request and `claims`.
+/// Claims queued run `$1` of workspace `$4` for owner `$2` for `$3`
+/// seconds (to cancel it). Returns the new fencing token, the request and
+/// `claims`.
 pub const CLAIM_QUEUED_BY_ID: &str = "UPDATE runs SET owner_id = $2::text, lease_version = lease_version + 1, \
          lease_expires_at = now() + make_interval(secs => $3::bigint), \
          claims = claims + CASE WHEN owner_id IS NULL THEN 0 ELSE 1 END, updated_at = now() \
-     WHERE kind = 'agent' AND run_id = $1::text AND status = 'queued' AND state IS NULL \
+     WHERE kind = 'agent' AND run_id = $1::text AND status = 'queued' AND state IS NULL AND workspace_id = $4::text \
          AND (owner_id IS NULL OR lease_expires_at <= now()) \
      RETURNING lease_version, request, claims::bigint";
 
