@@ -94,6 +94,17 @@ impl Fence {
         true
     }
 
+    /// The instant past which the holder must not act (now, once the
+    /// fence is lost); `None` for a hold that never expires. It moves on
+    /// with every renewal: a tool's guard is told it (`tools/guard.rs`).
+    pub fn deadline(&self) -> Option<Instant> {
+        let lease = self.lease.as_ref()?;
+        if !self.holds() {
+            return Some(Instant::now());
+        }
+        Some(*lease.deadline.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
     /// Whether this fence can ever stop holding (a lease, not a lock): a
     /// waiting tool then polls it.
     pub fn is_bounded(&self) -> bool {
@@ -136,6 +147,21 @@ mod tests {
         assert!(!reader.holds(), "past the local deadline");
         fence.renewed(Instant::now());
         assert!(!reader.holds(), "a late renewal never revives a lost fence");
+        assert!(
+            reader.deadline().is_some_and(|deadline| deadline <= Instant::now()),
+            "a lost fence's deadline is past"
+        );
+        assert_eq!(Fence::unbounded().deadline(), None);
+    }
+
+    #[test]
+    fn the_deadline_moves_on_with_each_renewal() {
+        let sent = Instant::now();
+        let fence = Fence::leased(sent, Duration::from_secs(60));
+        assert_eq!(fence.deadline(), Some(sent + Duration::from_secs(50)), "the lease less a sixth");
+        let later = sent + Duration::from_secs(1);
+        fence.renewed(later);
+        assert_eq!(fence.deadline(), Some(later + Duration::from_secs(50)));
     }
 
     #[test]

@@ -73,6 +73,12 @@ impl ChildNote {
         }
     }
 
+    /// Child `pid` must not run past `deadline` (its holder's lease): the
+    /// guard kills it then, even while its holder is frozen.
+    pub fn deadline(&self, pid: u32, deadline: std::time::Instant) -> io::Result<()> {
+        self.guard.map_or(Ok(()), |guard| guard.deadline(pid, deadline))
+    }
+
     /// Child `pid` is about to be reaped: the guard lets it go.
     pub fn reaping(&self, pid: u32) {
         if let Some(guard) = self.guard {

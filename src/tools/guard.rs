@@ -22,13 +22,18 @@
 //! that pid any more (the leader was reaped by init and its pid is free:
 //! only what is left of its group can still carry that group id).
 //!
-//! What it does not cover: a holder that is frozen (`SIGSTOP`) is not dead,
-//! so its guard waits (the takeover on the same machine stops the child
-//! through its note, and the holder kills it at its local lease deadline
-//! once it runs again); a guard killed together with its holder (`kill -9`
-//! of both) leaves the child to the note, as before; a holder killed in the
-//! instant between starting a child and telling the guard leaves that
-//! child to the note too.
+//! The holder also tells the guard each child's deadline (`=`, a pid and an
+//! instant of the machine's monotonic clock): its local lease deadline
+//! (`fence.rs`), told when the child starts and again whenever a renewal
+//! moves it on. A holder that is frozen (`SIGSTOP`, a stalled process) or
+//! cut off from the database renews nothing, so the guard kills the
+//! child's group once that deadline has passed, before the database's
+//! lease expires and anyone may take the run over.
+//!
+//! What it does not cover: a guard killed together with its holder
+//! (`kill -9` of both) leaves the child to the note, as before, and so does
+//! a holder killed in the instant between starting a child and telling the
+//! guard; a whole machine paused (a virtual machine) pauses the guard too.
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
@@ -36,7 +41,7 @@ use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Mutex, OnceLock, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process_group};
 
@@ -61,9 +66,10 @@ pub struct ToolGuard {
 #[derive(Debug, Default)]
 struct GuardState {
     process: Option<(Child, ChildStdin)>,
-    /// The children told and not yet released, by pid: told again to a
-    /// guard started anew (the one before died).
-    guarded: BTreeMap<u32, String>,
+    /// The children told and not yet released, by pid, with the last
+    /// deadline told: told again to a guard started anew (the one before
+    /// died).
+    guarded: BTreeMap<u32, (String, Option<String>)>,
 }
 
 impl ToolGuard {
@@ -80,7 +86,17 @@ impl ToolGuard {
     pub fn guard(&self, identity: &Identity) -> io::Result<()> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let line = format!("+{}", identity.line());
-        state.guarded.insert(identity.pid, line.clone());
+        state.guarded.insert(identity.pid, (line.clone(), None));
+        state.send(&line)
+    }
+
+    /// Tells the guard that child `pid` must not run past `deadline` (the
+    /// holder's lease deadline, which moves on with each renewal).
+    pub fn deadline(&self, pid: u32, deadline: Instant) -> io::Result<()> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((_, told)) = state.guarded.get_mut(&pid) else { return Ok(()) };
+        let line = format!("={pid} {}\n", monotonic_ms_at(deadline));
+        *told = Some(line.clone());
         state.send(&line)
     }
 
@@ -122,7 +138,11 @@ impl GuardState {
             return Err(io::Error::other("cannot start the tool guard: no pipe to it"));
         };
         let mut process = (child, stdin);
-        let listed: String = self.guarded.values().map(String::as_str).collect();
+        let listed: String = self
+            .guarded
+            .values()
+            .flat_map(|(line, deadline)| std::iter::once(line.as_str()).chain(deadline.as_deref()))
+            .collect();
         if !listed.is_empty() {
             process.1.write_all(listed.as_bytes())?;
         }
@@ -158,18 +178,43 @@ fn executable() -> io::Result<std::path::PathBuf> {
 
 /// How long the guard sleeps between two reads of its pipe: a holder's
 /// lines never wake it (a shell step costs its holder two small writes and
-/// no context switch), and a holder's death is acted on within this.
+/// no context switch), and a holder's death or a passed deadline is acted
+/// on within this.
 const READ_EVERY: Duration = Duration::from_millis(50);
+
+/// The monotonic clock (`CLOCK_MONOTONIC`, the same for every process of
+/// the machine), in milliseconds.
+fn monotonic_ms() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    u64::try_from(now.tv_sec).unwrap_or(0) * 1000 + u64::try_from(now.tv_nsec).unwrap_or(0) / 1_000_000
+}
+
+/// Instant `at` of this process on the monotonic clock, in milliseconds.
+fn monotonic_ms_at(at: Instant) -> u64 {
+    let now = Instant::now();
+    let ms = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    if at >= now { monotonic_ms().saturating_add(ms(at - now)) } else { monotonic_ms().saturating_sub(ms(now - at)) }
+}
+
+/// A child the guard was told of.
+struct Guarded {
+    identity: Identity,
+    /// Past it (monotonic milliseconds) the child is killed, holder or not.
+    deadline_ms: Option<u64>,
+}
 
 /// The guard's side (the process started with [`GUARD_ARG`], its standard
 /// input the holder's pipe): reads the holder's lines until end of file,
-/// then kills the process group of every child still listed (see the
-/// module's text). Returns the pids it killed.
+/// killing the process group of a child whose deadline passed (its holder
+/// did not renew its lease in time: frozen, or cut off), then, at end of
+/// file, of every child still listed (see the module's text). Returns the
+/// pids it killed.
 pub fn serve(input: impl Read + AsFd) -> Vec<u32> {
     // Read what came every READ_EVERY rather than sleep in `read`.
     let _ = rustix::io::ioctl_fionbio(&input, true);
     let mut input = input;
-    let mut guarded: BTreeMap<u32, Identity> = BTreeMap::new();
+    let mut guarded: BTreeMap<u32, Guarded> = BTreeMap::new();
+    let mut killed = Vec::new();
     let mut pending = Vec::new();
     let mut buf = [0u8; 16 * 1024];
     loop {
@@ -183,30 +228,53 @@ pub fn serve(input: impl Read + AsFd) -> Vec<u32> {
                 }
                 pending.drain(..complete);
             }
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(READ_EVERY),
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                let now = monotonic_ms();
+                let expired: Vec<u32> = guarded
+                    .iter()
+                    .filter(|(_, child)| child.deadline_ms.is_some_and(|deadline| deadline <= now))
+                    .map(|(pid, _)| *pid)
+                    .collect();
+                for pid in expired {
+                    if let Some(child) = guarded.remove(&pid) {
+                        killed.extend(kill_group(&child.identity));
+                    }
+                }
+                std::thread::sleep(READ_EVERY);
+            }
             Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
             // Nothing more can come from the holder: as its end.
             Err(_) => break,
         }
     }
-    let mut killed = Vec::new();
-    for (pid, identity) in guarded {
-        if identity.still_leads_its_group() {
-            if let Some(group) = Pid::from_raw(pid as i32) {
-                // ESRCH (nothing left of the group) is fine.
-                let _ = kill_process_group(group, Signal::KILL);
-            }
-            killed.push(pid);
-        }
-    }
+    killed.extend(guarded.values().filter_map(|child| kill_group(&child.identity)));
     killed
 }
 
-/// One line of the holder: `+` and a child's identity, or `-` and its pid
-/// (anything else is ignored).
-fn take_line(guarded: &mut BTreeMap<u32, Identity>, line: &str) {
+/// Kills the process group `identity` led while that is only what is left
+/// of it (see [`Identity::still_leads_its_group`]); its pid when it did.
+fn kill_group(identity: &Identity) -> Option<u32> {
+    if !identity.still_leads_its_group() {
+        return None;
+    }
+    if let Some(group) = Pid::from_raw(identity.pid as i32) {
+        // ESRCH (nothing left of the group) is fine.
+        let _ = kill_process_group(group, Signal::KILL);
+    }
+    Some(identity.pid)
+}
+
+/// One line of the holder: `+` and a child's identity, `=`, a pid and its
+/// deadline, or `-` and a pid (anything else is ignored).
+fn take_line(guarded: &mut BTreeMap<u32, Guarded>, line: &str) {
     if let Some(identity) = line.strip_prefix('+').and_then(Identity::parse) {
-        guarded.insert(identity.pid, identity);
+        guarded.insert(identity.pid, Guarded { identity, deadline_ms: None });
+    } else if let Some((pid, deadline)) = line.strip_prefix('=').and_then(|rest| rest.split_once(' ')) {
+        if let (Ok(pid), Ok(deadline)) = (pid.parse::<u32>(), deadline.trim().parse::<u64>())
+            && let Some(child) = guarded.get_mut(&pid)
+        {
+            child.deadline_ms = Some(deadline);
+        }
     } else if let Some(pid) = line.strip_prefix('-').and_then(|pid| pid.trim().parse().ok()) {
         guarded.remove(&pid);
     }
@@ -256,6 +324,31 @@ mod tests {
             child.kill().expect("kill");
             child.wait().expect("reap");
         }
+    }
+
+    #[test]
+    fn a_child_past_its_deadline_is_killed_while_the_holder_still_writes() {
+        let (mut child, identity) = sleeper();
+        let (mut later, later_identity) = sleeper();
+        let (reader, mut writer) = std::io::pipe().expect("pipe");
+        let guard = std::thread::spawn(move || serve(reader));
+        let soon = monotonic_ms_at(Instant::now() + Duration::from_millis(100));
+        let renewed = monotonic_ms_at(Instant::now() + Duration::from_secs(60));
+        let lines = format!(
+            "+{}={} {soon}\n+{}={} {soon}\n={} {renewed}\n",
+            identity.line(),
+            identity.pid,
+            later_identity.line(),
+            later_identity.pid,
+            later_identity.pid
+        );
+        writer.write_all(lines.as_bytes()).expect("write");
+        // The holder's end is still open: only the deadline can kill it.
+        assert_eq!(child.wait().expect("reaped").signal(), Some(9), "killed at its deadline");
+        assert!(running(later.id()), "a deadline renewed since is not hit");
+        drop(writer);
+        assert_eq!(guard.join().expect("guard"), [identity.pid, later_identity.pid], "the other one at the end");
+        later.wait().expect("reaped");
     }
 
     #[test]

@@ -315,6 +315,7 @@ impl<'a> Tools<'a> {
             &self.fence,
             &|event| match (&self.children, event) {
                 (Some(children), ChildEvent::Started(pid)) => children.started(pid),
+                (Some(children), ChildEvent::Deadline(pid, deadline)) => children.deadline(pid, deadline),
                 (Some(children), ChildEvent::Reaping(pid)) => {
                     children.reaping(pid);
                     Ok(())

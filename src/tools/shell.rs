@@ -172,6 +172,10 @@ fn min_wait(wait: Option<Duration>, bound: Duration) -> Option<Duration> {
 pub enum ChildEvent {
     /// The child (pid) runs; an error kills its group and ends the call.
     Started(u32),
+    /// The instant past which the child (pid) must not run: the fence's
+    /// deadline, told when the child starts and again each time a renewal
+    /// moves it on (only for a fence that can expire).
+    Deadline(u32, Instant),
     /// The child (pid) has exited and its group was killed; it is reaped
     /// next (until then its pid, and so its group id, cannot be reused).
     Reaping(u32),
@@ -218,6 +222,20 @@ pub fn run_shell(
     if let Err(error) = report(ChildEvent::Started(child.id())) {
         return abandon(&mut child, error);
     }
+    // What the child was last told of the fence's deadline.
+    let mut told = None;
+    let mut tell_deadline = |child: &std::process::Child| {
+        let deadline = fence.deadline();
+        if deadline.is_some() && deadline != told {
+            told = deadline;
+            deadline.map_or(Ok(()), |deadline| report(ChildEvent::Deadline(child.id(), deadline)))
+        } else {
+            Ok(())
+        }
+    };
+    if let Err(error) = tell_deadline(&child) {
+        return abandon(&mut child, error);
+    }
     let setup = (|| {
         let stdout = Output::new(child.stdout.take(), max_output_bytes)?;
         let stderr = Output::new(child.stderr.take(), max_output_bytes)?;
@@ -240,6 +258,9 @@ pub fn run_shell(
             break;
         }
         if !killed {
+            // Best effort: a guard that cannot be told keeps the deadline it
+            // had, and this loop kills the child at the deadline anyway.
+            let _ = tell_deadline(&child);
             if !fence.holds() {
                 fenced = true;
             } else if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
