@@ -14,6 +14,8 @@ use planrun::tools::children::running as alive;
 use rustix::process::{Pid, Signal, kill_process};
 use serde_json::Value;
 
+#[cfg(feature = "postgres")]
+use crate::common::wait_until;
 use crate::common::{Sandbox, TEST_POLICY, one_step_plan};
 
 /// Writes a plan of a shell step that runs until its holder is killed,
@@ -91,24 +93,19 @@ fn resume_and_cancel_stop_the_child_a_killed_holder_left_running() {
 /// once it runs.
 #[cfg(feature = "postgres")]
 fn guard_of(holder: u32) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let guard = fs::read_dir("/proc")
-            .expect("/proc")
-            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
-            .find(|pid: &u32| {
+    let find = || {
+        fs::read_dir("/proc").expect("/proc").filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok()).find(
+            |pid: &u32| {
                 let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
                 let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
                 let parent =
                     stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
                 cmdline == b"planrun\0__tool-guard\0" && parent == Some(holder)
-            });
-        if let Some(guard) = guard {
-            return guard;
-        }
-        assert!(Instant::now() < deadline, "no tool guard of {holder}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+            },
+        )
+    };
+    assert!(wait_until(Duration::from_secs(20), || find().is_some()), "no tool guard of {holder}");
+    find().expect("the guard")
 }
 
 /// On PostgreSQL a run may be taken over on another machine, where no note
@@ -138,20 +135,12 @@ fn on_postgres_a_killed_holders_tool_dies_with_it_and_does_nothing_more() {
             .collect()
     };
     let mut holder = sandbox.test_plan().args(store).env("PLANRUN_LEASE_SECS", "1").spawn();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while pids().is_empty() {
-        assert!(Instant::now() < deadline, "the tool never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    assert!(wait_until(Duration::from_secs(20), || !pids().is_empty()), "the tool never started");
     let tool = pids()[0];
     let guard = guard_of(holder.id());
     holder.kill().expect("SIGKILL the holder");
     holder.wait().expect("reap the holder");
-    let deadline = Instant::now() + Duration::from_secs(1);
-    while alive(tool) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(!alive(tool), "the killed holder's tool died with it");
+    assert!(wait_until(Duration::from_secs(1), || !alive(tool)), "the killed holder's tool died with it");
     assert!(!alive(guard), "its guard is gone too");
     std::thread::sleep(Duration::from_millis(2500));
     assert!(!sandbox.workspace().join("canary").exists(), "the tool did nothing after its holder died");

@@ -19,7 +19,7 @@ use rustix::process::{Pid, Signal, kill_process};
 use serde_json::Value;
 
 use crate::common::tickets::{PLAN, RUN, T_APPROVE, T_RESUME, T_RESUME_AGAIN, T_RUN, close_count, ticket_sandbox};
-use crate::common::{Output, Planrun, Sandbox};
+use crate::common::{Output, Planrun, Sandbox, wait_until};
 use crate::pg_store::{Schema, resume_killed_at, wait_for};
 
 /// A policy that allows the test's slow shell steps and keyed writes.
@@ -97,18 +97,6 @@ kind = "finish"
 /// The lease every holder in these tests takes: short, so that a takeover
 /// comes soon.
 const SHORT_LEASE: (&str, &str) = ("PLANRUN_LEASE_SECS", "1");
-
-/// Waits up to `limit` for `ready`; whether it came.
-fn wait_until(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + limit;
-    while Instant::now() < until {
-        if ready() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    ready()
-}
 
 /// The pids a step appended to `file` of the workspace, one per run of it.
 fn pids(sandbox: &Sandbox, file: &str) -> Vec<i32> {

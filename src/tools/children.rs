@@ -67,7 +67,7 @@ impl ChildNote {
             self.file.write(&identity.to_string());
         }
         match (self.guard, identity) {
-            (Some(guard), Some(identity)) => guard.guard(&identity),
+            (Some(guard), Some(identity)) => guard.guard(identity),
             (Some(_), None) => Err(io::Error::other(format!("cannot guard the tool: no /proc/{pid}/stat"))),
             (None, _) => Ok(()),
         }

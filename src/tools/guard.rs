@@ -68,8 +68,8 @@ struct GuardState {
     process: Option<(Child, ChildStdin)>,
     /// The children told and not yet released, by pid, with the last
     /// deadline told: told again to a guard started anew (the one before
-    /// died).
-    guarded: BTreeMap<u32, (String, Option<String>)>,
+    /// died). The guard keeps the same list.
+    guarded: BTreeMap<u32, Guarded>,
 }
 
 impl ToolGuard {
@@ -83,21 +83,22 @@ impl ToolGuard {
     }
 
     /// Tells the guard of child `identity` (just started, not reaped).
-    pub fn guard(&self, identity: &Identity) -> io::Result<()> {
+    pub fn guard(&self, identity: Identity) -> io::Result<()> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let line = format!("+{}", identity.line());
-        state.guarded.insert(identity.pid, (line.clone(), None));
-        state.send(&line)
+        let child = Guarded { identity, deadline_ms: None };
+        let lines = child.lines();
+        state.guarded.insert(child.identity.pid, child);
+        state.send(&lines)
     }
 
     /// Tells the guard that child `pid` must not run past `deadline` (the
     /// holder's lease deadline, which moves on with each renewal).
     pub fn deadline(&self, pid: u32, deadline: Instant) -> io::Result<()> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some((_, told)) = state.guarded.get_mut(&pid) else { return Ok(()) };
-        let line = format!("={pid} {}\n", monotonic_ms_at(deadline));
-        *told = Some(line.clone());
-        state.send(&line)
+        let Some(child) = state.guarded.get_mut(&pid) else { return Ok(()) };
+        let deadline_ms = monotonic_ms_at(deadline);
+        child.deadline_ms = Some(deadline_ms);
+        state.send(&deadline_line(pid, deadline_ms))
     }
 
     /// Tells the guard that child `pid` is about to be reaped (its group is
@@ -138,11 +139,7 @@ impl GuardState {
             return Err(io::Error::other("cannot start the tool guard: no pipe to it"));
         };
         let mut process = (child, stdin);
-        let listed: String = self
-            .guarded
-            .values()
-            .flat_map(|(line, deadline)| std::iter::once(line.as_str()).chain(deadline.as_deref()))
-            .collect();
+        let listed: String = self.guarded.values().map(Guarded::lines).collect();
         if !listed.is_empty() {
             process.1.write_all(listed.as_bytes())?;
         }
@@ -196,11 +193,27 @@ fn monotonic_ms_at(at: Instant) -> u64 {
     if at >= now { monotonic_ms().saturating_add(ms(at - now)) } else { monotonic_ms().saturating_sub(ms(now - at)) }
 }
 
-/// A child the guard was told of.
+/// A child the guard is told of (the holder keeps the same list, to tell a
+/// guard started anew).
+#[derive(Debug)]
 struct Guarded {
     identity: Identity,
     /// Past it (monotonic milliseconds) the child is killed, holder or not.
     deadline_ms: Option<u64>,
+}
+
+impl Guarded {
+    /// What tells the guard of it: `+` and its identity, then its deadline
+    /// if it has one (the lines [`take_line`] reads).
+    fn lines(&self) -> String {
+        let deadline = self.deadline_ms.map(|ms| deadline_line(self.identity.pid, ms)).unwrap_or_default();
+        format!("+{}{deadline}", self.identity)
+    }
+}
+
+/// The line that tells the guard child `pid`'s deadline.
+fn deadline_line(pid: u32, deadline_ms: u64) -> String {
+    format!("={pid} {deadline_ms}\n")
 }
 
 /// The guard's side (the process started with [`GUARD_ARG`], its standard
@@ -303,7 +316,7 @@ mod tests {
     #[test]
     fn at_end_of_input_the_groups_of_listed_children_are_killed() {
         let (mut child, identity) = sleeper();
-        let killed = serve(fed(format!("+{}", identity.line())));
+        let killed = serve(fed(format!("+{}", identity)));
         assert_eq!(killed, [child.id()]);
         assert_eq!(child.wait().expect("reaped").signal(), Some(9), "killed with SIGKILL");
     }
@@ -314,10 +327,10 @@ mod tests {
         let (mut other, other_identity) = sleeper();
         // As if `other`'s pid had been another child's, whose start time was
         // another (the pid was reused since).
-        let fields: Vec<String> = other_identity.line().split_whitespace().map(String::from).collect();
+        let fields: Vec<String> = other_identity.to_string().split_whitespace().map(String::from).collect();
         let started: u64 = fields[1].parse().expect("start time");
         let stale = Identity::parse(&format!("{} {} {}", fields[0], started + 1, fields[2])).expect("identity");
-        let input = format!("+{}-{}\n+{}garbage\n-x\n", identity.line(), released.id(), stale.line());
+        let input = format!("+{}-{}\n+{}garbage\n-x\n", identity, released.id(), stale);
         assert_eq!(serve(fed(input)), Vec::<u32>::new());
         assert!(running(released.id()) && running(other.id()), "neither was killed");
         for child in [&mut released, &mut other] {
@@ -336,11 +349,7 @@ mod tests {
         let renewed = monotonic_ms_at(Instant::now() + Duration::from_secs(60));
         let lines = format!(
             "+{}={} {soon}\n+{}={} {soon}\n={} {renewed}\n",
-            identity.line(),
-            identity.pid,
-            later_identity.line(),
-            later_identity.pid,
-            later_identity.pid
+            identity, identity.pid, later_identity, later_identity.pid, later_identity.pid
         );
         writer.write_all(lines.as_bytes()).expect("write");
         // The holder's end is still open: only the deadline can kill it.
@@ -359,7 +368,7 @@ mod tests {
         child.kill().expect("kill");
         child.wait().expect("reap");
         assert!(identity.still_leads_its_group(), "a free pid names only what is left of the group");
-        let killed = serve(fed(format!("+{}+{}", identity.line(), identity.line())));
+        let killed = serve(fed(format!("+{}+{}", identity, identity)));
         assert_eq!(killed, [identity.pid]);
     }
 }

@@ -298,31 +298,29 @@ impl<'a> Tools<'a> {
         if program.canonical != program.path {
             details.insert("program_canonical".into(), program.canonical.to_string_lossy().into_owned().into());
         }
-        if let Some(Err(err)) = self.children.as_ref().map(ChildNote::prepare) {
-            return ToolOutcome::failure(
-                FailureClass::ExecutionError,
-                format!("`{name}` could not be started: {}", err.to_string().to_lowercase()),
-                details,
-            );
-        }
-        let run = match run_shell(
-            &program.path,
-            &argv[1..],
-            &shell.env,
-            self.workspace.root(),
-            timeout,
-            self.policy.budget.max_output_bytes,
-            &self.fence,
-            &|event| match (&self.children, event) {
-                (Some(children), ChildEvent::Started(pid)) => children.started(pid),
-                (Some(children), ChildEvent::Deadline(pid, deadline)) => children.deadline(pid, deadline),
-                (Some(children), ChildEvent::Reaping(pid)) => {
-                    children.reaping(pid);
-                    Ok(())
-                }
-                (None, _) => Ok(()),
-            },
-        ) {
+        // A child that cannot be guarded is not started: the same failure
+        // as one that cannot be spawned.
+        let prepared = self.children.as_ref().map_or(Ok(()), ChildNote::prepare);
+        let run = match prepared.and_then(|()| {
+            run_shell(
+                &program.path,
+                &argv[1..],
+                &shell.env,
+                self.workspace.root(),
+                timeout,
+                self.policy.budget.max_output_bytes,
+                &self.fence,
+                &|event| match (&self.children, event) {
+                    (Some(children), ChildEvent::Started(pid)) => children.started(pid),
+                    (Some(children), ChildEvent::Deadline(pid, deadline)) => children.deadline(pid, deadline),
+                    (Some(children), ChildEvent::Reaping(pid)) => {
+                        children.reaping(pid);
+                        Ok(())
+                    }
+                    (None, _) => Ok(()),
+                },
+            )
+        }) {
             Ok(run) => run,
             Err(err) => {
                 let err = err.to_string().to_lowercase();

@@ -17,7 +17,7 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// An identity from its text (as [`Identity::line`] writes it).
+    /// An identity from its text (as its `Display` writes it).
     pub fn parse(text: &str) -> Option<Identity> {
         let mut fields = text.split_whitespace();
         let (pid, started, boot) = (fields.next()?.parse().ok()?, fields.next()?.parse().ok()?, fields.next()?);
@@ -31,11 +31,6 @@ impl Identity {
         stat(pid).map(|(identity, _)| identity)
     }
 
-    /// Its text, one line.
-    pub fn line(&self) -> String {
-        self.to_string()
-    }
-
     /// Whether killing the process group this process led hits only what
     /// is left of it: the leader is still this very process (a zombie
     /// counts), or no process has its pid any more (reaped, the pid free:
@@ -47,7 +42,8 @@ impl Identity {
 }
 
 impl std::fmt::Display for Identity {
-    /// One length for every note (the note file is overwritten in place).
+    /// One line, of one length for every note (the note file is
+    /// overwritten in place).
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(formatter, "{:>10} {:>20} {:>36}", self.pid, self.started, self.boot)
     }

@@ -183,8 +183,8 @@ pub enum ChildEvent {
 
 /// Runs `program` with `args` directly (never through a shell), with exactly
 /// `env`, stdin null, in `cwd`, in its own process group, for at most
-/// `timeout` and while `fence` holds; `report` is told the child's pid as
-/// soon as it runs, and again just before it is reaped.
+/// `timeout` and while `fence` holds; `report` is told of the child's life
+/// ([`ChildEvent`]).
 #[expect(clippy::too_many_arguments, reason = "the command, its environment and its bounds, each given by the policy")]
 pub fn run_shell(
     program: &Path,
@@ -207,7 +207,7 @@ pub fn run_shell(
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()?;
-    let pid = Pid::from_child(&child);
+    let (pid, child_id) = (Pid::from_child(&child), child.id());
     let kill_group = || {
         // ESRCH (nothing left) is fine.
         let _ = kill_process_group(pid, Signal::KILL);
@@ -215,25 +215,20 @@ pub fn run_shell(
     // A failure of the wait itself: nothing of the group is left behind.
     let abandon = |child: &mut std::process::Child, error: io::Error| {
         kill_group();
-        let _ = report(ChildEvent::Reaping(child.id()));
+        let _ = report(ChildEvent::Reaping(child_id));
         let _ = child.wait();
         Err(error)
     };
-    if let Err(error) = report(ChildEvent::Started(child.id())) {
-        return abandon(&mut child, error);
-    }
-    // What the child was last told of the fence's deadline.
+    // The fence's deadline, told when it is new (the last one told kept).
     let mut told = None;
-    let mut tell_deadline = |child: &std::process::Child| {
-        let deadline = fence.deadline();
-        if deadline.is_some() && deadline != told {
-            told = deadline;
-            deadline.map_or(Ok(()), |deadline| report(ChildEvent::Deadline(child.id(), deadline)))
-        } else {
-            Ok(())
+    let mut tell_deadline = || match fence.deadline() {
+        Some(deadline) if told != Some(deadline) => {
+            told = Some(deadline);
+            report(ChildEvent::Deadline(child_id, deadline))
         }
+        _ => Ok(()),
     };
-    if let Err(error) = tell_deadline(&child) {
+    if let Err(error) = report(ChildEvent::Started(child_id)).and_then(|()| tell_deadline()) {
         return abandon(&mut child, error);
     }
     let setup = (|| {
@@ -260,7 +255,7 @@ pub fn run_shell(
         if !killed {
             // Best effort: a guard that cannot be told keeps the deadline it
             // had, and this loop kills the child at the deadline anyway.
-            let _ = tell_deadline(&child);
+            let _ = tell_deadline();
             if !fence.holds() {
                 fenced = true;
             } else if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
@@ -287,7 +282,7 @@ pub fn run_shell(
     // The leader is a zombie (not yet reaped), so its pgid still names its
     // group: kill what is left of it, then reap the leader.
     kill_group();
-    let _ = report(ChildEvent::Reaping(child.id()));
+    let _ = report(ChildEvent::Reaping(child_id));
     let status = child.wait()?;
 
     let grace_end = Instant::now() + READER_GRACE;

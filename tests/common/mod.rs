@@ -222,6 +222,18 @@ impl Sandbox {
     }
 }
 
+/// Waits up to `limit` for `ready` (asked every 20 ms); whether it came.
+pub fn wait_until(limit: std::time::Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let until = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < until {
+        if ready() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    ready()
+}
+
 /// A plan of one step (given as TOML lines) followed by `finish`.
 pub fn one_step_plan(step: &str) -> String {
     format!(

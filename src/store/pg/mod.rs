@@ -626,9 +626,8 @@ async fn refusal<C: GenericClient + Sync>(client: &C, key: &LeaseKey, expected: 
 }
 
 /// Reads an agent run's rows in one snapshot, with the decisions on it
-/// (`approvals`); `None` when it has no checkpoint.
-/// Reads a run's rows in one snapshot, with the workspace it belongs to;
-/// `None` when it has no checkpoint.
+/// (`approvals`) and the workspace it belongs to; `None` when it has no
+/// checkpoint.
 async fn read_run_texts(pool: &Pool, id: &str) -> Result<Option<(RunTexts, Vec<ApprovalRow>, String)>, StoreError> {
     let mut client = connect(pool).await?;
     let transaction = client.transaction().await.map_err(store_error("read the run"))?;
@@ -759,7 +758,8 @@ impl PgStore {
 
     /// Claims the lease of an existing run or record with a checkpoint.
     fn claim(&self, kind: &'static str, id: &str) -> Result<HeldLease, StoreError> {
-        let (id_owned, workspace) = (id.to_string(), self.workspace()?);
+        let this = self.workspace()?;
+        let (id_owned, workspace) = (id.to_string(), this.clone());
         let (owner, secs) = (self.shared.options.owner_id.clone(), self.shared.lease_secs());
         let key_owner = owner.clone();
         let sent = Instant::now();
@@ -785,26 +785,20 @@ impl PgStore {
                     claims,
                 ))
             }
-            Err(Some((_, owner))) if self.workspace_id.as_ref().is_ok_and(|this| *this != owner) => {
-                Err(self.other_workspace(id, owner))
+            Err(Some((_, owner))) if owner != this => {
+                Err(StoreError::OtherWorkspace { id: id.to_string(), owner, this })
             }
             Err(Some((true, _))) => Err(StoreError::Locked { id: id.to_string() }),
             Err(_) => Err(StoreError::NotFound { id: id.to_string(), path: self.location_of(kind, "") }),
         }
     }
 
-    /// Run `id` belongs to workspace `owner`, not this one.
-    fn other_workspace(&self, id: &str, owner: String) -> StoreError {
-        let this = self.workspace_id.clone().unwrap_or_default();
-        StoreError::OtherWorkspace { id: id.to_string(), owner, this }
-    }
-
     /// Receipt `key` of workspace `workspace` (this one's for a step; the
     /// run's own when a run is read by id).
-    fn receipt_in(&self, workspace: Result<String, StoreError>, key: &str) -> Result<Option<Receipt>, ReceiptError> {
+    fn receipt_in(&self, workspace: &str, key: &str) -> Result<Option<Receipt>, ReceiptError> {
         let digest = sha256_hex(key.as_bytes());
         let path = PathBuf::from(format!("{}#receipts/{digest}", self.shared.display));
-        let workspace = workspace.map_err(|error| ReceiptError::Store(Box::new(error)))?;
+        let workspace = workspace.to_string();
         let text = self
             .shared
             .idempotent(move |pool| {
@@ -824,9 +818,7 @@ impl PgStore {
     /// for (as in the file store): those of the run's own workspace,
     /// `workspace` (a run is read by id from any workspace).
     fn check_receipts(&self, run_id: &str, loaded: &LoadedRun, workspace: &str) -> Result<(), StoreError> {
-        check_receipt_references(run_id, &loaded.audit, &self.sealer, &|key| {
-            self.receipt_in(Ok(workspace.to_string()), key)
-        })
+        check_receipt_references(run_id, &loaded.audit, &self.sealer, &|key| self.receipt_in(workspace, key))
     }
 
     /// Reads run `run_id` and verifies it strictly: its rows, the
@@ -1008,7 +1000,8 @@ impl RunStore for PgStore {
     }
 
     fn claim_queued_run(&self, run_id: &str) -> Result<QueuedClaim, StoreError> {
-        let (id, workspace) = (run_id.to_string(), self.workspace()?);
+        let this = self.workspace()?;
+        let (id, workspace) = (run_id.to_string(), this.clone());
         let (owner, secs) = (self.shared.options.owner_id.clone(), self.shared.lease_secs());
         let sent = Instant::now();
         let claimed = self.shared.call(move |pool| async move {
@@ -1023,8 +1016,8 @@ impl RunStore for PgStore {
         })?;
         match claimed {
             Ok(claim) => Ok(self.queued_claim(run_id.to_string(), claim, sent)),
-            Err(Some(owner)) if self.workspace_id.as_ref().is_ok_and(|this| *this != owner) => {
-                Err(self.other_workspace(run_id, owner))
+            Err(Some(owner)) if owner != this => {
+                Err(StoreError::OtherWorkspace { id: run_id.to_string(), owner, this })
             }
             Err(_) if self.queued_run(run_id)?.is_some() => Err(StoreError::Locked { id: run_id.to_string() }),
             Err(_) => Err(StoreError::NotFound { id: run_id.to_string(), path: self.location_of(AGENT, "") }),
@@ -1090,7 +1083,8 @@ impl RunStore for PgStore {
     }
 
     fn get_receipt(&self, key: &str) -> Result<Option<Receipt>, ReceiptError> {
-        self.receipt_in(self.workspace(), key)
+        let workspace = self.workspace().map_err(|error| ReceiptError::Store(Box::new(error)))?;
+        self.receipt_in(&workspace, key)
     }
 
     fn put_receipt(&self, receipt: &Receipt) -> Result<(), StoreError> {
