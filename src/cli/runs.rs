@@ -15,6 +15,7 @@ use crate::diag::display_path;
 use crate::model::RunStatus;
 use crate::ops::{self, ListedRun, RunSummary, RunsInput};
 use crate::runtime::RuntimeEnv;
+use crate::store::RunsPlace;
 
 #[derive(Debug, Args)]
 pub struct RunsArgs {
@@ -47,7 +48,13 @@ pub fn runs(args: &RunsArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         anstream::println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
     } else if outcome.runs.is_empty() {
         let filter = args.status.map(|status| format!(" with status {status}")).unwrap_or_default();
-        anstream::println!("no runs{filter} in {}", display_path(&dirs.workspace.join("runs")));
+        let place = match &outcome.place {
+            RunsPlace::Folder(folder) => display_path(folder),
+            RunsPlace::Database { store, workspace_id } => {
+                format!("{store} for workspace {} (id {workspace_id})", display_path(&dirs.workspace))
+            }
+        };
+        anstream::println!("no runs{filter} in {place}");
     } else {
         print_table(&outcome.runs);
     }

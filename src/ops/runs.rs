@@ -15,7 +15,7 @@ use crate::ops::QueuedSummary;
 use crate::ops::queue::queued_in;
 use crate::ops::{ExitStatus, OpsError};
 use crate::runtime::RuntimeEnv;
-use crate::store::{LoadedRun, StoreError};
+use crate::store::{LoadedRun, RunsPlace, StoreError};
 
 /// Which runs to list.
 pub struct RunsInput<'a> {
@@ -54,6 +54,8 @@ pub enum ListedRun {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunsOutcome {
     pub runs: Vec<ListedRun>,
+    /// Where the store keeps them (what an empty list names).
+    pub place: RunsPlace,
 }
 
 impl RunsOutcome {
@@ -95,7 +97,7 @@ pub fn runs(input: RunsInput<'_>, env: &RuntimeEnv) -> Result<RunsOutcome, OpsEr
             runs.push(listed);
         }
     }
-    Ok(RunsOutcome { runs })
+    Ok(RunsOutcome { runs, place: store.runs_place() })
 }
 
 fn summarize(run: &LoadedRun) -> RunSummary {

@@ -25,7 +25,7 @@ use crate::store::record_dir::{RecordOptions, files, load_record, records_folder
 use crate::store::run_load::{load_run, run_started_at, runs_folder};
 use crate::store::{
     Durability, GroupCommit, LoadedRecord, LoadedRun, Receipt, ReceiptError, ReceiptStore, RecordDir, RecordHandle,
-    RecordKind, RunDir, RunHandle, RunListing, RunStore, Sealer, StoreError, StoreFactory, validate_run_id,
+    RecordKind, RunDir, RunHandle, RunListing, RunStore, RunsPlace, Sealer, StoreError, StoreFactory, validate_run_id,
 };
 
 /// The [`StoreFactory`] of [`FileStore`]s.
@@ -128,6 +128,10 @@ impl RunStore for FileStore {
 
     fn run_state_location(&self, run_id: &str) -> String {
         runs_folder(&self.workspace).join(run_id).join("state.json").display().to_string()
+    }
+
+    fn runs_place(&self) -> RunsPlace {
+        RunsPlace::Folder(runs_folder(&self.workspace))
     }
 
     fn list_runs(&self) -> Result<Vec<RunListing>, StoreError> {

@@ -92,7 +92,7 @@ pub use run_id::{RunIdError, validate_run_id};
 pub use run_load::{LoadedRun, full_state};
 pub use run_store::{
     CREATE_ATTEMPTS, ClaimsExhausted, LoadedRecord, NewEvent, QueuedClaim, QueuedRun, RecordEvent, RecordHandle,
-    RecordKind, RecordWriter, RunHandle, RunListing, RunStore, Runnable, StoreFactory, create_unique,
+    RecordKind, RecordWriter, RunHandle, RunListing, RunStore, Runnable, RunsPlace, StoreFactory, create_unique,
 };
 pub use state::{Approval, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState};
 #[cfg(feature = "postgres")]

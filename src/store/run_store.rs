@@ -19,7 +19,7 @@
 //! Every method takes `&self` / `&mut self` and returns boxed handles, so
 //! the store is used as `&dyn RunStore` or `Arc<dyn RunStore>`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -73,6 +73,17 @@ pub struct RunListing {
     /// cannot be read (the run is listed anyway, so that a broken run is
     /// visible).
     pub started_at: Option<String>,
+}
+
+/// Where a store keeps a workspace's runs, for messages such as an empty
+/// list's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunsPlace {
+    /// The runs folder (`<workspace>/runs`).
+    Folder(PathBuf),
+    /// A database store (its redacted address) and the workspace's id there
+    /// (or why the workspace has none).
+    Database { store: String, workspace_id: String },
 }
 
 /// An agent run a worker may take up: free (or its holder's lease has
@@ -268,7 +279,7 @@ pub trait RunStore: Send + Sync {
     /// `audit.jsonl`), with the same seal and chains, and returns the
     /// folder. A store whose runs are such folders already has nothing to
     /// export.
-    fn export_run(&self, run_id: &str, out: &Path) -> Result<std::path::PathBuf, StoreError> {
+    fn export_run(&self, run_id: &str, out: &Path) -> Result<PathBuf, StoreError> {
         let _ = (run_id, out);
         Err(StoreError::Unsupported("`export` reads a database store: the file store's runs are folders already"))
     }
@@ -310,7 +321,7 @@ pub trait RunStore: Send + Sync {
     /// when a worker is starting it, [`StoreError::NotFound`] when it is
     /// not queued.
     fn claim_queued_run(&self, run_id: &str) -> Result<QueuedClaim, StoreError> {
-        Err(StoreError::NotFound { id: run_id.to_string(), path: std::path::PathBuf::from("queue") })
+        Err(StoreError::NotFound { id: run_id.to_string(), path: PathBuf::from("queue") })
     }
     /// Queued run `run_id`, if it is one.
     fn queued_run(&self, run_id: &str) -> Result<Option<QueuedRun>, StoreError> {
@@ -319,6 +330,8 @@ pub trait RunStore: Send + Sync {
     }
     /// Where agent run `run_id`'s checkpoint is (for messages and links).
     fn run_state_location(&self, run_id: &str) -> String;
+    /// Where this workspace's runs are kept (for messages).
+    fn runs_place(&self) -> RunsPlace;
     /// Every agent run, newest first.
     fn list_runs(&self) -> Result<Vec<RunListing>, StoreError>;
     /// Every record of `kind` that has a checkpoint, newest first (by its

@@ -74,7 +74,7 @@ use crate::store::run_dir::compare_version;
 use crate::store::{
     ApprovalDecision, ApprovalUse, ChildNoteFile, ClaimsExhausted, LoadedRecord, LoadedRun, NewEvent, QueuedClaim,
     QueuedRun, Receipt, ReceiptError, ReceiptState, RecordHandle, RecordKind, RunHandle, RunListing, RunState,
-    RunStore, Runnable, Sealer, StepRecord, StoreError, StoreFactory,
+    RunStore, Runnable, RunsPlace, Sealer, StepRecord, StoreError, StoreFactory,
 };
 use approvals::ApprovalRow;
 use error::{PgError, is_transient_pool, pool_error, store_error};
@@ -1036,6 +1036,11 @@ impl RunStore for PgStore {
 
     fn run_state_location(&self, run_id: &str) -> String {
         self.location_of(AGENT, run_id).display().to_string()
+    }
+
+    fn runs_place(&self) -> RunsPlace {
+        let workspace_id = self.workspace_id.clone().unwrap_or_else(|why| format!("none: {why}"));
+        RunsPlace::Database { store: self.shared.display.clone(), workspace_id }
     }
 
     fn list_runs(&self) -> Result<Vec<RunListing>, StoreError> {
