@@ -52,6 +52,9 @@ fn a_queued_run_is_shown_listed_and_started_by_a_worker_as_a_direct_run() {
     let listed: serde_json::Value = serde_json::from_str(&listed.stdout).expect("JSON");
     assert_eq!(listed[0]["status"], "queued", "{listed}");
     assert_eq!(listed[0]["plan_path"], FLOW, "{listed}");
+    let table = sandbox.planrun().args(["runs"]).args(store).expect_code(0).run();
+    let lines: Vec<&str> = table.stdout.lines().collect();
+    assert_eq!(lines[0].find("STATUS"), lines[1].find("queued"), "the plan path fits its column:\n{}", table.stdout);
     let verify = sandbox.planrun().args(["verify", "p"]).args(store).expect_code(2).run();
     assert!(verify.stderr.contains("is queued"), "{}", verify.stderr);
     // Its id is taken, by the queue.

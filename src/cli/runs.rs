@@ -65,7 +65,7 @@ fn print_table(runs: &[ListedRun]) {
     let id_width = runs.iter().map(|run| listed_id(run).chars().count()).max().unwrap_or(0).max(2);
     let summaries =
         || runs.iter().filter_map(|run| if let ListedRun::Readable(summary) = run { Some(summary) } else { None });
-    let plan_width = summaries().map(|summary| summary.plan.chars().count()).max().unwrap_or(0).max(4);
+    let plan_width = runs.iter().filter_map(listed_plan).map(|plan| plan.chars().count()).max().unwrap_or(0).max(4);
     let stop_width = summaries()
         .map(|summary| summary.stop_reason.as_deref().map_or(1, str::len))
         .max()
@@ -96,11 +96,20 @@ fn print_table(runs: &[ListedRun]) {
                 anstream::println!("{run_id:<id_width$}  {}", paint(RED, format!("unreadable: {error}")));
             }
             ListedRun::Queued(queued) => {
-                let plan = queued.plan_path.as_deref().unwrap_or("-");
+                let plan = listed_plan(run).unwrap_or_default();
                 let state = if queued.starting { "queued (a worker is starting it)" } else { "queued" };
                 anstream::println!("{:<id_width$}  {plan:<plan_width$}  {state}", queued.run_id);
             }
         }
+    }
+}
+
+/// What the PLAN column shows for `run` (an unreadable run has none).
+fn listed_plan(run: &ListedRun) -> Option<&str> {
+    match run {
+        ListedRun::Readable(summary) => Some(&summary.plan),
+        ListedRun::Unreadable { .. } => None,
+        ListedRun::Queued(queued) => Some(queued.plan_path.as_deref().unwrap_or("-")),
     }
 }
 
