@@ -57,6 +57,10 @@ fn a_queued_run_is_shown_listed_and_started_by_a_worker_as_a_direct_run() {
     assert_eq!(lines[0].find("STATUS"), lines[1].find("queued"), "the plan path fits its column:\n{}", table.stdout);
     let verify = sandbox.planrun().args(["verify", "p"]).args(store).expect_code(2).run();
     assert!(verify.stderr.contains("is queued"), "{}", verify.stderr);
+    let out = sandbox.path().join("queued-export");
+    let export = sandbox.planrun().args(["export", "p", "--out"]).arg(&out).args(store).expect_code(2).run();
+    assert!(export.stderr.contains("is queued"), "{}", export.stderr);
+    assert!(!out.exists(), "nothing exported");
     // Its id is taken, by the queue.
     sandbox.planrun().args(["--plan", FLOW, "--run-id", "p"]).args(store).expect_code(2).run();
     assert!(!sandbox.workspace().join("report.txt").exists(), "a direct run under the queued id ran nothing");

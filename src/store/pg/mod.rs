@@ -912,7 +912,7 @@ impl RunStore for PgStore {
     }
 
     fn export_run(&self, run_id: &str, out: &Path) -> Result<PathBuf, StoreError> {
-        self.export(run_id, out)
+        self.export(run_id, out).map_err(|error| self.or_queued(run_id, error))
     }
 
     fn wait_for_runnable(&self, timeout: Duration) -> bool {
