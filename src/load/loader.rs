@@ -72,6 +72,11 @@ pub(crate) fn read(
     copies: Option<&Copies>,
 ) -> Option<ReadFile> {
     let name = if copies.is_some() { path.display().to_string() } else { display_path(path) };
+    if let (None, Err(error)) = (copies, std::fs::metadata(path)) {
+        // A missing file is named missing, whatever its name ends in.
+        diagnostics.push(Diagnostic::error("io-error", format!("cannot read `{name}`: {error}")));
+        return None;
+    }
     let Some(format) = Format::of(path) else {
         diagnostics.push(
             Diagnostic::error("unsupported-extension", format!("cannot read `{name}`: unsupported file extension"))
@@ -90,10 +95,10 @@ pub(crate) fn read(
                 return None;
             }
         },
-        None => match std::fs::read(path) {
+        None => match read_limited(path) {
             Ok(bytes) => bytes,
-            Err(error) => {
-                diagnostics.push(Diagnostic::error("io-error", format!("cannot read `{name}`: {error}")));
+            Err(reason) => {
+                diagnostics.push(Diagnostic::error("io-error", format!("cannot read `{name}`: {reason}")));
                 return None;
             }
         },
@@ -111,6 +116,42 @@ pub(crate) fn read(
     };
     let id = sources.add(SourceFile::new(name.clone(), text));
     Some(ReadFile { id, source: SourceRef { path: name, sha256 }, format })
+}
+
+/// The largest plan, policy or scenario file read (4 MiB): a file is read
+/// whole into memory, so a bigger one (or an endless one behind a link) is
+/// refused before it is.
+pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The bytes of regular file `path`, at most [`MAX_FILE_BYTES`]. Opened
+/// without blocking and checked on the open file, so a FIFO or a device
+/// (`/dev/zero` behind a link) is refused at once instead of hanging or
+/// filling memory.
+fn read_limited(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let nonblocking = rustix::fs::OFlags::NONBLOCK.bits() as i32;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nonblocking)
+        .open(path)
+        .map_err(|error| error.to_string())?;
+    let metadata = file.metadata().map_err(|error| error.to_string())?;
+    if !metadata.is_file() {
+        return Err("not a regular file".to_string());
+    }
+    let too_big = || format!("larger than {} MiB, the most a plan or policy file may be", MAX_FILE_BYTES >> 20);
+    if metadata.len() > MAX_FILE_BYTES {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    // Bounded again while reading: the file may grow after the check.
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(|error| error.to_string())?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_big());
+    }
+    Ok(bytes)
 }
 
 /// Parses a file already in the source map. Returns `None` when the text is

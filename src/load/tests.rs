@@ -184,6 +184,38 @@ fn io_error_and_unsupported_extension_name_the_path() {
 }
 
 #[test]
+fn a_missing_file_is_named_missing_whatever_its_extension() {
+    let files = Files::new();
+    let mut loader = Loader::new();
+    assert!(loader.load_plan(&files.path("missing")).is_none());
+    assert_eq!(found(&loader), ["io-error"]);
+    let message = &loader.diagnostics()[0].message;
+    assert!(message.contains("`: No such file or directory"), "{message}");
+}
+
+/// A FIFO would block the read forever and a link to a device would fill
+/// memory: both are refused at once, as is a file over the size limit.
+#[test]
+fn only_regular_files_up_to_the_limit_are_read() {
+    let files = Files::new();
+    let fifo = files.path("fifo.toml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+    assert!(made.success());
+    let device = files.path("zero.toml");
+    std::os::unix::fs::symlink("/dev/zero", &device).expect("symlink");
+    let big = files.write("big.toml", &format!("{HEAD}description = \"{}\"\n", "x".repeat(4 * 1024 * 1024)));
+    let mut loader = Loader::new();
+    for path in [&fifo, &device, &big] {
+        assert!(loader.load_plan(path).is_none());
+    }
+    assert_eq!(found(&loader), ["io-error", "io-error", "io-error"]);
+    let messages: Vec<&str> = loader.diagnostics().iter().map(|diagnostic| diagnostic.message.as_str()).collect();
+    assert!(messages[0].ends_with("not a regular file"), "{messages:?}");
+    assert!(messages[1].ends_with("not a regular file"), "{messages:?}");
+    assert!(messages[2].ends_with("larger than 4 MiB, the most a plan or policy file may be"), "{messages:?}");
+}
+
+#[test]
 fn syntax_errors_have_a_position() {
     let (loader, _) = plan_text("p.toml", "version = 1\nid = \"p\n");
     assert_eq!(found(&loader), ["syntax-error@2:8"]);
