@@ -36,6 +36,20 @@ fn equal_length_matches_are_refused_naming_both_plans() {
     assert!(!sandbox.workspace().exists(), "an ambiguous goal runs nothing");
 }
 
+/// An empty goal would route to the default plan and run it: it is refused
+/// as a usage error on every command that takes one, and nothing runs.
+#[test]
+fn an_empty_or_blank_goal_is_refused_and_runs_nothing() {
+    let sandbox = Sandbox::new();
+    for goal in ["", "   ", "\t\n"] {
+        for command in [&["--goal", goal][..], &["route", goal], &["plan", "--goal", goal]] {
+            let output = sandbox.planrun().args(command).expect_code(2).run();
+            assert!(output.stderr.contains("a goal must hold a word"), "{command:?}: {}", output.stderr);
+        }
+    }
+    assert!(!sandbox.workspace().exists(), "the default plan did not run");
+}
+
 #[test]
 fn route_json_lists_candidates() {
     let sandbox = Sandbox::new();

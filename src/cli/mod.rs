@@ -48,6 +48,16 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+/// A `--goal` (or `route`) value: it must hold a character that is not
+/// white space, as the service requires of a request's `goal`; an empty goal
+/// would route to the default plan and run it.
+pub(crate) fn parse_goal(text: &str) -> Result<String, String> {
+    if text.chars().all(char::is_whitespace) {
+        return Err("a goal must hold a word, not be empty or only white space".to_string());
+    }
+    Ok(text.to_string())
+}
+
 /// Options of a run (`planrun --plan FILE` or `planrun --goal TEXT`).
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -55,7 +65,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "goal")]
     pub plan: Option<PathBuf>,
     /// Route this goal to a plan by keywords, then run it.
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", value_parser = parse_goal)]
     pub goal: Option<String>,
     /// Name the run (`[A-Za-z0-9._-]{1,64}`); an existing run is never overwritten.
     #[arg(long, value_name = "ID")]

@@ -17,7 +17,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "goal", required_unless_present = "goal")]
     pub plan: Option<PathBuf>,
     /// Route this goal to a plan, then preview that plan.
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", value_parser = crate::cli::parse_goal)]
     pub goal: Option<String>,
     /// Print the preview as JSON.
     #[arg(long)]

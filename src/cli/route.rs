@@ -12,6 +12,7 @@ use crate::router::RouteOutcome;
 #[derive(Debug, Args)]
 pub struct RouteArgs {
     /// The goal text to route.
+    #[arg(value_parser = crate::cli::parse_goal)]
     pub goal: String,
     /// Print the decision as JSON.
     #[arg(long)]
