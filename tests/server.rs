@@ -132,6 +132,8 @@ async fn a_token_protects_every_endpoint_but_health() {
             201,
         ),
         (client.get(server.url("/runs/br-0001")).bearer_auth("s3cret-token"), 200),
+        // The scheme's name is case-insensitive.
+        (client.get(server.url("/runs/br-0001")).header("Authorization", "bearer s3cret-token"), 200),
     ] {
         let response = request.send().await.expect("send");
         assert_eq!(response.status().as_u16(), expected);
@@ -139,6 +141,33 @@ async fn a_token_protects_every_endpoint_but_health() {
             assert_eq!(response.headers()["www-authenticate"], "Bearer");
             let body: Value = response.json().await.expect("JSON");
             assert_eq!(body["error"]["code"], "unauthorized");
+        }
+    }
+}
+
+/// Settings that cannot work end `serve` before it listens (exit 2): a
+/// blank token (it would leave the service open while looking set), a padded
+/// one (it could never be sent), an address that is not one. Nothing served.
+#[test]
+fn serve_refuses_a_blank_token_and_a_non_address_before_listening() {
+    let sandbox = crate::common::Sandbox::new();
+    for (token, addr, expected) in [
+        ("   ", "127.0.0.1:0", "`PLANRUN_API_TOKEN` must be printable ASCII without spaces"),
+        (" s3cret ", "127.0.0.1:0", "`PLANRUN_API_TOKEN` must be printable ASCII without spaces"),
+        ("", "garbage", "cannot listen on `garbage`"),
+        ("", "127.0.0.1:99999", "cannot listen on `127.0.0.1:99999`"),
+    ] {
+        let output = sandbox
+            .planrun()
+            .env("PLANRUN_API_TOKEN", token)
+            .env("PLANRUN_DECISION_BACKEND", "stub")
+            .args(["serve", "--addr", addr])
+            .expect_code(2)
+            .run();
+        assert!(output.stderr.contains(expected), "{token:?} {addr}: {}", output.stderr);
+        assert!(!output.stdout.contains("listening on"), "{}", output.stdout);
+        if !token.is_empty() {
+            assert!(!sandbox.workspace().exists(), "a refused token is refused before anything is made");
         }
     }
 }

@@ -305,11 +305,8 @@ async fn method_not_allowed() -> ApiError {
 /// Checks the bearer token when `PLANRUN_API_TOKEN` is set.
 async fn require_token(State(service): State<Arc<Service>>, request: Request, next: Next) -> Response {
     if let Some(expected) = &service.api_token {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "));
+        let given =
+            request.headers().get(header::AUTHORIZATION).and_then(|value| value.to_str().ok()).and_then(bearer_token);
         if !given.is_some_and(|given| tokens_match(given, expected)) {
             let mut response = ApiError::new(
                 StatusCode::UNAUTHORIZED,
@@ -322,6 +319,13 @@ async fn require_token(State(service): State<Arc<Service>>, request: Request, ne
         }
     }
     next.run(request).await
+}
+
+/// The token of an `Authorization: Bearer <token>` value; the scheme's name
+/// is case-insensitive (RFC 9110, section 11.1).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim_start_matches(' '))
 }
 
 /// Constant-time comparison (of digests, so lengths leak nothing either).
@@ -387,5 +391,15 @@ mod tests {
         assert!(tokens_match("s3cret", "s3cret"));
         assert!(!tokens_match("s3cret", "s3cre"));
         assert!(!tokens_match("", "s3cret"));
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for value in ["Bearer s3cret", "bearer s3cret", "BEARER s3cret", "Bearer  s3cret"] {
+            assert_eq!(bearer_token(value), Some("s3cret"), "{value}");
+        }
+        for value in ["Basic s3cret", "Bearers3cret", "s3cret", "Token s3cret"] {
+            assert_eq!(bearer_token(value), None, "{value}");
+        }
     }
 }

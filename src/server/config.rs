@@ -98,7 +98,7 @@ impl ServiceConfig {
             api_key: non_empty("OPENAI_API_KEY"),
         };
         Ok(ServiceConfig {
-            api_token: non_empty("PLANRUN_API_TOKEN"),
+            api_token: api_token(get("PLANRUN_API_TOKEN"))?,
             backend,
             ollama: OllamaSettings {
                 host: normalize_ollama_host(non_empty("OLLAMA_HOST").as_deref()),
@@ -114,6 +114,21 @@ impl ServiceConfig {
 
     pub fn from_env() -> Result<ServiceConfig, String> {
         Self::from_lookup(crate::runtime::process_var)
+    }
+}
+
+/// `PLANRUN_API_TOKEN`: unset or empty means no token; anything else must be
+/// printable ASCII without white space. A blank value would have left the
+/// service open while looking set, and a padded one could never match
+/// (HTTP trims header values), so both are refused.
+fn api_token(value: Option<String>) -> Result<Option<String>, String> {
+    match value {
+        None => Ok(None),
+        Some(token) if token.is_empty() => Ok(None),
+        Some(token) if token.bytes().all(|byte| byte.is_ascii_graphic()) => Ok(Some(token)),
+        Some(_) => Err("`PLANRUN_API_TOKEN` must be printable ASCII without spaces \
+             (for example `openssl rand -hex 32`); it holds white space or other characters"
+            .to_string()),
     }
 }
 
@@ -175,5 +190,18 @@ mod tests {
         // A keyless local OpenAI-compatible server needs no dummy key.
         let config = lookup(&[("PLANRUN_DECISION_BACKEND", "openai")]).expect("valid");
         assert_eq!((config.backend, config.openai.api_key), (BackendChoice::OpenAi, None));
+    }
+
+    /// A blank token would leave the service open while it looks set, and a
+    /// padded one could never be sent (HTTP trims header values).
+    #[test]
+    fn an_api_token_is_printable_ascii_or_refused() {
+        assert_eq!(api_token(None), Ok(None));
+        assert_eq!(api_token(Some(String::new())), Ok(None));
+        assert_eq!(api_token(Some("s3cret-token_1.2~".into())), Ok(Some("s3cret-token_1.2~".into())));
+        for bad in ["  ", " s3cret ", "s3cret\n", "two words", "pässword"] {
+            let error = api_token(Some(bad.into())).expect_err(bad);
+            assert!(error.contains("printable ASCII without spaces"), "{error}");
+        }
     }
 }

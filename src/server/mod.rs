@@ -71,7 +71,7 @@ use crate::server::service::{MAX_CONCURRENT_RUNS, Service};
 
 // Exit status: `Done` stopped cleanly after a signal; `Failed` the address
 // could not be bound or the runtime failed; `InvalidInput` invalid plans,
-// policies, service policy or settings (nothing served).
+// policies, service policy or settings, `--addr` included (nothing served).
 
 /// `planrun serve` options.
 #[derive(Debug, Args)]
@@ -156,7 +156,16 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
     runtime.block_on(async move {
         let listener = match tokio::net::TcpListener::bind(&args.addr).await {
             Ok(listener) => listener,
-            Err(error) => return fail(ExitStatus::Failed, &format!("cannot listen on `{}`: {error}", args.addr)),
+            Err(error) => {
+                // Not an address at all (`garbage`, port 99999) is a bad
+                // setting; a good one that cannot be bound is a failure.
+                let status = if error.kind() == std::io::ErrorKind::InvalidInput {
+                    ExitStatus::InvalidInput
+                } else {
+                    ExitStatus::Failed
+                };
+                return fail(status, &format!("cannot listen on `{}`: {error}", args.addr));
+            }
         };
         let client = match http_client::client_builder().build() {
             Ok(client) => client,
