@@ -60,7 +60,7 @@ fn an_already_closed_ticket_completes_without_approval_or_write() {
 }
 
 #[test]
-fn the_demo_command_prints_the_seed_summary() {
+fn the_demo_command_prints_its_summary() {
     let sandbox = Sandbox::new();
     let dir = sandbox.path().join("demo");
     let output = sandbox.planrun().args(["demo", "--dir"]).arg(&dir).expect_code(0).run();

@@ -16,7 +16,7 @@ pub struct CheckArgs {
     /// Plan, policy or service policy files, or folders of them. Without
     /// paths: the `--plans` and `--policies` folders, with the cross-file
     /// checks (routing, policy references), and the service policy
-    /// `<policies>/service/service.toml` (or `.yaml`) when it exists.
+    /// `<policies>/service/service.toml` (or `.yaml`, `.yml`) when it exists.
     pub paths: Vec<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]

@@ -130,7 +130,7 @@ pub enum Command {
     Route(route::RouteArgs),
     /// Ask a policy about a command line.
     Policy(policy::PolicyArgs),
-    /// Print the JSON Schema of plan or policy files (editor support).
+    /// Print the JSON Schema of plan, policy, service policy or scenario files (editor support).
     Schema(schema::SchemaArgs),
     /// List the runs of the workspace, newest first.
     Runs(runs::RunsArgs),

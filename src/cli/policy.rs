@@ -18,7 +18,7 @@ pub struct PolicyArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
-    /// Print the decision for a command line: `{decision, rule, reason, program}`.
+    /// Print the decision for a command line: `{decision, rule, reason, program, program_canonical}`.
     Check(PolicyCheckArgs),
 }
 

@@ -29,7 +29,7 @@ pub struct ShowArgs {
     /// Print every step's whole output, not its first line.
     #[arg(long)]
     pub full: bool,
-    /// Print the full seed-shaped state (plan with step statuses, history) as JSON.
+    /// Print the full state as JSON: the plan with each step's status and attempts, and the whole history.
     #[arg(long)]
     pub json: bool,
 }
