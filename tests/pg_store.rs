@@ -361,6 +361,23 @@ fn store_migrate_twice_and_an_unmigrated_schema_is_refused_with_nothing_written(
     assert!(newer.stderr.contains("newer than this planrun"), "{}", newer.stderr);
 }
 
+/// `options=-csearch_path=<a schema nobody created>`: `current_schema()` is
+/// NULL there. Every command says so (exit 2, never a panic) and nothing is
+/// created or run.
+#[test]
+fn a_search_path_naming_no_existing_schema_is_refused_by_every_command() {
+    let sandbox = Sandbox::new();
+    let Some(schema) = Schema::new("nosuch") else { return };
+    let url = schema.url.replace(&format!("search_path%3D{}", schema.name), "search_path%3Dnosuch_schema_x");
+    assert_ne!(url, schema.url);
+    for args in [&["store", "migrate"][..], &["runs"], &["--plan", "plans/flow_pwd.toml"], &["worker", "--once"]] {
+        let output = sandbox.planrun().args(args).args(["--store", url.as_str()]).expect_code(2).run();
+        assert!(output.stderr.contains("no schema of that search path exists"), "{args:?}: {}", output.stderr);
+    }
+    assert_eq!(schema.sql("SELECT count(*) FROM pg_namespace WHERE nspname = 'nosuch_schema_x'"), "0");
+    assert!(!sandbox.workspace().join("report.txt").exists(), "the plan did not run");
+}
+
 #[test]
 fn malformed_and_unreachable_stores_are_refused_before_anything_runs() {
     let sandbox = Sandbox::new();

@@ -10,6 +10,7 @@
 //! rather than papered over.
 
 use deadpool_postgres::Client;
+use deadpool_postgres::GenericClient;
 
 use crate::digest::sha256_hex;
 use crate::store::pg::error::{PgError, db_error};
@@ -62,8 +63,7 @@ pub struct MigrationReport {
 pub async fn migrate(client: &mut Client) -> Result<MigrationReport, PgError> {
     let transaction = client.transaction().await.map_err(db_error("start the migration"))?;
     transaction.execute(sql::MIGRATION_LOCK, &[]).await.map_err(db_error("lock the schema for migration"))?;
-    let schema: String =
-        transaction.query_one(sql::CURRENT_SCHEMA, &[]).await.map_err(db_error("read the current schema"))?.get(0);
+    let schema = current_schema(&transaction).await?;
     transaction.execute(sql::CREATE_MIGRATIONS_TABLE, &[]).await.map_err(db_error("create `schema_migrations`"))?;
     let applied = applied_versions(&transaction).await?;
     compare_with_embedded(&applied, &schema, false)?;
@@ -87,14 +87,30 @@ pub async fn migrate(client: &mut Client) -> Result<MigrationReport, PgError> {
 /// Refuses a schema this planrun cannot use: never migrated, partly
 /// migrated, migrated by a newer planrun, or migrated from other files.
 pub async fn check_schema(client: &Client) -> Result<(), PgError> {
-    let schema: String =
-        client.query_one(sql::CURRENT_SCHEMA, &[]).await.map_err(db_error("read the current schema"))?.get(0);
+    let schema = current_schema(client).await?;
     let applied = match client.query(sql::APPLIED_MIGRATIONS, &[]).await {
         Ok(rows) => rows.iter().map(|row| (row.get::<_, i64>(0), row.get::<_, String>(1))).collect(),
         Err(error) if error.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => Vec::new(),
         Err(error) => return Err(db_error("read `schema_migrations`")(error)),
     };
     compare_with_embedded(&applied, &schema, true)
+}
+
+/// The schema planrun's tables are in: the first schema of the session's
+/// `search_path` that exists. None exists when the URL's `options` name a
+/// schema nobody created (`current_schema()` is then NULL).
+async fn current_schema(client: &impl GenericClient) -> Result<String, PgError> {
+    let row = client.query_one(sql::CURRENT_SCHEMA, &[]).await.map_err(db_error("read the current schema"))?;
+    let search_path: String = row.try_get(1).unwrap_or_default();
+    match row.try_get::<_, Option<String>>(0) {
+        Ok(Some(schema)) => Ok(schema),
+        _ => Err(PgError::Schema {
+            schema: search_path.clone(),
+            reason: "no schema of that search path exists; create it (`CREATE SCHEMA …`) \
+                 or name an existing one in the URL's `options=-csearch_path=…`"
+                .to_string(),
+        }),
+    }
 }
 
 async fn applied_versions(transaction: &deadpool_postgres::Transaction<'_>) -> Result<Vec<(i64, String)>, PgError> {

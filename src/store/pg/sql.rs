@@ -21,7 +21,7 @@ pub const APPLIED_MIGRATIONS: &str = "SELECT version, sha256 FROM schema_migrati
 pub const RECORD_MIGRATION: &str = "INSERT INTO schema_migrations (version, sha256) VALUES ($1::bigint, $2::text)";
 
 /// The session's schema, for messages.
-pub const CURRENT_SCHEMA: &str = "SELECT current_schema()::text";
+pub const CURRENT_SCHEMA: &str = "SELECT current_schema()::text, current_setting('search_path')";
 
 /// Creates agent run or record `$2` of kind `$1`, leased to `$4` for `$5`
 /// seconds. An agent run that never reached its first checkpoint (`state`
