@@ -444,3 +444,74 @@ async fn an_accepted_run_left_queued_is_driven_by_the_scan() {
         "driven once, after the scan"
     );
 }
+
+/// A policy for [`SLOW_PLAN`]'s step.
+const SLOW_POLICY: &str = r#"version = 1
+[shell]
+search_path = ["/usr/bin", "/bin"]
+[shell.env]
+PATH = "/usr/bin:/bin"
+[[shell.allow]]
+program = "sh"
+args = [["-c", "echo $$ >> slow.pids; sleep 6"]]
+[budget]
+step_timeout_secs = 60
+"#;
+
+/// Every goal's plan: a 6-second shell step, then `finish`.
+const SLOW_PLAN: &str = r#"version = 1
+id = "slow"
+default = true
+
+[[steps]]
+id = "slow"
+kind = "shell"
+command = ["sh", "-c", "echo $$ >> slow.pids; sleep 6"]
+
+[[steps]]
+id = "done"
+kind = "finish"
+"#;
+
+/// The node driving an accepted run is killed mid-step. Another node's
+/// worker continues the agent run once its lease expires; its scan, finding
+/// the bridge run interrupted while that agent run is still `running`,
+/// leaves it, and settles it with the agent run's result once that ends:
+/// `done`, never `failed` while the work went on and succeeded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_bridge_run_waits_for_the_agent_run_a_worker_continues() {
+    let sandbox = Sandbox::new();
+    let Some(schema) = Schema::migrated("bridge waits", &sandbox) else { return };
+    sandbox.write("plans/slow.toml", SLOW_PLAN);
+    sandbox.write("policies/default.toml", SLOW_POLICY);
+    let (plans, policies) = (sandbox.path().join("plans"), sandbox.path().join("policies"));
+    let (plans, policies) = (plans.to_str().expect("UTF-8"), policies.to_str().expect("UTF-8"));
+    let envs = [
+        ("PLANRUN_STORE", schema.url.as_str()),
+        ("PLANRUN_PLANS", plans),
+        ("PLANRUN_POLICIES", policies),
+        ("PLANRUN_LEASE_SECS", "2"),
+    ];
+    let mut first = KillOnDrop(serve_command(&sandbox, &envs, &["--no-worker"]).spawn().expect("start a node"));
+    let mut line = String::new();
+    let stdout = first.0.stdout.take().expect("stdout");
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).expect("its address");
+    let base = line.trim().strip_prefix("listening on ").expect("listening").to_string();
+    let (status, accepted) =
+        post(&client(), &format!("{base}/runs"), json!({"goal": "a slow job", "wait": false})).await;
+    assert_eq!((status, accepted["status"].as_str()), (202, Some("queued")), "{accepted}");
+    let pids = sandbox.workspace().join("slow.pids");
+    assert!(crate::common::wait_until(Duration::from_secs(10), || pids.exists()), "the agent run's step started");
+    drop(first); // SIGKILL, mid-step
+
+    let _taking_over = Server::start_in(sandbox, &envs);
+    let bridge = "SELECT status FROM runs WHERE kind = 'bridge'";
+    let ended =
+        crate::common::wait_until(Duration::from_secs(40), || matches!(schema.sql(bridge).as_str(), "done" | "failed"));
+    assert!(ended, "the bridge run was settled");
+    let events = "SELECT string_agg(line::jsonb ->> 'event_type', ' ' ORDER BY seq) FROM audit_events \
+                  WHERE kind = 'bridge'";
+    assert_eq!(schema.sql(bridge), "done", "{}", schema.sql(events));
+    assert!(schema.sql(events).ends_with("agent_run_observed run_finished"), "{}", schema.sql(events));
+    assert_eq!(schema.sql("SELECT status FROM runs WHERE kind = 'agent'"), "done");
+}

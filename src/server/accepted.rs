@@ -72,6 +72,7 @@ fn drive_bridge_runs(service: &Arc<Service>) -> usize {
         let Ok((records, state, lines)) = bridge::open_records_and_log(service, &run_id) else { continue };
         match scanned(state.status, lines) {
             Scanned::Final => continue,
+            Scanned::Interrupted if agent_run_goes_on(service, &state) => continue,
             Scanned::Interrupted => {
                 match settle_interrupted(service, records, state) {
                     Ok(state) => {
@@ -116,6 +117,21 @@ fn scanned(status: BridgeStatus, lines: usize) -> Scanned {
         BridgeStatus::Created | BridgeStatus::Queued | BridgeStatus::Running => Scanned::Interrupted,
         _ => Scanned::Final,
     }
+}
+
+/// Whether interrupted bridge run `state`'s agent run is still `running`
+/// on a node that continues agent runs: a worker (this node's, or another
+/// one's that holds it now) drives it on until it pauses or ends, and a
+/// later scan then settles the bridge run with that result. Settled now,
+/// the bridge run would end `failed` while its work goes on and succeeds.
+fn agent_run_goes_on(service: &Service, state: &BridgeState) -> bool {
+    service.works_agent_runs
+        && state.adapter == AdapterKind::Agent.name()
+        && service
+            .adapters
+            .agent
+            .observe(&agent_run_id(&state.run_id))
+            .is_ok_and(|result| result.agent.is_some_and(|agent| agent.agent_final_status == Some(RunStatus::Running)))
 }
 
 /// Settles a bridge run whose service stopped driving it, never sending it

@@ -146,7 +146,8 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
     let store = env.store(&workspace);
     // Only a shared (database) store has runs for workers.
     let shared = store.runnable_runs().is_ok();
-    let worker = (!args.no_worker && shared).then(|| start_worker(&env, &workspace));
+    let works_agent_runs = !args.no_worker && shared;
+    let worker = works_agent_runs.then(|| start_worker(&env, &workspace));
     let agent = Arc::new(AgentRunner {
         catalog,
         workspace: workspace.clone(),
@@ -196,6 +197,7 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
             store,
             api_token: config.api_token.clone(),
             slots: Arc::clone(&slots),
+            works_agent_runs,
         });
         let address = match listener.local_addr() {
             Ok(address) => address,

@@ -33,6 +33,10 @@ pub struct Service {
     pub api_token: Option<String>,
     /// One permit per executing run.
     pub slots: Arc<Semaphore>,
+    /// This node takes up the agent runs nobody holds (a database store,
+    /// without `--no-worker`): an agent run left `running` is continued
+    /// here, or by another such node, until it pauses or ends.
+    pub works_agent_runs: bool,
 }
 
 impl Service {
