@@ -99,6 +99,9 @@ async fn bad_requests_get_json_errors() {
     assert_eq!(error_code(json_post("{\"goal\": 1}")).await, (422, "invalid_body".into()));
     assert_eq!(error_code(json_post("{\"goal\": \"g\", \"extra\": 1}")).await, (422, "invalid_body".into()));
     assert_eq!(error_code(json_post("{\"adapter\": \"stub\"}")).await, (422, "invalid_body".into()));
+    // serde reads a struct from an array of its values too: refused.
+    assert_eq!(error_code(json_post("[\"g\", \"stub\", true]")).await, (422, "invalid_body".into()));
+    assert_eq!(error_code(json_post("\"g\"")).await, (422, "invalid_body".into()));
     assert_eq!(error_code(json_post("{\"goal\": \"  \"}")).await, (400, "invalid_request".into()));
     assert_eq!(
         error_code(json_post("{\"goal\": \"g\", \"adapter\": \"gpt9\"}")).await,

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -33,6 +33,7 @@ use crate::server::bridge::{self, BridgeState, BridgeStatus, Origin};
 use crate::server::controller;
 use crate::server::durable_task::{Then, run_in_slot};
 use crate::server::error::ApiError;
+use crate::server::json_body::ObjectBody;
 use crate::server::openapi;
 use crate::server::run_list::{self, PageError, Paging, RunPage};
 use crate::server::service::Service;
@@ -144,9 +145,9 @@ async fn health(State(service): State<Arc<Service>>) -> Json<Value> {
 
 async fn create_run(
     State(service): State<Arc<Service>>,
-    body: Result<Json<RunBody>, JsonRejection>,
+    body: Result<ObjectBody<RunBody>, ApiError>,
 ) -> Result<Response, ApiError> {
-    let Json(body) = body?;
+    let ObjectBody(body) = body?;
     let goal = check_goal(body.goal)?;
     let adapter = AdapterKind::parse(&body.adapter).ok_or_else(|| {
         let known = AdapterKind::ALL.map(|kind| format!("`{}`", kind.name())).join(", ");
@@ -203,10 +204,10 @@ async fn get_run(
 async fn approve_run(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
-    body: Result<Json<ApproveBody>, JsonRejection>,
+    body: Result<ObjectBody<ApproveBody>, ApiError>,
 ) -> Result<Json<BridgeState>, ApiError> {
     let id = run_id(id)?;
-    let Json(body) = body?;
+    let ObjectBody(body) = body?;
     // Exactly the documented pattern: no trimming, so the published schema
     // and the service refuse the same values.
     let fingerprint = body.fingerprint;
@@ -236,10 +237,10 @@ async fn approve_run(
 async fn reject_run(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
-    body: Result<Json<RejectBody>, JsonRejection>,
+    body: Result<ObjectBody<RejectBody>, ApiError>,
 ) -> Result<Json<BridgeState>, ApiError> {
     let id = run_id(id)?;
-    let Json(body) = body?;
+    let ObjectBody(body) = body?;
     let reason = optional_text(body.reason, "reason", MAX_REASON_CHARS)?;
     let state =
         run_in_slot(
@@ -269,9 +270,9 @@ fn invalid(message: impl Into<String>) -> ApiError {
 
 async fn create_controller_run(
     State(service): State<Arc<Service>>,
-    body: Result<Json<ControllerBody>, JsonRejection>,
+    body: Result<ObjectBody<ControllerBody>, ApiError>,
 ) -> Result<Response, ApiError> {
-    let Json(body) = body?;
+    let ObjectBody(body) = body?;
     let goal = check_goal(body.goal)?;
     let state =
         run_in_slot(&service, Then::Answer, move |service| async move { controller::execute(&service, &goal).await })

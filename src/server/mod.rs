@@ -16,6 +16,7 @@
 //! | `config.rs` | environment settings |
 //! | `ids.rs` | the derived ids `bri-ctrl-…-i<n>` and `agent-<bridge id>` |
 //! | `error.rs` | typed errors and their JSON bodies |
+//! | `json_body.rs` | request bodies: one JSON object, never an array of its values |
 //! | `openapi.rs` | the OpenAPI document |
 //!
 //! Start-up loads and validates the plans, the run policies and the service
@@ -46,6 +47,7 @@ pub mod error;
 pub mod guard;
 pub mod http_client;
 pub mod ids;
+pub mod json_body;
 pub mod openapi;
 pub mod record_status;
 pub mod run_list;
