@@ -515,3 +515,34 @@ async fn an_interrupted_bridge_run_waits_for_the_agent_run_a_worker_continues() 
     assert!(schema.sql(events).ends_with("agent_run_observed run_finished"), "{}", schema.sql(events));
     assert_eq!(schema.sql("SELECT status FROM runs WHERE kind = 'agent'"), "done");
 }
+
+/// SIGTERM (what `systemctl stop` sends) stops a worker cleanly: it takes
+/// nothing new, finishes the run it is driving and gives its lease back,
+/// exit 0. Before, it died at once and the run waited out its lease, to
+/// have its interrupted step run again by whoever took it over.
+#[test]
+fn a_worker_stopped_by_sigterm_finishes_its_run_and_gives_the_lease_back() {
+    let sandbox = Sandbox::new();
+    let Some(schema) = Schema::migrated("worker stop", &sandbox) else { return };
+    sandbox.write("plans/slow.toml", SLOW_PLAN);
+    sandbox.write("policies/default.toml", SLOW_POLICY);
+    let store = ["--store", schema.url.as_str()];
+    let queue = ["--plan", "plans/slow.toml", "--queue", "--run-id"];
+    for id in ["s1", "s2"] {
+        sandbox.planrun().in_sandbox().args(queue).arg(id).args(store).expect_code(0).run();
+    }
+    let worker = sandbox.planrun().in_sandbox().args(["worker", "--poll-ms", "100"]).args(store).spawn();
+    let pids = sandbox.workspace().join("slow.pids");
+    assert!(crate::common::wait_until(Duration::from_secs(10), || pids.exists()), "a run's step started");
+    let pid = rustix::process::Pid::from_raw(worker.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+    let output = crate::common::Output::of(&sandbox, worker);
+    assert_eq!(output.code, 0, "{}", output.snapshot());
+    assert!(output.stderr.contains("planrun worker: stopping"), "{}", output.stderr);
+    assert!(output.stdout.contains("· done (exit 0)"), "{}", output.stdout);
+    assert!(output.stdout.contains("1 run(s) taken up"), "nothing new taken: {}", output.stdout);
+    let states = "SELECT string_agg(status || ' ' || (owner_id IS NULL), ',' ORDER BY status) FROM runs";
+    assert_eq!(schema.sql(states), "done true,queued true", "finished, lease given back; the other left queued");
+    let steps = fs::read_to_string(&pids).expect("pids");
+    assert_eq!(steps.lines().count(), 1, "the step ran once: {steps}");
+}

@@ -3,6 +3,8 @@
 //! [`crate::ops::work`]); one line per run.
 
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use clap::Args;
@@ -44,6 +46,49 @@ pub fn node_id(command: &Option<crate::cli::Command>) -> Option<&str> {
     }
 }
 
+/// A flag set by the first SIGTERM or SIGINT: each loop then ends after the
+/// run it is driving and gives its lease back, so that `systemctl stop` or
+/// Ctrl-C never leaves a run to wait out its lease. A second signal exits at
+/// once (as a kill would: the runs are taken over after their leases).
+/// `None` when no signal handler can be installed (the worker then stops
+/// as a killed process does).
+#[cfg(feature = "postgres")]
+fn stop_on_signal() -> Option<Arc<AtomicBool>> {
+    use tokio::signal::unix::{SignalKind, signal};
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build().ok()?;
+    let (terminate, interrupt) =
+        runtime.block_on(async { (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) });
+    let (mut terminate, mut interrupt) = (terminate.ok()?, interrupt.ok()?);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    std::thread::Builder::new()
+        .name("planrun-signals".into())
+        .spawn(move || {
+            runtime.block_on(async {
+                let first = tokio::select! {
+                    _ = terminate.recv() => 128 + 15,
+                    _ = interrupt.recv() => 128 + 2,
+                };
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                eprintln!("planrun worker: stopping; finishing the runs in progress (a second signal exits at once)");
+                tokio::select! {
+                    _ = terminate.recv() => {},
+                    _ = interrupt.recv() => {},
+                }
+                eprintln!("planrun worker: stopped at once; the runs in progress are taken over after their leases");
+                std::process::exit(first);
+            })
+        })
+        .ok()?;
+    Some(stop)
+}
+
+#[cfg(not(feature = "postgres"))]
+fn stop_on_signal() -> Option<Arc<AtomicBool>> {
+    None
+}
+
 /// Exit code: 0 after `--once` (whatever the runs it took up ended with:
 /// each has its line), 2 a store that has no runnable runs to offer (the
 /// file store) or cannot be read. Without `--once` it runs until stopped.
@@ -53,7 +98,7 @@ pub fn worker(args: &WorkerArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         once: args.once,
         poll: Duration::from_millis(args.poll_ms),
         concurrency: usize::from(args.concurrency),
-        stop: None,
+        stop: stop_on_signal(),
     };
     let worked = ops::work(&input, env, &|worked| match &worked.outcome {
         Ok(outcome) => anstream::println!(
