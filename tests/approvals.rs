@@ -32,6 +32,34 @@ fn approvals_that_do_not_match_are_refused_and_change_nothing() {
     assert_eq!(close_count(&sandbox, "ticket-7"), 0);
 }
 
+/// What a person writes into the log is held to the service's limits: a
+/// control character (a newline, a terminal escape) or a text over the
+/// limit in `--by` or `--reason`, or an approval valid for more than 7 days,
+/// is a usage error, and nothing is recorded.
+#[test]
+fn decision_text_over_the_limits_is_refused_and_changes_nothing() {
+    let sandbox = ticket_sandbox("open", 0);
+    pause(&sandbox);
+    let before = records(&sandbox);
+    let long_reason = "r".repeat(2001);
+    let long_name = "n".repeat(201);
+    for args in [
+        vec!["approve", RUN, "--by", "evil\n\u{1b}[31mFAKE approval"],
+        vec!["approve", RUN, "--by", &long_name],
+        vec!["approve", RUN, "--expires-in", "8d"],
+        vec!["reject", RUN, "--reason", &long_reason],
+        vec!["reject", RUN, "--reason", "line\nbreak"],
+        vec!["cancel", RUN, "--reason", "\u{7}bell"],
+    ] {
+        let output = sandbox.planrun().args(&args).clock(T_APPROVE).expect_code(2).run();
+        assert!(output.stderr.contains("error: invalid value"), "{args:?}: {}", output.stderr);
+        assert_eq!(records(&sandbox), before, "{args:?} changed the records");
+    }
+    let approved = sandbox.planrun().args(["approve", RUN, "--by", &"n".repeat(200), "--expires-in", "7d"]);
+    approved.clock(T_APPROVE).expect_code(0).run();
+    assert_eq!(close_count(&sandbox, "ticket-7"), 0);
+}
+
 #[test]
 fn an_expired_approval_is_refused() {
     let sandbox = ticket_sandbox("open", 0);

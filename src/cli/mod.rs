@@ -58,6 +58,12 @@ pub(crate) fn parse_goal(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
+/// A `--reason` value (`reject`, `cancel`): at most 2000 characters, no
+/// control characters, as the service's `reason`.
+pub(crate) fn parse_reason(text: &str) -> Result<String, String> {
+    crate::model::check_decision_text("--reason", text, crate::model::MAX_REASON_CHARS).map(|()| text.to_string())
+}
+
 /// Options of a run (`planrun --plan FILE` or `planrun --goal TEXT`).
 #[derive(Debug, Args)]
 pub struct RunArgs {

@@ -15,7 +15,7 @@ pub struct RejectArgs {
     /// The run waiting for approval.
     pub run_id: String,
     /// Why (recorded in the audit log and the state's `error`).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::parse_reason)]
     pub reason: Option<String>,
 }
 

@@ -6,6 +6,7 @@
 //! Later stages never re-validate and never see raw file text.
 
 mod condition;
+mod decision_text;
 mod failure;
 mod plan;
 mod policy;
@@ -14,6 +15,7 @@ mod scenario;
 mod service_policy;
 
 pub use condition::{BudgetOverride, Condition, ConditionTest, Expect, Risk, VerifyCheck, WhenFalse};
+pub use decision_text::{MAX_APPROVAL_SECS, MAX_NAME_CHARS, MAX_REASON_CHARS, check_decision_text};
 pub use failure::FailureClass;
 pub use plan::{Action, Plan, SourceRef, Step};
 pub use policy::{

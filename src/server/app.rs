@@ -26,6 +26,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::model::{MAX_APPROVAL_SECS, MAX_NAME_CHARS, MAX_REASON_CHARS, check_decision_text};
 use crate::server::accepted;
 use crate::server::adapters::AdapterKind;
 use crate::server::approvals::{self, ApprovalRequest};
@@ -98,11 +99,6 @@ struct ApproveBody {
 
 /// How long an approval stays valid by default (as `planrun approve`).
 const DEFAULT_EXPIRES_IN_SECS: u64 = 3600;
-/// The longest validity an approval may ask for: seven days.
-const MAX_EXPIRES_IN_SECS: u64 = 7 * 86_400;
-/// The longest `approved_by` and `reason`, in characters.
-const MAX_NAME_CHARS: usize = 200;
-const MAX_REASON_CHARS: usize = 2000;
 
 fn default_expires_in_secs() -> u64 {
     DEFAULT_EXPIRES_IN_SECS
@@ -214,8 +210,8 @@ async fn approve_run(
     if fingerprint.len() != 64 || !fingerprint.bytes().all(|byte| byte.is_ascii_hexdigit()) {
         return Err(invalid("`fingerprint` must be the 64 hex digits of the pending action's fingerprint"));
     }
-    if !(1..=MAX_EXPIRES_IN_SECS).contains(&body.expires_in_secs) {
-        return Err(invalid(format!("`expires_in_secs` must be between 1 and {MAX_EXPIRES_IN_SECS}")));
+    if !(1..=MAX_APPROVAL_SECS).contains(&body.expires_in_secs) {
+        return Err(invalid(format!("`expires_in_secs` must be between 1 and {MAX_APPROVAL_SECS}")));
     }
     let approved_by = optional_text(body.approved_by, "approved_by", MAX_NAME_CHARS)?;
     let request = ApprovalRequest {
@@ -258,9 +254,7 @@ fn optional_text(text: Option<String>, field: &str, max_chars: usize) -> Result<
     let Some(text) = text else {
         return Ok(None);
     };
-    if text.chars().count() > max_chars || text.chars().any(char::is_control) {
-        return Err(invalid(format!("`{field}` must be at most {max_chars} characters, without control characters")));
-    }
+    check_decision_text(field, &text, max_chars).map_err(invalid)?;
     Ok(Some(text.trim().to_string()).filter(|text| !text.is_empty()))
 }
 
