@@ -168,6 +168,7 @@ pub(crate) fn assert_export_equals(
     assert!(verify.status.success(), "the file store verifies the export: {}", String::from_utf8_lossy(&verify.stderr));
     let again = sandbox.planrun().args(["export", run_id, "--store", &schema.url, "--out"]).arg(&out).run();
     assert_eq!(again.code, 2, "an existing run is never overwritten: {}", again.snapshot());
+    assert!(again.stderr.contains("pick another `--out`"), "export has no --run-id: {}", again.stderr);
 }
 
 #[test]

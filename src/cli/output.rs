@@ -157,7 +157,9 @@ impl StderrProgress {
             let paths: Vec<String> = self.written.iter().map(|path| display_path(&self.workspace.join(path))).collect();
             format!("wrote {}", paths.join(", "))
         };
-        format!("{} records in {} ({RECORD_FILES}) · {wrote}", paint(BOLD, "planrun:"), display_path(run_dir))
+        // A database store's records are rows, not these files.
+        let files = if run_dir.is_dir() { format!(" ({RECORD_FILES})") } else { String::new() };
+        format!("{} records in {}{files} · {wrote}", paint(BOLD, "planrun:"), display_path(run_dir))
     }
 }
 

@@ -91,6 +91,7 @@ impl From<StoreError> for ApiError {
             // An agent run queued and not started yet has nothing to decide.
             StoreError::Queued { .. } => (StatusCode::CONFLICT, "run_queued"),
             StoreError::RunExists { .. }
+            | StoreError::ExportExists { .. }
             | StoreError::WorkspaceId(_)
             | StoreError::Io { .. }
             | StoreError::Database { .. }

@@ -13,6 +13,9 @@ pub enum StoreError {
     RunExists { id: String, path: PathBuf },
     #[error("no run `{id}` in `{}`", path.display())]
     NotFound { id: String, path: PathBuf },
+    /// `export --out DIR` where `DIR/runs/<id>` is already there.
+    #[error("`{}` already exists: an export never overwrites a folder; pick another `--out`", path.display())]
+    ExportExists { path: PathBuf },
     /// A start under this id was killed before its first checkpoint: it
     /// ran nothing and the id is free. `events` are the whole lines of its
     /// log that verify (what it was started with, for `resume` to start
@@ -32,7 +35,7 @@ pub enum StoreError {
     /// (`<workspace>/.planrun/id` cannot be read, created, or is not an id).
     #[error("{0}")]
     WorkspaceId(String),
-    #[error("run `{id}` is in use: another planrun command or request holds its lock")]
+    #[error("run `{id}` is in use: another planrun process holds it (its lock, or on a database store its lease)")]
     Locked { id: String },
     /// A database store's run of another workspace (another
     /// `<workspace>/.planrun/id`): its steps act on that workspace's files,

@@ -34,12 +34,12 @@ pub struct RunFiles {
 
 /// Writes `files` as `<out>/runs/<run_id>/` and its receipts in
 /// `<out>/.planrun/receipts/`, sealed with `sealer`;
-/// [`StoreError::RunExists`] when that folder exists.
+/// [`StoreError::ExportExists`] when that folder exists.
 pub fn write_run_folder(out: &Path, run_id: &str, files: &RunFiles, sealer: &Sealer) -> Result<PathBuf, StoreError> {
     let runs = out.join("runs");
     let folder = runs.join(run_id);
     if folder.exists() {
-        return Err(StoreError::RunExists { id: run_id.to_string(), path: runs });
+        return Err(StoreError::ExportExists { path: folder });
     }
     let building = runs.join(format!("{run_id}~export"));
     if building.exists() {
@@ -58,7 +58,7 @@ pub fn write_run_folder(out: &Path, run_id: &str, files: &RunFiles, sealer: &Sea
     }
     write_receipts(out, &files.receipts, sealer)?;
     if folder.exists() {
-        return Err(StoreError::RunExists { id: run_id.to_string(), path: runs });
+        return Err(StoreError::ExportExists { path: folder });
     }
     fs::rename(&building, &folder).map_err(io_error("publish", &folder))?;
     fs::File::open(&runs).and_then(|handle| handle.sync_all()).map_err(io_error("sync", &runs))?;

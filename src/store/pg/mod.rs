@@ -700,6 +700,12 @@ fn sealed_text(sealer: &Sealer, id: &str, payload: Value) -> Result<String, Stor
 }
 
 impl PgStore {
+    /// The store itself, for messages about a run it does not have (or
+    /// already has).
+    fn store_location(&self) -> PathBuf {
+        PathBuf::from(&self.shared.display)
+    }
+
     fn location_of(&self, kind: &str, id: &str) -> PathBuf {
         PathBuf::from(format!("{}#{kind}/{id}", self.shared.display))
     }
@@ -750,7 +756,7 @@ impl PgStore {
             Ok(rows.first().map(|row| row.get::<_, i64>(0)))
         })?;
         let Some(token) = token else {
-            return Err(StoreError::RunExists { id: id.to_string(), path: self.location_of(kind, "") });
+            return Err(StoreError::RunExists { id: id.to_string(), path: self.store_location() });
         };
         let key = LeaseKey { kind, id: id.to_string(), owner: key_owner, token, secs };
         Ok(HeldLease::new(self.shared.clone(), key, lease_workspace, sent, 0))
@@ -789,7 +795,7 @@ impl PgStore {
                 Err(StoreError::OtherWorkspace { id: id.to_string(), owner, this })
             }
             Err(Some((true, _))) => Err(StoreError::Locked { id: id.to_string() }),
-            Err(_) => Err(StoreError::NotFound { id: id.to_string(), path: self.location_of(kind, "") }),
+            Err(_) => Err(StoreError::NotFound { id: id.to_string(), path: self.store_location() }),
         }
     }
 
@@ -834,7 +840,7 @@ impl PgStore {
     fn texts(&self, run_id: &str) -> Result<(RunTexts, Vec<ApprovalRow>, String), StoreError> {
         let id = run_id.to_string();
         let texts = self.shared.call(move |pool| async move { read_run_texts(&pool, &id).await })?;
-        texts.ok_or_else(|| StoreError::NotFound { id: run_id.to_string(), path: self.location_of(AGENT, "") })
+        texts.ok_or_else(|| StoreError::NotFound { id: run_id.to_string(), path: self.store_location() })
     }
 
     fn list(&self, kind: &'static str, field: &'static str) -> Result<Vec<RunListing>, StoreError> {
@@ -980,7 +986,7 @@ impl RunStore for PgStore {
         if queued == 1 {
             Ok(())
         } else {
-            Err(StoreError::RunExists { id: run_id.to_string(), path: self.location_of(AGENT, "") })
+            Err(StoreError::RunExists { id: run_id.to_string(), path: self.store_location() })
         }
     }
 
@@ -1020,7 +1026,7 @@ impl RunStore for PgStore {
                 Err(StoreError::OtherWorkspace { id: run_id.to_string(), owner, this })
             }
             Err(_) if self.queued_run(run_id)?.is_some() => Err(StoreError::Locked { id: run_id.to_string() }),
-            Err(_) => Err(StoreError::NotFound { id: run_id.to_string(), path: self.location_of(AGENT, "") }),
+            Err(_) => Err(StoreError::NotFound { id: run_id.to_string(), path: self.store_location() }),
         }
     }
 
@@ -1082,7 +1088,7 @@ impl RunStore for PgStore {
         let texts =
             self.shared.call(move |pool| async move { read_record_texts(&pool, kind_text, &id_owned).await })?;
         let Some((state, events)) = texts else {
-            return Err(StoreError::NotFound { id: id.to_string(), path: self.location_of(kind_text, "") });
+            return Err(StoreError::NotFound { id: id.to_string(), path: self.store_location() });
         };
         verify_record(kind, id, &state, &events, &self.sealer)
     }
