@@ -86,6 +86,8 @@ fn cancel_withdraws_a_queued_run_and_nothing_runs() {
         serde_json::from_str(&sandbox.planrun().args(["show", "c", "--json"]).args(store).expect_code(0).run().stdout)
             .expect("JSON");
     assert_eq!(state["status"], "cancelled", "{state}");
+    let error = state["error"].as_str().unwrap_or_default();
+    assert!(error.contains("withdrawn from the queue; nothing ran") && error.ends_with("not needed"), "{state}");
     assert_eq!(schema.sql("SELECT count(*) FROM history"), "0", "no step ran");
     sandbox.planrun().args(["verify", "c"]).args(store).expect_code(0).run();
     let worked = sandbox.planrun().args(["worker", "--once"]).args(store).expect_code(0).run();

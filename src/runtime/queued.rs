@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::load::{Copies, Loader};
 use crate::model::{Plan, Policy};
+use crate::runtime::interpreter::NotStarted;
 use crate::runtime::request::create_and;
 use crate::runtime::{IdKind, Progress, RunError, RunOutcome, RunRequest, RuntimeEnv};
 use crate::store::{QueuedClaim, RunState, create_unique, validate_run_id};
@@ -144,7 +145,8 @@ pub(crate) fn cancel_queued(
     env: &RuntimeEnv,
 ) -> Result<RunState, QueuedError> {
     let claim = env.store(workspace).claim_queued_run(run_id).map_err(RunError::Start)?;
-    let outcome = run_claimed(claim, workspace, env, |interpreter| interpreter.cancel_before_start(reason))?;
+    let outcome =
+        run_claimed(claim, workspace, env, |interpreter| interpreter.cancel_before_start(NotStarted::Queued, reason))?;
     Ok(outcome.state)
 }
 

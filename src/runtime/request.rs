@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::confine::Workspace;
 use crate::model::{Plan, Policy};
-use crate::runtime::interpreter::Interpreter;
+use crate::runtime::interpreter::{Interpreter, NotStarted};
 use crate::runtime::{IdKind, Progress, RuntimeEnv};
 use crate::store::{RunHandle, RunIdError, RunState, StoreError, create_unique, validate_run_id};
 
@@ -71,7 +71,7 @@ pub(crate) fn execute_cancelled(
     reason: Option<String>,
     env: &RuntimeEnv,
 ) -> Result<RunOutcome, RunError> {
-    create_and(request, None, env, |interpreter| interpreter.cancel_before_start(reason))
+    create_and(request, None, env, |interpreter| interpreter.cancel_before_start(NotStarted::Interrupted, reason))
 }
 
 /// Creates the run (id, workspace, folder) — or takes `claimed`, the

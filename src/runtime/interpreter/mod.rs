@@ -54,6 +54,16 @@ use outputs::Outputs;
 
 pub use invariants::check_story;
 
+/// Why a run is cancelled before its first step
+/// ([`Interpreter::cancel_before_start`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotStarted {
+    /// Its start was interrupted before its first checkpoint.
+    Interrupted,
+    /// It was queued and withdrawn before a worker started it.
+    Queued,
+}
+
 /// Runs one plan. Built by [`crate::runtime::execute`] or
 /// [`crate::runtime::resume`].
 pub struct Interpreter<'r> {
@@ -156,12 +166,17 @@ impl<'r> Interpreter<'r> {
 
     /// Records a new run as started and ends it `cancelled` before its
     /// first step: what `cancel` leaves of a start that was interrupted
-    /// before its first checkpoint (the same records as a start followed
-    /// by `cancel`).
-    pub fn cancel_before_start(mut self, reason: Option<String>) -> Result<RunState, StoreError> {
+    /// before its first checkpoint, or of a queued run withdrawn before a
+    /// worker started it (the same records as a start followed by
+    /// `cancel`); `why` says which.
+    pub fn cancel_before_start(mut self, why: NotStarted, reason: Option<String>) -> Result<RunState, StoreError> {
         self.start()?;
-        let what =
-            "cancelled before its first step (its start was interrupted before its first checkpoint; nothing ran)";
+        let what = match why {
+            NotStarted::Interrupted => {
+                "cancelled before its first step (its start was interrupted before its first checkpoint; nothing ran)"
+            }
+            NotStarted::Queued => "cancelled before its first step (withdrawn from the queue; nothing ran)",
+        };
         self.recorder.cancel(&mut self.state, reason, what)?;
         Ok(self.state)
     }
