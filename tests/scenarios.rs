@@ -64,7 +64,7 @@ fn every_plan_of_the_repository_declares_a_scenario() {
         let beside = planrun::load::scenario_files_for(&root.join(&plan.source.path));
         assert!(
             beside.iter().any(|path| path.is_file()),
-            "plan `{}` has no scenario: declare one in `{}` (README, \"Authoring and review\")",
+            "plan `{}` has no scenario: declare one in `{}` (docs/authoring-and-review.md)",
             plan.id,
             beside[0].strip_prefix(root).unwrap_or(&beside[0]).display()
         );

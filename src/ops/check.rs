@@ -106,7 +106,7 @@ pub fn check(input: CheckInput<'_>) -> CheckOutcome {
 fn no_scenario(plan: &str, expected: &Path) -> Diagnostic {
     Diagnostic::note("no-scenario", format!("plan `{plan}` has no scenario: `planrun test` does not pin its behaviour"))
         .with_help(format!(
-            "declare one in `{}` (README, \"Authoring and review\"), then run `planrun test --review`",
+            "declare one in `{}` (docs/authoring-and-review.md), then run `planrun test --review`",
             expected.display()
         ))
 }
