@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::cli::DirArgs;
 use crate::cli::output::{BOLD, fail, fail_with, paint};
-use crate::model::{MAX_APPROVAL_SECS, MAX_NAME_CHARS, check_decision_text};
+use crate::model::MAX_APPROVAL_SECS;
 use crate::ops::{self, ApproveInput, ExitStatus};
 use crate::runtime::RuntimeEnv;
 use crate::runtime::approval::ApprovalClaims;
@@ -31,7 +31,7 @@ pub struct ApproveArgs {
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
     pub expires_in: Duration,
     /// Who approves (recorded in the audit log; at most 200 characters, no control characters).
-    #[arg(long, value_name = "NAME", value_parser = parse_name)]
+    #[arg(long, value_name = "NAME", value_parser = crate::cli::parse_name)]
     pub by: Option<String>,
     /// Print the approval as JSON.
     #[arg(long)]
@@ -59,11 +59,6 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err(format!("an approval stays valid at most 7 days (`7d`); `{text}` is longer"));
     }
     Ok(Duration::from_secs(seconds))
-}
-
-/// A `--by` value: as the service's `approved_by`.
-fn parse_name(text: &str) -> Result<String, String> {
-    check_decision_text("--by", text, MAX_NAME_CHARS).map(|()| text.to_string())
 }
 
 /// Exit code: 0 approved, 1 refused (not waiting, claims do not match), 2

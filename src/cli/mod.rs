@@ -58,6 +58,12 @@ pub(crate) fn parse_goal(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
+/// A `--by` value (`approve`, `reconcile`): at most 200 characters, no
+/// control characters, as the service's `approved_by`.
+pub(crate) fn parse_name(text: &str) -> Result<String, String> {
+    crate::model::check_decision_text("--by", text, crate::model::MAX_NAME_CHARS).map(|()| text.to_string())
+}
+
 /// A `--reason` value (`reject`, `cancel`): at most 2000 characters, no
 /// control characters, as the service's `reason`.
 pub(crate) fn parse_reason(text: &str) -> Result<String, String> {

@@ -22,7 +22,7 @@ pub struct ReconcileArgs {
     #[arg(long)]
     pub not_applied: bool,
     /// Who settled it (recorded in the audit log).
-    #[arg(long = "by")]
+    #[arg(long = "by", value_name = "NAME", value_parser = crate::cli::parse_name)]
     pub settled_by: Option<String>,
 }
 
