@@ -450,6 +450,7 @@ impl Loader {
 
     fn plan_vs_policy(&mut self, loaded: &LoadedPlan, policy: &Policy) {
         self.shell_always_denied(loaded, policy);
+        self.file_always_denied(loaded, policy);
         for (step, spans) in loaded.plan.steps.iter().zip(&loaded.spans.steps) {
             if let (Some(retry), Some(span)) = (step.retry, spans.retry)
                 && retry > policy.retry.cap
@@ -527,6 +528,45 @@ impl Loader {
             if let Some(span) = spans.command.or(Some(spans.id)) {
                 diagnostic = diagnostic.with_span(span);
             }
+            self.diagnostics.push(loaded.soften(diagnostic));
+        }
+    }
+
+    /// `file-always-denied`: a `read_file` or `write_file` step whose path
+    /// is literal and that the policy's file rules refuse (empty, the
+    /// workspace itself, a protected folder such as `runs/`, `files.deny`),
+    /// as `planrun plan` shows it and the run would fail `security_denied`.
+    /// An absolute path or one with `..` is `path-outside-workspace`'s.
+    fn file_always_denied(&mut self, loaded: &LoadedPlan, policy: &Policy) {
+        let rules = PathRules::new(&policy.files);
+        for (step, spans) in loaded.plan.steps.iter().zip(&loaded.spans.steps) {
+            let (Action::ReadFile { path } | Action::WriteFile { path, .. }) = &step.action else {
+                continue;
+            };
+            if !path.is_literal() {
+                continue;
+            }
+            let Err(denied) = rules.check_path(path.source()) else {
+                continue;
+            };
+            if denied.rule == "files.absolute" || denied.rule == "files.parent" {
+                continue;
+            }
+            let diagnostic = Diagnostic::warning(
+                "file-always-denied",
+                format!(
+                    "policy `{}` always denies step `{}` (path `{}`): rule `{}`",
+                    policy.name,
+                    step.id,
+                    path.source().escape_debug(),
+                    denied.rule
+                ),
+            )
+            .with_span(spans.path.unwrap_or(spans.id))
+            .with_label(denied.to_string())
+            .with_help(
+                "name a file inside the workspace that the policy's `[files]` allow; `planrun plan` shows the verdict",
+            );
             self.diagnostics.push(loaded.soften(diagnostic));
         }
     }

@@ -559,6 +559,32 @@ fn catalog_cross_file_checks() {
     assert_eq!(found(&loader), ["unreachable-plan@2:6", "no-default-plan"]);
 }
 
+/// A literal file path the policy refuses is found before anything runs,
+/// as `planrun plan` shows it; an allowed one and a templated one are not,
+/// and `..` stays `path-outside-workspace`'s alone.
+#[test]
+fn a_literal_path_the_policy_refuses_is_file_always_denied() {
+    let files = Files::new();
+    let policy = files.write("policies/default.toml", "version = 1\n[files]\ndeny = [\"secrets/**\"]\n");
+    let step = |id: &str, path: &str| format!("\n[[steps]]\nid = \"{id}\"\nkind = \"read_file\"\npath = \"{path}\"\n");
+    let plan = format!(
+        "{HEAD}{}{}{}{}{}{}\n[[steps]]\nid = \"end\"\nkind = \"finish\"\n",
+        step("a", "runs/x.txt"),
+        step("b", "."),
+        step("c", "secrets/key"),
+        step("d", "notes.txt"),
+        step("e", "out-{{ run.id }}.txt"),
+        step("f", "../up.txt"),
+    );
+    let plan_path = files.write("plans/p.toml", &plan);
+    let mut loader = Loader::new();
+    loader.load_paths(&[plan_path, policy]);
+    assert_eq!(
+        found(&loader),
+        ["path-outside-workspace@33:8", "file-always-denied@8:8", "file-always-denied@13:8", "file-always-denied@18:8"]
+    );
+}
+
 #[test]
 fn plan_with_policy_and_paths() {
     let files = Files::new();
