@@ -85,6 +85,23 @@ pub struct TlsOptions {
     pub root_cert: Option<std::path::PathBuf>,
 }
 
+/// What the driver could not read in `url` (the driver only says "invalid
+/// connection string"): the address part, or the first option of the query
+/// it refuses on its own.
+#[cfg(feature = "postgres")]
+fn culprit(url: &str, error: &tokio_postgres::Error) -> String {
+    let reads = |text: &str| text.parse::<tokio_postgres::Config>().is_ok();
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    if !reads(base) {
+        return format!("{error}: the address `user@host:port/database` cannot be read (a port is 1 to 65535)");
+    }
+    match query.split('&').find(|pair| !reads(&format!("{base}?{pair}"))) {
+        Some(pair) if pair.starts_with("password=") => format!("{error}: option `password` is not valid"),
+        Some(pair) => format!("{error}: option `{pair}` is unknown or its value is not valid"),
+        None => error.to_string(),
+    }
+}
+
 /// Takes `sslmode` and `sslrootcert` out of the query of `url` (the last
 /// one wins, as in libpq); returns the URL without them and their values,
 /// percent-decoded.
@@ -191,7 +208,7 @@ impl StoreLocation {
         let (rest, mode, root_cert) = split_tls_options(text).map_err(malformed)?;
         let tls = tls_options(mode, root_cert).map_err(malformed)?;
         let mut config: tokio_postgres::Config =
-            rest.parse().map_err(|error: tokio_postgres::Error| malformed(error.to_string()))?;
+            rest.parse().map_err(|error: tokio_postgres::Error| malformed(culprit(&rest, &error)))?;
         config.ssl_mode(tls.mode.driver_mode());
         if config.get_hosts().is_empty() {
             return Err(malformed("it names no host (`postgres://user@host:port/database`)".to_string()));
@@ -239,6 +256,16 @@ mod tests {
             ] {
                 let refused = StoreLocation::parse(bad);
                 assert!(matches!(refused, Err(LocationError::Malformed { .. })), "{bad}: {refused:?}");
+            }
+            // The driver says only "invalid connection string": the message
+            // names what it could not read.
+            for (bad, named) in [
+                ("postgres://u@h/db?application_name=a&foo=bar", "option `foo=bar` is unknown"),
+                ("postgres://u@h/db?connect_timeout=abc", "option `connect_timeout=abc`"),
+                ("postgres://u@h:99999/db", "the address `user@host:port/database` cannot be read"),
+            ] {
+                let message = StoreLocation::parse(bad).expect_err(bad).to_string();
+                assert!(message.contains(named), "{bad}: {message}");
             }
         }
     }
