@@ -84,6 +84,13 @@ pub struct Router<'a> {
     keywords: Vec<Vec<String>>,
 }
 
+/// A goal with no character but white space (`char::is_whitespace`, the set
+/// the service schema's pattern lists): refused by every front end, since it
+/// would route to the default plan and run it.
+pub fn goal_is_blank(goal: &str) -> bool {
+    goal.chars().all(char::is_whitespace)
+}
+
 impl<'a> Router<'a> {
     pub fn new(plans: &'a [Plan]) -> Self {
         let keywords =

@@ -23,7 +23,7 @@ use serde_json::json;
 
 use crate::common::{ROOT, Sandbox};
 use crate::pg_store::{Schema, assert_export_equals, run_files, wait_for};
-use crate::serve_harness::{Server, audit_events, client, get_json, post, serve_command};
+use crate::serve_harness::{Node, Server, audit_events, client, get_json, post};
 
 const FLOW: &str = "plans/flow_pwd.toml";
 
@@ -387,11 +387,8 @@ async fn two_nodes_accepting_runs_drive_each_exactly_once() {
     let server = Server::start_in(sandbox, &envs);
     // A second node on the same workspace and database, scanning for
     // queued runs while the first accepts and drives its own.
-    let mut other = KillOnDrop(serve_command(&server.sandbox, &envs, &[]).spawn().expect("start the second node"));
-    let mut line = String::new();
-    let stdout = other.0.stdout.take().expect("stdout");
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).expect("its address");
-    let other_base = line.trim().strip_prefix("listening on ").expect("listening").to_string();
+    let other = server.another_node(&envs, &[]);
+    let other_base = other.base.clone();
     let client = client();
     let body = json!({"goal": "test flow pwd to file", "wait": false});
     for n in 0..12 {
@@ -494,13 +491,8 @@ async fn an_interrupted_bridge_run_waits_for_the_agent_run_a_worker_continues() 
         ("PLANRUN_POLICIES", policies),
         ("PLANRUN_LEASE_SECS", "2"),
     ];
-    let mut first = KillOnDrop(serve_command(&sandbox, &envs, &["--no-worker"]).spawn().expect("start a node"));
-    let mut line = String::new();
-    let stdout = first.0.stdout.take().expect("stdout");
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).expect("its address");
-    let base = line.trim().strip_prefix("listening on ").expect("listening").to_string();
-    let (status, accepted) =
-        post(&client(), &format!("{base}/runs"), json!({"goal": "a slow job", "wait": false})).await;
+    let first = Node::start(&sandbox, &envs, &["--no-worker"]);
+    let (status, accepted) = post(&client(), &first.url("/runs"), json!({"goal": "a slow job", "wait": false})).await;
     assert_eq!((status, accepted["status"].as_str()), (202, Some("queued")), "{accepted}");
     let pids = sandbox.workspace().join("slow.pids");
     assert!(crate::common::wait_until(Duration::from_secs(10), || pids.exists()), "the agent run's step started");

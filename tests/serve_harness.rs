@@ -143,6 +143,13 @@ pub struct Node {
 }
 
 impl Node {
+    /// A `planrun serve` on `sandbox`'s workspace before any [`Server`]
+    /// owns the sandbox (a node that dies first, say); killed when dropped.
+    pub fn start(sandbox: &Sandbox, envs: &[(&str, &str)], args: &[&str]) -> Node {
+        let (child, base) = spawn_serve(sandbox, envs, args);
+        Node { child, base }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

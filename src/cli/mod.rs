@@ -52,7 +52,7 @@ pub struct Cli {
 /// white space, as the service requires of a request's `goal`; an empty goal
 /// would route to the default plan and run it.
 pub(crate) fn parse_goal(text: &str) -> Result<String, String> {
-    if text.chars().all(char::is_whitespace) {
+    if crate::router::goal_is_blank(text) {
         return Err("a goal must hold a word, not be empty or only white space".to_string());
     }
     Ok(text.to_string())

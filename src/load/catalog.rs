@@ -449,8 +449,10 @@ impl Loader {
     }
 
     fn plan_vs_policy(&mut self, loaded: &LoadedPlan, policy: &Policy) {
-        self.shell_always_denied(loaded, policy);
-        self.file_always_denied(loaded, policy);
+        // The policy's file rules, compiled once for both checks.
+        let rules = PathRules::new(&policy.files);
+        self.shell_always_denied(loaded, policy, &rules);
+        self.file_always_denied(loaded, policy, &rules);
         for (step, spans) in loaded.plan.steps.iter().zip(&loaded.spans.steps) {
             if let (Some(retry), Some(span)) = (step.retry, spans.retry)
                 && retry > policy.retry.cap
@@ -496,8 +498,7 @@ impl Loader {
     /// name, no matching rule, a forbidding rule). Path slots are judged
     /// lexically, which is never stricter than the runtime, so the finding
     /// is certain; a step with templates is decided at run time.
-    fn shell_always_denied(&mut self, loaded: &LoadedPlan, policy: &Policy) {
-        let rules = PathRules::new(&policy.files);
+    fn shell_always_denied(&mut self, loaded: &LoadedPlan, policy: &Policy, rules: &PathRules) {
         for (step, spans) in loaded.plan.steps.iter().zip(&loaded.spans.steps) {
             let Action::Shell { command } = &step.action else {
                 continue;
@@ -509,7 +510,7 @@ impl Loader {
             else {
                 continue;
             };
-            let evaluation = evaluate_argv(&policy.shell, &rules, &argv);
+            let evaluation = evaluate_argv(&policy.shell, rules, &argv);
             if evaluation.is_allowed() {
                 continue;
             }
@@ -537,8 +538,7 @@ impl Loader {
     /// workspace itself, a protected folder such as `runs/`, `files.deny`),
     /// as `planrun plan` shows it and the run would fail `security_denied`.
     /// An absolute path or one with `..` is `path-outside-workspace`'s.
-    fn file_always_denied(&mut self, loaded: &LoadedPlan, policy: &Policy) {
-        let rules = PathRules::new(&policy.files);
+    fn file_always_denied(&mut self, loaded: &LoadedPlan, policy: &Policy, rules: &PathRules) {
         for (step, spans) in loaded.plan.steps.iter().zip(&loaded.spans.steps) {
             let (Action::ReadFile { path } | Action::WriteFile { path, .. }) = &step.action else {
                 continue;

@@ -72,12 +72,13 @@ pub(crate) fn read(
     copies: Option<&Copies>,
 ) -> Option<ReadFile> {
     let name = if copies.is_some() { path.display().to_string() } else { display_path(path) };
-    if let (None, Err(error)) = (copies, std::fs::metadata(path)) {
-        // A missing file is named missing, whatever its name ends in.
-        diagnostics.push(Diagnostic::error("io-error", format!("cannot read `{name}`: {error}")));
-        return None;
-    }
     let Some(format) = Format::of(path) else {
+        // A missing file is named missing, whatever its name ends in (a
+        // readable file's open says so below: no second look on that path).
+        if let (None, Err(error)) = (copies, std::fs::metadata(path)) {
+            diagnostics.push(Diagnostic::error("io-error", format!("cannot read `{name}`: {error}")));
+            return None;
+        }
         diagnostics.push(
             Diagnostic::error("unsupported-extension", format!("cannot read `{name}`: unsupported file extension"))
                 .with_help("plan and policy files end in `.toml`, `.yaml` or `.yml`"),

@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::model::RunStatus;
-use crate::server::adapters::AdapterKind;
+use crate::server::adapters::{AdapterKind, AdapterResult};
 use crate::server::bridge::{self, BridgeState, BridgeStatus};
 use crate::server::bridge_event::{AgentRunObserved, BridgeEvent, RunInterrupted};
 use crate::server::controller::{self, ControllerStatus};
@@ -72,9 +72,20 @@ fn drive_bridge_runs(service: &Arc<Service>) -> usize {
         let Ok((records, state, lines)) = bridge::open_records_and_log(service, &run_id) else { continue };
         match scanned(state.status, lines) {
             Scanned::Final => continue,
-            Scanned::Interrupted if agent_run_goes_on(service, &state) => continue,
             Scanned::Interrupted => {
-                match settle_interrupted(service, records, state) {
+                // Its agent run, read once: what decides whether to wait and
+                // what the bridge run then takes.
+                let agent = ObservedAgent::of(service, &state);
+                let running = agent.as_ref().and_then(ObservedAgent::status) == Some(RunStatus::Running);
+                if service.works_agent_runs && running {
+                    // A worker (this node's, or the one holding it now)
+                    // drives the agent run on until it pauses or ends; a
+                    // later scan then settles the bridge run with that
+                    // result. Settled now, it would end `failed` while its
+                    // work goes on and succeeds.
+                    continue;
+                }
+                match settle_interrupted(service, records, state, agent) {
                     Ok(state) => {
                         eprintln!("planrun serve: run {} · interrupted: {}", state.run_id, state.status.as_str())
                     }
@@ -119,19 +130,27 @@ fn scanned(status: BridgeStatus, lines: usize) -> Scanned {
     }
 }
 
-/// Whether interrupted bridge run `state`'s agent run is still `running`
-/// on a node that continues agent runs: a worker (this node's, or another
-/// one's that holds it now) drives it on until it pauses or ends, and a
-/// later scan then settles the bridge run with that result. Settled now,
-/// the bridge run would end `failed` while its work goes on and succeeds.
-fn agent_run_goes_on(service: &Service, state: &BridgeState) -> bool {
-    service.works_agent_runs
-        && state.adapter == AdapterKind::Agent.name()
-        && service
-            .adapters
-            .agent
-            .observe(&agent_run_id(&state.run_id))
-            .is_ok_and(|result| result.agent.is_some_and(|agent| agent.agent_final_status == Some(RunStatus::Running)))
+/// The agent run of an interrupted bridge run, read once by the scan: its
+/// id, and its result when it can be read (it may never have been created).
+struct ObservedAgent {
+    run_id: String,
+    result: Option<AdapterResult>,
+}
+
+impl ObservedAgent {
+    /// Bridge run `state`'s agent run (`None` for another adapter's run).
+    fn of(service: &Service, state: &BridgeState) -> Option<ObservedAgent> {
+        (state.adapter == AdapterKind::Agent.name()).then(|| {
+            let run_id = agent_run_id(&state.run_id);
+            let result = service.adapters.agent.observe(&run_id).ok();
+            ObservedAgent { run_id, result }
+        })
+    }
+
+    /// The status the agent run has reached.
+    fn status(&self) -> Option<RunStatus> {
+        self.result.as_ref()?.agent.as_ref()?.agent_final_status
+    }
 }
 
 /// Settles a bridge run whose service stopped driving it, never sending it
@@ -145,28 +164,28 @@ fn settle_interrupted(
     service: &Service,
     mut records: RecordWriter,
     mut state: BridgeState,
+    agent: Option<ObservedAgent>,
 ) -> Result<BridgeState, ServiceError> {
-    let agent_run = (state.adapter == AdapterKind::Agent.name()).then(|| agent_run_id(&state.run_id));
-    if let Some(agent_run_id) = &agent_run
-        && let Ok(result) = service.adapters.agent.observe(agent_run_id)
-        && let Some(agent) = result.agent.as_ref()
-        && agent.agent_final_status.is_some_and(|status| status.is_terminal() || status == RunStatus::WaitingApproval)
-    {
+    let ended = agent
+        .as_ref()
+        .and_then(ObservedAgent::status)
+        .filter(|status| status.is_terminal() || *status == RunStatus::WaitingApproval);
+    if let (Some(agent_final_status), Some(ObservedAgent { run_id, result: Some(result) })) = (ended, &agent) {
         records.event(
             service.now(),
             &BridgeEvent::AgentRunObserved(AgentRunObserved {
-                agent_run_id: agent_run_id.clone(),
-                agent_final_status: agent.agent_final_status,
+                agent_run_id: run_id.clone(),
+                agent_final_status: Some(agent_final_status),
                 reason: "the service driving the bridge run stopped before it ended".to_string(),
             }),
         )?;
-        bridge::apply_result(&mut state, &result);
-        return Ok(bridge::settle(service, &mut records, state, &result)?.state);
+        bridge::apply_result(&mut state, result);
+        return Ok(bridge::settle(service, &mut records, state, result)?.state);
     }
     let mut reason = "interrupted: the service driving this run stopped before it ended; it is not sent to the \
                       adapter again"
         .to_string();
-    if let Some(agent_run_id) = &agent_run {
+    if let Some(ObservedAgent { run_id: agent_run_id, .. }) = &agent {
         reason.push_str(&format!(
             " (its agent run `{agent_run_id}` keeps its own records: `planrun show {agent_run_id}`)"
         ));

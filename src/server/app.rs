@@ -333,7 +333,7 @@ fn tokens_match(given: &str, expected: &str) -> bool {
 /// A goal holds a character that is not Unicode white space (`char::is_whitespace`,
 /// the set the schema's pattern lists).
 fn check_goal(goal: String) -> Result<String, ApiError> {
-    if goal.chars().all(char::is_whitespace) {
+    if crate::router::goal_is_blank(&goal) {
         return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", "`goal` must not be empty"));
     }
     Ok(goal)

@@ -840,7 +840,10 @@ impl PgStore {
     fn texts(&self, run_id: &str) -> Result<(RunTexts, Vec<ApprovalRow>, String), StoreError> {
         let id = run_id.to_string();
         let texts = self.shared.call(move |pool| async move { read_run_texts(&pool, &id).await })?;
-        texts.ok_or_else(|| StoreError::NotFound { id: run_id.to_string(), path: self.store_location() })
+        // A queued run has no records yet: said so, not "no run".
+        texts.ok_or_else(|| {
+            self.or_queued(run_id, StoreError::NotFound { id: run_id.to_string(), path: self.store_location() })
+        })
     }
 
     fn list(&self, kind: &'static str, field: &'static str) -> Result<Vec<RunListing>, StoreError> {
@@ -914,11 +917,11 @@ impl RunStore for PgStore {
     }
 
     fn read_run(&self, run_id: &str) -> Result<LoadedRun, StoreError> {
-        Ok(self.verified(run_id).map_err(|error| self.or_queued(run_id, error))?.1)
+        Ok(self.verified(run_id)?.1)
     }
 
     fn export_run(&self, run_id: &str, out: &Path) -> Result<PathBuf, StoreError> {
-        self.export(run_id, out).map_err(|error| self.or_queued(run_id, error))
+        self.export(run_id, out)
     }
 
     fn wait_for_runnable(&self, timeout: Duration) -> bool {
