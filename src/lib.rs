@@ -16,8 +16,10 @@
 //!
 //! Imports only run down: a front end may use `ops` and the engine; `ops`
 //! uses the engine; the engine knows no front end and no use case; no two
-//! modules import each other (`python3 ../shared/tools/layers.py .` checks
-//! it). Inside the engine:
+//! modules import each other. `tests/layering.rs` checks it on every test
+//! run (each top-level module's layer is a row of its table; a new module
+//! needs one), and also that no folder's modules import each other in a
+//! cycle and that only `store` writes run folders. Inside the engine:
 //!
 //! - [`diag`]: spans, diagnostics and their rendering (`file:line:column`),
 //!   and the one path-display helper.

@@ -41,6 +41,7 @@
 //! | `preview` | `plan` previews; a preview executes and creates nothing | `preview/` |
 //! | `seeing_runs` | `runs` (newest first, `--status`, `--json`, a tampered run listed as unreadable, an empty workspace), `show --full`, `show latest`, the finish message, the run's last line naming its files | |
 //! | `authoring` | `list`, `policy check`, `schema` (and the committed `schemas/`), `show` of documented runs | `cli/list`, `cli/policy_check_*`, `cli/show_*` |
+//! | `layering` | the layering rule of `src/`: each top-level module's layer, imports only downwards, no cycle inside a folder, run-folder writes only in `store` (and the checker finds each kind of breach) | |
 //! | `docs` | the reference in `docs/` names every subcommand, plan/policy/service policy key, exit code and `PLANRUN_*` variable | |
 //! | `shell_completions` | `completions bash\|zsh\|fish` and `man` (stdout and `--out-dir`) name every subcommand | |
 //! | `server` | `planrun serve` over loopback HTTP: bridge runs per adapter, guard, concurrency, shutdown, health, auth, errors, OpenAPI, startup checks | `server/` |
@@ -77,6 +78,7 @@ mod docs;
 mod effect_receipts;
 mod idempotency;
 mod integrity;
+mod layering;
 mod left_over_children;
 mod nesting_limit;
 #[cfg(feature = "postgres")]
