@@ -45,6 +45,7 @@
 //! | `docs` | the reference in `docs/` names every subcommand, plan/policy/service policy key, exit code and `PLANRUN_*` variable | |
 //! | `shell_completions` | `completions bash\|zsh\|fish` and `man` (stdout and `--out-dir`) name every subcommand | |
 //! | `server` | `planrun serve` over loopback HTTP: bridge runs per adapter, guard, concurrency, shutdown, health, auth, errors, OpenAPI, startup checks | `server/` |
+//! | `server_routing` | the service routes the user's goal as `planrun route` does (`POST /runs` with `agent`, `POST /controller/runs`), never the bridge instruction's wording; the agent run records the user's goal | |
 //! | `server_controller` | `POST /controller/runs`: agent iterations, the one recovery rewrite, stop decisions, blocked goals | `server/controller_*` |
 //! | `server_approvals` | `POST /runs/{id}/approve\|reject`: approval-gated bridge runs, refusals, auth | `server/` |
 //! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers: the schema sent, answers validated against the offered choices, evidence, cancellation | `server/controller_ollama@*` |
@@ -106,6 +107,7 @@ mod server_contract;
 mod server_controller;
 mod server_read_through;
 mod server_records;
+mod server_routing;
 mod server_run_list;
 mod service_durability;
 mod service_policy;

@@ -282,6 +282,10 @@ pub enum Behaviour {
     SchemaEcho,
     /// A valid decision with prose around it.
     Prose,
+    /// A valid decision in a markdown fence, with prose before and after.
+    FencedProse,
+    /// Two JSON objects: the schema echoed, then a valid decision.
+    TwoObjects,
     /// `run_plan` with `fallback`, a plan that is never offered here.
     ForeignPlan,
     /// `run_plan` with the offered plan at every decision, even when only
@@ -399,6 +403,8 @@ async fn answer(state: &FakeState, path: &str, body: &Value, prompt: &str) -> (S
             (schema.map(Value::to_string).unwrap_or_default(), false)
         }
         Behaviour::Prose => (format!("Sure! Here is my decision: {} Hope this helps.", valid()), false),
+        Behaviour::FencedProse => (format!("Here it is:\n```json\n{}\n```\nDone.", valid()), false),
+        Behaviour::TwoObjects => (format!("{{\"type\": \"object\"}}\n{}", valid()), false),
         Behaviour::ForeignPlan => (r#"{"action": "run_plan", "plan_id": "fallback", "reason": "catch-all"}"#.to_string(), false),
         Behaviour::AlwaysRun => {
             let plan = plan.unwrap_or_else(|| "flow_pwd".to_string());
