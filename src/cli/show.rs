@@ -4,7 +4,8 @@
 //! A header (plan, goal, status, the finish message), then one line per attempt (time, step, kind, status, attempt, duration), then
 //! what ran (argv, path or ticket), the rule that decided, receipts, the
 //! failure class and error, and the first line of the output (all of it
-//! with `--full`); then approval
+//! with `--full`), with the interruptions and resumes between them (a
+//! resume, a left-over child it stopped); then approval
 //! events, a pending action, completion evidence, and a footer that sums up
 //! steps, attempts and failures by class. Colour on a terminal, plain
 //! otherwise (`NO_COLOR`, `--color never`, or output to a file or pipe).
@@ -16,11 +17,11 @@ use clap::Args;
 
 use crate::cli::DirArgs;
 use crate::cli::output::{BOLD, DIM, GREEN, RED, YELLOW, fail_with, paint, record_status, run_status};
-use crate::model::FailureClass;
+use crate::model::{FailureClass, RunStatus};
 use crate::ops::{self, ExitStatus};
 use crate::policy::display_argv;
 use crate::runtime::RuntimeEnv;
-use crate::store::{StepRecord, StepRecordStatus, StoreError, full_state};
+use crate::store::{AuditEvent, StepRecord, StepRecordStatus, StoreError, full_state};
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
@@ -70,7 +71,13 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         anstream::println!("message: {message}");
     }
     anstream::println!();
-    for record in &run.history {
+    // Interruptions and resumes, each before the first record written
+    // after it (times are no guide: each process has its own clock).
+    let mut interruptions = interruptions(&run.audit).into_iter().peekable();
+    for (index, record) in run.history.iter().enumerate() {
+        while let Some((_, event)) = interruptions.next_if(|(before, _)| *before <= index) {
+            print_interruption(event);
+        }
         anstream::println!(
             "  {} {:<12} {:<13} {} attempt {}  {} ms",
             paint(DIM, &record.started_at),
@@ -103,6 +110,7 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
             anstream::println!("      {}", paint(DIM, format!("output: {line}")));
         }
     }
+    interruptions.for_each(|(_, event)| print_interruption(event));
     for event in &run.audit {
         match event.event_type.as_str() {
             "approval_requested" | "approval_granted" | "approval_rejected" | "approval_verified" => {
@@ -145,6 +153,61 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         anstream::println!("{}", paint(RED, error));
     }
     ExitStatus::Done.into()
+}
+
+/// What the timeline says of a `run_resumed` or `child_stopped` event
+/// (`None` for any other event).
+fn interruption(event: &AuditEvent) -> Option<String> {
+    let number = |key: &str| event.details.get(key).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    match event.event_type.as_str() {
+        "run_resumed" => {
+            let from = event.details.get("from_status").and_then(|status| status.as_str()).unwrap_or("-");
+            let version = number("from_state_version");
+            Some(if from == RunStatus::Running.as_str() {
+                let (lines, records) = (number("events_after_checkpoint"), number("discarded_history_records"));
+                let set_aside = if lines + records > 0 {
+                    format!(" ({lines} log line(s) and {records} history record(s) after it set aside)")
+                } else {
+                    String::new()
+                };
+                format!("interrupted; resumed from its checkpoint at state version {version}{set_aside}")
+            } else {
+                format!("resumed from `{from}` at state version {version}")
+            })
+        }
+        "child_stopped" => {
+            Some(format!("stopped the child (pid {}) the interrupted process left running", number("pid")))
+        }
+        _ => None,
+    }
+}
+
+fn print_interruption(event: &AuditEvent) {
+    if let Some(text) = interruption(event) {
+        anstream::println!(
+            "  {} {:<12} {}",
+            paint(DIM, &event.ts),
+            event.step_id.as_deref().unwrap_or("-"),
+            paint(YELLOW, text)
+        );
+    }
+}
+
+/// The `run_resumed` and `child_stopped` events of `audit`, each with how
+/// many history records were written before it (one per
+/// `step_finished`, `retry_attempt_finished`, `step_skipped` and
+/// `reconciliation_settled` event).
+fn interruptions(audit: &[AuditEvent]) -> Vec<(usize, &AuditEvent)> {
+    let mut records = 0;
+    let mut found = Vec::new();
+    for event in audit {
+        match event.event_type.as_str() {
+            "step_finished" | "retry_attempt_finished" | "step_skipped" | "reconciliation_settled" => records += 1,
+            _ if interruption(event).is_some() => found.push((records, event)),
+            _ => {}
+        }
+    }
+    found
 }
 
 /// `2 step(s) done, 0 failed · 3 attempt(s), 6000 ms in steps · failures: execution_error ×1`.

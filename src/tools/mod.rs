@@ -140,6 +140,14 @@ impl<'a> Tools<'a> {
         self
     }
 
+    /// The shell children started from now on are step `step_id`'s: their
+    /// note names it (see `children.rs`).
+    pub fn at_step(&mut self, step_id: &str) {
+        if let Some(children) = &mut self.children {
+            children.at_step(step_id);
+        }
+    }
+
     /// Stops the shell child a killed predecessor left running (see
     /// `children.rs`).
     pub fn stop_left_over_child(&self) -> Option<children::Stopped> {

@@ -123,6 +123,7 @@ impl Attempt<'_, '_> {
             self.state.counters.tool_calls += 1;
         }
         let timeout = self.budgets.timeout(step);
+        self.tools.at_step(&step.id);
         let outcome = match &step.idempotency_key {
             Some(key_template) => match key_template.render(&*self.outputs) {
                 Ok(key) => {
