@@ -24,7 +24,7 @@ use crate::load::validate_plan::validate_plan;
 use crate::load::validate_policy::validate_policy;
 use crate::load::validate_scenario::{is_scenario_file, validate_scenarios};
 use crate::load::validate_service_policy::validate_service_policy;
-use crate::model::{Action, Plan, Policy, ScenarioFile, ServicePolicy};
+use crate::model::{Action, DEFAULT_POLICY, Plan, Policy, ScenarioFile, ServicePolicy};
 use crate::policy::{display_argv, evaluate_argv};
 
 /// Valid plans and policies, by file.
@@ -525,7 +525,7 @@ impl Loader {
                 ),
             )
             .with_label(evaluation.reason)
-            .with_help(denied_help(&evaluation.rule, &argv));
+            .with_help(denied_help(&evaluation.rule, policy, &argv));
             if let Some(span) = spans.command.or(Some(spans.id)) {
                 diagnostic = diagnostic.with_span(span);
             }
@@ -576,8 +576,8 @@ impl Loader {
 /// before any `[[shell.allow]]` rule, so for a blocked program an allow rule
 /// can never help and the hint must not suggest one (nor suggest that the
 /// plan's author weaken the policy's block list).
-fn denied_help(rule: &str, argv: &[String]) -> String {
-    let check = format!("check it with `planrun policy check -- {}`", display_argv(argv));
+fn denied_help(rule: &str, policy: &Policy, argv: &[String]) -> String {
+    let check = format!("check it with `{}`", policy_check_command(policy, argv));
     match argv.first() {
         Some(program) if rule == "shell.blocked" => format!(
             "`{program}` is in `shell.blocked`, which no `[[shell.allow]]` rule can override: \
@@ -585,4 +585,22 @@ fn denied_help(rule: &str, argv: &[String]) -> String {
         ),
         _ => format!("allow the command in the policy's `[[shell.allow]]`, or {check}"),
     }
+}
+
+/// The `planrun policy check` command that asks `policy` (not the default
+/// one) about `argv`: `--policy` unless it is the default policy,
+/// `--policies` unless its file is in the default `policies` folder.
+fn policy_check_command(policy: &Policy, argv: &[String]) -> String {
+    let mut words = vec!["planrun".to_string(), "policy".to_string(), "check".to_string()];
+    let folder = Path::new(&policy.source.path).parent().unwrap_or(Path::new(""));
+    if folder != Path::new("policies") {
+        let folder = if folder.as_os_str().is_empty() { Path::new(".") } else { folder };
+        words.extend(["--policies".to_string(), folder.display().to_string()]);
+    }
+    if policy.name != DEFAULT_POLICY {
+        words.extend(["--policy".to_string(), policy.name.clone()]);
+    }
+    words.push("--".to_string());
+    words.extend(argv.iter().cloned());
+    display_argv(&words)
 }
