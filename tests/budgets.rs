@@ -3,13 +3,10 @@
 //! deadline counts the pause for approval, and the ticket demo cannot close
 //! when no tool call remains.
 
-use std::fs;
-use std::path::Path;
-
 use serde_json::Value;
 
-use crate::common::tickets::{PLAN, RUN, T_APPROVE, T_RESUME, T_RUN, close_count, event_types, ticket_sandbox};
-use crate::common::{ROOT, Sandbox, TEST_POLICY};
+use crate::common::tickets::{RUN, T_APPROVE, T_RESUME, T_RUN, close_count, demo_with_tool_calls, event_types};
+use crate::common::{Sandbox, TEST_POLICY};
 
 #[test]
 fn budgets_end_the_run_naming_the_budget() {
@@ -56,15 +53,7 @@ fn a_plan_can_only_lower_the_policy_budget() {
 
 #[test]
 fn the_ticket_cannot_close_when_no_tool_call_remains() {
-    let sandbox = ticket_sandbox("open", 0);
-    let plan = fs::read_to_string(Path::new(ROOT).join(PLAN))
-        .expect("plan")
-        .replace("max_tool_calls = 6", "max_tool_calls = 1");
-    sandbox.write("plans/ticket_close.toml", &plan);
-    sandbox.write(
-        "policies/default.toml",
-        &fs::read_to_string(Path::new(ROOT).join("policies/default.toml")).expect("policy"),
-    );
+    let sandbox = demo_with_tool_calls("open", 0, 1);
     // The look-up spends the only tool call: the close step stops the run
     // before it would even ask for approval.
     sandbox
@@ -76,6 +65,28 @@ fn the_ticket_cannot_close_when_no_tool_call_remains() {
     assert_eq!(sandbox.state(RUN)["stop_reason"], "budget_exhausted");
     assert!(!event_types(&sandbox).contains(&"approval_requested".to_string()));
     assert_eq!(close_count(&sandbox, "ticket-7"), 0);
+}
+
+#[test]
+fn an_already_closed_ticket_is_already_satisfied_even_with_one_tool_call() {
+    // Issue 22 item 8: the look-up spends the only call; the close step's
+    // `when` is false (it calls no tool), and the verifier's look-up of a
+    // goal that already held is not refused by the budget.
+    let sandbox = demo_with_tool_calls("closed", 1, 1);
+    let output = sandbox
+        .planrun()
+        .in_sandbox()
+        .args(["--plan", "plans/ticket_close.toml", "--policies", "policies", "--run-id", RUN])
+        .run();
+    assert_eq!(output.code, 0, "{}", output.snapshot());
+    let state = sandbox.state(RUN);
+    assert_eq!(state["status"], "done");
+    assert_eq!(state["stop_reason"], "already_satisfied");
+    assert_eq!(state["counters"]["tool_calls"], 2, "the look-up and the verifier's look-up");
+    let events = event_types(&sandbox);
+    assert!(!events.contains(&"budget_exhausted".to_string()), "{events:?}");
+    assert!(events.contains(&"completion_verified".to_string()), "{events:?}");
+    assert_eq!(close_count(&sandbox, "ticket-7"), 1, "nothing closed again");
 }
 
 #[test]

@@ -177,6 +177,30 @@ fn the_hint_for_a_blocked_program_says_no_allow_rule_can_help() {
     assert!(output.stdout.contains("allow the command in the policy's `[[shell.allow]]`"), "{}", output.stdout);
 }
 
+#[test]
+fn the_policy_check_hint_names_the_policy_the_step_runs_under() {
+    // Issue 22 item 9: the hint said `planrun policy check -- echo …`, which
+    // asks `default` (it allows `echo`) about a step that runs under `team`.
+    let plan = "version = 1\nid = \"warm\"\nkeywords = [\"warm up\"]\npolicy = \"team\"\n\n[[steps]]\nid = \"warm\"\nkind = \"shell\"\ncommand = [\"echo\", \"warming up\"]\n\n[[steps]]\nid = \"done\"\nkind = \"finish\"\n";
+    let sandbox = catalog_with(&[("warm.toml", plan)]);
+    let team = "version = 1\n\n[shell]\nsearch_path = [\"/usr/bin\", \"/bin\"]\n\n[[shell.allow]]\nprogram = \"pwd\"\n";
+    sandbox.write("policies/team.toml", team);
+    let output = planrun(&sandbox, &["check", "plans/warm.toml"]);
+    assert_eq!(codes(&output), ["shell-always-denied"], "{}", output.stdout);
+    let hint = "check it with `planrun policy check --policy team -- echo \"warming up\"`";
+    assert!(output.stdout.contains(hint), "{}", output.stdout);
+    // The suggested command answers as the run would; the old one did not.
+    let asked = planrun(&sandbox, &["policy", "check", "--policy", "team", "--", "echo", "warming up"]);
+    assert_eq!(asked.code, 1, "team forbids it: {}", asked.snapshot());
+    assert_eq!(planrun(&sandbox, &["policy", "check", "--", "echo", "warming up"]).code, 0, "default allows it");
+
+    // Policies read from another folder: the hint names it too.
+    fs::rename(sandbox.path().join("policies"), sandbox.path().join("rules")).expect("rename");
+    let output = planrun(&sandbox, &["check", "--policies", "rules", "plans/warm.toml"]);
+    let hint = "`planrun policy check --policies rules --policy team -- echo \"warming up\"`";
+    assert!(output.stdout.contains(hint), "{}", output.stdout);
+}
+
 const BROKEN: &str = "version = 1\nid = \"broken\"\nkeywords = [\"something new\"]\nstepz = []\n";
 
 #[test]

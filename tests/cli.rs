@@ -58,3 +58,34 @@ fn run_options_before_a_command_are_refused() {
     assert!(output.stderr.contains("belong to a run"), "{}", output.stderr);
     assert!(!sandbox.workspace().join("runs").exists(), "nothing ran");
 }
+
+/// Issue 22 item 13: `check` said "checked 0 plan(s) and 0 policy file(s)"
+/// for one plan with errors and for a service policy file. It counts every
+/// file it checked, by kind, errors or not, and `--format json` lists them.
+#[test]
+fn check_counts_and_names_every_file_it_checked() {
+    let sandbox = Sandbox::new();
+    let broken = sandbox.planrun().args(["check", "tests/fixtures/broken/unknown_key.toml"]).expect_code(2).run();
+    let last = broken.stdout.lines().last().unwrap_or_default();
+    assert!(last.starts_with("checked 1 plan(s) and 0 policy file(s): "), "{}", broken.stdout);
+
+    let service = sandbox.planrun().args(["check", "policies/service/service.toml"]).expect_code(0).run();
+    let last = service.stdout.lines().last().unwrap_or_default();
+    assert!(last.starts_with("checked 0 plan(s), 0 policy file(s) and 1 service policy file(s): "), "{last}");
+
+    let unreadable = sandbox.planrun().args(["check", "tests/fixtures/broken/toml_syntax.toml"]).expect_code(2).run();
+    let last = unreadable.stdout.lines().last().unwrap_or_default();
+    assert!(last.starts_with("checked 0 plan(s), 0 policy file(s) and 1 unreadable file(s): "), "{last}");
+
+    let args = ["check", "tests/fixtures/broken/unknown_key.toml", "policies/service/service.toml", "--format", "json"];
+    let json = sandbox.planrun().args(args).expect_code(2).run();
+    let value: serde_json::Value = serde_json::from_str(&json.stdout).expect("JSON");
+    assert_eq!(
+        value["files"],
+        serde_json::json!([
+            {"kind": "plan", "path": "tests/fixtures/broken/unknown_key.toml", "name": null, "loaded": false},
+            {"kind": "service_policy", "path": "policies/service/service.toml", "name": null, "loaded": true},
+        ])
+    );
+    assert_eq!(value["plans"][0]["loaded"], false, "{value}");
+}

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::tickets::{RUN, close_count, pause, ticket_sandbox, tickets};
+use crate::common::tickets::{RUN, T_APPROVE, T_RESUME, close_count, pause, ticket_sandbox, tickets};
 use crate::common::{Sandbox, TEST_POLICY, one_step_plan};
 
 /// A sandbox whose plan looks up `ticket_id` (the test policy retries an
@@ -107,4 +107,32 @@ fn the_ticket_demo_retries_an_injected_look_up_failure_and_still_pauses_with_not
     assert_eq!(sandbox.state(RUN)["status"], "waiting_approval");
     assert_eq!(close_count(&sandbox, "ticket-7"), 0);
     assert_eq!(tickets(&sandbox).get("fail_next_lookups"), None);
+}
+
+#[test]
+fn a_transient_failure_of_the_verifiers_look_up_is_retried_and_the_close_is_verified() {
+    // Issue 22 item 8: the verifier's fresh look-up failed once and the run
+    // ended `verification_failed` after a successful close.
+    let sandbox = ticket_sandbox("open", 0);
+    pause(&sandbox);
+    sandbox.planrun().args(["approve", RUN]).clock(T_APPROVE).expect_code(0).run();
+    let mut store = tickets(&sandbox);
+    store["fail_next_lookups"] = json!(1);
+    sandbox.write("workspace/tickets.json", &serde_json::to_string_pretty(&store).expect("JSON"));
+    let output = sandbox.planrun().args(["resume", RUN]).clock(T_RESUME).run();
+    assert_eq!(output.code, 0, "{}", output.snapshot());
+    let state = sandbox.state(RUN);
+    assert_eq!(state["status"], "done", "{state}");
+    // The look-up, the receipt look-up and the close, and two attempts of
+    // the verifier's look-up.
+    assert_eq!(state["counters"]["tool_calls"], 5);
+    let verified: Vec<&Value> = state["evidence"]
+        .as_array()
+        .expect("evidence")
+        .iter()
+        .filter(|evidence| evidence["kind"] == "verify")
+        .collect();
+    assert!(verified.iter().all(|evidence| evidence["passed"] == true), "{verified:?}");
+    assert_eq!(close_count(&sandbox, "ticket-7"), 1);
+    assert_eq!(tickets(&sandbox).get("fail_next_lookups"), None, "the injected failure was spent by the verifier");
 }

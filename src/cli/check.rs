@@ -9,6 +9,7 @@ use serde_json::json;
 use crate::cli::DirArgs;
 use crate::cli::output::colour_diagnostic;
 use crate::diag::{Severity, render, to_json};
+use crate::load::FileKind;
 use crate::ops::{self, CheckInput};
 
 #[derive(Debug, Args)]
@@ -36,11 +37,8 @@ pub fn check(args: &CheckArgs, dirs: &DirArgs) -> ExitCode {
     let sources = &outcome.sources;
     let (errors, warnings, notes) =
         (outcome.count(Severity::Error), outcome.count(Severity::Warning), outcome.count(Severity::Note));
-    let summary = format!(
-        "checked {} plan(s) and {} policy file(s): {errors} error(s), {warnings} warning(s), {notes} note(s)",
-        outcome.plans.len(),
-        outcome.policies.len()
-    );
+    let summary =
+        format!("checked {}: {errors} error(s), {warnings} warning(s), {notes} note(s)", checked_counts(&outcome));
     match args.format {
         Format::Text => {
             for diagnostic in &outcome.diagnostics {
@@ -50,8 +48,9 @@ pub fn check(args: &CheckArgs, dirs: &DirArgs) -> ExitCode {
         }
         Format::Json => {
             let value = json!({
-                "plans": outcome.plans.iter().map(|plan| json!({"id": plan.name, "path": plan.path})).collect::<Vec<_>>(),
-                "policies": outcome.policies.iter().map(|policy| json!({"name": policy.name, "path": policy.path})).collect::<Vec<_>>(),
+                "plans": outcome.files_of(FileKind::Plan).map(|plan| json!({"id": plan.name, "path": plan.path, "loaded": plan.loaded})).collect::<Vec<_>>(),
+                "policies": outcome.files_of(FileKind::Policy).map(|policy| json!({"name": policy.name, "path": policy.path, "loaded": policy.loaded})).collect::<Vec<_>>(),
+                "files": &outcome.files,
                 "diagnostics": outcome.diagnostics.iter().map(|diagnostic| to_json(sources, diagnostic)).collect::<Vec<_>>(),
                 "summary": {"errors": errors, "warnings": warnings, "notes": notes},
             });
@@ -59,4 +58,22 @@ pub fn check(args: &CheckArgs, dirs: &DirArgs) -> ExitCode {
         }
     }
     outcome.exit_status().into()
+}
+
+/// What was checked, by kind: plans and policy files always, the other
+/// kinds when there are any ("1 plan(s), 1 policy file(s) and 1 scenario
+/// file(s)").
+fn checked_counts(outcome: &ops::CheckOutcome) -> String {
+    let parts: Vec<String> =
+        [FileKind::Plan, FileKind::Policy, FileKind::ServicePolicy, FileKind::Scenarios, FileKind::Unreadable]
+            .into_iter()
+            .map(|kind| (kind, outcome.files_of(kind).count()))
+            .filter(|&(kind, count)| count > 0 || matches!(kind, FileKind::Plan | FileKind::Policy))
+            .map(|(kind, count)| format!("{count} {}", kind.plural()))
+            .collect();
+    match parts.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
 }

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::confine::PathRules;
 use crate::diag::{Diagnostic, SourceMap, display_path};
+use crate::load::checked::{CheckedFile, FileKind};
 use crate::load::lint_plan::lint_plan;
 use crate::load::loaded_plan::LoadedPlan;
 use crate::load::loader::{self, Copies, ReadFile};
@@ -24,7 +25,7 @@ use crate::load::validate_plan::validate_plan;
 use crate::load::validate_policy::validate_policy;
 use crate::load::validate_scenario::{is_scenario_file, validate_scenarios};
 use crate::load::validate_service_policy::validate_service_policy;
-use crate::model::{Action, Plan, Policy, ScenarioFile, ServicePolicy};
+use crate::model::{Action, DEFAULT_POLICY, Plan, Policy, ScenarioFile, ServicePolicy};
 use crate::policy::{display_argv, evaluate_argv};
 
 /// Valid plans and policies, by file.
@@ -46,6 +47,8 @@ pub struct Loader {
     diagnostics: Vec<Diagnostic>,
     /// When set, files are read from these copies only, never from disk.
     copies: Option<Copies>,
+    /// Every file asked for, in reading order.
+    checked: Vec<CheckedFile>,
 }
 
 /// `<dir>/<name>.toml` (or `.yaml`, `.yml`) when it exists.
@@ -119,6 +122,12 @@ impl Loader {
         sorted
     }
 
+    /// Every file read (or that could not be read), in reading order, with
+    /// its kind and whether it loaded.
+    pub fn checked_files(&self) -> &[CheckedFile] {
+        &self.checked
+    }
+
     pub fn has_errors(&self) -> bool {
         self.diagnostics.iter().any(Diagnostic::is_error)
     }
@@ -134,17 +143,19 @@ impl Loader {
 
     /// Loads and validates one policy file; `None` when it has errors.
     pub fn load_policy(&mut self, path: &Path) -> Option<Policy> {
-        let (read, root) = self.read(path)?;
+        let (read, root) = self.read(path, FileKind::Policy)?;
         self.policy_from(path, read, &root)
     }
 
     /// Loads and validates one scenario file; `None` when it has errors.
     pub fn load_scenarios(&mut self, path: &Path) -> Option<ScenarioFile> {
-        let (read, root) = self.read(path)?;
+        let (read, root) = self.read(path, FileKind::Scenarios)?;
         let parse_errors = self.file_has_errors(read.id);
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let file = validate_scenarios(&root, dir, read.source, &mut self.diagnostics)?;
-        (!parse_errors).then_some(file)
+        let shown = read.source.path.clone();
+        let file = validate_scenarios(&root, dir, read.source, &mut self.diagnostics).filter(|_| !parse_errors);
+        self.note(FileKind::Scenarios, shown, None, file.is_some());
+        file
     }
 
     /// `<policies_dir>/service/service.toml` (or `.yaml`, `.yml`) when it
@@ -158,7 +169,7 @@ impl Loader {
     /// Loads and validates a service policy file (TOML or YAML); `None`
     /// when it has errors.
     pub fn load_service_policy(&mut self, path: &Path) -> Option<ServicePolicy> {
-        let (read, root) = self.read(path)?;
+        let (read, root) = self.read(path, FileKind::ServicePolicy)?;
         self.service_policy_from(read, &root)
     }
 
@@ -246,14 +257,16 @@ impl Loader {
         self.cross_check(&given, &policies, &checks);
         let mut others = Vec::new();
         if plans_dir.is_dir() {
-            let mark = self.diagnostics.len();
+            let (mark, checked) = (self.diagnostics.len(), self.checked.len());
             for path in self.list(plans_dir) {
                 if !given_files.contains(&same_file_key(&path)) {
                     others.extend(self.plan_file(&path));
                 }
             }
-            // The other files' own findings belong to their own check.
+            // The other files' own findings belong to their own check, and
+            // they are not among the files checked.
             self.diagnostics.truncate(mark);
+            self.checked.truncate(checked);
         }
         let first_given = others.len();
         let together: Vec<LoadedPlan> = others.into_iter().chain(given).collect();
@@ -291,7 +304,7 @@ impl Loader {
         let mut plans = Vec::new();
         let mut policies = BTreeMap::new();
         for path in files {
-            let Some((read, root)) = self.read(&path) else {
+            let Some((read, root)) = self.read(&path, FileKind::Unreadable) else {
                 continue;
             };
             let is_plan = root.get("steps").is_some() || root.get("id").is_some();
@@ -326,7 +339,7 @@ impl Loader {
     /// Reads and parses a file for tests: its source id and tree.
     #[cfg(test)]
     pub(crate) fn read_for_tests(&mut self, path: &Path) -> Option<(usize, Node)> {
-        self.read(path).map(|(read, root)| (read.id, root))
+        self.read(path, FileKind::Unreadable).map(|(read, root)| (read.id, root))
     }
 
     /// Plan and policy files in a folder, sorted by file name; scenario
@@ -352,40 +365,61 @@ impl Loader {
         paths
     }
 
-    /// Reads and parses a file; `None` when it cannot be read or parsed.
-    fn read(&mut self, path: &Path) -> Option<(ReadFile, Node)> {
-        let read = loader::read(&mut self.sources, &mut self.diagnostics, path, self.copies.as_ref())?;
-        let file = self.sources.get(read.id)?;
-        let root = loader::parse(file, read.id, read.format, &mut self.diagnostics)?;
-        Some((read, root))
+    /// Reads and parses a file meant to be of `kind`; `None` (and the file
+    /// noted as not loaded) when it cannot be read or parsed.
+    fn read(&mut self, path: &Path, kind: FileKind) -> Option<(ReadFile, Node)> {
+        let parsed =
+            loader::read(&mut self.sources, &mut self.diagnostics, path, self.copies.as_ref()).and_then(|read| {
+                let file = self.sources.get(read.id)?;
+                let root = loader::parse(file, read.id, read.format, &mut self.diagnostics)?;
+                Some((read, root))
+            });
+        if parsed.is_none() {
+            self.note(kind, display_path(path), None, false);
+        }
+        parsed
+    }
+
+    /// Notes a file read as `kind` for [`Loader::checked_files`].
+    fn note(&mut self, kind: FileKind, path: String, name: Option<String>, loaded: bool) {
+        self.checked.push(CheckedFile { kind, path, name, loaded });
     }
 
     fn plan_file(&mut self, path: &Path) -> Option<LoadedPlan> {
-        let (read, root) = self.read(path)?;
+        let (read, root) = self.read(path, FileKind::Plan)?;
         self.plan_from(read, &root)
     }
 
     fn plan_from(&mut self, read: ReadFile, root: &Node) -> Option<LoadedPlan> {
+        let shown = read.source.path.clone();
         let file = self.sources.get(read.id)?;
-        let loaded = validate_plan(root, file, read.source, &mut self.diagnostics)?;
-        lint_plan(&loaded, file, &mut self.diagnostics);
+        let loaded = validate_plan(root, file, read.source, &mut self.diagnostics);
+        if let Some(loaded) = &loaded {
+            lint_plan(loaded, file, &mut self.diagnostics);
+        }
         // A parse error, or a lint error (a template reference that can never
         // resolve), refuses the plan as a validation error does: nothing of it
         // may run.
-        (!self.file_has_errors(read.id)).then_some(loaded)
+        let loaded = loaded.filter(|_| !self.file_has_errors(read.id));
+        let name = loaded.as_ref().map(|loaded| loaded.plan.id.clone());
+        self.note(FileKind::Plan, shown, name, loaded.is_some());
+        loaded
     }
 
     fn policy_from(&mut self, path: &Path, read: ReadFile, root: &Node) -> Option<Policy> {
         let parse_errors = self.file_has_errors(read.id);
         let name = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
-        let policy = validate_policy(root, &name, read.source, &mut self.diagnostics)?;
-        (!parse_errors).then_some(policy)
+        let shown = read.source.path.clone();
+        let policy = validate_policy(root, &name, read.source, &mut self.diagnostics).filter(|_| !parse_errors);
+        self.note(FileKind::Policy, shown, Some(name), policy.is_some());
+        policy
     }
 
     fn service_policy_from(&mut self, read: ReadFile, root: &Node) -> Option<ServicePolicy> {
         let parse_errors = self.file_has_errors(read.id);
-        let policy = validate_service_policy(root, &read.source.path, &mut self.diagnostics)?;
-        (!parse_errors).then_some(policy)
+        let policy = validate_service_policy(root, &read.source.path, &mut self.diagnostics).filter(|_| !parse_errors);
+        self.note(FileKind::ServicePolicy, read.source.path, None, policy.is_some());
+        policy
     }
 
     /// Whether the parser already reported an error in this file (a YAML
@@ -525,7 +559,7 @@ impl Loader {
                 ),
             )
             .with_label(evaluation.reason)
-            .with_help(denied_help(&evaluation.rule, &argv));
+            .with_help(denied_help(&evaluation.rule, policy, &argv));
             if let Some(span) = spans.command.or(Some(spans.id)) {
                 diagnostic = diagnostic.with_span(span);
             }
@@ -576,8 +610,8 @@ impl Loader {
 /// before any `[[shell.allow]]` rule, so for a blocked program an allow rule
 /// can never help and the hint must not suggest one (nor suggest that the
 /// plan's author weaken the policy's block list).
-fn denied_help(rule: &str, argv: &[String]) -> String {
-    let check = format!("check it with `planrun policy check -- {}`", display_argv(argv));
+fn denied_help(rule: &str, policy: &Policy, argv: &[String]) -> String {
+    let check = format!("check it with `{}`", policy_check_command(policy, argv));
     match argv.first() {
         Some(program) if rule == "shell.blocked" => format!(
             "`{program}` is in `shell.blocked`, which no `[[shell.allow]]` rule can override: \
@@ -585,4 +619,22 @@ fn denied_help(rule: &str, argv: &[String]) -> String {
         ),
         _ => format!("allow the command in the policy's `[[shell.allow]]`, or {check}"),
     }
+}
+
+/// The `planrun policy check` command that asks `policy` (not the default
+/// one) about `argv`: `--policy` unless it is the default policy,
+/// `--policies` unless its file is in the default `policies` folder.
+fn policy_check_command(policy: &Policy, argv: &[String]) -> String {
+    let mut words = vec!["planrun".to_string(), "policy".to_string(), "check".to_string()];
+    let folder = Path::new(&policy.source.path).parent().unwrap_or(Path::new(""));
+    if folder != Path::new("policies") {
+        let folder = if folder.as_os_str().is_empty() { Path::new(".") } else { folder };
+        words.extend(["--policies".to_string(), folder.display().to_string()]);
+    }
+    if policy.name != DEFAULT_POLICY {
+        words.extend(["--policy".to_string(), policy.name.clone()]);
+    }
+    words.push("--".to_string());
+    words.extend(argv.iter().cloned());
+    display_argv(&words)
 }

@@ -22,6 +22,7 @@
 //! generates the editors' JSON Schema from the same declarations.
 
 mod catalog;
+mod checked;
 mod keys;
 mod lint_plan;
 mod loaded_plan;
@@ -37,6 +38,7 @@ mod validate_service_policy;
 mod validate_step;
 
 pub use catalog::{Catalog, Loader};
+pub use checked::{CheckedFile, FileKind};
 pub use loader::Copies;
 pub use node::{Key, Node, NodeValue};
 pub use schema::{SchemaKind, schema, schema_text};

@@ -21,7 +21,7 @@ use crate::load::loaded_plan::{LoadedPlan, PlanSpans};
 use crate::load::node::Node;
 use crate::load::table::{TableReader, check_version, error_count, expect_string, name_or_error, wrong_type};
 use crate::load::validate_step::step;
-use crate::model::{BudgetOverride, Plan, RunStatus, SourceRef, Step, VerifyCheck};
+use crate::model::{BudgetOverride, DEFAULT_POLICY, Plan, RunStatus, SourceRef, Step, VerifyCheck};
 
 /// Builds the plan, or returns `None` when the file has errors (all of them
 /// reported).
@@ -67,7 +67,7 @@ pub(crate) fn validate_plan(
             spans.policy = Some(node.span);
             name_or_error(name, node, "policy name", usize::MAX, diagnostics)
         }
-        None => Some("default".to_string()),
+        None => Some(DEFAULT_POLICY.to_string()),
     };
     spans.default = reader.key_span("default");
     let default = reader.bool("default", diagnostics).unwrap_or(false);

@@ -17,7 +17,7 @@ mod service_policy;
 pub use condition::{BudgetOverride, Condition, ConditionTest, Expect, Risk, VerifyCheck, WhenFalse};
 pub use decision_text::{MAX_APPROVAL_SECS, MAX_NAME_CHARS, MAX_REASON_CHARS, check_decision_text};
 pub use failure::FailureClass;
-pub use plan::{Action, Plan, SourceRef, Step};
+pub use plan::{Action, DEFAULT_POLICY, Plan, SourceRef, Step};
 pub use policy::{
     ArgMatcher, ArgPattern, Budget, Decision, FilePolicy, Policy, RetryPolicy, ShellPolicy, ShellRule, SlotKind,
 };

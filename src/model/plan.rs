@@ -14,6 +14,10 @@ pub struct SourceRef {
     pub sha256: String,
 }
 
+/// The policy a plan runs under when it names none, and the one
+/// `planrun policy check` asks without `--policy`.
+pub const DEFAULT_POLICY: &str = "default";
+
 /// A plan file after validation.
 ///
 /// Invariants: `version` was 1; step ids are unique and non-empty; every
@@ -25,7 +29,8 @@ pub struct Plan {
     pub description: String,
     /// Routing keywords as written (matching lowercases them).
     pub keywords: Vec<String>,
-    /// Name of the policy file (`policies/<policy>.toml`).
+    /// Name of the policy file (`policies/<policy>.toml`);
+    /// [`DEFAULT_POLICY`] when the plan names none.
     pub policy: String,
     /// Whether this plan takes the goals that match no keyword.
     pub default: bool,

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::diag::{Diagnostic, Severity, SourceMap};
-use crate::load::{Loader, is_scenario_file, scenario_files_for};
+use crate::load::{CheckedFile, FileKind, Loader, is_scenario_file, scenario_files_for};
 use crate::ops::ExitStatus;
 
 /// What to check.
@@ -23,26 +23,26 @@ pub struct CheckInput<'a> {
     pub policies: &'a Path,
 }
 
-/// A file that loaded: its id (plan) or name (policy), and its path.
-#[derive(Debug, Clone)]
-pub struct CheckedFile {
-    pub name: String,
-    pub path: String,
-}
-
 /// Every finding, in reading order, with the sources to render them.
 #[derive(Debug)]
 pub struct CheckOutcome {
     pub sources: SourceMap,
     pub diagnostics: Vec<Diagnostic>,
-    pub plans: Vec<CheckedFile>,
-    pub policies: Vec<CheckedFile>,
+    /// Every file checked, in reading order, those with errors included:
+    /// plans, policies, the service policy, scenario files, and given files
+    /// that could not be read as any of them.
+    pub files: Vec<CheckedFile>,
 }
 
 impl CheckOutcome {
     /// How many findings have `severity`.
     pub fn count(&self, severity: Severity) -> usize {
         self.diagnostics.iter().filter(|diagnostic| diagnostic.severity == severity).count()
+    }
+
+    /// The files checked of `kind`.
+    pub fn files_of(&self, kind: FileKind) -> impl Iterator<Item = &CheckedFile> {
+        self.files.iter().filter(move |file| file.kind == kind)
     }
 
     /// 2 when any finding is an error, 1 when the worst is a warning, 0
@@ -86,20 +86,7 @@ pub fn check(input: CheckInput<'_>) -> CheckOutcome {
     }
     let mut diagnostics: Vec<Diagnostic> = loader.sorted_diagnostics().into_iter().cloned().collect();
     diagnostics.extend(missing);
-    CheckOutcome {
-        diagnostics,
-        sources: loader.sources().clone(),
-        plans: catalog
-            .plans
-            .iter()
-            .map(|plan| CheckedFile { name: plan.id.clone(), path: plan.source.path.clone() })
-            .collect(),
-        policies: catalog
-            .policies
-            .values()
-            .map(|policy| CheckedFile { name: policy.name.clone(), path: policy.source.path.clone() })
-            .collect(),
-    }
+    CheckOutcome { diagnostics, sources: loader.sources().clone(), files: loader.checked_files().to_vec() }
 }
 
 /// The note for a plan with no scenario file beside it.

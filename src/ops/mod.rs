@@ -59,7 +59,7 @@ mod worker;
 pub use approve::{ApproveInput, Approved, approve};
 pub use cancel::cancel;
 pub use catalog::{load_catalog, load_plan_file};
-pub use check::{CheckInput, CheckOutcome, CheckedFile, check};
+pub use check::{CheckInput, CheckOutcome, check};
 pub use ended_run::EndedRun;
 pub use error::OpsError;
 pub use exit_status::ExitStatus;

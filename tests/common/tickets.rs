@@ -54,6 +54,23 @@ pub fn event_types(sandbox: &Sandbox) -> Vec<String> {
         .collect()
 }
 
+/// The ticket demo in a sandbox (`ticket-7` in `status`, closed
+/// `close_count` times) with `max_tool_calls = limit` in its own copy of
+/// the plan (and the repository's default policy); run it `in_sandbox()`
+/// with `--plan plans/ticket_close.toml --policies policies`.
+pub fn demo_with_tool_calls(status: &str, close_count: u64, limit: u64) -> Sandbox {
+    let sandbox = ticket_sandbox(status, close_count);
+    let plan = fs::read_to_string(Path::new(ROOT).join(PLAN))
+        .expect("plan")
+        .replace("max_tool_calls = 6", &format!("max_tool_calls = {limit}"));
+    sandbox.write("plans/ticket_close.toml", &plan);
+    sandbox.write(
+        "policies/default.toml",
+        &fs::read_to_string(Path::new(ROOT).join("policies/default.toml")).expect("policy"),
+    );
+    sandbox
+}
+
 /// Every file of the run, for "records unchanged" checks.
 pub fn records(sandbox: &Sandbox) -> Vec<String> {
     ["state.json", "audit.jsonl", "history.jsonl", "plan.json"].iter().map(|file| sandbox.record(RUN, file)).collect()

@@ -72,7 +72,7 @@ impl Attempt<'_, '_> {
         // it paused; its tool calls (receipt look-up and effect) are not
         // counted yet, so the budgets are checked for it as for any other.
         let new_step = attempt == 1 && !resuming_pending;
-        if !self.budget_allows(step, new_step, is_tool)? {
+        if !self.budget_allows(index, step, new_step, resuming_pending)? {
             return Ok(());
         }
         if !resuming_pending {
@@ -152,9 +152,18 @@ impl Attempt<'_, '_> {
     }
 
     /// Checks the budgets that stop a run before an attempt starts; an
-    /// exhausted one is recorded and ends the run.
-    fn budget_allows(&mut self, step: &Step, new_step: bool, is_tool: bool) -> Result<bool, StoreError> {
-        let needed = u64::from(is_tool) + u64::from(self.idempotency.lookup_needed(step));
+    /// exhausted one is recorded and ends the run. The tool calls counted
+    /// are the attempt's own, its receipt look-up when recovering, and the
+    /// `[[verify]]` look-ups kept in reserve from the first step that may
+    /// change the world on; an attempt whose `when` is false (or cannot be
+    /// resolved) calls no tool, so it needs none of them.
+    fn budget_allows(&mut self, index: usize, step: &Step, new_step: bool, approved: bool) -> Result<bool, StoreError> {
+        let is_tool = !matches!(step.action, Action::Finish { .. });
+        let needed = if approved || self.reaches_the_tool(step) {
+            u64::from(is_tool) + u64::from(self.idempotency.lookup_needed(step)) + self.verifier.reserved_by(index)
+        } else {
+            0
+        };
         match self.budgets.before_attempt(self.state, new_step, needed) {
             Some(exhausted) => {
                 exhausted.record(self.plan, self.state, self.recorder)?;
@@ -162,6 +171,14 @@ impl Attempt<'_, '_> {
             }
             None => Ok(true),
         }
+    }
+
+    /// Whether the step's `when` lets the attempt go on to its tool (the
+    /// same evaluation as [`Attempt::evaluate_condition`], unrecorded).
+    fn reaches_the_tool(&self, step: &Step) -> bool {
+        step.when.as_ref().is_none_or(|condition| {
+            condition.value.render(&*self.outputs).is_ok_and(|value| condition.test.holds(&value))
+        })
     }
 
     /// Records an attempt's outcome and decides what comes next.

@@ -5,11 +5,11 @@
 use serde_json::{Value, json};
 
 use crate::confine::Workspace;
-use crate::model::{FailureClass, Plan, Policy, RunStatus, Step, VerifyCheck};
+use crate::model::{FailureClass, Plan, Policy, RetryPolicy, RunStatus, Step, VerifyCheck};
 use crate::runtime::event::{CheckOutcome, CompletionVerified, Event};
 use crate::runtime::recorder::Recorder;
 use crate::store::{Evidence, ReceiptError, ReceiptState, RunState, RunStore, StoreError};
-use crate::tools::{ToolOutcome, ToolSuccess, tickets};
+use crate::tools::{ToolFailure, ToolOutcome, ToolSuccess, tickets};
 
 use super::budgets::Budgets;
 use super::idempotency::RECEIPT_EVIDENCE;
@@ -21,11 +21,33 @@ pub(super) struct Verifier<'r> {
     checks: &'r [VerifyCheck],
     workspace: &'r Workspace,
     max_read_bytes: u64,
+    retry: &'r RetryPolicy,
+    /// The tool calls the checks cost (one attempt each).
+    tool_calls: u64,
+    /// The first step that may change the world: from it on, every attempt
+    /// keeps the checks' tool calls in reserve.
+    first_effect: Option<usize>,
 }
 
 impl<'r> Verifier<'r> {
-    pub(super) fn new(plan: &'r Plan, policy: &Policy, workspace: &'r Workspace) -> Self {
-        Verifier { plan, checks: &plan.verify, workspace, max_read_bytes: policy.files.max_read_bytes }
+    pub(super) fn new(plan: &'r Plan, policy: &'r Policy, workspace: &'r Workspace) -> Self {
+        Verifier {
+            plan,
+            checks: &plan.verify,
+            workspace,
+            max_read_bytes: policy.files.max_read_bytes,
+            retry: &policy.retry,
+            tool_calls: plan.verify.iter().map(tool_calls).sum(),
+            first_effect: plan.steps.iter().position(|step| step.action.may_change_the_world()),
+        }
+    }
+
+    /// The tool calls an attempt of step `index` keeps in reserve for the
+    /// checks: all of them from the first step that may change the world
+    /// on, so that no effect runs (and nothing after one spends the calls)
+    /// unless the completion that verifies it fits in `max_tool_calls`.
+    pub(super) fn reserved_by(&self, index: usize) -> u64 {
+        if self.first_effect.is_some_and(|first| index >= first) { self.tool_calls } else { 0 }
     }
 
     /// The run reached its end (`reason`): `[[verify]]` decides whether it
@@ -43,14 +65,22 @@ impl<'r> Verifier<'r> {
             return Ok(());
         }
         // The fresh look-ups are tool calls: when they do not all fit in
-        // the budget none runs, and an unverified run cannot be `done`.
-        let needed = self.checks.iter().map(tool_calls).sum();
-        if let Some(exhausted) = budgets.tool_calls(state, needed) {
+        // the budget none runs, and an unverified run cannot be `done`. A
+        // run that changed nothing because its goal already held is
+        // verified whatever the budget: refusing the look-ups would report
+        // a failure for a goal that holds (their calls are still counted).
+        let within_budget = reason != "already_satisfied";
+        if within_budget && let Some(exhausted) = budgets.tool_calls(state, self.tool_calls) {
             return exhausted.record(self.plan, state, recorder);
         }
         let mut checks = Vec::new();
+        // The calls the checks after this one still need: a retry may not
+        // spend them.
+        let mut reserved = self.tool_calls;
         for check in self.checks {
-            let outcome = self.verify(check, state, receipts)?;
+            reserved -= tool_calls(check);
+            let bound = within_budget.then_some(RetryBound { budgets, reserved });
+            let outcome = self.verify(check, state, receipts, bound)?;
             // A struct of strings, a bool and a JSON value always serialises.
             let detail = serde_json::to_value(&outcome).unwrap_or(Value::Null);
             state.evidence.push(Evidence { kind: "verify".to_string(), step_id: None, passed: outcome.passed, detail });
@@ -68,12 +98,14 @@ impl<'r> Verifier<'r> {
 
     /// One verifier check against fresh evidence; a store that cannot be
     /// asked for a receipt stops the run (as any store failure does)
-    /// instead of failing the check.
+    /// instead of failing the check. `bound` limits the retries of a
+    /// look-up (`None`: not bounded by `max_tool_calls`).
     fn verify(
         &self,
         check: &VerifyCheck,
         state: &mut RunState,
         receipts: &dyn RunStore,
+        bound: Option<RetryBound<'_, '_>>,
     ) -> Result<CheckOutcome, StoreError> {
         let max_bytes = self.max_read_bytes;
         match check {
@@ -93,9 +125,9 @@ impl<'r> Verifier<'r> {
                 Ok(check_outcome(label, passed, observed, "fresh_read"))
             }
             VerifyCheck::TicketStatus { ticket_id, equals } => {
-                state.counters.tool_calls += 1;
                 let label = format!("ticket `{ticket_id}` status is {equals:?}");
-                let (passed, observed) = match tickets::lookup(self.workspace, ticket_id, max_bytes) {
+                let looked_up = self.look_up(state, bound, || tickets::lookup(self.workspace, ticket_id, max_bytes));
+                let (passed, observed) = match looked_up {
                     Ok(success) => {
                         let status = success.output_json.as_ref().and_then(|json| json.get("status")).cloned();
                         let close_count =
@@ -137,6 +169,42 @@ impl<'r> Verifier<'r> {
                 };
                 Ok(check_outcome(label, passed, observed, "receipt_store"))
             }
+        }
+    }
+}
+
+/// What a verifier look-up's retries must stay within: `max_tool_calls`,
+/// with the calls the later checks need kept in reserve.
+#[derive(Clone, Copy)]
+struct RetryBound<'b, 'c> {
+    budgets: &'b Budgets<'c>,
+    reserved: u64,
+}
+
+impl Verifier<'_> {
+    /// A fresh look-up in the ticket system, retried as the policy's
+    /// `[retry]` retries a step's failure of the same class (a transient
+    /// `execution_error`), each attempt one tool call; a retry that would
+    /// exceed `max_tool_calls` is not made and the last failure stands.
+    fn look_up(
+        &self,
+        state: &mut RunState,
+        bound: Option<RetryBound<'_, '_>>,
+        call: impl Fn() -> Result<ToolSuccess, ToolFailure>,
+    ) -> Result<ToolSuccess, ToolFailure> {
+        let mut attempt = 1;
+        loop {
+            state.counters.tool_calls += 1;
+            let result = call();
+            let Err(failure) = &result else {
+                return result;
+            };
+            let retry_allowed = attempt < self.retry.attempts_for(failure.class, None);
+            let over_budget = bound.is_some_and(|bound| bound.budgets.tool_calls(state, 1 + bound.reserved).is_some());
+            if !retry_allowed || over_budget {
+                return result;
+            }
+            attempt += 1;
         }
     }
 }
