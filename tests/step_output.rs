@@ -1,7 +1,8 @@
 //! What an attempt keeps of what its program printed: stdout (capped at
 //! `max_output_bytes`) and the end of stderr (`stderr_text`), failed or
 //! not, in the record and in `show --full`; the output an `expect` check
-//! refused.
+//! refused; `{{ steps.<id>.stderr_text }}` in a later step, also after a
+//! pause and `resume`.
 
 use serde_json::Value;
 
@@ -59,6 +60,30 @@ fn a_failed_command_keeps_its_stdout_and_stderr_in_the_record_and_in_show_full()
     let json = sandbox.planrun().in_sandbox().args(["show", "t", "--json"]).expect_code(0).run();
     let state: Value = serde_json::from_str(&json.stdout).expect("JSON");
     assert_eq!(state["history"][0]["stderr_text"], record["stderr_text"], "{state}");
+}
+
+#[test]
+fn a_successful_commands_stderr_reaches_a_later_step_also_after_a_resume() {
+    let sandbox = Sandbox::new();
+    let steps = [
+        shell_step("test", "echo done; echo 'Ran 4 tests' >&2; echo OK >&2"),
+        "[[steps]]\nid = \"now\"\nkind = \"write_file\"\npath = \"now.txt\"\ncontent = \"{{ steps.test.stderr_text }}\"\n".to_string(),
+        "[[steps]]\nid = \"gate\"\nkind = \"write_file\"\napproval = \"required\"\npath = \"gate.txt\"\ncontent = \"g\"\n".to_string(),
+        "[[steps]]\nid = \"later\"\nkind = \"write_file\"\npath = \"later.txt\"\ncontent = \"{{ steps.test.stderr_text }}{{ steps.test.output_text }}\"\n".to_string(),
+        "[[steps]]\nid = \"end\"\nkind = \"finish\"\n".to_string(),
+    ];
+    let output = sandbox.run_plan(&plan(&steps.concat()), POLICY);
+    assert_eq!(output.code, 3, "{}", output.snapshot());
+    let history = sandbox.history("t");
+    assert_eq!((&history[0]["status"], &history[0]["output_text"]), (&Value::from("done"), &Value::from("done\n")));
+    assert_eq!(history[0]["stderr_text"], "Ran 4 tests\nOK\n");
+    assert!(history[1].get("stderr_text").is_none(), "a write has no stderr: {}", history[1]);
+    assert_eq!(std::fs::read_to_string(sandbox.workspace().join("now.txt")).expect("now.txt"), "Ran 4 tests\nOK\n");
+
+    sandbox.planrun().in_sandbox().args(["approve", "t"]).expect_code(0).run();
+    sandbox.planrun().in_sandbox().args(["resume", "t"]).expect_code(0).run();
+    let later = std::fs::read_to_string(sandbox.workspace().join("later.txt")).expect("later.txt");
+    assert_eq!(later, "Ran 4 tests\nOK\ndone\n", "the resumed run reads the recorded stderr");
 }
 
 #[test]

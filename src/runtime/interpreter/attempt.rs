@@ -189,7 +189,7 @@ impl Attempt<'_, '_> {
             action: action.map(|action| serde_json::to_value(action).unwrap_or(Value::Null)),
             output_text,
             output_json: success.as_ref().and_then(|success| success.output_json.clone()),
-            stderr_text,
+            stderr_text: stderr_text.clone(),
             error: failure.as_ref().map(|failure| failure.message.clone()),
             details: tool_details.clone(),
             started_at: format_timestamp(started),
@@ -215,7 +215,11 @@ impl Attempt<'_, '_> {
 
         match (success, failure) {
             (Some(success), _) => {
-                let output = StepOutput { output_text: success.output_text, output_json: success.output_json };
+                let output = StepOutput {
+                    output_text: success.output_text,
+                    output_json: success.output_json,
+                    stderr_text: stderr_text.unwrap_or_default(),
+                };
                 self.succeeded(index, step, output)?
             }
             (None, Some(failure)) => self.failed(step, attempt, failure)?,
