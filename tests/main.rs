@@ -39,6 +39,7 @@
 //! | `check_catalog` | `check` of one file against the rest of the catalog, unresolvable template references refused before anything runs, the blocked-program hint, the broken-plan error every goal gets | |
 //! | `diagnostics` | `check` output for each broken file in `tests/fixtures/broken/` (one snapshot per fixture, by `insta::glob!`) | `diagnostics/` |
 //! | `preview` | `plan` previews; a preview executes and creates nothing | `preview/` |
+//! | `step_output` | what an attempt keeps of its program's output, failed or not: stdout and the end of stderr (`stderr_text`, the last 8 KiB) in the record and `show --full`, the output a failed `expect` refused, `{{ steps.<id>.stderr_text }}` in a later step and after `resume` | |
 //! | `seeing_runs` | `runs` (newest first, `--status`, `--json`, a tampered run listed as unreadable, an empty workspace), `show --full`, `show latest`, the finish message, the run's last line naming its files | |
 //! | `authoring` | `list`, `policy check`, `schema` (and the committed `schemas/`), `show` of documented runs | `cli/list`, `cli/policy_check_*`, `cli/show_*` |
 //! | `layering` | the layering rule of `src/`: each top-level module's layer, imports only downwards, no cycle inside a folder, run-folder writes only in `store` (and the checker finds each kind of breach) | |
@@ -112,6 +113,7 @@ mod server_run_list;
 mod service_durability;
 mod service_policy;
 mod shell_completions;
+mod step_output;
 mod story_invariants;
 mod syncs;
 mod tamper;

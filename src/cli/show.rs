@@ -3,9 +3,10 @@
 //!
 //! A header (plan, goal, status, the finish message), then one line per attempt (time, step, kind, status, attempt, duration), then
 //! what ran (argv, path or ticket), the rule that decided, receipts, the
-//! failure class and error, and the first line of the output (all of it
-//! with `--full`), with the interruptions and resumes between them (a
-//! resume, a left-over child it stopped); then approval
+//! failure class and error, and the first line of the output (with
+//! `--full` all of it and the kept end of stderr, failed or not), with the
+//! interruptions and resumes between them (a resume, a left-over child it
+//! stopped); then approval
 //! events, a pending action, completion evidence, and a footer that sums up
 //! steps, attempts and failures by class. Colour on a terminal, plain
 //! otherwise (`NO_COLOR`, `--color never`, or output to a file or pipe).
@@ -27,7 +28,7 @@ use crate::store::{AuditEvent, StepRecord, StepRecordStatus, StoreError, full_st
 pub struct ShowArgs {
     /// The run to show; `latest` is the newest run (unless a run has that id).
     pub run_id: String,
-    /// Print every step's whole output, not its first line.
+    /// Print every attempt's whole output and the kept end of its stderr, not the output's first line.
     #[arg(long)]
     pub full: bool,
     /// Print the full state as JSON: the plan with each step's status and attempts, and the whole history.
@@ -105,7 +106,8 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
             anstream::println!("      {}", paint(RED, format!("{class}: {error}")));
         }
         if args.full {
-            print_full_output(&record.output_text);
+            print_full_text("output:", &record.output_text);
+            print_full_text("stderr:", record.stderr_text.as_deref().unwrap_or_default());
         } else if let Some(line) = first_line(&record.output_text) {
             anstream::println!("      {}", paint(DIM, format!("output: {line}")));
         }
@@ -251,14 +253,15 @@ fn finish_message(history: &[StepRecord]) -> Option<String> {
     (!message.is_empty()).then(|| message.lines().collect::<Vec<_>>().join("\n         "))
 }
 
-/// `output:` then every line of a step's output, indented under it.
-fn print_full_output(output: &str) {
-    let output = output.trim_end();
-    if output.is_empty() {
+/// `label` (`output:`, `stderr:`) then every line of what a step printed
+/// to that stream, indented under it; nothing for an empty one.
+fn print_full_text(label: &str, text: &str) {
+    let text = text.trim_end();
+    if text.is_empty() {
         return;
     }
-    anstream::println!("      {}", paint(DIM, "output:"));
-    for line in output.lines() {
+    anstream::println!("      {}", paint(DIM, label));
+    for line in text.lines() {
         anstream::println!("        {line}");
     }
 }
