@@ -12,9 +12,11 @@
 //! - `reason` is at most [`MAX_REASON_CHARS`] characters and is not a
 //!   placeholder (`<…>`) or the schema's own description.
 
+use serde::de::IgnoredAny;
 use serde_json::{Map, Value};
 
 use crate::server::decision::choices::{Choices, MAX_REASON_CHARS, REASON_DESCRIPTION};
+use crate::strict_json;
 
 /// What a valid answer chose.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,17 +107,18 @@ fn json_object(text: &str) -> Result<Map<String, Value>, InvalidDecision> {
     if !body.starts_with('{') {
         return Err(if body.contains('{') { InvalidDecision::Prose } else { InvalidDecision::NoJson });
     }
-    let mut stream = serde_json::Deserializer::from_str(body).into_iter::<Value>();
-    let value = match stream.next() {
-        Some(Ok(value)) => value,
+    // Where the first value ends; the strict reader then reads it (or
+    // says why the text is not one).
+    let mut stream = serde_json::Deserializer::from_str(body).into_iter::<IgnoredAny>();
+    let end = match stream.next() {
+        Some(Ok(_)) => stream.byte_offset(),
         Some(Err(error)) if error.is_eof() => return Err(InvalidDecision::Truncated),
-        Some(Err(error)) => return Err(InvalidDecision::Json(error.to_string())),
-        None => return Err(InvalidDecision::NoJson),
+        Some(Err(_)) | None => body.len(),
     };
-    if !body[stream.byte_offset()..].trim().is_empty() {
+    if !body[end..].trim().is_empty() {
         return Err(InvalidDecision::Prose);
     }
-    match value {
+    match strict_json::parse(&body[..end]).map_err(|error| InvalidDecision::Json(error.to_string()))? {
         Value::Object(object) => Ok(object),
         _ => Err(InvalidDecision::NoJson),
     }
@@ -191,6 +194,18 @@ mod tests {
         let longest = format!(r#"{{"action": "stop", "reason": "{}"}}"#, "é".repeat(200));
         assert!(parse_decision(&longest, &choices).is_ok());
         assert!(matches!(refused(r#"{"action": "stop",, }"#), InvalidDecision::Json(_)));
+        // Strict JSON: a repeated key (which one would the model mean?) and
+        // a non-number are refused by name.
+        let twice = refused(r#"{"action": "stop", "action": "run_plan", "plan_id": "flow_pwd"}"#);
+        assert!(
+            matches!(&twice, InvalidDecision::Json(message) if message.contains("duplicate key `action`")),
+            "{twice}"
+        );
+        let nan = refused(r#"{"action": "stop", "n": NaN}"#);
+        assert!(
+            matches!(&nan, InvalidDecision::Json(message) if message.contains("`NaN` is not a JSON number")),
+            "{nan}"
+        );
     }
 
     #[test]
