@@ -26,21 +26,32 @@ use super::idempotency::{RECEIPT_EVIDENCE, intent_digest};
 use super::outputs::Outputs;
 
 /// Checks that `state` and its verified `history` tell a story `plan` could
-/// have produced; a violation is [`StoreError::Tampered`] and nothing runs.
+/// have produced; a violation is [`StoreError::Tampered`] naming every
+/// check that failed (`; ` between them), and nothing runs.
 pub fn check_story(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Result<(), StoreError> {
-    story(plan, state, history).map_err(|reason| StoreError::Tampered {
+    let violations = story(plan, state, history);
+    if violations.is_empty() {
+        return Ok(());
+    }
+    Err(StoreError::Tampered {
         id: state.run_id.clone(),
-        reason: format!("the records do not tell a story the plan `{}` could produce: {reason}", plan.id),
+        reason: format!(
+            "the records do not tell a story the plan `{}` could produce: {}",
+            plan.id,
+            violations.join("; ")
+        ),
     })
 }
 
-fn story(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Result<(), String> {
+/// Every check the story fails, in order.
+fn story(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Vec<String> {
+    let mut violations = Vec::new();
     if let Some(pending) = &state.pending_action {
         if pending.step_id.is_empty() {
-            return Err("`pending_action.step_id` is empty".to_string());
+            violations.push("`pending_action.step_id` is empty".to_string());
         }
         if state.status.is_terminal() {
-            return Err(format!("a pending action on a run that ended `{}`", state.status));
+            violations.push(format!("a pending action on a run that ended `{}`", state.status));
         }
     }
     let last = last_records(history);
@@ -49,16 +60,18 @@ fn story(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Result<(), St
         match last.get(step.id.as_str()).map(|record| record.status) {
             Some(StepRecordStatus::Done | StepRecordStatus::Skipped) => {}
             Some(StepRecordStatus::Failed) => {
-                return Err(format!("step `{}` is before the cursor but its last record failed", step.id));
+                violations.push(format!("step `{}` is before the cursor but its last record failed", step.id));
             }
-            None => return Err(format!("step `{}` is before the cursor but has no record", step.id)),
+            None => violations.push(format!("step `{}` is before the cursor but has no record", step.id)),
         }
     }
-    match state.status {
+    let by_status = match state.status {
         RunStatus::WaitingApproval => waiting(plan, state, history),
         RunStatus::Done => done(plan, state, &last),
         _ => Ok(()),
-    }
+    };
+    violations.extend(by_status.err());
+    violations
 }
 
 /// The last record of each step id.
