@@ -136,6 +136,21 @@ fn an_approved_action_retargeted_with_its_approval_is_refused_by_resume() {
     assert_eq!(close_count(&sandbox, "ticket-7"), 0);
 }
 
+/// Issue 22 item 7: an approval re-sealed onto another fingerprint was
+/// refused by `resume` only (`approval_invalid`, exit 1) and verified by
+/// `verify`; it is a story `approve` never writes.
+#[test]
+fn an_approval_not_bound_to_the_frozen_action_is_refused_by_verify_and_resume() {
+    let sandbox = ticket_sandbox("open", 0);
+    pause(&sandbox);
+    sandbox.planrun().args(["approve", RUN]).clock(T_APPROVE).expect_code(0).run();
+    reseal(&sandbox, |payload| payload["approval"]["fingerprint"] = json!("0".repeat(64)));
+    let why = "is not bound to the frozen action of step `close`";
+    not_verified(&sandbox, why);
+    refused(&sandbox, "resume", why);
+    assert_eq!(close_count(&sandbox, "ticket-7"), 0);
+}
+
 #[test]
 fn a_waiting_run_whose_look_up_left_the_history_is_refused() {
     let sandbox = ticket_sandbox("open", 0);

@@ -8,7 +8,9 @@
 //!   the verified history: the evidence path is complete;
 //! - waiting ⇒ the frozen action is exactly the plan's step at the cursor
 //!   rendered from the verified history (its fingerprint recomputed), and
-//!   the observations its `when` condition and templates read are there;
+//!   the observations its `when` condition and templates read are there,
+//!   and an approval on record names exactly that action (fingerprint,
+//!   scope, state version);
 //! - done ⇒ every `[[verify]]` check left its evidence, `already_satisfied`
 //!   has its own, and every keyed write that ran has receipt evidence bound
 //!   to the intent digest of the action its record says ran;
@@ -115,6 +117,17 @@ fn waiting(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Result<(), 
         return Err(format!(
             "the frozen action of step `{}` (fingerprint `{}`) is not the plan's step rendered from the verified record (`{}`)",
             step.id, pending.fingerprint, frozen.fingerprint
+        ));
+    }
+    // `approve` binds an approval to exactly the frozen action.
+    if let Some(approval) = &state.approval
+        && (approval.fingerprint != pending.fingerprint
+            || approval.scope != pending.scope
+            || approval.state_version != pending.state_version)
+    {
+        return Err(format!(
+            "the approval (fingerprint `{}`, scope `{}`, state version {}) is not bound to the frozen action of step `{}`",
+            approval.fingerprint, approval.scope, approval.state_version, step.id
         ));
     }
     Ok(())
