@@ -25,6 +25,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("diag", 0),
     ("digest", 0),
     ("fence", 0),
+    ("strict_json", 0),
     ("template", 1),
     ("model", 2),
     ("confine", 3),

@@ -371,3 +371,42 @@ fn two_scenarios_producing_one_snapshot_are_refused() {
         output.stderr
     );
 }
+
+/// Issue 22 item 6: a scenario's `*.json` fixture is strict JSON (it is
+/// what the run will read, e.g. `tickets.json`): `NaN`, trailing data or a
+/// duplicate key in it stops `planrun test` (exit 2) naming the fixture and
+/// what is wrong, and the scenario does not run; a `NaN` in the scenario
+/// file itself is a finding with its position.
+#[test]
+fn a_json_fixture_or_scenario_value_that_is_not_strict_json_is_refused_by_name() {
+    let scenario = |fixture: &str| {
+        format!(
+            "version = 1\n\n[[scenarios]]\nname = \"greet\"\nplan = \"plans/greet.toml\"\nrun_id = \"greet\"\nexpect_code = 0\nfixtures = [{fixture}]\n"
+        )
+    };
+    for (fixture, source, named) in [
+        (r#"{ path = "tickets.json", content = '{"tickets": {}, "n": NaN}' }"#, None, "`NaN` is not a JSON number"),
+        (r#"{ path = "t.json", source = "greet.fixture.json" }"#, Some("{\"a\": 1}\n{\"a\": 2}\n"), "trailing data"),
+        (r#"{ path = "t.json", content = '{"a": 1, "a": 2}' }"#, None, "duplicate key `a`"),
+    ] {
+        let sandbox = Sandbox::new();
+        project_copy(&sandbox, &[]);
+        sandbox.write("plans/greet.toml", NEW_PLAN);
+        if let Some(text) = source {
+            sandbox.write("plans/greet.fixture.json", text);
+        }
+        sandbox.write("plans/greet.scenarios.toml", &scenario(fixture));
+        let output = planrun_test(&sandbox, &["plans/greet.toml"], false);
+        assert_eq!(output.code, 2, "{}", output.snapshot());
+        assert!(output.stderr.contains("is not strict JSON") && output.stderr.contains(named), "{}", output.stderr);
+        assert!(!sandbox.path().join("snapshots").exists(), "nothing ran: {fixture}");
+    }
+    let sandbox = Sandbox::new();
+    project_copy(&sandbox, &[]);
+    sandbox.write("plans/greet.toml", NEW_PLAN);
+    sandbox.write("plans/greet.scenarios.toml", &scenario("").replace("expect_code = 0", "expect_code = nan"));
+    let output = planrun_test(&sandbox, &["plans/greet.toml"], false);
+    assert_eq!(output.code, 2, "{}", output.snapshot());
+    assert!(output.stderr.contains("plans/greet.scenarios.toml:7:15"), "{}", output.stderr);
+    assert!(output.stderr.contains("must be an integer, found a float"), "{}", output.stderr);
+}

@@ -85,7 +85,7 @@ pub fn run_scenario(
         let relative = record_dir.join("state.json").display().to_string();
         let status = sandbox
             .workspace_file(&relative)
-            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .and_then(|text| crate::strict_json::parse(&text).ok())
             .and_then(|state| state["payload"]["status"].as_str().map(str::to_string));
         if status.as_deref() != Some(expected.as_str()) {
             let found = status.unwrap_or_else(|| "no readable state.json".to_string());

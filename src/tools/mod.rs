@@ -407,8 +407,7 @@ impl<'a> Tools<'a> {
         match read_file(self.workspace, path, self.policy.files.max_read_bytes) {
             Ok(text) => {
                 details.insert("bytes".into(), (text.len() as u64).into());
-                let json =
-                    serde_json::from_str::<Value>(&text).ok().filter(|value| value.is_object() || value.is_array());
+                let json = crate::strict_json::parse(&text).ok().filter(|value| value.is_object() || value.is_array());
                 ToolOutcome::success(text, json, details)
             }
             Err(err) => ToolOutcome::file_failure(err, details),

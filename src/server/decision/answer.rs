@@ -17,6 +17,7 @@
 use serde_json::{Map, Value};
 
 use crate::server::decision::choices::{Choices, MAX_REASON_CHARS, REASON_DESCRIPTION};
+use crate::strict_json;
 
 /// What a valid answer chose.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,11 +149,17 @@ fn json_object(text: &str) -> Result<(Map<String, Value>, Option<Stripped>), Inv
         }
     }
     let mut found = objects(body);
-    let (start, end, object) = match (found.next(), found.next()) {
-        (Some(one), None) => one,
+    let (start, end) = match (found.next(), found.next()) {
+        (Some((start, end, _)), None) => (start, end),
         (Some(_), Some(_)) => return Err(InvalidDecision::SeveralObjects),
         (None, _) if truncated_object(body) => return Err(InvalidDecision::Truncated),
         (None, _) => return Err(InvalidDecision::NoJson),
+    };
+    // The object found, read again by the strict reader: a repeated key or
+    // a non-number is refused by name, never resolved by the last value.
+    let object = match strict_json::parse(&body[start..end]).map_err(|error| InvalidDecision::Json(error.to_string()))? {
+        Value::Object(object) => object,
+        _ => return Err(InvalidDecision::NoJson),
     };
     let stripped = Stripped {
         chars_before: fenced.before + visible(&body[..start]),
@@ -276,6 +283,18 @@ mod tests {
         let longest = format!(r#"{{"action": "stop", "reason": "{}"}}"#, "é".repeat(200));
         assert!(parse_decision(&longest, &choices).is_ok());
         assert!(matches!(refused(r#"{"action": "stop",, }"#), InvalidDecision::Json(_)));
+        // Strict JSON: a repeated key (which one would the model mean?) and
+        // a non-number are refused by name.
+        let twice = refused(r#"{"action": "stop", "action": "run_plan", "plan_id": "flow_pwd"}"#);
+        assert!(
+            matches!(&twice, InvalidDecision::Json(message) if message.contains("duplicate key `action`")),
+            "{twice}"
+        );
+        let nan = refused(r#"{"action": "stop", "n": NaN}"#);
+        assert!(
+            matches!(&nan, InvalidDecision::Json(message) if message.contains("`NaN` is not a JSON number")),
+            "{nan}"
+        );
     }
 
     #[test]
