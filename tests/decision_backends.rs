@@ -265,11 +265,11 @@ async fn the_service_picks_ollama_when_it_answers_and_records_its_decisions() {
     settings.bind(|| {
         insta::assert_snapshot!(
             "controller_ollama@controller_state.json",
-            server.record("ctrl-0001", "controller_state.json")
+            server.record_snapshot("ctrl-0001", "controller_state.json")
         );
         insta::assert_snapshot!(
             "controller_ollama@controller_audit.jsonl",
-            server.record("ctrl-0001", "controller_audit.jsonl")
+            server.record_snapshot("ctrl-0001", "controller_audit.jsonl")
         );
     });
 }

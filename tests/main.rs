@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | `scenarios` | every declared scenario (`plans/*.scenarios.toml\|yaml`, by `insta::glob!`): CLI output and every run file; every plan declares one | `runs/`, `bounded/` |
 //! | `planrun_test` | `planrun test`: green on the repository, the Author's guide example as written, every mismatch with its diff, `--accept`, `--review`, new under `CI=true`, normalisation, bad scenario files, a `*.json` fixture that is not strict JSON, the `no-scenario` note | (sandbox copies only) |
+//! | `snapshot_stability` | snapshots change only with behaviour: a comment in a policy or plan changes none, a finish message only the lines that show it (behaviour summary, `--format github` annotations, `--review` counts), `ls -la` stable as file times change, a tampered record failing verification though every placeholder matches | (sandbox copies only) |
 //! | `ticket_store` | the demo ticket store under faults: injected transient look-up failures (`fail_next_lookups`) retried within budget (plain runs and the ticket demo), an unknown ticket `not_found` and never retried, a `tickets.json` that is not strict JSON (duplicate key, `NaN`, trailing data) failing by name | |
 //! | `ticket_demo` | the ticket demo: pause for approval, approve and resume, already closed, untrusted ticket data, `planrun demo` | `bounded/` |
 //! | `approvals` | approval matching (fingerprint, scope, state version), expiry, forged approvals, `decision = "prompt"`, changed plans, `reject`, `cancel` | `bounded/rejected@*` |
@@ -113,6 +114,7 @@ mod server_run_list;
 mod service_durability;
 mod service_policy;
 mod shell_completions;
+mod snapshot_stability;
 mod step_output;
 mod story_invariants;
 mod syncs;
