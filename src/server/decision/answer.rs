@@ -240,7 +240,7 @@ mod tests {
     use crate::server::decision::choices::OfferedPlan;
 
     fn run_or_stop() -> Choices {
-        Choices::run_or_stop(OfferedPlan { id: "flow_pwd".into(), description: "pwd".into() })
+        Choices::run_or_stop(OfferedPlan::new("flow_pwd", "pwd", "g"))
     }
 
     #[test]
