@@ -175,6 +175,7 @@ mod tests {
             steps: Vec::new(),
             budget: Default::default(),
             verify: Vec::new(),
+            recovery_plans: Vec::new(),
             source: SourceRef { path: format!("plans/{id}.toml"), sha256: String::new() },
             keyword_spans: Vec::new(),
         }

@@ -31,7 +31,7 @@ fn settings() -> DecisionSettings {
 }
 
 fn flow_pwd() -> Choices {
-    Choices::run_or_stop(OfferedPlan { id: "flow_pwd".into(), description: "pwd → report.txt".into() })
+    Choices::run_or_stop(OfferedPlan::new("flow_pwd", "pwd → report.txt", "test flow pwd to file"))
 }
 
 fn first_decision(choices: &Choices) -> DecisionContext<'_> {

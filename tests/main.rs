@@ -48,9 +48,9 @@
 //! | `shell_completions` | `completions bash\|zsh\|fish` and `man` (stdout and `--out-dir`) name every subcommand | |
 //! | `server` | `planrun serve` over loopback HTTP: bridge runs per adapter, guard, concurrency, shutdown, health, auth, errors, OpenAPI, startup checks | `server/` |
 //! | `server_routing` | the service routes the user's goal as `planrun route` does (`POST /runs` with `agent`, `POST /controller/runs`), never the bridge instruction's wording; the agent run records the user's goal | |
-//! | `server_controller` | `POST /controller/runs`: agent iterations, the one recovery rewrite, stop decisions, blocked goals | `server/controller_*` |
+//! | `server_controller` | `POST /controller/runs`: agent iterations, the one recovery rewrite (only to a plan the goal's plan declares in `recovery_plans`; a substitute's `done` never the run's), stop decisions, blocked goals | `server/controller_*` |
 //! | `server_approvals` | `POST /runs/{id}/approve\|reject`: approval-gated bridge runs, refusals, auth | `server/` |
-//! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers: the schema sent, answers validated against the offered choices, evidence, cancellation | `server/controller_ollama@*` |
+//! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers: the schema sent, answers validated against the offered choices (prose and one fence around one object stripped and recorded, two objects refused), evidence, cancellation | `server/controller_ollama@*` |
 //! | `controller_decisions` | the controller loop with misbehaving models: closed choices, no re-run after done, identical retries, start-up errors, the service policy's `[decision]` | |
 //! | `server_contract` | the OpenAPI document matches the service: auth declared only with a token, JSON errors for every path, integers, refusals; a body that is not strict JSON (duplicate key, `NaN`, trailing data) is 400 `malformed_json` and creates no run | |
 //! | `server_read_through` | a waiting bridge run whose agent run was approved, resumed, rejected or cancelled with the CLI shows the real status; HTTP decisions on it answer 409 | |

@@ -19,7 +19,7 @@ use crate::load::lint_plan::lint_plan;
 use crate::load::loaded_plan::LoadedPlan;
 use crate::load::loader::{self, Copies, ReadFile};
 use crate::load::node::Node;
-use crate::load::route_checks::route_findings;
+use crate::load::route_checks::{recovery_plan_findings, route_findings};
 use crate::load::table::error_count;
 use crate::load::validate_plan::validate_plan;
 use crate::load::validate_policy::validate_policy;
@@ -72,7 +72,8 @@ fn same_file_key(path: &Path) -> PathBuf {
 
 /// Which checks `cross_check` runs.
 struct Checks {
-    /// Report `no-default-plan` (only when the whole catalog is known).
+    /// Report `no-default-plan` and `unknown-recovery-plan` (only when the
+    /// whole catalog is known).
     default_required: bool,
     /// Report `unknown-policy` for policies not in the loaded set.
     policies_known: bool,
@@ -277,6 +278,12 @@ impl Loader {
                 self.diagnostics.push(finding.diagnostic);
             }
         }
+        // A given plan's recovery plans are looked up in the whole catalog.
+        for finding in recovery_plan_findings(&together) {
+            if finding.plans.iter().any(|&index| index >= first_given) {
+                self.diagnostics.push(finding.diagnostic);
+            }
+        }
         let plans = together.into_iter().skip(first_given).map(|loaded| loaded.plan).collect();
         Catalog { plans, policies }
     }
@@ -449,6 +456,9 @@ impl Loader {
 
     fn cross_check(&mut self, plans: &[LoadedPlan], policies: &BTreeMap<String, Policy>, checks: &Checks) {
         self.diagnostics.extend(route_findings(plans).into_iter().map(|finding| finding.diagnostic));
+        if checks.default_required {
+            self.diagnostics.extend(recovery_plan_findings(plans).into_iter().map(|finding| finding.diagnostic));
+        }
 
         let defaults: Vec<&LoadedPlan> = plans.iter().filter(|loaded| loaded.plan.default).collect();
         if defaults.is_empty() && !plans.is_empty() && checks.default_required {

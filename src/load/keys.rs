@@ -131,6 +131,12 @@ pub(crate) static PLAN: Section = Section {
             Type::Array(&Type::Table(&VERIFY)),
             "completion checks against fresh evidence; a run may end `done` only when all hold",
         ),
+        key(
+            "recovery_plans",
+            Type::Array(&Type::Name { max: 64 }),
+            "ids of other plans the service's controller may run instead when a run of this plan failed and a \
+             recovery rule rewrites the goal to one of them (default none)",
+        ),
     ],
     variants: &[],
 };

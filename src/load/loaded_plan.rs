@@ -23,6 +23,8 @@ pub(crate) struct PlanSpans {
     pub default: Option<Span>,
     pub steps_key: Option<Span>,
     pub steps: Vec<StepSpans>,
+    /// Each entry of `recovery_plans`, parallel to the plan's list.
+    pub recovery_plans: Vec<Span>,
     pub(crate) templates: Vec<TemplateSite>,
 }
 

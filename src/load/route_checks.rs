@@ -93,6 +93,30 @@ pub(crate) fn route_findings(plans: &[LoadedPlan]) -> Vec<RouteFinding> {
     found
 }
 
+/// `unknown-recovery-plan` (an error): an entry of a plan's
+/// `recovery_plans` names no plan of `plans`. Only meaningful over the
+/// whole catalog.
+pub(crate) fn recovery_plan_findings(plans: &[LoadedPlan]) -> Vec<RouteFinding> {
+    let mut found = Vec::new();
+    for (index, loaded) in plans.iter().enumerate() {
+        let plan = &loaded.plan;
+        for (id, span) in plan.recovery_plans.iter().zip(&loaded.spans.recovery_plans) {
+            if plans.iter().any(|other| other.plan.id == *id) {
+                continue;
+            }
+            let diagnostic = Diagnostic::error(
+                "unknown-recovery-plan",
+                format!("plan `{}` lists recovery plan `{id}`, which is not a plan of the catalog", plan.id),
+            )
+            .with_span(*span)
+            .with_label("no such plan")
+            .with_help("name the `id` of another plan in the plans folder");
+            found.push(RouteFinding::new(diagnostic, vec![index]));
+        }
+    }
+    found
+}
+
 /// `route-overlap` (a note): keyword `a` of one plan is inside keyword
 /// `b` of another, so every goal containing `b` goes to `b`'s plan (the
 /// longest keyword wins). Deliberate specialisation looks exactly like

@@ -771,3 +771,35 @@ fn a_yaml_service_policy_loads_like_its_toml_twin() {
     let (loader, _) = service_text("service.yaml", "version: 1\nguard:\n  max_goal_char: 3\n");
     assert_eq!(found(&loader), ["unknown-key@3:3"]);
 }
+
+#[test]
+fn recovery_plans_name_other_plans_of_the_catalog() {
+    let cases: &[(&str, &str)] = &[
+        ("recovery_plans = [\"p\"]\n", "invalid-value@4:19"),
+        ("recovery_plans = [\"x\", \"x\"]\n", "invalid-value@4:24"),
+        ("recovery_plans = [\"a b\"]\n", "invalid-value@4:19"),
+        ("recovery_plans = \"x\"\n", "wrong-type@4:18"),
+    ];
+    for (line, expected) in cases {
+        let errors = plan_errors(&format!("{HEAD}{line}[[steps]]\nid = \"a\"\nkind = \"finish\"\n"));
+        assert_eq!(errors, [expected.to_string()], "{line}");
+    }
+    let files = Files::new();
+    files.write("policies/default.toml", "version = 1\n");
+    let plan = |id: &str, extra: &str| {
+        format!("version = 1\nid = \"{id}\"\nkeywords = [\"{id}\"]\n{extra}[[steps]]\nid = \"s\"\nkind = \"finish\"\n")
+    };
+    files.write("plans/a.toml", &plan("a", "default = true\nrecovery_plans = [\"b\", \"nope\"]\n"));
+    files.write("plans/b.toml", &plan("b", ""));
+    let (loader, catalog) = catalog_of(&files);
+    assert_eq!(found(&loader), ["unknown-recovery-plan@5:24"]);
+    assert_eq!(
+        loader.diagnostics()[0].message,
+        "plan `a` lists recovery plan `nope`, which is not a plan of the catalog"
+    );
+    assert_eq!(catalog.plans[0].recovery_plans, ["b", "nope"]);
+    // `check` of one file looks its recovery plans up in the whole catalog.
+    let mut loader = Loader::new();
+    loader.load_paths_in_catalog(&[files.path("plans/a.toml")], &files.path("plans"), &files.path("policies"));
+    assert_eq!(found(&loader), ["unknown-recovery-plan@5:24"]);
+}

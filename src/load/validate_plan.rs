@@ -120,6 +120,7 @@ pub(crate) fn validate_plan(
     }
     let budget = plan_budget(&mut reader, diagnostics);
     let verify = verify_checks(&mut reader, &steps, diagnostics);
+    let recovery_plans = recovery_plans(&mut reader, id.as_deref(), &mut spans, diagnostics);
     reader.finish(diagnostics);
 
     if error_count(diagnostics) > errors_before {
@@ -141,11 +142,54 @@ pub(crate) fn validate_plan(
             steps,
             budget,
             verify,
+            recovery_plans,
             source,
             keyword_spans,
         },
         spans,
     })
+}
+
+/// The plan's `recovery_plans`: plan ids, each once, never its own (whether
+/// each names a plan of the catalog is a check across plans).
+fn recovery_plans(
+    reader: &mut TableReader<'_>,
+    own_id: Option<&str>,
+    spans: &mut PlanSpans,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    let Some(items) = reader.array("recovery_plans", diagnostics) else {
+        return ids;
+    };
+    for (index, item) in items.iter().enumerate() {
+        let what = format!("`recovery_plans[{index}]`");
+        let Some(id) = expect_string(item, &what, diagnostics) else {
+            continue;
+        };
+        let Some(id) = name_or_error(id, item, "plan id", 64, diagnostics) else {
+            continue;
+        };
+        let problem = if Some(id.as_str()) == own_id {
+            Some(("the plan itself", "a plan is retried by its recovery rule's goal, not listed here"))
+        } else if ids.contains(&id) {
+            Some(("listed twice", "list each plan once"))
+        } else {
+            None
+        };
+        if let Some((label, help)) = problem {
+            diagnostics.push(
+                Diagnostic::error("invalid-value", format!("{what} `{id}` is {label}"))
+                    .with_span(item.span)
+                    .with_label(label)
+                    .with_help(help),
+            );
+            continue;
+        }
+        ids.push(id);
+        spans.recovery_plans.push(item.span);
+    }
+    ids
 }
 
 /// The plan's `[budget]`: `None` only after a reported error.

@@ -45,6 +45,11 @@ pub struct Plan {
     /// Completion checks: a run may end `done` only when all hold.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub verify: Vec<VerifyCheck>,
+    /// Plans the service's controller may run instead of this one when a
+    /// run of it failed and a recovery rule of the service policy rewrites
+    /// the goal to one of them (ids of other plans of the catalog).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recovery_plans: Vec<String>,
     #[serde(skip)]
     pub source: SourceRef,
     /// Span of each keyword in the source file, parallel to `keywords`.

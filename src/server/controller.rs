@@ -9,15 +9,18 @@
 //!
 //! Each decision chooses from a closed set built here ([`offer`]): after a
 //! run that is done and verified only `stop`; otherwise `run_plan` with the
-//! plan the current goal routes to, or `stop`. The goal a run gets is the
-//! user's (or a recovery rule's rewrite), never a model's text. A
+//! plan the user's goal routes to and, once a recovery rule applied, the
+//! plan its rewrite routes to (only one that plan declares in
+//! `recovery_plans`), or `stop`. The goal a run gets is the user's (or a
+//! recovery rule's rewrite), never a model's text. A
 //! `run_plan` identical to the last one (same plan, same goal) counts as a
 //! consecutive failure before it runs (`decision_repeated`), and a bridge
 //! run paused for approval stops the loop (`"waiting_approval"`).
 //!
 //! After a failed bridge run the recovery rules of the service policy are
-//! considered (once per controller run): a matching rule rewrites the goal
-//! (`recovery_applied`), otherwise `recovery_skipped`. Ids trace
+//! considered (once per controller run, [`crate::server::controller_recovery`]).
+//! The controller run's status is the outcome for the user's goal: the last
+//! run of the plan it routes to, never a substitute's ([`finish`]). Ids trace
 //! `ctrl-…` → `bri-ctrl-…-i<n>` → `agent-bri-ctrl-…-i<n>`; records live in
 //! `bridge/runs/<ctrl id>/controller_state.json` and
 //! `controller_audit.jsonl`.
@@ -33,8 +36,9 @@ use crate::server::bridge::{self, BridgeStatus, Origin};
 pub use crate::server::controller_event::LinkedRun;
 use crate::server::controller_event::{
     BridgeRunFinished, BridgeRunStarted, ControllerEvent, ControllerFinished, ControllerInterrupted, ControllerStarted,
-    DecisionMade, DecisionRepeated, RecoveryApplied, RecoveryConsidered, RecoverySkipped,
+    DecisionMade, DecisionRepeated,
 };
+use crate::server::controller_recovery::{AppliedRecovery, Failed, consider_recovery};
 use crate::server::decision::choices::{Choices, OfferedPlan};
 use crate::server::decision::{Action, Decision, DecisionContext};
 use crate::server::error::ServiceError;
@@ -50,11 +54,15 @@ use crate::store::{LoadedRecord, RecordKind, RecordWriter, StoreError};
 pub struct ControllerState {
     pub controller_run_id: String,
     pub goal: String,
-    /// The goal the next bridge run gets (changed only by a recovery rule).
+    /// The plan the user's goal routes to (`None`: it routes to none).
+    pub plan_id: Option<String>,
+    /// The goal the last bridge run got, or the one a recovery rule just
+    /// rewrote it to (changed only by a recovery rule).
     pub current_goal: String,
     pub status: ControllerStatus,
-    /// Once finished: the last bridge run's outcome (`done`, `failed` or
-    /// `waiting_approval`).
+    /// Once finished: the outcome for the user's goal, the last run of the
+    /// plan it routes to (`done`, `failed` or `waiting_approval`); a plan
+    /// run in its place under a recovery rule never makes it `done`.
     pub final_status: Option<ControllerStatus>,
     /// `decision_stop`, `max_iterations`, `consecutive_failures`, `prompt_blocked`,
     /// `waiting_approval` (the last bridge run waits for a person),
@@ -69,6 +77,8 @@ pub struct ControllerState {
     pub iterations: u32,
     pub consecutive_failures: u32,
     pub recovery_attempted: bool,
+    /// The recovery rule that applied, if any.
+    pub recovery: Option<AppliedRecovery>,
     pub decisions: Vec<DecisionRecord>,
     pub bridge_results: Vec<BridgeResult>,
     pub linked_runs: Vec<LinkedRun>,
@@ -88,7 +98,12 @@ pub struct DecisionRecord {
 pub struct BridgeResult {
     pub iteration: u32,
     pub bridge_run_id: String,
+    /// The plan it ran.
+    pub plan_id: Option<String>,
     pub goal: String,
+    /// The recovery rule it ran under (`None`: the user's goal's plan, for
+    /// the user's goal).
+    pub recovery_rule: Option<String>,
     pub status: BridgeStatus,
     pub exit_code: Option<i32>,
     pub agent_run_id: Option<String>,
@@ -102,9 +117,11 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
     let (run_id, mut records) = service.create_record(RecordKind::Controller, IdKind::Controller)?;
     let limits = service.policy.controller;
     let now = service.now();
+    let goal_plan = select(&service.adapters.agent.catalog, goal).ok().map(|(plan, _)| plan.id.clone());
     let mut state = ControllerState {
         controller_run_id: run_id.clone(),
         goal: goal.to_string(),
+        plan_id: goal_plan,
         current_goal: goal.to_string(),
         status: ControllerStatus::Running,
         final_status: None,
@@ -116,6 +133,7 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
         iterations: 0,
         consecutive_failures: 0,
         recovery_attempted: false,
+        recovery: None,
         decisions: Vec::new(),
         bridge_results: Vec::new(),
         linked_runs: Vec::new(),
@@ -150,7 +168,7 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
             break "consecutive_failures";
         }
         let last = state.bridge_results.last();
-        let choices = offer(service, &state.current_goal, last);
+        let choices = offer(service, &state);
         let context = DecisionContext {
             goal: &state.current_goal,
             original_goal: &state.goal,
@@ -182,6 +200,9 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
                 .is_some_and(|earlier| earlier.decision.same_choice(&decision));
         let action = decision.action;
         let run_goal = decision.goal.clone();
+        let run_plan = decision.plan_id.clone();
+        let recovery_rule =
+            run_plan.as_deref().and_then(|id| choices.plan(id)).and_then(|plan| plan.recovery_rule.clone());
         if action == Action::Stop
             && state.bridge_results.is_empty()
             && let Some(why) = &choices.run_withheld
@@ -242,7 +263,9 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
         state.bridge_results.push(BridgeResult {
             iteration,
             bridge_run_id: bridge_state.run_id,
+            plan_id: run_plan,
             goal: run_goal.clone(),
+            recovery_rule,
             status: bridge_state.status,
             exit_code: bridge_state.exit_code,
             agent_run_id: bridge_state.agent_run_id,
@@ -257,7 +280,19 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
         }
         if failed {
             state.consecutive_failures += 1;
-            recovery_pending = consider_recovery(service, &mut records, &mut state, iteration, outcome.failure_class)?;
+            let failed = Failed {
+                goal: &state.goal,
+                current_goal: &state.current_goal,
+                recovery_attempted: state.recovery_attempted,
+                iteration,
+                failure_class: outcome.failure_class,
+            };
+            if let Some(recovery) = consider_recovery(service, &mut records, failed)? {
+                state.current_goal = recovery.goal.clone();
+                state.recovery_attempted = true;
+                state.recovery = Some(recovery);
+                recovery_pending = true;
+            }
         } else {
             state.consecutive_failures = 0;
         }
@@ -270,82 +305,38 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
 
 /// The closed set the next decision chooses from: only `stop` after a run
 /// that is done (the agent run ended `done`, so its plan's `[verify]`
-/// held), else `run_plan` with the plan the current goal routes to (the
-/// agent adapter routes the same goal the same way) or, when it routes to
-/// none, only `stop`.
-fn offer(service: &Service, goal: &str, last: Option<&BridgeResult>) -> Choices {
-    if let Some(last) = last
+/// held); else `run_plan` with the plan the user's goal routes to (the
+/// agent adapter routes the same goal the same way), for that goal, and,
+/// once a recovery rule applied, the plan its rewrite routes to, for the
+/// rewritten goal, under the rule (the same entry when it is that plan);
+/// when the user's goal routes to no plan, only `stop`.
+fn offer(service: &Service, state: &ControllerState) -> Choices {
+    if let Some(last) = state.bridge_results.last()
         && last.status == BridgeStatus::Done
         && last.agent_final_status.is_none_or(|status| status == RunStatus::Done)
     {
         return Choices::stop_only("the last run is done and verified");
     }
-    match select(&service.adapters.agent.catalog, goal) {
-        Ok((plan, _policy)) => {
-            Choices::run_or_stop(OfferedPlan { id: plan.id.clone(), description: plan.description.clone() })
-        }
-        Err(why) => Choices::stop_only(why),
-    }
-}
-
-/// Logs `recovery_considered`, then `recovery_applied` (rewriting the goal)
-/// or `recovery_skipped`. Returns whether a rewrite was applied.
-fn consider_recovery(
-    service: &Service,
-    records: &mut RecordWriter,
-    state: &mut ControllerState,
-    iteration: u32,
-    failure_class: Option<FailureClass>,
-) -> Result<bool, StoreError> {
-    let original = state.current_goal.clone();
-    let rule = if state.recovery_attempted {
-        Err("a recovery was already attempted in this controller run".to_string())
-    } else {
-        service.policy.recovery.iter().find(|rule| rule.matches(&original, failure_class)).ok_or_else(|| {
-            format!(
-                "no recovery rule matches this goal and failure class `{}`",
-                failure_class.map_or("none", FailureClass::as_str)
-            )
-        })
+    let catalog = &service.adapters.agent.catalog;
+    let goal_plan = match select(catalog, &state.goal) {
+        Ok((plan, _policy)) => plan,
+        Err(why) => return Choices::stop_only(why),
     };
-    let reason = match &rule {
-        Ok(rule) => format!("rule `{}` matches", rule.id),
-        Err(why) => why.clone(),
-    };
-    records.event(
-        service.now(),
-        &ControllerEvent::RecoveryConsidered(RecoveryConsidered {
-            iteration,
-            original_goal: original.clone(),
-            failure_class,
-            recovery_applied: rule.is_ok(),
-            reason,
-        }),
-    )?;
-    match rule {
-        Ok(rule) => {
-            records.event(
-                service.now(),
-                &ControllerEvent::RecoveryApplied(RecoveryApplied {
-                    iteration,
-                    original_goal: original,
-                    rewritten_goal: rule.rewrite.clone(),
-                    rule_id: rule.id.clone(),
-                    rule_reason: rule.reason.clone(),
-                }),
-            )?;
-            state.current_goal = rule.rewrite.clone();
-            state.recovery_attempted = true;
-            Ok(true)
-        }
-        Err(why) => {
-            records.event(
-                service.now(),
-                &ControllerEvent::RecoverySkipped(RecoverySkipped { iteration, original_goal: original, reason: why }),
-            )?;
-            Ok(false)
+    let mut plans = vec![OfferedPlan::new(&goal_plan.id, &goal_plan.description, &state.goal)];
+    if let Some(recovery) = &state.recovery
+        && let Some(plan) = catalog.plans.iter().find(|plan| plan.id == recovery.plan_id)
+    {
+        let offered = OfferedPlan {
+            recovery_rule: Some(recovery.rule_id.clone()),
+            ..OfferedPlan::new(&plan.id, &plan.description, &recovery.goal)
+        };
+        if plan.id == goal_plan.id {
+            plans[0] = offered;
+        } else {
+            plans.push(offered);
         }
     }
+    Choices::run_one_of_or_stop(plans)
 }
 
 fn finish(
@@ -354,11 +345,28 @@ fn finish(
     mut state: ControllerState,
     stop_reason: &str,
 ) -> Result<ControllerState, ServiceError> {
-    let final_status = match state.bridge_results.last().map(|result| result.status) {
+    // The outcome for the user's goal: its plan's last run. A substitute
+    // (another plan, run under a recovery rule) is recorded, never taken.
+    let goal_plan = state.plan_id.as_deref();
+    let own = state.bridge_results.iter().rev().find(|result| result.plan_id.as_deref() == goal_plan);
+    let final_status = match own.map(|result| result.status) {
         Some(BridgeStatus::Done) => ControllerStatus::Done,
         Some(BridgeStatus::WaitingApproval) => ControllerStatus::WaitingApproval,
         _ => ControllerStatus::Failed,
     };
+    if let Some(last) = state.bridge_results.last()
+        && last.plan_id.as_deref() != goal_plan
+        && let (Some(own), Some(plan)) = (own, last.plan_id.as_deref())
+    {
+        state.error = Some(format!(
+            "the goal's plan `{}` ended `{}`; plan `{plan}` ran in its place under recovery rule `{}` and ended \
+             `{}`, which is not the goal's outcome",
+            own.plan_id.as_deref().unwrap_or_default(),
+            own.status.as_str(),
+            last.recovery_rule.as_deref().unwrap_or_default(),
+            last.status.as_str()
+        ));
+    }
     state.status = final_status;
     state.final_status = Some(final_status);
     state.stop_reason = Some(stop_reason.to_string());

@@ -113,6 +113,9 @@ pub struct RecoveryApplied {
     pub rewritten_goal: String,
     pub rule_id: String,
     pub rule_reason: String,
+    /// The plan the rewritten goal routes to (the user's goal's plan, or a
+    /// plan it declares in `recovery_plans`).
+    pub plan_id: String,
 }
 
 /// `recovery_skipped`: no recovery this time, and why.

@@ -41,6 +41,7 @@ pub mod bridge_event;
 pub mod config;
 pub mod controller;
 pub mod controller_event;
+pub mod controller_recovery;
 pub mod decision;
 pub mod durable_task;
 pub mod error;

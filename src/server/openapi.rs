@@ -208,6 +208,7 @@ fn full_document() -> Value {
                     "properties": {
                         "controller_run_id": {"type": "string"},
                         "goal": {"type": "string"},
+                        "plan_id": {"type": ["string", "null"], "description": "the plan the goal routes to; its last run is the outcome"},
                         "current_goal": {"type": "string"},
                         "status": {"type": "string", "enum": ["running", "done", "failed", "waiting_approval"]},
                         "final_status": {"type": ["string", "null"], "enum": ["done", "failed", "waiting_approval", null]},
@@ -219,6 +220,7 @@ fn full_document() -> Value {
                         "iterations": {"type": "integer"},
                         "consecutive_failures": {"type": "integer"},
                         "recovery_attempted": {"type": "boolean"},
+                        "recovery": {"type": ["object", "null"], "description": "the recovery rule that applied: rule_id, goal, plan_id"},
                         "decisions": {"type": "array", "items": {"$ref": "#/components/schemas/Decision"}},
                         "bridge_results": {"type": "array", "items": {"type": "object"}},
                         "linked_runs": {"type": "array", "items": {"type": "object", "properties": {

@@ -42,7 +42,8 @@ GOALS = {
     "inspect project": (["inspect_project"], "done"),
     "проверь что тут есть": (["inspect_ru"], "done"),
     "hello, what can you do?": (["fallback"], "done"),
-    "test flow bad template": (["flow_bad_template", "flow_pwd"], "done"),
+    # flow_pwd runs in its place under the recovery rule; the goal still failed.
+    "test flow bad template": (["flow_bad_template", "flow_pwd"], "failed"),
     "test deny bash": (["deny_bash"], "failed"),
     "test deny rm": (["deny_rm"], "failed"),
     "test traversal": (["traversal"], "failed"),

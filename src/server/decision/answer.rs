@@ -136,7 +136,13 @@ pub fn parse_decision(text: &str, choices: &Choices) -> Result<ParsedDecision, I
 /// The one JSON object `text` holds, and what was stripped around it: at
 /// most one markdown fence, and prose before and after the object.
 fn json_object(text: &str) -> Result<(Map<String, Value>, Option<Stripped>), InvalidDecision> {
-    let fenced = unfenced(text.trim())?;
+    let text = text.trim();
+    let fenced = match unfenced(text)? {
+        // A fence around no JSON (a stray closing fence after the object,
+        // say): the object is outside it, and the fence is prose.
+        fenced if fenced.fence && !fenced.body.contains('{') => Fenced { body: text, fence: true, before: 0, after: 0 },
+        fenced => fenced,
+    };
     let body = fenced.body;
     // An answer that starts as JSON is read as JSON: a cut-off or malformed
     // object is refused as such, never searched for another one inside it.
@@ -247,7 +253,7 @@ mod tests {
     use crate::server::decision::choices::OfferedPlan;
 
     fn run_or_stop() -> Choices {
-        Choices::run_or_stop(OfferedPlan { id: "flow_pwd".into(), description: "pwd".into() })
+        Choices::run_or_stop(OfferedPlan::new("flow_pwd", "pwd", "g"))
     }
 
     #[test]
@@ -311,6 +317,7 @@ mod tests {
         assert_eq!(stripped("```json\n{\"action\": \"stop\", \"plan_id\": null}\n```"), around(0, 0, true));
         assert_eq!(stripped("Here:\n```json\n{\"action\": \"stop\"}\n```\nDone."), around(5, 5, true));
         assert_eq!(stripped("```{\"action\": \"stop\"}\n```"), around(0, 0, true));
+        assert_eq!(stripped("{\"action\": \"stop\"}\n```"), around(0, 3, true));
         assert_eq!(stripped("I pick {this}: {\"action\": \"stop\", \"reason\": \"a {b}\"}."), around(12, 1, false));
         let refused = |text: &str| parse_decision(text, &choices).expect_err("invalid");
         assert_eq!(refused("{\"action\": \"stop\"} or {\"action\": \"stop\"}"), InvalidDecision::SeveralObjects);

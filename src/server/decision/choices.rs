@@ -3,8 +3,9 @@
 //!
 //! A model never writes a goal or a route: the controller builds the set
 //! from the catalog and the run so far (`run_plan` with the plan the user's
-//! goal routes to, or only `stop`), and the schema's enums are exactly that
-//! set. The schema is sent with every request (structured output) and the
+//! goal routes to and, after a recovery rule applied, the recovery plan
+//! that plan declares; or only `stop`), and the schema's enums are exactly
+//! that set. The schema is sent with every request (structured output) and the
 //! answer is validated against the same set after decoding
 //! ([`crate::server::decision::answer`]).
 
@@ -19,11 +20,29 @@ pub const MAX_REASON_CHARS: usize = 200;
 pub const REASON_DESCRIPTION: &str = "why this choice, in one short sentence";
 
 /// A plan a decision may run, with its catalog description (trusted: it
-/// comes from the operator's plan files).
+/// comes from the operator's plan files), the goal its run gets, and the
+/// recovery rule it is offered under, if any.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OfferedPlan {
     pub id: String,
     pub description: String,
+    /// The user's goal, or a recovery rule's rewrite of it.
+    pub goal: String,
+    /// The service policy's recovery rule that offers it (`None`: the plan
+    /// the user's goal routes to, run for that goal).
+    pub recovery_rule: Option<String>,
+}
+
+impl OfferedPlan {
+    /// Plan `id` offered for `goal`, under no recovery rule.
+    pub fn new(id: &str, description: &str, goal: &str) -> Self {
+        OfferedPlan {
+            id: id.to_string(),
+            description: description.to_string(),
+            goal: goal.to_string(),
+            recovery_rule: None,
+        }
+    }
 }
 
 /// What one decision may choose: `stop` always, `run_plan` with one of
@@ -39,7 +58,17 @@ pub struct Choices {
 impl Choices {
     /// `run_plan` (with `plan`) or `stop`.
     pub fn run_or_stop(plan: OfferedPlan) -> Self {
-        Choices { plans: vec![plan], run_withheld: None }
+        Self::run_one_of_or_stop(vec![plan])
+    }
+
+    /// `run_plan` with one of `plans` (at least one), or `stop`.
+    pub fn run_one_of_or_stop(plans: Vec<OfferedPlan>) -> Self {
+        Choices { plans, run_withheld: None }
+    }
+
+    /// The offered plan `id`, if it is offered.
+    pub fn plan(&self, id: &str) -> Option<&OfferedPlan> {
+        self.plans.iter().find(|plan| plan.id == id)
     }
 
     /// Only `stop`, for `why`.
@@ -57,7 +86,7 @@ impl Choices {
     }
 
     pub fn offers_plan(&self, id: &str) -> bool {
-        self.plans.iter().any(|plan| plan.id == id)
+        self.plan(id).is_some()
     }
 
     /// The JSON Schema of a valid answer: every property required and no
@@ -86,7 +115,7 @@ mod tests {
 
     #[test]
     fn the_schema_is_the_offered_set() {
-        let plan = OfferedPlan { id: "flow_pwd".into(), description: "pwd".into() };
+        let plan = OfferedPlan::new("flow_pwd", "pwd", "g");
         let schema = Choices::run_or_stop(plan).schema();
         assert_eq!(schema["properties"]["action"]["enum"], json!(["run_plan", "stop"]));
         assert_eq!(schema["properties"]["plan_id"]["enum"], json!(["flow_pwd", null]));

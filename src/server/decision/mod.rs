@@ -70,8 +70,9 @@ impl Action {
 /// What a decision is based on.
 #[derive(Debug, Clone)]
 pub struct DecisionContext<'a> {
-    /// The goal the next run would get (rewritten by recovery, if applied;
-    /// never by a model).
+    /// The goal the last run got, or the user's before the first (rewritten
+    /// by recovery, if applied; never by a model). Each offered plan carries
+    /// the goal its run gets.
     pub goal: &'a str,
     pub original_goal: &'a str,
     pub iteration: u32,
@@ -114,7 +115,8 @@ pub struct Decision {
     pub action: Action,
     /// The plan `run_plan` runs; `null` for `stop`.
     pub plan_id: Option<String>,
-    /// The goal the run gets: the controller's, never a model's text.
+    /// The goal the run gets: the offered plan's (the user's, or a recovery
+    /// rule's rewrite), never a model's text.
     pub goal: String,
     pub reason: String,
     /// `stub`, `ollama`, `ollama-fallback`, `openai`, `openai-fallback`.
@@ -366,10 +368,12 @@ fn decision(
         Choice::RunPlan(plan) => (Action::RunPlan, Some(plan)),
         Choice::Stop => (Action::Stop, None),
     };
+    // The goal the chosen plan is offered for (never a model's text).
+    let goal = plan_id.as_deref().and_then(|id| context.choices.plan(id)).map_or(context.goal, |plan| &plan.goal);
     Decision {
         action,
         plan_id,
-        goal: context.goal.to_string(),
+        goal: goal.to_string(),
         reason,
         mode,
         parsed_success,

@@ -8,7 +8,7 @@
 //! | no plan offered | `stop` | nothing to run (why) |
 //! | last run done and agent done | `stop` | success |
 //! | iteration approaching the maximum | `stop` | safety cap |
-//! | last run failed, a recovery rewrite was just applied | `run_plan` | retry with the rewritten goal |
+//! | last run failed, a recovery rewrite was just applied | `run_plan` (the plan the rule offers) | retry with the rewritten goal |
 //! | last run failed | `stop` | no controller-level retry |
 
 use crate::server::decision::DecisionContext;
@@ -16,7 +16,10 @@ use crate::server::decision::answer::Choice;
 
 /// The stub's choice and reason.
 pub fn decide(context: &DecisionContext<'_>) -> (Choice, String) {
-    let offered = context.choices.plans.first().map(|plan| plan.id.clone());
+    let plans = &context.choices.plans;
+    // After a recovery rule applied, the plan it offers; else the first.
+    let recovery = plans.iter().find(|plan| plan.recovery_rule.is_some()).filter(|_| context.recovery_pending);
+    let offered = recovery.or(plans.first()).map(|plan| plan.id.clone());
     let Some(last_status) = context.last_status else {
         return match offered {
             Some(plan) => (Choice::RunPlan(plan), "first execution".to_string()),
@@ -73,7 +76,7 @@ mod tests {
 
     #[test]
     fn the_stub_follows_the_seed_table() {
-        let run = Choices::run_or_stop(OfferedPlan { id: "p".into(), description: String::new() });
+        let run = Choices::run_or_stop(OfferedPlan::new("p", "", "g"));
         let choice = |ctx: DecisionContext<'_>| decide(&ctx).0;
         assert_eq!(choice(context(&run, 0, None, false)), Choice::RunPlan("p".into()));
         assert_eq!(choice(context(&run, 1, Some(("done", "done")), false)), Choice::Stop);
