@@ -11,18 +11,23 @@
 //!  engine       load ──▶ model ◀── router, preview
 //!                │                       │
 //!                └──▶ policy ──▶ confine ◀── tools ◀── runtime ──▶ store (RunStore)
-//!                                                     diag, template, digest, fence below all
+//!                                       diag, template, digest, fence, strict_json below all
 //! ```
 //!
 //! Imports only run down: a front end may use `ops` and the engine; `ops`
 //! uses the engine; the engine knows no front end and no use case; no two
-//! modules import each other (`python3 ../shared/tools/layers.py .` checks
-//! it). Inside the engine:
+//! modules import each other. `tests/layering.rs` checks it on every test
+//! run (each top-level module's layer is a row of its table; a new module
+//! needs one), and also that no folder's modules import each other in a
+//! cycle and that only `store` writes run folders. Inside the engine:
 //!
 //! - [`diag`]: spans, diagnostics and their rendering (`file:line:column`),
 //!   and the one path-display helper.
 //! - [`template`]: `{{ … }}` references, parsed at load, rendered per step.
 //! - [`digest`]: SHA-256 as hex.
+//! - [`strict_json`]: the one reader of JSON this process did not just
+//!   write (request bodies, records, receipts, `tickets.json`, model
+//!   answers): duplicate keys, NaN/Infinity and trailing data refused.
 //! - [`fence`]: the local lease deadline: whether this process may still
 //!   act on a run it holds (renewed by the store, asked by the runtime
 //!   before each write and effect, polled by the shell tool, which kills
@@ -92,5 +97,6 @@ pub mod runtime;
 pub mod server;
 pub mod snapshot;
 pub mod store;
+pub mod strict_json;
 pub mod template;
 pub mod tools;

@@ -100,8 +100,8 @@ async fn identical_retries_count_as_consecutive_failures() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plan_outside_the_offered_set_and_prose_are_refused() {
-    for behaviour in [Behaviour::ForeignPlan, Behaviour::Prose, Behaviour::SchemaEcho] {
+async fn a_plan_outside_the_offered_set_and_two_objects_are_refused() {
+    for behaviour in [Behaviour::ForeignPlan, Behaviour::TwoObjects, Behaviour::SchemaEcho] {
         let (_fake, server) = service(behaviour, "ollama").await;
         let body = controller(&server, "test flow pwd to file").await;
         assert_eq!(plans_run(&body), ["flow_pwd"], "{behaviour:?}");
@@ -110,6 +110,21 @@ async fn a_plan_outside_the_offered_set_and_prose_are_refused() {
         let first = &body["decisions"][0];
         assert_eq!((&first["mode"], &first["evidence"]["verdict"]), (&json!("ollama-fallback"), &json!("rejected")));
     }
+}
+
+/// A small model's sentence (and fence) around its one JSON object: the
+/// object decides, and the record says what was stripped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prose_around_one_object_is_stripped_and_recorded() {
+    let (_fake, server) = service(Behaviour::FencedProse, "openai").await;
+    let body = controller(&server, "test flow pwd to file").await;
+    assert_eq!((&body["final_status"], &body["stop_reason"]), (&json!("done"), &json!("decision_stop")));
+    for decision in body["decisions"].as_array().expect("decisions") {
+        assert_eq!((&decision["mode"], &decision["parsed_success"]), (&json!("openai"), &json!(true)), "{decision}");
+        assert_eq!(decision["evidence"]["stripped"], json!({"chars_before": 9, "chars_after": 5, "fence": true}));
+    }
+    let audit = server.record("ctrl-0001", "controller_audit.jsonl");
+    assert!(audit.contains("\"stripped\":{\"chars_before\":9,\"chars_after\":5,\"fence\":true}"), "{audit}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,9 +3,11 @@
 //! Schema, a valid choice among the offered set is used (`ollama` /
 //! `openai` mode) with its evidence, and everything else (invalid or
 //! truncated JSON, a wrong action, the prompt's placeholder, an echoed
-//! schema, prose around JSON, a plan that is not offered, a slow answer
+//! schema, two JSON objects, a plan that is not offered, a slow answer
 //! that is cancelled, a refused connection) falls back to the stub rules
-//! (`…-fallback` mode), with the raw answer and the reason kept.
+//! (`…-fallback` mode), with the raw answer and the reason kept. Prose and
+//! one markdown fence around the one JSON object are stripped and recorded
+//! (`evidence.stripped`).
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -64,14 +66,16 @@ fn openai(base_url: String, api_key: Option<&str>) -> DecisionBackend {
 }
 
 /// (behaviour, expected fallback reason prefix; `None` = accepted).
-const CASES: [(Behaviour, Option<&str>); 9] = [
+const CASES: [(Behaviour, Option<&str>); 11] = [
     (Behaviour::Valid, None),
     (Behaviour::InvalidJson, Some("invalid answer: no JSON object in the answer")),
     (Behaviour::Truncated, Some("truncated answer")),
     (Behaviour::WrongAction, Some("invalid answer: `action` must be one of `run_plan`, `stop`")),
     (Behaviour::Placeholder, Some("invalid answer: unknown key `goal`")),
     (Behaviour::SchemaEcho, Some("invalid answer: the answer echoes the decision schema")),
-    (Behaviour::Prose, Some("invalid answer: text around the JSON object")),
+    (Behaviour::Prose, None),
+    (Behaviour::FencedProse, None),
+    (Behaviour::TwoObjects, Some("invalid answer: more than one JSON object in the answer")),
     (Behaviour::ForeignPlan, Some("invalid answer: `plan_id` must be one of `flow_pwd`, found \"fallback\"")),
     (Behaviour::Slow, Some("timed out after 500 ms")),
 ];
@@ -103,6 +107,16 @@ async fn ollama_answers_are_validated_or_fall_back() {
                 assert_eq!(evidence.usage.and_then(|usage| usage.total_tokens), Some(140));
                 assert_eq!(evidence.raw_answer_trust, "untrusted");
                 assert!(evidence.raw_answer.is_some_and(|raw| raw.contains("\"run_plan\"")));
+                // Text around the object is stripped, and the evidence says so.
+                let stripped =
+                    evidence.stripped.map(|stripped| (stripped.chars_before, stripped.chars_after, stripped.fence));
+                let expected = match behaviour {
+                    Behaviour::Prose => Some((22, 14, false)),
+                    Behaviour::FencedProse => Some((9, 5, true)),
+                    _ => None,
+                };
+                assert_eq!(stripped, expected, "{behaviour:?}");
+                assert_eq!(evidence.verdict_reason.starts_with("valid once stripped of "), expected.is_some());
             }
             Some(prefix) => {
                 assert_eq!(decision.mode, "ollama-fallback", "{behaviour:?}");
@@ -251,11 +265,11 @@ async fn the_service_picks_ollama_when_it_answers_and_records_its_decisions() {
     settings.bind(|| {
         insta::assert_snapshot!(
             "controller_ollama@controller_state.json",
-            server.record("ctrl-0001", "controller_state.json")
+            server.record_snapshot("ctrl-0001", "controller_state.json")
         );
         insta::assert_snapshot!(
             "controller_ollama@controller_audit.jsonl",
-            server.record("ctrl-0001", "controller_audit.jsonl")
+            server.record_snapshot("ctrl-0001", "controller_audit.jsonl")
         );
     });
 }

@@ -184,3 +184,59 @@ fn on_postgres_a_claim_on_this_machine_stops_the_child_a_killed_holder_and_guard
     assert!(!note.exists(), "the note is taken");
     sandbox.planrun().in_sandbox().args(["verify", "t"]).args(store).expect_code(0).run();
 }
+
+/// A holder killed during its second step (`wait`), after a checkpoint that
+/// names the first (`warmup`): the note names the step of its child, so
+/// `resume` logs `child_stopped` at `wait`; `show` prints the interruption,
+/// the resume and the stopped child in the timeline; and once the run has
+/// ended no note is left in its folder (each child's note goes with it).
+#[test]
+fn the_stopped_child_is_logged_at_its_own_step_and_show_prints_the_interruption() {
+    let sandbox = Sandbox::new();
+    let script = "test -f marker || { touch marker; sleep 30; }";
+    let plan = format!(
+        "version = 1\nid = \"test\"\n\n[[steps]]\nid = \"warmup\"\nkind = \"shell\"\ncommand = [\"echo\", \"warm\"]\n\n\
+         [[steps]]\nid = \"wait\"\nkind = \"shell\"\ncommand = [\"sh\", \"-c\", \"{script}\"]\n\n\
+         [[steps]]\nid = \"end\"\nkind = \"finish\"\n"
+    );
+    let policy = TEST_POLICY.replace("step_timeout_secs = 1", "step_timeout_secs = 60").replacen(
+        "[retry]",
+        &format!("[[shell.allow]]\nprogram = \"sh\"\nargs = [[\"-c\", \"{script}\"]]\n[retry]"),
+        1,
+    );
+    sandbox.write_plan(&plan, &policy);
+    let run = sandbox.workspace().join("runs/t");
+    let mut holder = sandbox.test_plan().spawn();
+    let first = noted_child(&run, None);
+    let note = fs::read_to_string(run.join(".child")).expect("the note");
+    assert!(note.lines().any(|line| line == "step wait"), "the note names its step: {note:?}");
+    holder.kill().expect("SIGKILL the holder");
+    holder.wait().expect("reap the holder");
+    assert!(alive(first), "the killed holder's child runs on");
+
+    sandbox.planrun().in_sandbox().args(["resume", "t", "--policies", "policies"]).expect_code(0).run();
+    assert!(!alive(first), "resume stopped the left-over child");
+    let stopped: Vec<Value> = fs::read_to_string(run.join("audit.jsonl"))
+        .expect("audit log")
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("JSON"))
+        .filter(|event| event["event_type"] == "child_stopped")
+        .collect();
+    assert_eq!(stopped.len(), 1, "{stopped:?}");
+    assert_eq!(stopped[0]["step_id"], "wait", "logged at the step whose child it was");
+    assert_eq!(stopped[0]["details"]["pid"], u64::from(first));
+    assert!(!run.join(".child").exists(), "an ended run keeps no note of its last child");
+
+    let shown = sandbox.planrun().in_sandbox().args(["show", "t"]).expect_code(0).run().stdout;
+    let line_of = |text: &str| shown.lines().position(|line| line.contains(text));
+    let resumed = line_of("interrupted; resumed from its checkpoint").unwrap_or_else(|| panic!("{shown}"));
+    let child = line_of(&format!("stopped the child (pid {first})")).unwrap_or_else(|| panic!("{shown}"));
+    let attempt = shown
+        .lines()
+        .position(|line| line.contains(" wait ") && line.contains("attempt 1"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    let warmup = line_of(" warmup ").unwrap_or_else(|| panic!("{shown}"));
+    assert!(warmup < resumed && resumed < child && child < attempt, "in the timeline's order:\n{shown}");
+    assert!(shown.lines().nth(child).is_some_and(|line| line.contains(" wait ")), "{shown}");
+    sandbox.planrun().in_sandbox().args(["verify", "t"]).expect_code(0).run();
+}

@@ -8,14 +8,15 @@
 //! | module | what it covers | snapshots |
 //! |---|---|---|
 //! | `scenarios` | every declared scenario (`plans/*.scenarios.toml\|yaml`, by `insta::glob!`): CLI output and every run file; every plan declares one | `runs/`, `bounded/` |
-//! | `planrun_test` | `planrun test`: green on the repository, the Author's guide example as written, every mismatch with its diff, `--accept`, `--review`, new under `CI=true`, normalisation, bad scenario files, the `no-scenario` note | (sandbox copies only) |
-//! | `ticket_store` | the demo ticket store under faults: injected transient look-up failures (`fail_next_lookups`) retried within budget (plain runs and the ticket demo), an unknown ticket `not_found` and never retried | |
+//! | `planrun_test` | `planrun test`: green on the repository, the Author's guide example as written, every mismatch with its diff, `--accept`, `--review`, new under `CI=true`, normalisation, bad scenario files, a `*.json` fixture that is not strict JSON, the `no-scenario` note | (sandbox copies only) |
+//! | `snapshot_stability` | snapshots change only with behaviour: a comment in a policy or plan changes none, a finish message only the lines that show it (behaviour summary, `--format github` annotations, `--review` counts), `ls -la` stable as file times change, a tampered record failing verification though every placeholder matches | (sandbox copies only) |
+//! | `ticket_store` | the demo ticket store under faults: injected transient look-up failures (`fail_next_lookups`) retried within budget (plain runs and the ticket demo), an unknown ticket `not_found` and never retried, a `tickets.json` that is not strict JSON (duplicate key, `NaN`, trailing data) failing by name | |
 //! | `ticket_demo` | the ticket demo: pause for approval, approve and resume, already closed, untrusted ticket data, `planrun demo` | `bounded/` |
 //! | `approvals` | approval matching (fingerprint, scope, state version), expiry, forged approvals, `decision = "prompt"`, changed plans, `reject`, `cancel` | `bounded/rejected@*` |
 //! | `crash_start` | `SIGKILL` (through `strace`) at every `rename` of a run: before its first checkpoint the id is free and every command says so alike; after it the run resumes to `done` or is cancelled | |
 //! | `crash_points` | the crash harness: `SIGKILL` (through `strace`) at every persistence syscall of a run, an approval and a resume (the ticket demo, its resume under the key, a keyed write, a plain run), then recovery: never stuck, no keyed effect twice, ≥ 95 % of the ticket demo's resume kill points `done` through the ticket store's receipt | |
 //! | `tamper` | every record file edited, removed, re-ordered, appended, with and without the key: `verify`, `show`, `resume` refuse it (exit 2); the issue-8 attacks on a waiting ticket run; a crash tail never trusted; an unreadable or missing record file gets exit 2 from every command; `verify`'s exit codes | |
-//! | `tamper_matrix` | every record file found in a run folder and every receipt edited, line-removed, re-ordered, appended, emptied, deleted (a receipt re-sealed), with and without the key, on a run whose `resume` would close a ticket: refused by `verify`, `show`, `resume` alike (exit 2, nothing runs) or an appended crash tail never shown; the ticket system's receipts changed after a crash never close twice under the key | |
+//! | `tamper_matrix` | every record file found in a run folder and every receipt edited, given a duplicate key, line-removed, re-ordered, appended, emptied, deleted (a receipt re-sealed), with and without the key, on a run whose `resume` would close a ticket: refused by `verify`, `show`, `resume` alike (exit 2, nothing runs) or an appended crash tail never shown; the ticket system's receipts changed after a crash never close twice under the key; a head line with a duplicate `ticket_id` re-sealed without the key refused (strict JSON), the ticket stays open | |
 //! | `pg_approvals` | approvals across nodes on PostgreSQL: two `serve` nodes on one workspace (approved on B, both agree; concurrent approvals, one wins), CLI approve + `worker --once`, expired (database time), mismatched or deleted `approvals` rows refused, rejections, a dead holder's use taken over by the next lease | |
 //! | `pg_faults` | database faults on a private cluster per test: TLS `sslmode`s with a CA made by `openssl` (right and wrong CA and host name), `pg_ctl restart -m immediate` and `pg_terminate_backend` while a worker drives runs (done, each close once, verified), a session ended inside the COMMIT after a keyed close (read back, recovered from the receipt), a worker started with the database down | |
 //! | `pg_store` | the PostgreSQL store with the real binary (`--store postgres://…`, a schema per test on `PLANRUN_TEST_PG`): flow_pwd and the ticket demo, `export` equal to the file-store twin and verified by it, `store migrate` twice, unmigrated or newer schemas, bad and unreachable URLs, tampered rows, a receipt the database cannot give (never judged), a controller run cut off mid-loop ended by the next node, a run of another workspace (its own `.planrun/id`) never listed, decided, resumed or cancelled from there but read and verified by id | |
@@ -29,7 +30,7 @@
 //! | `reconcile` | `planrun reconcile --applied\|--not-applied` settles a `tool_result_uncertain` run (audited, recorded), `resume` continues past it or runs it again; anything else refused | |
 //! | `budgets` | `max_steps`, `max_tool_calls`, `max_run_secs`, plan budgets below the policy's, the deadline across a pause | |
 //! | `completion` | `when` skips, `expect` (exit code, output), `verify` checks deciding `done` | |
-//! | `story_invariants` | a re-sealed checkpoint whose story the plan could not produce (re-targeted frozen action, missing look-up, `done` without evidence, empty pending step) refused by `approve`/`resume`; `approved_at <= now < expires_at` | |
+//! | `story_invariants` | a re-sealed checkpoint whose story the plan could not produce (re-targeted frozen action, missing look-up, `done` without evidence, empty pending step) refused by `approve`/`resume` and alike by `verify`, `show` and `runs` (exit 2, the check named); an approval not bound to the frozen action; `approved_at <= now < expires_at` | |
 //! | `syncs` | where a command-line run syncs (`strace -f`): once per step that may change the world, before the next one starts; the checkpoint after a read waits for the next sync; the end is synced. The service's bridge state files (`strace -p`): a stub request writes one, an agent request two | |
 //! | `security` | every security boundary: denied, and nothing executed or created | |
 //! | `records` | run ids, never overwriting, atomic checkpoints, `show`, `--json` | `cli/show_retry_execution*` |
@@ -39,20 +40,23 @@
 //! | `check_catalog` | `check` of one file against the rest of the catalog, unresolvable template references refused before anything runs, the blocked-program hint, the broken-plan error every goal gets | |
 //! | `diagnostics` | `check` output for each broken file in `tests/fixtures/broken/` (one snapshot per fixture, by `insta::glob!`) | `diagnostics/` |
 //! | `preview` | `plan` previews; a preview executes and creates nothing | `preview/` |
+//! | `step_output` | what an attempt keeps of its program's output, failed or not: stdout and the end of stderr (`stderr_text`, the last 8 KiB) in the record and `show --full`, the output a failed `expect` refused, `{{ steps.<id>.stderr_text }}` in a later step and after `resume` | |
 //! | `seeing_runs` | `runs` (newest first, `--status`, `--json`, a tampered run listed as unreadable, an empty workspace), `show --full`, `show latest`, the finish message, the run's last line naming its files | |
 //! | `authoring` | `list`, `policy check`, `schema` (and the committed `schemas/`), `show` of documented runs | `cli/list`, `cli/policy_check_*`, `cli/show_*` |
+//! | `layering` | the layering rule of `src/`: each top-level module's layer, imports only downwards, no cycle inside a folder, run-folder writes only in `store` (and the checker finds each kind of breach) | |
 //! | `docs` | the reference in `docs/` names every subcommand, plan/policy/service policy key, exit code and `PLANRUN_*` variable | |
 //! | `shell_completions` | `completions bash\|zsh\|fish` and `man` (stdout and `--out-dir`) name every subcommand | |
 //! | `server` | `planrun serve` over loopback HTTP: bridge runs per adapter, guard, concurrency, shutdown, health, auth, errors, OpenAPI, startup checks | `server/` |
+//! | `server_routing` | the service routes the user's goal as `planrun route` does (`POST /runs` with `agent`, `POST /controller/runs`), never the bridge instruction's wording; the agent run records the user's goal | |
 //! | `server_controller` | `POST /controller/runs`: agent iterations, the one recovery rewrite, stop decisions, blocked goals | `server/controller_*` |
 //! | `server_approvals` | `POST /runs/{id}/approve\|reject`: approval-gated bridge runs, refusals, auth | `server/` |
 //! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers: the schema sent, answers validated against the offered choices, evidence, cancellation | `server/controller_ollama@*` |
 //! | `controller_decisions` | the controller loop with misbehaving models: closed choices, no re-run after done, identical retries, start-up errors, the service policy's `[decision]` | |
-//! | `server_contract` | the OpenAPI document matches the service: auth declared only with a token, JSON errors for every path, integers, refusals | |
+//! | `server_contract` | the OpenAPI document matches the service: auth declared only with a token, JSON errors for every path, integers, refusals; a body that is not strict JSON (duplicate key, `NaN`, trailing data) is 400 `malformed_json` and creates no run | |
 //! | `server_read_through` | a waiting bridge run whose agent run was approved, resumed, rejected or cancelled with the CLI shows the real status; HTTP decisions on it answer 409 | |
 //! | `server_run_list` | `GET /runs?limit=&after=`: bridge runs newest first, paging, bad paging parameters (400 JSON), a tampered record listed as unreadable | |
 //! | `server_records` | bridge and controller records: sealed, chained, refused when tampered | |
-//! | `left_over_children` | a holder killed with `SIGKILL` while its shell child runs: `resume` and then `cancel` kill the child's process group before anything else (`child_stopped`), the note `runs/<id>/.child` is taken, the run verifies; on PostgreSQL the holder's tool guard kills its tool at once (a canary the tool would write later never appears; `resume` runs the step once more), and when the guard was killed too, the note (`.planrun/children/<id>`) lets a `cancel` after the lease expired do the same | |
+//! | `left_over_children` | a holder killed with `SIGKILL` while its shell child runs: `resume` and then `cancel` kill the child's process group before anything else (`child_stopped`), the note `runs/<id>/.child` is taken, the run verifies; the note names its step (`child_stopped` is logged at it, `show` prints the interruption, the resume and the stopped child in the timeline) and is gone once the child ends; on PostgreSQL the holder's tool guard kills its tool at once (a canary the tool would write later never appears; `resume` runs the step once more), and when the guard was killed too, the note (`.planrun/children/<id>`) lets a `cancel` after the lease expired do the same | |
 //! | `service_durability` | `SIGKILL` of `serve` under concurrent stub and agent runs: after a restart every answered run reads back and verifies, nothing is unreadable, new runs are taken; a run cut off mid-drive (`PLANRUN_CRASH_AT`) is settled by the next service's scan (`run_interrupted` and `failed`, or its ended agent run's result), never sent to the adapter again | |
 //! | `service_policy` | the service policy file on the common loader: TOML and YAML, findings with positions, `check` and `serve` | |
 //! | `serve_harness` | the service test harness (server process, fake model servers) | |
@@ -77,6 +81,7 @@ mod docs;
 mod effect_receipts;
 mod idempotency;
 mod integrity;
+mod layering;
 mod left_over_children;
 mod nesting_limit;
 #[cfg(feature = "postgres")]
@@ -104,10 +109,13 @@ mod server_contract;
 mod server_controller;
 mod server_read_through;
 mod server_records;
+mod server_routing;
 mod server_run_list;
 mod service_durability;
 mod service_policy;
 mod shell_completions;
+mod snapshot_stability;
+mod step_output;
 mod story_invariants;
 mod syncs;
 mod tamper;

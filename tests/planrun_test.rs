@@ -18,7 +18,7 @@ use crate::common::{Output, ROOT, Sandbox};
 
 /// Copies the repository's `plans/` and `policies/`, and the given
 /// snapshot folders (`snapshots/runs`), into the sandbox.
-fn project_copy(sandbox: &Sandbox, snapshot_folders: &[&str]) {
+pub fn project_copy(sandbox: &Sandbox, snapshot_folders: &[&str]) {
     for folder in ["plans", "policies"].iter().chain(snapshot_folders) {
         copy_dir(&Path::new(ROOT).join(folder), &sandbox.path().join(folder));
     }
@@ -37,13 +37,13 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// `planrun test ARGS…` from the sandbox, with `CI` set to `ci`.
-fn planrun_test(sandbox: &Sandbox, args: &[&str], ci: bool) -> Output {
+pub fn planrun_test(sandbox: &Sandbox, args: &[&str], ci: bool) -> Output {
     sandbox.planrun().in_sandbox().arg("test").args(args).env("CI", if ci { "true" } else { "false" }).run()
 }
 
 /// `planrun test --review ARGS…` from the sandbox with `answers` on stdin
 /// (the harness has no stdin, so this one command is spawned here).
-fn review(sandbox: &Sandbox, args: &[&str], answers: &str) -> Output {
+pub fn review(sandbox: &Sandbox, args: &[&str], answers: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_planrun"))
         .current_dir(sandbox.path())
         .args(["test", "--review"])
@@ -64,7 +64,7 @@ fn review(sandbox: &Sandbox, args: &[&str], answers: &str) -> Output {
     }
 }
 
-fn pending(sandbox: &Sandbox) -> Vec<String> {
+pub fn pending(sandbox: &Sandbox) -> Vec<String> {
     let mut found: Vec<String> = sandbox.tree().into_iter().filter(|path| path.ends_with(".snap.new")).collect();
     found.sort();
     found
@@ -178,6 +178,21 @@ fn a_new_scenario_is_reported_as_new_and_fails_under_ci() {
     assert!(cli.starts_with("---\nsource: plans/greet.scenarios.toml\n---\nexit_code: 0\n"), "{cli}");
     assert!(!sandbox.path().join("snapshots/runs/greet@state.json.snap").exists(), "rejected");
     assert_eq!(pending(&sandbox), Vec::<String>::new());
+    // Every answer is confirmed and counted, and the last line says what is
+    // left pending: nothing, not "pending as `.snap.new`".
+    assert!(review.stdout.contains("accepted snapshots/runs/greet@cli.snap\n"), "{}", review.stdout);
+    assert!(
+        review.stdout.contains("rejected snapshots/runs/greet@state.json.snap (no golden file"),
+        "{}",
+        review.stdout
+    );
+    assert!(review.stdout.contains("1 accepted, 1 rejected; 0 failed"), "{}", review.stdout);
+    assert!(
+        review.stdout.contains("review: 1 accepted, 1 rejected, 0 skipped\nnothing left pending\n"),
+        "{}",
+        review.stdout
+    );
+    assert!(!review.stdout.contains("pending as `.snap.new`"), "{}", review.stdout);
 
     let ci = planrun_test(&sandbox, &["plans/greet.toml"], true);
     assert_eq!(ci.code, 1, "state.json is still new: {}", ci.snapshot());
@@ -219,12 +234,12 @@ fn listing_scenario(rule: bool) -> String {
         ""
     };
     format!(
-        "version = 1\n\n[[scenarios]]\nname = \"listing\"\ngoal = \"list the files\"\nrun_id = \"listing\"\nexpect_code = 0\nfixtures = [{{ path = \"notes.txt\", source = \"notes.txt\" }}]\nrecords = [\"history.jsonl\"]\n{normalize}"
+        "version = 1\n\n[[scenarios]]\nname = \"listing\"\ngoal = \"list the files\"\nrun_id = \"listing\"\nexpect_code = 0\nfixtures = [{{ path = \"notes.txt\", source = \"notes.txt\" }}]\n{normalize}"
     )
 }
 
 /// Sets the modification time of the fixture's source file.
-fn touch(path: &Path, time: SystemTime) {
+pub fn touch(path: &Path, time: SystemTime) {
     fs::File::options().write(true).open(path).expect("open").set_modified(time).expect("set mtime");
 }
 
@@ -246,7 +261,9 @@ fn normalisation_keeps_an_ls_la_scenario_stable_when_file_times_change() {
         assert_eq!(history.contains("[DATE]"), rule, "{history}");
 
         // Years later (in file times): the injected clock keeps the records'
-        // own times fixed; only the listing's dates move.
+        // own times fixed; only the listing's dates move. Every record is
+        // snapshotted, the log's checkpoints and the sealed state too: no
+        // digest over the listing is pinned, so the rule is enough.
         touch(&notes, SystemTime::UNIX_EPOCH + Duration::from_secs(978_307_200));
         let again = planrun_test(&sandbox, &["plans/listing.toml"], true);
         if rule {
@@ -370,4 +387,43 @@ fn two_scenarios_producing_one_snapshot_are_refused() {
         "{}",
         output.stderr
     );
+}
+
+/// Issue 22 item 6: a scenario's `*.json` fixture is strict JSON (it is
+/// what the run will read, e.g. `tickets.json`): `NaN`, trailing data or a
+/// duplicate key in it stops `planrun test` (exit 2) naming the fixture and
+/// what is wrong, and the scenario does not run; a `NaN` in the scenario
+/// file itself is a finding with its position.
+#[test]
+fn a_json_fixture_or_scenario_value_that_is_not_strict_json_is_refused_by_name() {
+    let scenario = |fixture: &str| {
+        format!(
+            "version = 1\n\n[[scenarios]]\nname = \"greet\"\nplan = \"plans/greet.toml\"\nrun_id = \"greet\"\nexpect_code = 0\nfixtures = [{fixture}]\n"
+        )
+    };
+    for (fixture, source, named) in [
+        (r#"{ path = "tickets.json", content = '{"tickets": {}, "n": NaN}' }"#, None, "`NaN` is not a JSON number"),
+        (r#"{ path = "t.json", source = "greet.fixture.json" }"#, Some("{\"a\": 1}\n{\"a\": 2}\n"), "trailing data"),
+        (r#"{ path = "t.json", content = '{"a": 1, "a": 2}' }"#, None, "duplicate key `a`"),
+    ] {
+        let sandbox = Sandbox::new();
+        project_copy(&sandbox, &[]);
+        sandbox.write("plans/greet.toml", NEW_PLAN);
+        if let Some(text) = source {
+            sandbox.write("plans/greet.fixture.json", text);
+        }
+        sandbox.write("plans/greet.scenarios.toml", &scenario(fixture));
+        let output = planrun_test(&sandbox, &["plans/greet.toml"], false);
+        assert_eq!(output.code, 2, "{}", output.snapshot());
+        assert!(output.stderr.contains("is not strict JSON") && output.stderr.contains(named), "{}", output.stderr);
+        assert!(!sandbox.path().join("snapshots").exists(), "nothing ran: {fixture}");
+    }
+    let sandbox = Sandbox::new();
+    project_copy(&sandbox, &[]);
+    sandbox.write("plans/greet.toml", NEW_PLAN);
+    sandbox.write("plans/greet.scenarios.toml", &scenario("").replace("expect_code = 0", "expect_code = nan"));
+    let output = planrun_test(&sandbox, &["plans/greet.toml"], false);
+    assert_eq!(output.code, 2, "{}", output.snapshot());
+    assert!(output.stderr.contains("plans/greet.scenarios.toml:7:15"), "{}", output.stderr);
+    assert!(output.stderr.contains("must be an integer, found a float"), "{}", output.stderr);
 }

@@ -19,6 +19,7 @@ fn context() -> ScenarioContext {
         program: PathBuf::from(env!("CARGO_BIN_EXE_planrun")),
         plans: Path::new(ROOT).join("plans"),
         policies: Path::new(ROOT).join("policies"),
+        after_commands: None,
     }
 }
 

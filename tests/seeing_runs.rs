@@ -33,8 +33,32 @@ fn runs_lists_every_run_newest_first_with_its_summary() {
     let ids: Vec<&str> = lines[1..].iter().map(|line| line.split_whitespace().next().unwrap_or("")).collect();
     assert_eq!(ids, ["new", "mid", "old"]);
     let newest: Vec<&str> = lines[1].split_whitespace().collect();
-    assert_eq!(newest, ["new", "flow_pwd", "done", "finish_step", "4", "2026-01-03T00:00:00Z", "28.0", "s"]);
+    assert_eq!(newest, ["new", "flow_pwd", "done", "finish_step", "4", "2026-01-03T00:00:00.000Z", "28.0", "s"]);
     assert!(lines[2].contains("failed") && lines[2].contains("step_failed"), "{}", lines[2]);
+}
+
+/// Times recorded with 0, 1 or 3 digits of fractions line up in the
+/// STARTED column, each with exactly 3 (`--json` keeps them as recorded).
+#[test]
+fn runs_prints_every_start_time_with_milliseconds() {
+    let sandbox = Sandbox::new();
+    for (id, clock) in
+        [("whole", "2026-01-05T00:00:35Z"), ("tenth", "2026-01-05T00:00:35.8Z"), ("milli", "2026-01-05T00:00:35.805Z")]
+    {
+        sandbox.planrun().clock(clock).args(["--goal", "inspect project", "--run-id", id]).expect_code(0).run();
+    }
+    let output = sandbox.planrun().args(["runs"]).expect_code(0).run();
+    let started: Vec<&str> = output.stdout.lines().skip(1).filter_map(|line| line.split_whitespace().nth(5)).collect();
+    assert_eq!(
+        started,
+        ["2026-01-05T00:00:35.805Z", "2026-01-05T00:00:35.800Z", "2026-01-05T00:00:35.000Z"],
+        "{}",
+        output.stdout
+    );
+    let json = sandbox.planrun().args(["runs", "--json"]).expect_code(0).run();
+    let list: Vec<Value> = serde_json::from_str(&json.stdout).expect("JSON");
+    let recorded: Vec<&str> = list.iter().filter_map(|run| run["started_at"].as_str()).collect();
+    assert_eq!(recorded, ["2026-01-05T00:00:35.805Z", "2026-01-05T00:00:35.8Z", "2026-01-05T00:00:35Z"]);
 }
 
 #[test]

@@ -67,21 +67,24 @@ impl Server {
     }
 
     /// A file of a bridge or controller record folder, machine paths
-    /// filtered. A sealed state whose payload names a machine path
-    /// (`agent_state_path`) has a digest that differs from machine to
-    /// machine: it is checked against the real payload here, then shown as
-    /// `[SHA256 OVER MACHINE PATHS]` so that the snapshot stays byte-stable.
+    /// filtered. A sealed state's seal is checked against its real payload
+    /// here (a payload that names a machine path, `agent_state_path`, has a
+    /// digest that differs from machine to machine).
     pub fn record(&self, run_id: &str, name: &str) -> String {
         let path = self.sandbox.workspace().join("bridge/runs").join(run_id).join(name);
         let raw = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("read {}: {error}", path.display()));
-        let filtered = self.sandbox.filter(&raw);
-        if filtered == raw || !name.ends_with("state.json") {
-            return filtered;
+        if name.ends_with("state.json") {
+            let envelope: Value = serde_json::from_str(&raw).expect("a sealed state is JSON");
+            let digest = sha256_hex(canonical_json(&envelope["payload"]).expect("canonical payload").as_bytes());
+            assert_eq!(envelope["sha256"].as_str(), Some(digest.as_str()), "the seal of {} verifies", path.display());
         }
-        let envelope: Value = serde_json::from_str(&raw).expect("a sealed state is JSON");
-        let digest = sha256_hex(canonical_json(&envelope["payload"]).expect("canonical payload").as_bytes());
-        assert_eq!(envelope["sha256"].as_str(), Some(digest.as_str()), "the seal of {} verifies", path.display());
-        filtered.replace(&digest, "[SHA256 OVER MACHINE PATHS]")
+        self.sandbox.filter(&raw)
+    }
+
+    /// A record file as its snapshot shows it, as `planrun test` shows a
+    /// run's: line by line, digests as placeholders (`[hash-1]`).
+    pub fn record_snapshot(&self, run_id: &str, name: &str) -> String {
+        planrun::snapshot::hash_placeholders(&planrun::snapshot::render_record(name, &self.record(run_id, name)))
     }
 
     pub fn exists(&self, relative: &str) -> bool {
@@ -93,7 +96,7 @@ impl Server {
     pub fn snapshot_records(&self, name: &str, run_id: &str, files: &[&str]) {
         snapshot_settings("server").bind(|| {
             for file in files {
-                insta::assert_snapshot!(format!("{name}@{file}"), self.record(run_id, file));
+                insta::assert_snapshot!(format!("{name}@{file}"), self.record_snapshot(run_id, file));
             }
         });
     }
@@ -282,6 +285,10 @@ pub enum Behaviour {
     SchemaEcho,
     /// A valid decision with prose around it.
     Prose,
+    /// A valid decision in a markdown fence, with prose before and after.
+    FencedProse,
+    /// Two JSON objects: the schema echoed, then a valid decision.
+    TwoObjects,
     /// `run_plan` with `fallback`, a plan that is never offered here.
     ForeignPlan,
     /// `run_plan` with the offered plan at every decision, even when only
@@ -399,6 +406,8 @@ async fn answer(state: &FakeState, path: &str, body: &Value, prompt: &str) -> (S
             (schema.map(Value::to_string).unwrap_or_default(), false)
         }
         Behaviour::Prose => (format!("Sure! Here is my decision: {} Hope this helps.", valid()), false),
+        Behaviour::FencedProse => (format!("Here it is:\n```json\n{}\n```\nDone.", valid()), false),
+        Behaviour::TwoObjects => (format!("{{\"type\": \"object\"}}\n{}", valid()), false),
         Behaviour::ForeignPlan => (r#"{"action": "run_plan", "plan_id": "fallback", "reason": "catch-all"}"#.to_string(), false),
         Behaviour::AlwaysRun => {
             let plan = plan.unwrap_or_else(|| "flow_pwd".to_string());

@@ -47,7 +47,7 @@ async fn a_gated_goal_waits_and_only_the_right_fingerprint_closes_it_once() {
     let (_, persisted) = get_json(&client, &server.url("/runs/br-0001")).await;
     assert_eq!(persisted, waiting);
     snapshot_settings("server").bind(|| {
-        insta::assert_snapshot!("approve_flow@waiting_state.json", server.record("br-0001", "state.json"));
+        insta::assert_snapshot!("approve_flow@waiting_state.json", server.record_snapshot("br-0001", "state.json"));
     });
 
     let approve = server.url("/runs/br-0001/approve");

@@ -64,3 +64,45 @@ async fn the_service_refuses_what_the_schema_refuses_and_nothing_more() {
     let (status, _) = post(&client, &server.url("/runs"), json!({"goal": "\u{feff}", "adapter": "stub"})).await;
     assert_eq!(status, 201);
 }
+
+/// Issue 22 item 6: a body is strict JSON. `{"goal": "a", "goal": "b"}`
+/// ran `b`; now it, `NaN` and trailing data are 400 `malformed_json` naming
+/// what was refused, and no run is created (a valid body still is).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_with_a_duplicate_key_nan_or_trailing_data_is_refused_and_runs_nothing() {
+    let server = Server::start(&[]);
+    let client = client();
+    let runs = |server: &Server| -> usize {
+        std::fs::read_dir(server.sandbox.workspace().join("bridge/runs")).map_or(0, |entries| entries.count())
+    };
+    for path in ["/runs", "/controller/runs"] {
+        for (body, named) in [
+            (r#"{"goal": "show the current directory", "goal": "close ticket"}"#, "duplicate key `goal`"),
+            (r#"{"goal": "x", "adapter": "stub", "wait": {"a": 1, "a": 2}}"#, "duplicate key `a`"),
+            (r#"{"goal": "show the current directory", "n": NaN}"#, "`NaN` is not a JSON number"),
+            (r#"{"goal": "show the current directory", "n": -Infinity}"#, "`-Infinity` is not a JSON number"),
+            (r#"{"goal": "show the current directory"} {"goal": "close ticket"}"#, "trailing data"),
+        ] {
+            let response = client
+                .post(server.url(path))
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .expect("send");
+            assert_eq!(response.status().as_u16(), 400, "{path} {body}");
+            let error: Value = response.json().await.expect("JSON error");
+            assert_eq!(error["error"]["code"], "malformed_json", "{path} {body}: {error}");
+            let message = error["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains(named), "{path} {body}: {message}");
+        }
+    }
+    let approve =
+        r#"{"fingerprint": "0000000000000000000000000000000000000000000000000000000000000000", "fingerprint": "1"}"#;
+    let request = client.post(server.url("/runs/br-0404/approve")).header("content-type", "application/json");
+    assert_eq!(error_code(request.body(approve)).await, (400, "malformed_json".into()));
+    assert_eq!(runs(&server), 0, "no run was created");
+    let (status, _) = post(&client, &server.url("/runs"), json!({"goal": "show the current directory"})).await;
+    assert_eq!(status, 201);
+    assert_eq!(runs(&server), 1, "a strict body still runs");
+}

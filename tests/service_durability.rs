@@ -119,6 +119,11 @@ async fn a_run_cut_off_mid_drive_is_ended_interrupted_by_the_next_service() {
     assert_eq!(state["status"], "failed", "{state}");
     let error = state["error"].as_str().expect("an error");
     assert!(error.starts_with("interrupted: ") && error.contains(&agent_run), "{error}");
+    // The bridge run keeps its link to the agent run its error names.
+    assert_eq!(state["agent_run_id"], agent_run.as_str(), "{state}");
+    assert_eq!(state["agent_final_status"], "running", "{state}");
+    let agent_state = state["agent_state_path"].as_str().expect("the agent run's state path");
+    assert!(agent_state.ends_with(&format!("runs/{agent_run}/state.json")), "{agent_state}");
     let events = crate::serve_harness::audit_events(&restarted, &id);
     assert_eq!(events.iter().rev().take(2).collect::<Vec<_>>(), ["run_finished", "run_interrupted"], "{events:?}");
     let agent_audit =

@@ -5,7 +5,8 @@
 //! whose look-up is gone from the history, a `done` run without evidence,
 //! an empty pending step id — and an approval is only valid while
 //! `approved_at <= now < expires_at`, so setting the clock back does not
-//! revive an expired one.
+//! revive an expired one. `verify`, `show` and `runs` make the same
+//! checks and refuse such a run alike (issue 22 item 7).
 
 use std::fs;
 
@@ -84,6 +85,21 @@ fn retarget(payload: &mut Value, ticket: &str) {
     }
 }
 
+/// Issue 22 item 7: what `approve` and `resume` refuse, `verify` refuses
+/// too, naming the check (`why`), `show` says the run failed verification,
+/// and `runs` lists it as unreadable, never as a run with a status
+/// (exit 2 from each). Before, all three passed such a run as verified.
+fn not_verified(sandbox: &Sandbox, why: &str) {
+    refused(sandbox, "verify", why);
+    refused(sandbox, "show", why);
+    let shown = sandbox.planrun().args(["show", RUN]).clock(T_RESUME).expect_code(2).run();
+    assert!(shown.stderr.contains("failed verification"), "{}", shown.stderr);
+    let listed = sandbox.planrun().args(["runs", "--json"]).clock(T_RESUME).expect_code(2).run();
+    let runs: Value = serde_json::from_str(&listed.stdout).expect("runs --json");
+    assert_eq!(runs[0]["status"], "unreadable", "{}", listed.stdout);
+    assert!(runs[0]["error"].as_str().is_some_and(|error| error.contains(why)), "{}", listed.stdout);
+}
+
 /// `command` on run `t` is refused as bad records (exit 2) naming `why`,
 /// and changes neither the records nor the tickets.
 fn refused(sandbox: &Sandbox, command: &str, why: &str) {
@@ -102,6 +118,7 @@ fn a_frozen_action_retargeted_and_resealed_is_refused_by_approve_and_resume() {
     reseal(&sandbox, |payload| retarget(payload, "ticket-8"));
     refused(&sandbox, "approve", "is not the plan's step rendered from the verified record");
     refused(&sandbox, "resume", "is not the plan's step rendered from the verified record");
+    not_verified(&sandbox, "is not the plan's step rendered from the verified record");
     assert_eq!(close_count(&sandbox, "ticket-8"), 0, "ticket-8 untouched");
     assert_eq!(tickets(&sandbox)["tickets"]["ticket-8"]["status"], "open");
     assert_eq!(close_count(&sandbox, "ticket-7"), 0);
@@ -114,7 +131,23 @@ fn an_approved_action_retargeted_with_its_approval_is_refused_by_resume() {
     sandbox.planrun().args(["approve", RUN]).clock(T_APPROVE).expect_code(0).run();
     reseal(&sandbox, |payload| retarget(payload, "ticket-8"));
     refused(&sandbox, "resume", "is not the plan's step rendered from the verified record");
+    not_verified(&sandbox, "is not the plan's step rendered from the verified record");
     assert_eq!(close_count(&sandbox, "ticket-8"), 0, "ticket-8 untouched");
+    assert_eq!(close_count(&sandbox, "ticket-7"), 0);
+}
+
+/// Issue 22 item 7: an approval re-sealed onto another fingerprint was
+/// refused by `resume` only (`approval_invalid`, exit 1) and verified by
+/// `verify`; it is a story `approve` never writes.
+#[test]
+fn an_approval_not_bound_to_the_frozen_action_is_refused_by_verify_and_resume() {
+    let sandbox = ticket_sandbox("open", 0);
+    pause(&sandbox);
+    sandbox.planrun().args(["approve", RUN]).clock(T_APPROVE).expect_code(0).run();
+    reseal(&sandbox, |payload| payload["approval"]["fingerprint"] = json!("0".repeat(64)));
+    let why = "is not bound to the frozen action of step `close`";
+    not_verified(&sandbox, why);
+    refused(&sandbox, "resume", why);
     assert_eq!(close_count(&sandbox, "ticket-7"), 0);
 }
 
@@ -132,6 +165,7 @@ fn a_waiting_run_whose_look_up_left_the_history_is_refused() {
     });
     refused(&sandbox, "approve", "step `lookup` is before the cursor but has no record");
     refused(&sandbox, "resume", "step `lookup` is before the cursor but has no record");
+    not_verified(&sandbox, "step `lookup` is before the cursor but has no record");
     assert_eq!(close_count(&sandbox, "ticket-7"), 0);
 }
 
@@ -142,6 +176,7 @@ fn an_empty_pending_step_id_is_refused() {
     reseal(&sandbox, |payload| payload["pending_action"]["step_id"] = json!(""));
     refused(&sandbox, "approve", "`pending_action.step_id` is empty");
     refused(&sandbox, "resume", "`pending_action.step_id` is empty");
+    not_verified(&sandbox, "`pending_action.step_id` is empty");
 }
 
 /// The ticket demo paused, approved and resumed to `done`.
@@ -161,6 +196,7 @@ fn a_done_run_without_its_evidence_is_refused() {
     assert!(ended.stderr.contains("already ended"), "{}", ended.stderr);
     reseal(&sandbox, |payload| payload["evidence"] = json!([]));
     refused(&sandbox, "resume", "verify evidence for the plan's 2 `[[verify]]` checks");
+    not_verified(&sandbox, "verify evidence for the plan's 2 `[[verify]]` checks");
 }
 
 #[test]
@@ -174,6 +210,7 @@ fn a_done_run_whose_receipt_evidence_is_not_bound_to_what_ran_is_refused() {
         }
     });
     refused(&sandbox, "resume", "no receipt evidence is bound to its intent");
+    not_verified(&sandbox, "no receipt evidence is bound to its intent");
 }
 
 #[test]

@@ -22,9 +22,10 @@ use std::fs;
 use std::path::PathBuf;
 
 use planrun::store::canonical::{canonical_json, sha256_hex};
+use planrun::strict_json;
 use serde_json::{Value, json};
 
-use crate::common::tickets::{self, RUN, T_APPROVE, T_RESUME, T_RESUME_AGAIN, close_count, ticket_sandbox};
+use crate::common::tickets::{self, RUN, T_APPROVE, T_RESUME, T_RESUME_AGAIN, close_count, pause, ticket_sandbox};
 use crate::common::{Output, Sandbox, TEST_POLICY};
 
 const KEY: &str = "s3cret";
@@ -108,11 +109,12 @@ fn everything(sandbox: &Sandbox) -> BTreeMap<String, Vec<u8>> {
     all
 }
 
-/// The file's content as values: one per line for JSON lines, else one.
+/// The file's content as strict JSON values (a duplicate key is not
+/// JSON here): one per line for JSON lines, else one.
 fn parsed(text: &str) -> Option<Vec<Value>> {
-    match serde_json::from_str::<Value>(text) {
+    match strict_json::parse(text) {
         Ok(value) => Some(vec![value]),
-        Err(_) => text.lines().map(|line| serde_json::from_str(line).ok()).collect(),
+        Err(_) => text.lines().map(|line| strict_json::parse(line).ok()).collect(),
     }
 }
 
@@ -134,6 +136,20 @@ fn edit_digit(text: &str) -> Option<String> {
     let (at, digit) = line.char_indices().rfind(|(_, c)| c.is_ascii_digit())?;
     let next = char::from(b'0' + (digit as u8 - b'0' + 1) % 10);
     lines[index] = format!("{}{next}{}", &line[..at], &line[at + 1..]);
+    Some(joined(&lines))
+}
+
+/// Names the first key of the first line from the middle on that has one
+/// twice, the first time as `null`: serde_json keeps the last value, so the
+/// meaning is unchanged for a lax reader and only a strict one sees it.
+fn duplicate_key(text: &str) -> Option<String> {
+    let mut lines = lines_of(text);
+    let middle = lines.len() / 2;
+    let index = (middle..lines.len()).chain(0..middle).find(|&i| lines[i].contains("\":"))?;
+    let line = &lines[index];
+    let open = line.find('"')?;
+    let close = open + 1 + line[open + 1..].find('"')?;
+    lines[index] = format!("{}{}:null,{}", &line[..open], &line[open..=close], &line[open..]);
     Some(joined(&lines))
 }
 
@@ -162,6 +178,7 @@ fn tampers(text: &str) -> Vec<(&'static str, Option<String>)> {
     let append = lines.last().map(|last| format!("{text}{last}\n"));
     vec![
         ("edit", edit_digit(text)),
+        ("duplicate key", duplicate_key(text)),
         ("remove line", remove),
         ("re-order", reorder(text)),
         ("append", append),
@@ -422,4 +439,61 @@ fn every_tamper_changes_the_file() {
         let tampered = tampered.unwrap_or_else(|| panic!("{how} applies"));
         assert_ne!(parsed(&tampered), parsed(text), "{how}");
     }
+}
+
+/// Re-links a log's lines as the file store writes them without a key:
+/// each line's `prev_hash` is the hash of the line before, each sealed
+/// line's seal that of the line without it. Textual, so a line keeps what
+/// serde_json would not (a duplicate key). Returns each line's hash.
+fn rechain(lines: &mut [String]) -> Vec<String> {
+    const SEAL: &str = ",\"seal\":\"";
+    const PREV: &str = ",\"prev_hash\":";
+    let mut hashes: Vec<String> = Vec::new();
+    for line in lines.iter_mut() {
+        let start = line.rfind(PREV).expect("prev_hash") + PREV.len();
+        let end = start + line[start..].find([',', '}']).expect("the end of prev_hash");
+        let previous = hashes.last().map_or("null".to_string(), |hash| format!("\"{hash}\""));
+        line.replace_range(start..end, &previous);
+        if let Some(at) = line.rfind(SEAL).filter(|&at| line.len() - at == SEAL.len() + 64 + 2) {
+            let seal = sha256_hex(format!("{}}}", &line[..at]).as_bytes());
+            *line = format!("{}{SEAL}{seal}\"}}", &line[..at]);
+        }
+        hashes.push(sha256_hex(line.as_bytes()));
+    }
+    hashes
+}
+
+/// Issue 22 item 6: the approved close's head line names its ticket twice,
+/// `ticket-8` and then `ticket-7`, re-linked and re-sealed as anyone who can
+/// write the folder can without the key (and `state.json`, its compact
+/// copy, pointed at the new line). serde_json kept the last value, so
+/// `verify` passed and `resume` closed the ticket; a strict reader refuses
+/// the line: `verify`, `show` and `resume` exit 2 and nothing is closed.
+#[test]
+fn a_head_line_with_a_duplicate_key_resealed_is_refused_and_closes_nothing() {
+    let sandbox = ticket_sandbox("open", 0);
+    pause(&sandbox);
+    sandbox.planrun().args(["approve", RUN]).clock(T_APPROVE).expect_code(0).run();
+    let folder = sandbox.workspace().join("runs").join(RUN);
+    let mut lines = lines_of(&fs::read_to_string(folder.join("audit.jsonl")).expect("log"));
+    let head = lines.iter().rposition(|line| line.contains("\"checkpoint\"")).expect("a head line");
+    let pending = lines[head].find("\"pending_action\":").expect("the frozen close");
+    let at = pending + lines[head][pending..].find("\"ticket_id\":\"ticket-7\"").expect("its ticket");
+    lines[head].insert_str(at, "\"ticket_id\":\"ticket-8\",");
+    let hashes = rechain(&mut lines);
+    fs::write(folder.join("audit.jsonl"), joined(&lines)).expect("write the log");
+    let path = folder.join("state.json");
+    let mut envelope: Value = serde_json::from_str(&fs::read_to_string(&path).expect("state")).expect("JSON");
+    envelope["payload"]["audit_hash"] = json!(hashes[head]);
+    envelope["sha256"] = json!(sha256_hex(canonical_json(&envelope["payload"]).expect("canonical").as_bytes()));
+    fs::write(&path, serde_json::to_string_pretty(&envelope).expect("JSON")).expect("write the checkpoint");
+    let before = (tickets::records(&sandbox), tickets::tickets(&sandbox));
+    let verify = sandbox.planrun().args(["verify", RUN]).clock(T_RESUME).expect_code(2).run();
+    assert!(verify.stderr.contains("duplicate key `ticket_id`"), "{}", verify.stderr);
+    sandbox.planrun().args(["show", RUN]).clock(T_RESUME).expect_code(2).run();
+    let resume = sandbox.planrun().args(["resume", RUN]).clock(T_RESUME).expect_code(2).run();
+    assert!(resume.stderr.contains("duplicate key `ticket_id`"), "{}", resume.stderr);
+    assert_eq!(close_count(&sandbox, "ticket-7"), 0, "the ticket stays open");
+    assert_eq!(tickets::tickets(&sandbox)["tickets"]["ticket-7"]["status"], "open");
+    assert_eq!((tickets::records(&sandbox), tickets::tickets(&sandbox)), before, "nothing was written");
 }

@@ -136,3 +136,27 @@ fn a_transient_failure_of_the_verifiers_look_up_is_retried_and_the_close_is_veri
     assert_eq!(close_count(&sandbox, "ticket-7"), 1);
     assert_eq!(tickets(&sandbox).get("fail_next_lookups"), None, "the injected failure was spent by the verifier");
 }
+
+/// Issue 22 item 6: `tickets.json` is read as strict JSON. A ticket whose
+/// `status` is given twice was read as its last value; `NaN` and a second
+/// object after the first were refused only as "expected value" or
+/// "trailing characters". Each now fails the look-up `invalid_tool_result`
+/// (tried once, nothing written back) with a message naming what is wrong.
+#[test]
+fn a_tickets_file_that_is_not_strict_json_fails_the_look_up_by_name() {
+    let ticket = r#""ticket-7": {"status": "closed", "customer_note": "hi", "close_count": 0"#;
+    for (text, named) in [
+        (format!(r#"{{"tickets": {{{ticket}, "status": "open"}}}}"#), "duplicate key `status`"),
+        (format!(r#"{{"tickets": {{{ticket}}}}}, "score": NaN}}"#), "`NaN` is not a JSON number"),
+        (format!(r#"{{"tickets": {{{ticket}}}}}}}{{"tickets": {{}}}}"#), "trailing data after the JSON value"),
+    ] {
+        let sandbox = lookup_sandbox("ticket-7", json!({}));
+        sandbox.write("workspace/tickets.json", &text);
+        let output = sandbox.test_plan().expect_code(1).run();
+        assert_eq!(lookup_attempts(&sandbox), [(1, "failed".to_string(), json!("invalid_tool_result"))], "{text}");
+        let error = sandbox.history("t")[0]["error"].as_str().unwrap_or_default().to_string();
+        assert!(error.contains("`tickets.json` is not strict JSON") && error.contains(named), "{text}: {error}");
+        assert_eq!(std::fs::read_to_string(sandbox.workspace().join("tickets.json")).expect("tickets"), text);
+        assert!(output.code == 1, "{}", output.snapshot());
+    }
+}

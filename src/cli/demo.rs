@@ -80,7 +80,7 @@ fn stages(plan: &Path, policies: &Path, workspace: &Path, env: &RuntimeEnv) -> R
     };
     let close_count = || -> Result<u64, String> {
         let text = fs::read_to_string(workspace.join(TICKETS_FILE)).map_err(|error| error.to_string())?;
-        let value: Value = serde_json::from_str(&text).map_err(|error| error.to_string())?;
+        let value: Value = crate::strict_json::parse(&text).map_err(|error| error.to_string())?;
         Ok(value["tickets"]["ticket-7"]["close_count"].as_u64().unwrap_or(u64::MAX))
     };
     let plan = plan.to_string_lossy().into_owned();

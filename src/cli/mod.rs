@@ -23,6 +23,7 @@ mod schema;
 mod show;
 mod store;
 mod test;
+mod test_github;
 mod verify;
 mod worker;
 

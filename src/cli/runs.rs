@@ -1,6 +1,6 @@
 //! `planrun runs [--status S] [--json]`: the runs of the workspace, newest
 //! first, one line each (id, plan, status, stop reason, steps, started,
-//! duration). A run whose records fail verification is listed as
+//! duration; times with milliseconds). A run whose records fail verification is listed as
 //! `unreadable` with the reason, and the command exits 2; a queued run
 //! (database store, not started by a worker yet) as `queued`.
 
@@ -88,7 +88,7 @@ fn print_table(runs: &[ListedRun]) {
                     run_status(summary.status),
                     summary.stop_reason.as_deref().unwrap_or("-"),
                     summary.steps,
-                    summary.started_at,
+                    column_time(&summary.started_at),
                     summary.duration_ms.map_or_else(|| "-".to_string(), duration)
                 );
             }
@@ -118,6 +118,17 @@ fn listed_id(run: &ListedRun) -> &str {
         ListedRun::Readable(summary) => &summary.run_id,
         ListedRun::Unreadable { run_id, .. } => run_id,
         ListedRun::Queued(queued) => &queued.run_id,
+    }
+}
+
+/// A recorded time as the STARTED column shows it: RFC 3339 in UTC with
+/// exactly 3 digits of milliseconds (`2026-01-01T00:00:35.800Z`), so the
+/// column lines up whatever precision the record has (kept as written in
+/// `--json`); a time that cannot be read is shown as written.
+fn column_time(recorded: &str) -> String {
+    match recorded.parse::<jiff::Timestamp>() {
+        Ok(time) => format!("{time:.3}"),
+        Err(_) => recorded.to_string(),
     }
 }
 

@@ -3,8 +3,10 @@
 //!
 //! A header (plan, goal, status, the finish message), then one line per attempt (time, step, kind, status, attempt, duration), then
 //! what ran (argv, path or ticket), the rule that decided, receipts, the
-//! failure class and error, and the first line of the output (all of it
-//! with `--full`); then approval
+//! failure class and error, and the first line of the output (with
+//! `--full` all of it and the kept end of stderr, failed or not), with the
+//! interruptions and resumes between them (a resume, a left-over child it
+//! stopped); then approval
 //! events, a pending action, completion evidence, and a footer that sums up
 //! steps, attempts and failures by class. Colour on a terminal, plain
 //! otherwise (`NO_COLOR`, `--color never`, or output to a file or pipe).
@@ -16,17 +18,17 @@ use clap::Args;
 
 use crate::cli::DirArgs;
 use crate::cli::output::{BOLD, DIM, GREEN, RED, YELLOW, fail_with, paint, record_status, run_status};
-use crate::model::FailureClass;
+use crate::model::{FailureClass, RunStatus};
 use crate::ops::{self, ExitStatus};
 use crate::policy::display_argv;
 use crate::runtime::RuntimeEnv;
-use crate::store::{StepRecord, StepRecordStatus, StoreError, full_state};
+use crate::store::{AuditEvent, StepRecord, StepRecordStatus, StoreError, full_state};
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// The run to show; `latest` is the newest run (unless a run has that id).
     pub run_id: String,
-    /// Print every step's whole output, not its first line.
+    /// Print every attempt's whole output and the kept end of its stderr, not the output's first line.
     #[arg(long)]
     pub full: bool,
     /// Print the full state as JSON: the plan with each step's status and attempts, and the whole history.
@@ -70,7 +72,13 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         anstream::println!("message: {message}");
     }
     anstream::println!();
-    for record in &run.history {
+    // Interruptions and resumes, each before the first record written
+    // after it (times are no guide: each process has its own clock).
+    let mut interruptions = interruptions(&run.audit).into_iter().peekable();
+    for (index, record) in run.history.iter().enumerate() {
+        while let Some((_, event)) = interruptions.next_if(|(before, _)| *before <= index) {
+            print_interruption(event);
+        }
         anstream::println!(
             "  {} {:<12} {:<13} {} attempt {}  {} ms",
             paint(DIM, &record.started_at),
@@ -98,11 +106,13 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
             anstream::println!("      {}", paint(RED, format!("{class}: {error}")));
         }
         if args.full {
-            print_full_output(&record.output_text);
+            print_full_text("output:", &record.output_text);
+            print_full_text("stderr:", record.stderr_text.as_deref().unwrap_or_default());
         } else if let Some(line) = first_line(&record.output_text) {
             anstream::println!("      {}", paint(DIM, format!("output: {line}")));
         }
     }
+    interruptions.for_each(|(_, event)| print_interruption(event));
     for event in &run.audit {
         match event.event_type.as_str() {
             "approval_requested" | "approval_granted" | "approval_rejected" | "approval_verified" => {
@@ -147,6 +157,61 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     ExitStatus::Done.into()
 }
 
+/// What the timeline says of a `run_resumed` or `child_stopped` event
+/// (`None` for any other event).
+fn interruption(event: &AuditEvent) -> Option<String> {
+    let number = |key: &str| event.details.get(key).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    match event.event_type.as_str() {
+        "run_resumed" => {
+            let from = event.details.get("from_status").and_then(|status| status.as_str()).unwrap_or("-");
+            let version = number("from_state_version");
+            Some(if from == RunStatus::Running.as_str() {
+                let (lines, records) = (number("events_after_checkpoint"), number("discarded_history_records"));
+                let set_aside = if lines + records > 0 {
+                    format!(" ({lines} log line(s) and {records} history record(s) after it set aside)")
+                } else {
+                    String::new()
+                };
+                format!("interrupted; resumed from its checkpoint at state version {version}{set_aside}")
+            } else {
+                format!("resumed from `{from}` at state version {version}")
+            })
+        }
+        "child_stopped" => {
+            Some(format!("stopped the child (pid {}) the interrupted process left running", number("pid")))
+        }
+        _ => None,
+    }
+}
+
+fn print_interruption(event: &AuditEvent) {
+    if let Some(text) = interruption(event) {
+        anstream::println!(
+            "  {} {:<12} {}",
+            paint(DIM, &event.ts),
+            event.step_id.as_deref().unwrap_or("-"),
+            paint(YELLOW, text)
+        );
+    }
+}
+
+/// The `run_resumed` and `child_stopped` events of `audit`, each with how
+/// many history records were written before it (one per
+/// `step_finished`, `retry_attempt_finished`, `step_skipped` and
+/// `reconciliation_settled` event).
+fn interruptions(audit: &[AuditEvent]) -> Vec<(usize, &AuditEvent)> {
+    let mut records = 0;
+    let mut found = Vec::new();
+    for event in audit {
+        match event.event_type.as_str() {
+            "step_finished" | "retry_attempt_finished" | "step_skipped" | "reconciliation_settled" => records += 1,
+            _ if interruption(event).is_some() => found.push((records, event)),
+            _ => {}
+        }
+    }
+    found
+}
+
 /// `2 step(s) done, 0 failed · 3 attempt(s), 6000 ms in steps · failures: execution_error ×1`.
 fn summary(history: &[StepRecord]) -> String {
     let mut last_status: Vec<(&str, StepRecordStatus)> = Vec::new();
@@ -188,14 +253,15 @@ fn finish_message(history: &[StepRecord]) -> Option<String> {
     (!message.is_empty()).then(|| message.lines().collect::<Vec<_>>().join("\n         "))
 }
 
-/// `output:` then every line of a step's output, indented under it.
-fn print_full_output(output: &str) {
-    let output = output.trim_end();
-    if output.is_empty() {
+/// `label` (`output:`, `stderr:`) then every line of what a step printed
+/// to that stream, indented under it; nothing for an empty one.
+fn print_full_text(label: &str, text: &str) {
+    let text = text.trim_end();
+    if text.is_empty() {
         return;
     }
-    anstream::println!("      {}", paint(DIM, "output:"));
-    for line in output.lines() {
+    anstream::println!("      {}", paint(DIM, label));
+    for line in text.lines() {
         anstream::println!("        {line}");
     }
 }

@@ -8,7 +8,7 @@ use clap::Args;
 use crate::cli::DirArgs;
 use crate::cli::output::{BOLD, GREEN, fail, fail_with, paint, run_status};
 use crate::ops::{self, Verification};
-use crate::runtime::RuntimeEnv;
+use crate::runtime::{RuntimeEnv, StoryCheck};
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
@@ -42,6 +42,9 @@ pub fn verify(args: &VerifyArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
                     run.tail_events,
                     run.tail_history
                 );
+            }
+            if let StoryCheck::Unchecked(why) = &run.story {
+                anstream::println!("story not checked: {why}");
             }
             for behind in &run.views_behind {
                 anstream::println!(

@@ -15,7 +15,8 @@ use crate::template::{Field, RefTarget, Reference};
 
 /// `template-field-never-produced`: an `output_json` reference to a step
 /// (or, for `last`, the step before) whose kind never produces structured
-/// output. Unknown and forward references are reported on their own.
+/// output, or a `stderr_text` reference to one that runs no program.
+/// Unknown and forward references are reported on their own.
 fn field_never_produced(plan: &Plan, site: usize, reference: &Reference, span: Span) -> Option<Diagnostic> {
     let (target, field) = match &reference.target {
         RefTarget::Last(field) => (site.checked_sub(1)?, field),
@@ -24,26 +25,37 @@ fn field_never_produced(plan: &Plan, site: usize, reference: &Reference, span: S
         }
         RefTarget::RunId => return None,
     };
-    if !matches!(field, Field::OutputJson(_)) {
-        return None;
-    }
     let step = &plan.steps[target];
-    if step.action.may_produce_json() {
-        return None;
-    }
+    let (reads, produced_by, label, help) = match field {
+        Field::OutputText => return None,
+        Field::OutputJson(_) if step.action.may_produce_json() => return None,
+        Field::StderrText if matches!(step.action, Action::Shell { .. }) => return None,
+        Field::OutputJson(_) => (
+            "structured output",
+            "`output_json`",
+            "always fails with `template_error`",
+            "use `output_text`, or refer to a `read_file`, `ticket_lookup` or `ticket_close` step (the kinds with `output_json`)",
+        ),
+        Field::StderrText => (
+            "stderr",
+            "`stderr_text`",
+            "always empty",
+            "use `output_text`, or refer to a `shell` step (the kind with `stderr_text`)",
+        ),
+    };
     Some(
         Diagnostic::warning(
             "template-field-never-produced",
             format!(
-                "`{{{{ {} }}}}` reads structured output, but step `{}` is a `{}` step, which never produces `output_json`",
+                "`{{{{ {} }}}}` reads {reads}, but step `{}` is a `{}` step, which never produces {produced_by}",
                 reference.expr,
                 step.id,
                 step.action.kind()
             ),
         )
         .with_span(span)
-        .with_label("always fails with `template_error`")
-        .with_help("use `output_text`, or refer to a `read_file`, `ticket_lookup` or `ticket_close` step (the kinds with `output_json`)"),
+        .with_label(label)
+        .with_help(help),
     )
 }
 

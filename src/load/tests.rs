@@ -411,6 +411,35 @@ fn unresolvable_template_references_refuse_the_plan() {
     }
 }
 
+/// `stderr_text` is a step field like `output_text`: accepted after a
+/// shell step, refused for a step that has not run, never in a control
+/// field, and a warning where the step runs no program (always empty).
+#[test]
+fn stderr_text_references_are_checked_like_the_other_step_fields() {
+    let shell = "[[steps]]\nid = \"t\"\nkind = \"shell\"\ncommand = [\"echo\"]\n";
+    let write = |content: &str| {
+        format!("[[steps]]\nid = \"w\"\nkind = \"write_file\"\npath = \"x\"\ncontent = \"{content}\"\n")
+    };
+    let end = "[[steps]]\nid = \"end\"\nkind = \"finish\"\n";
+    let (loader, plan) =
+        plan_text("p.toml", &with_steps(&format!("{shell}{}{end}", write("{{ steps.t.stderr_text }}"))));
+    assert!(plan.is_some() && found(&loader).is_empty(), "{:?}", found(&loader));
+    let (loader, plan) =
+        plan_text("p.toml", &with_steps(&format!("{}{shell}{end}", write("{{ steps.t.stderr_text }}"))));
+    assert!(plan.is_none());
+    assert_eq!(found(&loader), ["template-forward-reference@8:12"]);
+    let (loader, _) = plan_text("p.toml", &with_steps(&format!("{}{end}", write("{{ steps.tt.stderr_text }}"))));
+    assert_eq!(found(&loader), ["template-unknown-step@8:12"]);
+    let path = "[[steps]]\nid = \"r\"\nkind = \"read_file\"\npath = \"{{ steps.t.stderr_text }}\"\n";
+    let (loader, _) = plan_text("p.toml", &with_steps(&format!("{shell}{path}")));
+    assert!(found(&loader).iter().any(|code| code.starts_with("untrusted-control-field@")), "{:?}", found(&loader));
+    let finish = "[[steps]]\nid = \"f\"\nkind = \"finish\"\nmessage = \"{{ last.stderr_text }}\"\n";
+    let (loader, plan) = plan_text("p.toml", &with_steps(&format!("{shell}{}{finish}", write("x"))));
+    assert!(plan.is_some());
+    assert_eq!(found(&loader), ["template-field-never-produced@16:12"]);
+    assert!(loader.diagnostics()[0].message.contains("never produces `stderr_text`"), "{:?}", loader.diagnostics());
+}
+
 const RULES: &str = r#"version = 1
 [shell]
 blocked = ["rm"]

@@ -53,6 +53,7 @@ mod scenario_sandbox;
 mod show;
 mod store_admin;
 mod test;
+mod test_summary;
 mod verify;
 mod worker;
 
@@ -78,7 +79,8 @@ pub use scenario_sandbox::SandboxError;
 pub use show::{LATEST, full_state_json, show};
 pub use store_admin::{Migrated, migrate};
 pub use test::{
-    ScenarioProblems, SnapshotResult, SnapshotState, TestInput, TestOutcome, accept_snapshot, reject_snapshot, test,
+    ScenarioChange, ScenarioProblems, SnapshotResult, SnapshotState, TestInput, TestOutcome, accept_snapshot,
+    reject_snapshot, test,
 };
 pub use verify::{Verification, VerifiedRun, verify};
 pub use worker::{WorkedRun, WorkerInput, work};

@@ -83,7 +83,7 @@ pub fn queued_run(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Result<Op
 /// Queued run `run_id` of `store`, if it is one.
 pub(crate) fn queued_in(store: &dyn RunStore, run_id: &str) -> Result<Option<QueuedSummary>, OpsError> {
     let Some(queued) = store.queued_run(run_id)? else { return Ok(None) };
-    let start = serde_json::from_str::<QueuedStart>(&queued.request).ok();
+    let start = crate::strict_json::from_str::<QueuedStart>(&queued.request).ok();
     Ok(Some(QueuedSummary {
         run_id: queued.run_id,
         plan_path: start.as_ref().map(|start| start.plan.path.clone()),

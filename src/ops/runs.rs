@@ -1,7 +1,7 @@
 //! List the runs of a workspace (`planrun runs`), newest first.
 //!
 //! Every run folder is listed. A run is read back strictly, as `show` reads
-//! it; a run whose records fail verification is listed as unreadable with
+//! it (story checks included); a run whose records fail verification is listed as unreadable with
 //! the reason (never hidden, never a crash), whatever the status filter,
 //! because its recorded status cannot be trusted. A queued run (database
 //! store) is listed as `queued` until a worker starts it.
@@ -14,7 +14,7 @@ use crate::model::RunStatus;
 use crate::ops::QueuedSummary;
 use crate::ops::queue::queued_in;
 use crate::ops::{ExitStatus, OpsError};
-use crate::runtime::RuntimeEnv;
+use crate::runtime::{RuntimeEnv, read_checked};
 use crate::store::{LoadedRun, RunsPlace, StoreError};
 
 /// Which runs to list.
@@ -75,13 +75,13 @@ pub fn runs(input: RunsInput<'_>, env: &RuntimeEnv) -> Result<RunsOutcome, OpsEr
     let store = env.store(input.workspace);
     let mut runs = Vec::new();
     for listing in store.list_runs()? {
-        let listed = match store.read_run(&listing.run_id) {
-            Ok(run) => ListedRun::Readable(summarize(&run)),
+        let listed = match read_checked(store.as_ref(), &listing.run_id) {
+            Ok((run, _)) => ListedRun::Readable(summarize(&run)),
             Err(StoreError::Queued { .. }) => match queued_in(store.as_ref(), &listing.run_id)? {
                 Some(queued) => ListedRun::Queued(queued),
                 // Started between the two reads: listed as it is now.
-                None => match store.read_run(&listing.run_id) {
-                    Ok(run) => ListedRun::Readable(summarize(&run)),
+                None => match read_checked(store.as_ref(), &listing.run_id) {
+                    Ok((run, _)) => ListedRun::Readable(summarize(&run)),
                     Err(error) => ListedRun::Unreadable { run_id: listing.run_id, error: error.to_string() },
                 },
             },

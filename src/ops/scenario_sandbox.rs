@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::model::{Fixture, FixtureContent, Stage};
+use crate::strict_json::{self, JsonError};
 
 /// The sandbox could not be prepared or a command could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +29,11 @@ pub enum SandboxError {
     Copy { from: String, source: std::io::Error },
     #[error("cannot write fixture `{path}`: {source}")]
     Fixture { path: String, source: std::io::Error },
+    /// A `.json` fixture planrun will read (`tickets.json`) that is not
+    /// strict JSON: the scenario would test the reader's refusal, not the
+    /// plan.
+    #[error("fixture `{path}` is not strict JSON: {error}")]
+    FixtureJson { path: String, error: JsonError },
     #[error("cannot start `{program}`: {source}")]
     Spawn { program: String, source: std::io::Error },
 }
@@ -81,10 +87,19 @@ impl Sandbox {
 
     /// Writes the fixtures into the workspace; a copied file keeps its
     /// source's modification time. `base` is the scenario file's folder.
+    /// A fixture named `*.json` must be strict JSON ([`strict_json`]).
     pub fn seed(&self, fixtures: &[Fixture], base: &Path) -> Result<(), SandboxError> {
         for fixture in fixtures {
             let path = self.workspace().join(&fixture.path);
             let error = |source| SandboxError::Fixture { path: fixture.path.clone(), source };
+            if fixture.path.ends_with(".json") {
+                let text = match &fixture.content {
+                    FixtureContent::Text(text) => text.clone(),
+                    FixtureContent::Source(source) => fs::read_to_string(base.join(source)).map_err(error)?,
+                };
+                strict_json::parse(&text)
+                    .map_err(|error| SandboxError::FixtureJson { path: fixture.path.clone(), error })?;
+            }
             if let Some(parent) = path.parent() {
                 fs::create_dir_all(parent).map_err(error)?;
             }

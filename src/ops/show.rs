@@ -5,21 +5,22 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::ops::OpsError;
-use crate::runtime::RuntimeEnv;
+use crate::runtime::{RuntimeEnv, read_checked};
 use crate::store::{LoadedRun, RunStore, full_state, validate_run_id};
 
 /// The run id that names the newest run when no run is called that.
 pub const LATEST: &str = "latest";
 
-/// Every record of `run_id`, read through the run store and verified (a
-/// run whose records fail verification is an error, never shown as true).
+/// Every record of `run_id`, read through the run store and verified as
+/// `verify` verifies it, story checks included (a run whose records fail
+/// verification is an error, never shown as true).
 /// `latest` is the newest run, unless a run has that id (an exact id always
 /// wins).
 pub fn show(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Result<LoadedRun, OpsError> {
     validate_run_id(run_id)?;
     let store = env.store(workspace);
     let run_id = resolve(store.as_ref(), run_id, workspace)?;
-    Ok(store.read_run(&run_id)?)
+    Ok(read_checked(store.as_ref(), &run_id)?.0)
 }
 
 /// The full seed-shaped state of `run_id` (plan with step statuses, history).

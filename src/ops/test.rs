@@ -9,9 +9,15 @@
 //! written and a new snapshot fails like a changed one. With `accept`, new
 //! and changed snapshots are written as `.snap` instead.
 //!
+//! Before the diffs, each scenario whose snapshots changed gets a
+//! behaviour summary ([`ScenarioChange`], see `test_summary.rs`). The
+//! digests the snapshots show as placeholders are proved by verifying each
+//! scenario's records instead (see `scenario_run.rs`).
+//!
 //! Exit status: 0 when everything matches (new snapshots outside CI are
 //! reported, and pending); 1 on a changed snapshot, an unmet expectation
-//! (exit code, status, a missing record) or, under CI, a new snapshot; 2
+//! (exit code, status, a missing record, records that do not verify) or,
+//! under CI, a new snapshot; 2
 //! when a scenario file has errors, two scenarios produce the same snapshot,
 //! or a sandbox cannot be prepared.
 
@@ -21,7 +27,8 @@ use crate::diag::{Diagnostic, SourceMap};
 use crate::load::{Loader, is_scenario_file, scenario_files_for};
 use crate::ops::ExitStatus;
 use crate::ops::scenario_run::{ScenarioContext, run_scenario};
-use crate::snapshot::{SnapFile, SnapshotError, new_path, snap_path, unified_diff};
+use crate::ops::test_summary::{Bodies, summarize};
+use crate::snapshot::{SnapFile, SnapshotError, first_changed_line, new_path, normalize_body, snap_path, unified_diff};
 
 /// What to test.
 pub struct TestInput<'a> {
@@ -38,6 +45,8 @@ pub struct TestInput<'a> {
     pub accept: bool,
     /// `CI=true`: write nothing, and fail on new snapshots.
     pub ci: bool,
+    /// See [`ScenarioContext::after_commands`]; `None` outside tests.
+    pub after_commands: Option<fn(&Path)>,
 }
 
 /// How one snapshot compared.
@@ -50,8 +59,14 @@ pub enum SnapshotState {
     Changed {
         diff: String,
     },
-    /// New or changed, and written as `.snap` (`--accept`).
+    /// New or changed, and written as `.snap` (`--accept`, or `a` in
+    /// `--review`).
     Accepted,
+    /// New (`new`) or changed, and rejected in `--review`: its `.snap.new`
+    /// is removed and the golden file, if any, stays.
+    Rejected {
+        new: bool,
+    },
 }
 
 /// One snapshot of one scenario.
@@ -65,6 +80,21 @@ pub struct SnapshotResult {
     pub state: SnapshotState,
     /// What the scenario produced.
     pub body: String,
+    /// The golden body, when there is a `.snap`.
+    pub golden: Option<String>,
+    /// The line of the `.snap` file the new body changes first (counted
+    /// from 1, header included): where an annotation points.
+    pub changed_line: Option<usize>,
+}
+
+/// What changed in behaviour in one scenario whose snapshots are new or
+/// changed: "step `step-4` finish message changed", "exit code unchanged",
+/// "0 events added" ….
+#[derive(Debug, Clone)]
+pub struct ScenarioChange {
+    pub scenario_file: String,
+    pub scenario: String,
+    pub sentences: Vec<String>,
 }
 
 /// The expectations of one scenario that did not hold.
@@ -81,6 +111,8 @@ pub struct TestOutcome {
     /// How many scenarios ran.
     pub scenarios: usize,
     pub snapshots: Vec<SnapshotResult>,
+    /// One per scenario with a new or changed snapshot, in order.
+    pub changes: Vec<ScenarioChange>,
     pub problems: Vec<ScenarioProblems>,
     /// Findings in scenario files (nothing ran when any is an error).
     pub sources: SourceMap,
@@ -103,8 +135,16 @@ impl TestOutcome {
             .filter(|result| matches!(result.state, SnapshotState::New | SnapshotState::Changed { .. }))
     }
 
+    /// The behaviour summary of `scenario` (of `scenario_file`), if it changed.
+    pub fn change_of(&self, scenario_file: &str, scenario: &str) -> Option<&ScenarioChange> {
+        self.changes.iter().find(|change| change.scenario_file == scenario_file && change.scenario == scenario)
+    }
+
+    /// 1 on a changed snapshot (a rejected change still differs from the
+    /// golden file), a failed expectation, or a new snapshot under CI.
     pub fn exit_status(&self) -> ExitStatus {
-        let changed = self.count(|state| matches!(state, SnapshotState::Changed { .. }));
+        let changed =
+            self.count(|state| matches!(state, SnapshotState::Changed { .. } | SnapshotState::Rejected { new: false }));
         let new = self.count(|state| matches!(state, SnapshotState::New));
         if !self.errors.is_empty() || self.diagnostics.iter().any(Diagnostic::is_error) {
             ExitStatus::InvalidInput
@@ -138,6 +178,7 @@ pub fn test(input: TestInput<'_>) -> TestOutcome {
         program: input.program.to_path_buf(),
         plans: input.plans.to_path_buf(),
         policies: input.policies.to_path_buf(),
+        after_commands: input.after_commands,
     };
     for file in &loaded {
         for scenario in &file.scenarios {
@@ -177,15 +218,44 @@ pub fn test(input: TestInput<'_>) -> TestOutcome {
                     path,
                     state: SnapshotState::Matched,
                     body: captured.body,
+                    golden: None,
+                    changed_line: None,
                 };
                 if let Err(error) = compare(&mut result, &input) {
                     outcome.errors.push(error.to_string());
                 }
                 outcome.snapshots.push(result);
             }
+            let of_scenario: Vec<&SnapshotResult> = outcome
+                .snapshots
+                .iter()
+                .filter(|result| result.scenario == scenario.name && result.scenario_file == file.source.path)
+                .collect();
+            if of_scenario.iter().any(|result| result.state != SnapshotState::Matched) {
+                let bodies: Vec<Bodies<'_>> = of_scenario
+                    .iter()
+                    .map(|result| Bodies {
+                        kind: snapshot_kind(&result.path),
+                        golden: result.golden.as_deref(),
+                        body: &result.body,
+                    })
+                    .collect();
+                outcome.changes.push(ScenarioChange {
+                    scenario_file: file.source.path.clone(),
+                    scenario: scenario.name.clone(),
+                    sentences: summarize(&bodies),
+                });
+            }
         }
     }
     outcome
+}
+
+/// `cli`, `state.json` …: the snapshot's name after the scenario's `@`.
+fn snapshot_kind(path: &Path) -> &str {
+    let name = path.file_name().and_then(|name| name.to_str()).unwrap_or_default();
+    let name = name.strip_suffix(".snap").unwrap_or(name);
+    name.split_once('@').map_or(name, |(_, kind)| kind)
 }
 
 /// Sets `result.state` and writes what the mode asks: the `.snap` when
@@ -193,11 +263,17 @@ pub fn test(input: TestInput<'_>) -> TestOutcome {
 /// `.snap.new` of a matching snapshot is removed.
 fn compare(result: &mut SnapshotResult, input: &TestInput<'_>) -> Result<(), SnapshotError> {
     let golden = SnapFile::read(&result.path)?;
+    result.golden = golden.as_ref().map(|golden| golden.body.clone());
     result.state = match &golden {
         Some(golden) if golden.matches(&result.body) => SnapshotState::Matched,
-        Some(golden) => SnapshotState::Changed {
-            diff: unified_diff(&golden.body, &result.body, &result.path.display().to_string(), "new result"),
-        },
+        Some(golden) => {
+            // The header's lines (`---`, each field, `---`) come first.
+            result.changed_line = first_changed_line(&normalize_body(&golden.body), &normalize_body(&result.body))
+                .map(|line| line + golden.metadata.len() + 2);
+            SnapshotState::Changed {
+                diff: unified_diff(&golden.body, &result.body, &result.path.display().to_string(), "new result"),
+            }
+        }
         None => SnapshotState::New,
     };
     if result.state == SnapshotState::Matched {

@@ -7,16 +7,19 @@
 //! the line the checkpoint covers, the history chain up to the record it
 //! covers, the plan copy's link, that every view agrees with the log, and
 //! that the receipts the log names (by `receipt_link`) are exactly the ones
-//! it used. Lines past the checkpoint are a crash tail: counted and
-//! reported, never trusted; a view behind the log is reported. `resume` and
-//! `show` refuse a
-//! run for the same reasons with the same exit status (2).
+//! it used. Then every check `approve` and `resume` make of the story the
+//! records tell ([`crate::runtime::read_checked`]: each step before the
+//! cursor has its record, a frozen action is the plan's step at the cursor,
+//! a `done` run has its evidence bound to what ran), each failure named.
+//! Lines past the checkpoint are a crash tail: counted and reported, never
+//! trusted; a view behind the log is reported. `resume`, `show` and
+//! `runs` refuse a run for the same reasons with the same exit status (2).
 
 use std::path::Path;
 
 use crate::model::RunStatus;
 use crate::ops::{ExitStatus, OpsError};
-use crate::runtime::RuntimeEnv;
+use crate::runtime::{RuntimeEnv, StoryCheck, read_checked};
 use crate::store::{StoreError, validate_run_id};
 
 /// What `verify` found.
@@ -49,6 +52,9 @@ pub struct VerifiedRun {
     /// behind the log, in words: what a power cut leaves, written again
     /// from the log when the run is next opened for writing.
     pub views_behind: Vec<String>,
+    /// Whether the story checks ran (they cannot without the plan file
+    /// the run started with, unchanged).
+    pub story: StoryCheck,
 }
 
 impl Verification {
@@ -68,8 +74,8 @@ pub fn verify(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Result<Verifi
     let store = env.store(workspace);
     let resolved = crate::ops::show::resolve(store.as_ref(), run_id, workspace)?;
     let run_id = resolved.as_str();
-    match store.read_run(run_id) {
-        Ok(run) => Ok(Verification::Verified(VerifiedRun {
+    match read_checked(store.as_ref(), run_id) {
+        Ok((run, story)) => Ok(Verification::Verified(VerifiedRun {
             run_id: run.state.run_id.clone(),
             status: run.state.status,
             state_version: run.state.state_version,
@@ -79,6 +85,7 @@ pub fn verify(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Result<Verifi
             tail_events: run.discarded_events,
             tail_history: run.discarded_history,
             views_behind: run.views_behind(),
+            story,
         })),
         Err(StoreError::Tampered { id, reason }) => Ok(Verification::Failed { run_id: id, reason }),
         Err(StoreError::Corrupt { path, line, message }) => Ok(Verification::Failed {

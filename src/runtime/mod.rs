@@ -30,7 +30,8 @@ mod recorder;
 mod request;
 
 pub use control::{
-    ApproveOutcome, ControlError, HeldRun, ResumeRequest, approve, cancel, reconcile, reject, resume, resume_held,
+    ApproveOutcome, ControlError, HeldRun, ResumeRequest, StoryCheck, approve, cancel, read_checked, reconcile, reject,
+    resume, resume_held,
 };
 #[cfg(feature = "postgres")]
 pub use env::pg_options;

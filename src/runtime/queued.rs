@@ -90,7 +90,7 @@ impl QueuedStart {
 
     fn parse(run_id: &str, text: &str) -> Result<QueuedStart, QueuedError> {
         let refuse = |reason: String| QueuedError::Request { run_id: run_id.to_string(), reason };
-        let start: QueuedStart = serde_json::from_str(text).map_err(|error| refuse(error.to_string()))?;
+        let start: QueuedStart = crate::strict_json::from_str(text).map_err(|error| refuse(error.to_string()))?;
         if start.version != REQUEST_VERSION {
             return Err(refuse(format!(
                 "it is a request of version {}, this planrun reads version {REQUEST_VERSION}",

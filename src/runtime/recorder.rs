@@ -154,11 +154,14 @@ impl<'c> Recorder<'c> {
     }
 
     /// Logs `child_stopped` when a shell child a killed predecessor left
-    /// running was stopped (`tools::children`), at the run's current step.
+    /// running was stopped (`tools::children`), at the step that started it
+    /// (as its note says; a note that does not name it: the run's current
+    /// step).
     pub fn child_stopped(&mut self, stopped: Option<Stopped>, state: &RunState) -> Result<(), StoreError> {
         match stopped {
-            Some(Stopped { pid }) => {
-                self.emit(Event::ChildStopped(ChildStopped { step_id: state.current_step_id.clone(), pid }))
+            Some(Stopped { pid, step_id }) => {
+                let step_id = step_id.or_else(|| state.current_step_id.clone());
+                self.emit(Event::ChildStopped(ChildStopped { step_id, pid }))
             }
             None => Ok(()),
         }

@@ -185,10 +185,17 @@ fn settle_interrupted(
     let mut reason = "interrupted: the service driving this run stopped before it ended; it is not sent to the \
                       adapter again"
         .to_string();
-    if let Some(ObservedAgent { run_id: agent_run_id, .. }) = &agent {
+    if let Some(ObservedAgent { run_id: agent_run_id, result }) = &agent {
         reason.push_str(&format!(
             " (its agent run `{agent_run_id}` keeps its own records: `planrun show {agent_run_id}`)"
         ));
+        // The link stays: the state the record held may be its first
+        // checkpoint (under group commit), from before the agent run began.
+        state.agent_run_id = Some(agent_run_id.clone());
+        if let Some(observed) = result.as_ref().and_then(|result| result.agent.as_ref()) {
+            state.agent_final_status = observed.agent_final_status;
+            state.agent_state_path = observed.agent_state_path.clone();
+        }
     }
     records.event(
         service.now(),

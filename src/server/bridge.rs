@@ -6,7 +6,9 @@
 //! instruction  → "Task: <goal>…", instruction_generated logged
 //! prompt guard → blocked? prompt_blocked, status failed, run_finished; stop
 //! running      → task_sent logged
-//! adapter      → response_received logged (mode, exit_code, agent_run_id)
+//! adapter      → the instruction (agent: the goal itself) through the
+//!                adapter; response_received logged (mode, exit_code,
+//!                agent_run_id)
 //! paused?      → the agent run waits for approval: status waiting_approval,
 //!                pending_action set, approval_requested logged; stop
 //! done|failed  → run_finished logged (status, adapter_mode, agent ids)
@@ -22,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{FailureClass, RunStatus};
 use crate::runtime::IdKind;
-use crate::server::adapters::{AdapterKind, AdapterMode, AdapterResult};
+use crate::server::adapters::{AdapterKind, AdapterMode, AdapterResult, Task};
 use crate::server::bridge_event::{
     AgentRunObserved, ApprovalRequested, BridgeEvent, InstructionGenerated, ResponseReceived, RunCreated, RunFinished,
     TaskSent,
@@ -78,7 +80,9 @@ pub enum Origin<'a> {
     Controller { controller_run_id: &'a str, iteration: u32 },
 }
 
-/// The instruction sent to the adapter: deterministic, holds the goal.
+/// The instruction sent to an adapter that takes text (`stub`,
+/// `local_echo`, `openai`, `ollama`): deterministic, holds the goal. The
+/// `agent` adapter is given the goal itself.
 pub fn build_instruction(goal: &str) -> String {
     format!("Task: {goal}\n\nPlease complete the task above and report the result.")
 }
@@ -185,7 +189,7 @@ pub async fn drive_run(
     )?;
     records.save(&state)?;
 
-    let result = service.adapters.execute(adapter, &instruction, &run_id).await;
+    let result = service.adapters.execute(adapter, Task { goal, instruction: &instruction }, &run_id).await;
     apply_result(&mut state, &result);
     records.event(
         service.now(),

@@ -271,8 +271,8 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
 /// The closed set the next decision chooses from: only `stop` after a run
 /// that is done (the agent run ended `done`, so its plan's `[verify]`
 /// held), else `run_plan` with the plan the current goal routes to (the
-/// agent adapter routes the same instruction the same way) or, when it
-/// routes to none, only `stop`.
+/// agent adapter routes the same goal the same way) or, when it routes to
+/// none, only `stop`.
 fn offer(service: &Service, goal: &str, last: Option<&BridgeResult>) -> Choices {
     if let Some(last) = last
         && last.status == BridgeStatus::Done
@@ -280,7 +280,7 @@ fn offer(service: &Service, goal: &str, last: Option<&BridgeResult>) -> Choices 
     {
         return Choices::stop_only("the last run is done and verified");
     }
-    match select(&service.adapters.agent.catalog, &bridge::build_instruction(goal)) {
+    match select(&service.adapters.agent.catalog, goal) {
         Ok((plan, _policy)) => {
             Choices::run_or_stop(OfferedPlan { id: plan.id.clone(), description: plan.description.clone() })
         }

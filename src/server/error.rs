@@ -5,7 +5,7 @@
 //!
 //! | status | code | when |
 //! |---|---|---|
-//! | 400 | `malformed_json` | the body is not JSON |
+//! | 400 | `malformed_json` | the body is not strict JSON: a syntax error, a duplicate key, `NaN`/`Infinity`, trailing data |
 //! | 400 | `invalid_request` | a goal of white space only, a field out of range or holding control characters |
 //! | 400 | `unknown_adapter` | `adapter` names no adapter |
 //! | 400 | `invalid_run_id` | the path holds no valid run id (or is not UTF-8 once decoded) |
@@ -25,7 +25,6 @@
 //! | 503 | `shutting_down` | the service is stopping |
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -98,19 +97,5 @@ impl From<StoreError> for ApiError {
             | StoreError::Unsupported(_) => (StatusCode::INTERNAL_SERVER_ERROR, "records_failed"),
         };
         ApiError::new(status, code, error.to_string())
-    }
-}
-
-impl From<JsonRejection> for ApiError {
-    fn from(rejection: JsonRejection) -> Self {
-        let status = rejection.status();
-        let code = match (&rejection, status) {
-            (_, StatusCode::PAYLOAD_TOO_LARGE) => "body_too_large",
-            (JsonRejection::MissingJsonContentType(_), _) => "unsupported_media_type",
-            (JsonRejection::JsonSyntaxError(_), _) => "malformed_json",
-            (JsonRejection::JsonDataError(_), _) => "invalid_body",
-            _ => "invalid_request",
-        };
-        ApiError::new(status, code, rejection.body_text())
     }
 }

@@ -86,7 +86,11 @@ fn full_document() -> Value {
             "raw_answer_truncated": {"type": "boolean"},
             "raw_answer_trust": {"const": "untrusted"},
             "verdict": {"enum": ["accepted", "rejected"]},
-            "verdict_reason": {"type": "string"}
+            "verdict_reason": {"type": "string"},
+            "stripped": {"type": "object", "description": "present when text around the JSON object was stripped before validation",
+                         "properties": {"chars_before": {"type": "integer", "minimum": 0},
+                                        "chars_after": {"type": "integer", "minimum": 0},
+                                        "fence": {"type": "boolean"}}}
         }
     });
     // `GET /runs` and its page, added after the document's `json!` (which is

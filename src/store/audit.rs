@@ -188,7 +188,7 @@ fn continue_chain(
 ) -> Result<AuditTail, AuditError> {
     for (index, line) in text.split_terminator('\n').enumerate() {
         let number = index + first;
-        let event: AuditEvent = serde_json::from_str(line)
+        let event: AuditEvent = crate::strict_json::from_str(line)
             .map_err(|error| AuditError::Invalid { line: number, message: error.to_string() })?;
         let expected = tail.seq + 1;
         if event.seq != expected {

@@ -6,10 +6,9 @@
 //! silently accept: duplicate object keys (it keeps the last) and floats
 //! (checkpoints hold none, so a float is a sign of tampering or corruption).
 
-use std::fmt;
+use serde_json::Value;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
+use crate::strict_json;
 
 /// Why a value has no canonical form or a text is not strict JSON.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -69,90 +68,24 @@ pub fn canonical_digest(value: &Value) -> String {
     canonical_json(value).map(|text| sha256_hex(text.as_bytes())).unwrap_or_default()
 }
 
-/// Parses JSON refusing duplicate keys and floats (NaN and Infinity are not
-/// JSON at all and fail in the parser).
+/// Parses JSON strictly ([`crate::strict_json`]: no duplicate keys, NaN,
+/// Infinity or trailing data), refusing floats too: a checkpoint holds
+/// none, so a float is a sign of tampering or corruption.
 pub fn parse_strict(text: &str) -> Result<Value, CanonicalError> {
-    let strict: StrictValue = serde_json::from_str(text).map_err(|error| {
-        // The parser only says "expected value"; name the token when it is
-        // one of the non-numbers other writers emit for floats.
-        match non_number_at(text, error.line(), error.column()) {
-            Some(token) => CanonicalError(format!(
-                "line {} column {}: `{token}` is not a JSON number (a checkpoint holds no NaN, Infinity or floats)",
-                error.line(),
-                error.column()
-            )),
-            None => CanonicalError(format!("line {}: {error}", error.line())),
-        }
-    })?;
-    Ok(strict.0)
-}
-
-/// `NaN`, `Infinity` or `-Infinity` starting near 1-based `line`/`column`
-/// of `text` (the parser reports the column of the token or just past its
-/// first character).
-fn non_number_at(text: &str, line: usize, column: usize) -> Option<&'static str> {
-    let row = text.lines().nth(line.checked_sub(1)?)?;
-    let from = column.saturating_sub(2);
-    (from..=column)
-        .filter_map(|start| row.get(start..))
-        .find_map(|rest| ["NaN", "-Infinity", "Infinity"].into_iter().find(|token| rest.starts_with(token)))
-}
-
-struct StrictValue(Value);
-
-impl<'de> Deserialize<'de> for StrictValue {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(StrictVisitor).map(StrictValue)
+    let value = strict_json::parse(text).map_err(|error| CanonicalError(error.to_string()))?;
+    match first_float(&value) {
+        Some(number) => Err(CanonicalError(format!("float `{number}` is not allowed in a checkpoint"))),
+        None => Ok(value),
     }
 }
 
-struct StrictVisitor;
-
-impl<'de> Visitor<'de> for StrictVisitor {
-    type Value = Value;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("JSON without duplicate keys or floats")
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Value, E> {
-        Ok(Value::Bool(value))
-    }
-    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Value, E> {
-        Ok(Value::from(value))
-    }
-    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Value, E> {
-        Ok(Value::from(value))
-    }
-    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {
-        Err(E::custom(format!("float `{value}` is not allowed in a checkpoint")))
-    }
-    fn visit_str<E: de::Error>(self, value: &str) -> Result<Value, E> {
-        Ok(Value::String(value.to_string()))
-    }
-    fn visit_string<E: de::Error>(self, value: String) -> Result<Value, E> {
-        Ok(Value::String(value))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(StrictValue(item)) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        let mut map = Map::new();
-        while let Some(key) = access.next_key::<String>()? {
-            let StrictValue(value) = access.next_value()?;
-            if map.contains_key(&key) {
-                return Err(de::Error::custom(format!("duplicate key `{key}`")));
-            }
-            map.insert(key, value);
-        }
-        Ok(Value::Object(map))
+/// The first float in `value`, depth first.
+fn first_float(value: &Value) -> Option<&serde_json::Number> {
+    match value {
+        Value::Number(number) => number.is_f64().then_some(number),
+        Value::Array(items) => items.iter().find_map(first_float),
+        Value::Object(map) => map.values().find_map(first_float),
+        Value::Null | Value::Bool(_) | Value::String(_) => None,
     }
 }
 

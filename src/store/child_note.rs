@@ -2,9 +2,9 @@
 //! child a run's step is waiting for (see `tools/children.rs`). A hint for
 //! the next process that continues the run on this machine, not a record:
 //! not sealed, not synced (after a power loss the child is gone too), not
-//! part of what `verify` checks. It is opened once per process and
-//! overwritten in place at each shell step (one `pwrite`; notes of one
-//! length, so it is never truncated), and removed when it is taken.
+//! part of what `verify` checks. It is written when a step's child starts
+//! and removed when that child ends (reaped) or when the note is taken, so
+//! a run whose step is not waiting for a child has none.
 
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -19,7 +19,7 @@ pub struct ChildNoteFile {
     /// records: a database store's `<workspace>/.planrun/children/<id>`);
     /// the file store's `.child` stays in the run's folder.
     transient: bool,
-    /// Opened at the first note; closed when the note is taken.
+    /// Opened at a child's note; closed when the note is removed.
     file: Mutex<Option<File>>,
 }
 
@@ -47,9 +47,8 @@ impl ChildNoteFile {
         }
     }
 
-    /// Replaces the note with `note`, which is as long as every note the
-    /// caller writes (best effort: a note that cannot be written only loses
-    /// the clean-up).
+    /// Replaces the note with `note` (best effort: a note that cannot be
+    /// written only loses the clean-up).
     pub fn write(&self, note: &str) {
         let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
         if file.is_none() {
@@ -60,8 +59,14 @@ impl ChildNoteFile {
                 open().or_else(|_| self.path.parent().map_or(Ok(()), fs::create_dir_all).and_then(|()| open())).ok();
         }
         if let Some(file) = file.as_ref() {
-            let _ = file.write_all_at(note.as_bytes(), 0);
+            let _ = file.write_all_at(note.as_bytes(), 0).and_then(|()| file.set_len(note.len() as u64));
         }
+    }
+
+    /// Removes the note: its child has ended.
+    pub fn remove(&self) {
+        self.file.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let _ = fs::remove_file(&self.path);
     }
 
     /// The note, removed.

@@ -41,9 +41,16 @@ pub struct StepRecord {
     /// The resolved action that ran (templates rendered); `null` when
     /// resolution itself failed.
     pub action: Option<Value>,
+    /// What the step printed, failed or not (a shell step's stdout, capped
+    /// at `max_output_bytes`; the output a failed `expect` refused).
     pub output_text: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_json: Option<Value>,
+    /// The end of a program's stderr (`tools::STDERR_TAIL_BYTES`), failed
+    /// or not; absent for kinds without stderr and in records written
+    /// before it was kept (so that their chain links stay the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_text: Option<String>,
     pub error: Option<String>,
     /// Facts from the tool and the policy (decision, rule, program, exit code).
     pub details: Map<String, Value>,

@@ -34,6 +34,7 @@ use crate::store::audit::{LogFiles, check_seal, verify_audit, verify_checkpointe
 use crate::store::head::{CHECKPOINT_KEY, HeadPayload, full_payload, plan_bytes, split_payload};
 use crate::store::history::history_chain;
 use crate::store::{AuditEvent, AuditTail, EnvelopeError, RunState, Sealer, StepRecord, StepRecordStatus, StoreError};
+use crate::strict_json;
 
 /// `<workspace>/runs`.
 pub(crate) fn runs_folder(workspace: &Path) -> PathBuf {
@@ -496,7 +497,7 @@ fn load_previous_layout(
     if sealer.link(plan_text.as_bytes()) != plan_hash {
         return Err(tampered("`plan.json` is not the plan the run stored (its link does not match)".to_string()));
     }
-    let plan: Value = serde_json::from_str(&plan_text).map_err(|error| StoreError::Corrupt {
+    let plan: Value = strict_json::parse(&plan_text).map_err(|error| StoreError::Corrupt {
         path: plan_path,
         line: error.line(),
         message: error.to_string(),
@@ -530,7 +531,7 @@ fn parse_lines<T: serde::de::DeserializeOwned>(path: &Path, lines: &[&str]) -> R
         .iter()
         .enumerate()
         .map(|(index, line)| {
-            serde_json::from_str(line).map_err(|error| StoreError::Corrupt {
+            strict_json::from_str(line).map_err(|error| StoreError::Corrupt {
                 path: path.to_path_buf(),
                 line: index + 1,
                 message: error.to_string(),
@@ -554,7 +555,7 @@ pub(crate) fn run_started_at(dir: &Path, sealer: &Sealer) -> Option<String> {
     let log = io::BufReader::new(fs::File::open(dir.join("audit.jsonl")).ok()?);
     let marker = format!("\"{CHECKPOINT_KEY}\":");
     let line = io::BufRead::lines(log).map_while(Result::ok).find(|line| line.contains(&marker))?;
-    let event: AuditEvent = serde_json::from_str(&line).ok()?;
+    let event: AuditEvent = strict_json::from_str(&line).ok()?;
     event.details.get(CHECKPOINT_KEY)?.get("state")?.get("started_at")?.as_str().map(str::to_string)
 }
 

@@ -49,6 +49,7 @@ pub(crate) fn step_record(step_id: &str) -> crate::store::StepRecord {
         action: None,
         output_text: format!("{step_id} ran"),
         output_json: None,
+        stderr_text: None,
         error: None,
         details: Map::new(),
         started_at: "2026-01-01T00:00:00Z".into(),

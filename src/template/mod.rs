@@ -1,5 +1,6 @@
 //! Templates: `{{ last.output_text }}`, `{{ steps.<id>.output_text }}`,
-//! `{{ steps.<id>.output_json.<field> }}`, `{{ run.id }}`.
+//! `{{ steps.<id>.stderr_text }}`, `{{ steps.<id>.output_json.<field> }}`,
+//! `{{ run.id }}`.
 //!
 //! Templates are parsed once, by the loader, into [`Template`]s held by the
 //! model; the interpreter renders them just before a step runs. Rendering is a

@@ -42,6 +42,9 @@ pub enum RefTarget {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Field {
     OutputText,
+    /// The end of what a shell step's program wrote to stderr (empty for
+    /// the other kinds).
+    StderrText,
     /// A field path into the step's structured output.
     OutputJson(Vec<String>),
 }
@@ -127,7 +130,7 @@ impl Serialize for Template {
 
 fn parse_expr(expr: &str) -> Result<RefTarget, String> {
     let parts: Vec<&str> = expr.split('.').collect();
-    let hint = "expected `last.output_text`, `steps.<id>.output_text`, `steps.<id>.output_json.<field>` or `run.id`";
+    let hint = "expected `last.output_text`, `steps.<id>.output_text`, `steps.<id>.stderr_text`, `steps.<id>.output_json.<field>` or `run.id`";
     if parts.iter().any(|part| part.is_empty() || part.chars().any(char::is_whitespace)) {
         return Err(format!("malformed reference `{{{{ {expr} }}}}`: {hint}"));
     }
@@ -144,6 +147,7 @@ fn parse_expr(expr: &str) -> Result<RefTarget, String> {
 fn parse_field(expr: &str, field: &[&str], hint: &str) -> Result<Field, String> {
     match field {
         ["output_text"] => Ok(Field::OutputText),
+        ["stderr_text"] => Ok(Field::StderrText),
         ["output_json", path @ ..] if !path.is_empty() => {
             Ok(Field::OutputJson(path.iter().map(|part| (*part).to_string()).collect()))
         }
@@ -173,6 +177,10 @@ mod tests {
             ]
         );
         assert_eq!(template.segments().len(), 5);
+        let stderr = Template::parse("{{ steps.test.stderr_text }}").expect("valid template");
+        let target = stderr.references().map(|reference| reference.target.clone()).next();
+        assert_eq!(target, Some(RefTarget::Step { id: "test".to_string(), field: Field::StderrText }));
+        assert!(Template::parse("{{ steps.test.stderr_text.x }}").is_err());
     }
 
     #[test]

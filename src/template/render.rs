@@ -9,6 +9,8 @@ use crate::template::{Field, RefTarget, Reference, Segment, Template};
 pub struct StepOutput {
     pub output_text: String,
     pub output_json: Option<Value>,
+    /// The end of a shell step's stderr; empty for the other kinds.
+    pub stderr_text: String,
 }
 
 /// What rendering may look up.
@@ -59,6 +61,7 @@ fn resolve(reference: &Reference, context: &dyn RenderContext) -> Result<String,
     };
     match field {
         Field::OutputText => Ok(output.output_text.clone()),
+        Field::StderrText => Ok(output.stderr_text.clone()),
         Field::OutputJson(path) => {
             let mut value = output.output_json.as_ref().ok_or_else(|| TemplateError::NoJsonOutput { expr: expr() })?;
             for part in path {
@@ -104,8 +107,13 @@ mod tests {
         let json = StepOutput {
             output_text: "{}".to_string(),
             output_json: Some(serde_json::json!({"ticket": {"status": "open", "n": 3}})),
+            stderr_text: String::new(),
         };
-        let text = StepOutput { output_text: "{{ run.id }}".to_string(), output_json: None };
+        let text = StepOutput {
+            output_text: "{{ run.id }}".to_string(),
+            output_json: None,
+            stderr_text: "Ran 3 tests\nOK\n".to_string(),
+        };
         Context {
             outputs: BTreeMap::from([("a".to_string(), json), ("b".to_string(), text.clone())]),
             last: Some(text),
@@ -116,6 +124,13 @@ mod tests {
     fn substituted_text_is_never_re_expanded() {
         let template = Template::parse("[{{ last.output_text }}] {{ run.id }}").expect("valid");
         assert_eq!(template.render(&context()).expect("renders"), "[{{ run.id }}] run-1");
+    }
+
+    #[test]
+    fn stderr_text_renders_what_the_step_wrote_to_stderr() {
+        let template = Template::parse("{{ steps.b.stderr_text }}|{{ last.stderr_text }}|{{ steps.a.stderr_text }}")
+            .expect("valid");
+        assert_eq!(template.render(&context()).expect("renders"), "Ran 3 tests\nOK\n|Ran 3 tests\nOK\n|");
     }
 
     #[test]

@@ -7,10 +7,11 @@
 //! `resume` starts again; on a database store the tool guard (`guard.rs`)
 //! kills it, and this note is the fallback for what the guard does not
 //! cover. Each shell step notes its child's identity (`process.rs`: pid,
-//! start time, boot id) in the run's note file (the file store's
+//! start time, boot id) and the step's id in the run's note file, removed
+//! again when the child ends (the file store's
 //! `runs/<run_id>/.child`; a database store's
-//! `<workspace>/.planrun/children/<run_id>`, removed when the run pauses or
-//! ends, and seen only by a takeover on the same machine), without a sync:
+//! `<workspace>/.planrun/children/<run_id>`, seen only by a takeover on the
+//! same machine), without a sync:
 //! after a power loss the child is gone too. [`ChildNote::stop_left_over`]
 //! kills the noted process group only while that exact process is still
 //! there, so a pid the kernel gave to another process since is never hit.
@@ -38,18 +39,31 @@ const STOP_WAIT: Duration = Duration::from_secs(2);
 pub struct ChildNote {
     file: ChildNoteFile,
     guard: Option<&'static ToolGuard>,
+    /// The step whose children are noted now ([`ChildNote::at_step`]).
+    step_id: Option<String>,
 }
 
 /// A child left running by a killed holder, and stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stopped {
     pub pid: u32,
+    /// The step that started it, as its note says (`None` for a note
+    /// written before notes named their step).
+    pub step_id: Option<String>,
 }
+
+/// The line of a note that names the step after the identity's line.
+const STEP: &str = "step ";
 
 impl ChildNote {
     pub fn new(file: ChildNoteFile) -> ChildNote {
         let guard = file.is_transient().then(guard::shared);
-        ChildNote { file, guard }
+        ChildNote { file, guard, step_id: None }
+    }
+
+    /// The children noted from now on are step `step_id`'s.
+    pub fn at_step(&mut self, step_id: &str) {
+        self.step_id = Some(step_id.to_string());
     }
 
     /// Before a child is started: makes sure the tool guard runs, where
@@ -64,7 +78,8 @@ impl ChildNote {
     pub fn started(&self, pid: u32) -> io::Result<()> {
         let identity = Identity::of(pid);
         if let Some(identity) = &identity {
-            self.file.write(&identity.to_string());
+            let step = self.step_id.as_deref().map(|step| format!("{STEP}{step}\n")).unwrap_or_default();
+            self.file.write(&format!("{identity}{step}"));
         }
         match (self.guard, identity) {
             (Some(guard), Some(identity)) => guard.guard(identity),
@@ -79,11 +94,13 @@ impl ChildNote {
         self.guard.map_or(Ok(()), |guard| guard.deadline(pid, deadline))
     }
 
-    /// Child `pid` is about to be reaped: the guard lets it go.
+    /// Child `pid` is about to be reaped (its group killed, nothing of it
+    /// left running): the guard lets it go and its note is removed.
     pub fn reaping(&self, pid: u32) {
         if let Some(guard) = self.guard {
             guard.release(pid);
         }
+        self.file.remove();
     }
 
     /// Drops the note when its store keeps it outside the run's records.
@@ -95,7 +112,9 @@ impl ChildNote {
     /// running (a predecessor was killed while waiting for it), waits for
     /// it to go, and removes the note.
     pub fn stop_left_over(&self) -> Option<Stopped> {
-        let noted = Identity::parse(&self.file.take()?)?;
+        let text = self.file.take()?;
+        let noted = Identity::parse(text.lines().next()?)?;
+        let step_id = text.lines().nth(1).and_then(|line| line.strip_prefix(STEP)).map(str::to_string);
         let pid = noted.pid;
         let live = stat(pid).is_some_and(|(identity, zombie)| !zombie && identity == noted);
         live.then(|| {
@@ -106,7 +125,7 @@ impl ChildNote {
             while running(pid) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(5));
             }
-            Stopped { pid }
+            Stopped { pid, step_id }
         })
     }
 }
@@ -122,7 +141,8 @@ mod tests {
     fn a_noted_child_still_running_is_stopped_and_a_gone_one_is_not_touched() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join(".child");
-        let note = ChildNote::new(ChildNoteFile::at(path.clone()));
+        let mut note = ChildNote::new(ChildNoteFile::at(path.clone()));
+        note.at_step("wait");
         let mut child = Command::new("sleep").arg("30").process_group(0).spawn().expect("sleep");
         note.started(child.id()).expect("noted");
         assert!(running(child.id()));
@@ -131,7 +151,15 @@ mod tests {
         let stopped = note.stop_left_over().expect("stopped");
         assert!(!reaper.join().expect("reaper").success(), "killed");
         assert!(!running(stopped.pid));
+        assert_eq!(stopped.step_id.as_deref(), Some("wait"), "the note names the step of its child");
         assert!(note.stop_left_over().is_none(), "the note is gone");
+
+        let mut ended = Command::new("true").process_group(0).spawn().expect("true");
+        note.started(ended.id()).expect("noted");
+        assert!(path.exists());
+        note.reaping(ended.id());
+        ended.wait().expect("wait");
+        assert!(!path.exists(), "a child's note goes when the child is reaped");
 
         let mut done = Command::new("true").process_group(0).spawn().expect("true");
         note.started(done.id()).expect("noted");

@@ -24,7 +24,7 @@ use crate::store::SharedSync;
 use crate::tools::children::ChildNote;
 
 pub use files::{FileError, TargetContent, WriteSync, read_file, target_content, write_file};
-pub use shell::{ChildEvent, ShellRun, run_shell};
+pub use shell::{ChildEvent, STDERR_TAIL_BYTES, ShellRun, run_shell};
 
 /// An action with every template rendered: exactly what will run.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -67,8 +67,10 @@ pub struct ToolFailure {
     pub class: FailureClass,
     /// Lowercase, no final period; names the path or program involved.
     pub message: String,
-    /// What the tool printed before failing (a shell step's stdout), so an
-    /// `expect.exit_code` can accept a non-zero exit; usually empty.
+    /// What the tool printed before failing (a shell step's stdout, or the
+    /// output an `expect` check refused), kept in the attempt's record and
+    /// so that an `expect.exit_code` can accept a non-zero exit; usually
+    /// empty.
     pub output_text: String,
 }
 
@@ -78,6 +80,10 @@ pub struct ToolFailure {
 pub struct ToolOutcome {
     pub result: Result<ToolSuccess, ToolFailure>,
     pub details: Map<String, Value>,
+    /// The end of what a program that ran wrote to stderr (see
+    /// [`STDERR_TAIL_BYTES`]), whether it succeeded or failed;
+    /// `None` for tools that have no stderr.
+    pub stderr_text: Option<String>,
 }
 
 /// What an effect itself says about a keyed action it may already have
@@ -138,6 +144,14 @@ impl<'a> Tools<'a> {
     pub fn with_fence(mut self, fence: Fence) -> Self {
         self.fence = fence;
         self
+    }
+
+    /// The shell children started from now on are step `step_id`'s: their
+    /// note names it (see `children.rs`).
+    pub fn at_step(&mut self, step_id: &str) {
+        if let Some(children) = &mut self.children {
+            children.at_step(step_id);
+        }
     }
 
     /// Stops the shell child a killed predecessor left running (see
@@ -340,49 +354,38 @@ impl<'a> Tools<'a> {
         details.insert("stdout_bytes".into(), run.stdout_bytes.into());
         details.insert("stderr_bytes".into(), run.stderr_bytes.into());
         details.insert("truncated".into(), (run.stdout_truncated || run.stderr_truncated).into());
-        if run.fenced {
+        let message = if run.fenced {
             // The runtime ends the step as a lost lease; this says why the
             // child died, should anything read it.
             details.insert("fenced".into(), true.into());
-            return ToolOutcome::failure(
-                FailureClass::ExecutionError,
-                format!("`{name}` was killed: this process's lease on the run ran out"),
-                details,
-            );
-        }
-        if run.timed_out {
+            Some(format!("`{name}` was killed: this process's lease on the run ran out"))
+        } else if run.timed_out {
             details.insert("timed_out".into(), true.into());
-            return ToolOutcome::failure(
-                FailureClass::ExecutionError,
-                format!("`{name}` timed out after {} and was killed", format_duration(timeout)),
-                details,
-            );
-        }
-        match (run.exit_code, run.signal) {
-            (Some(0), _) => ToolOutcome::success(run.stdout, None, details),
-            (Some(code), _) => {
-                let first = run.stderr.lines().map(str::trim).find(|l| !l.is_empty());
-                let message = match first {
+            Some(format!("`{name}` timed out after {} and was killed", format_duration(timeout)))
+        } else {
+            match (run.exit_code, run.signal) {
+                (Some(0), _) => None,
+                (Some(code), _) => Some(match first_stderr_line(&run) {
                     Some(line) => format!("`{name}` exited with status {code}: {line}"),
                     None => format!("`{name}` exited with status {code}"),
-                };
+                }),
+                (None, Some(signal)) => Some(format!("`{name}` was killed by signal {signal}")),
+                (None, None) => Some(format!("`{name}` ended without an exit status")),
+            }
+        };
+        // Failed or not, the attempt keeps what the program printed.
+        let mut outcome = match message {
+            None => ToolOutcome::success(run.stdout, None, details),
+            Some(message) => {
                 let mut outcome = ToolOutcome::failure(FailureClass::ExecutionError, message, details);
                 if let Err(failure) = &mut outcome.result {
                     failure.output_text = run.stdout;
                 }
                 outcome
             }
-            (None, Some(signal)) => ToolOutcome::failure(
-                FailureClass::ExecutionError,
-                format!("`{name}` was killed by signal {signal}"),
-                details,
-            ),
-            (None, None) => ToolOutcome::failure(
-                FailureClass::ExecutionError,
-                format!("`{name}` ended without an exit status"),
-                details,
-            ),
-        }
+        };
+        outcome.stderr_text = Some(run.stderr);
+        outcome
     }
 
     fn write(&self, path: &str, content: &str) -> ToolOutcome {
@@ -404,13 +407,20 @@ impl<'a> Tools<'a> {
         match read_file(self.workspace, path, self.policy.files.max_read_bytes) {
             Ok(text) => {
                 details.insert("bytes".into(), (text.len() as u64).into());
-                let json =
-                    serde_json::from_str::<Value>(&text).ok().filter(|value| value.is_object() || value.is_array());
+                let json = crate::strict_json::parse(&text).ok().filter(|value| value.is_object() || value.is_array());
                 ToolOutcome::success(text, json, details)
             }
             Err(err) => ToolOutcome::file_failure(err, details),
         }
     }
+}
+
+/// The first whole non-empty line of what a program kept of its stderr,
+/// for the error message (a tail that was cut starts inside a line).
+fn first_stderr_line(run: &ShellRun) -> Option<&str> {
+    let kept =
+        if run.stderr_truncated { run.stderr.split_once('\n').map_or("", |(_, rest)| rest) } else { &run.stderr };
+    kept.lines().map(str::trim).find(|line| !line.is_empty())
 }
 
 /// What a write reports: the same words when it runs and when a recovery
@@ -421,15 +431,16 @@ fn written(bytes: impl std::fmt::Display, path: &str) -> String {
 
 impl ToolOutcome {
     fn success(output_text: String, output_json: Option<Value>, details: Map<String, Value>) -> Self {
-        ToolOutcome { result: Ok(ToolSuccess { output_text, output_json }), details }
+        ToolOutcome { result: Ok(ToolSuccess { output_text, output_json }), details, stderr_text: None }
     }
 
     fn failure(class: FailureClass, message: String, details: Map<String, Value>) -> Self {
-        ToolOutcome { result: Err(ToolFailure { class, message, output_text: String::new() }), details }
+        let failure = ToolFailure { class, message, output_text: String::new() };
+        ToolOutcome { result: Err(failure), details, stderr_text: None }
     }
 
     fn from_result(result: Result<ToolSuccess, ToolFailure>) -> Self {
-        ToolOutcome { result, details: Map::new() }
+        ToolOutcome { result, details: Map::new(), stderr_text: None }
     }
 
     fn file_failure(err: FileError, mut details: Map<String, Value>) -> Self {

@@ -42,8 +42,7 @@ impl Identity {
 }
 
 impl std::fmt::Display for Identity {
-    /// One line, of one length for every note (the note file is
-    /// overwritten in place).
+    /// One line, of one length for every identity.
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(formatter, "{:>10} {:>20} {:>36}", self.pid, self.started, self.boot)
     }

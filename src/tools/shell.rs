@@ -3,8 +3,9 @@
 //! A child runs with an empty environment plus exactly the policy's `env`,
 //! stdin null, the workspace root as its working directory, and in its own
 //! process group. The calling thread waits for everything at once with one
-//! `poll(2)`: the child's two output pipes (read as they fill, keeping at
-//! most `max_output_bytes` of each stream and draining the rest so the
+//! `poll(2)`: the child's two output pipes (read as they fill, keeping the
+//! first `max_output_bytes` of stdout and the last [`STDERR_TAIL_BYTES`]
+//! (at most `max_output_bytes`) of stderr, and draining the rest so the
 //! child never blocks) and, on Linux, a pidfd of the leader, which becomes
 //! readable when it exits (elsewhere the wait wakes every [`EXIT_POLL`] to
 //! ask). The leader's exit is taken with `waitid(WNOWAIT)`, which leaves it
@@ -43,13 +44,20 @@ const EXIT_POLL: Duration = Duration::from_millis(5);
 /// pipes longer; its output is then cut off.
 const READER_GRACE: Duration = Duration::from_millis(500);
 
+/// How much of its stderr a child keeps: the end, where a failing
+/// program says what went wrong (a test runner's summary, a compiler's
+/// last error), never more than the policy's `max_output_bytes`.
+pub const STDERR_TAIL_BYTES: u64 = 8 * 1024;
+
 /// What a finished (or killed) child did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ShellRun {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
-    /// Lossy UTF-8 of at most `max_output_bytes`.
+    /// Lossy UTF-8 of the first `max_output_bytes`.
     pub stdout: String,
+    /// Lossy UTF-8 of the last [`STDERR_TAIL_BYTES`] (at most
+    /// `max_output_bytes`), starting on a character boundary.
     pub stderr: String,
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
@@ -61,48 +69,94 @@ pub struct ShellRun {
     pub fenced: bool,
 }
 
+/// Which part of a stream that writes more than its cap is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// The first bytes (stdout: what a template reads).
+    Head,
+    /// The last bytes (stderr: where the error is).
+    Tail,
+}
+
 /// One output pipe of the child and what was read from it.
 struct Output {
     /// `None` once it reached end of file (or failed).
     pipe: Option<OwnedFd>,
+    /// The bytes kept: at most `max` for [`Keep::Head`], at most twice
+    /// `max` (the last `max` of them count) for [`Keep::Tail`].
     kept: Vec<u8>,
     total: u64,
-    max: u64,
+    max: usize,
+    keep: Keep,
 }
 
 impl Output {
     /// Takes the read end of a pipe (non-blocking from now on).
-    fn new(pipe: Option<impl Into<OwnedFd>>, max: u64) -> io::Result<Output> {
+    fn new(pipe: Option<impl Into<OwnedFd>>, max: u64, keep: Keep) -> io::Result<Output> {
         let pipe = pipe.map(Into::into);
         if let Some(pipe) = &pipe {
             rustix::io::ioctl_fionbio(pipe, true)?;
         }
-        Ok(Output { pipe, kept: Vec::new(), total: 0, max })
+        let max = usize::try_from(max).unwrap_or(usize::MAX);
+        Ok(Output { pipe, kept: Vec::new(), total: 0, max, keep })
     }
 
     /// Reads what the pipe holds now; closes it at end of file.
     fn read_available(&mut self, buf: &mut [u8]) {
-        let Some(pipe) = &self.pipe else { return };
+        let Some(pipe) = self.pipe.take() else { return };
         loop {
-            match rustix::io::read(pipe, &mut *buf) {
+            match rustix::io::read(&pipe, &mut *buf) {
                 Ok(0) => break,
-                Ok(n) => {
-                    let room = self.max.saturating_sub(self.kept.len() as u64);
-                    self.kept.extend_from_slice(&buf[..(n as u64).min(room) as usize]);
-                    self.total += n as u64;
-                }
+                Ok(n) => self.keep(&buf[..n]),
                 Err(rustix::io::Errno::INTR) => {}
-                Err(rustix::io::Errno::AGAIN) => return,
+                Err(rustix::io::Errno::AGAIN) => {
+                    self.pipe = Some(pipe);
+                    return;
+                }
                 Err(_) => break,
             }
         }
-        self.pipe = None;
+    }
+
+    /// Counts `bytes` and keeps what the stream keeps of them.
+    fn keep(&mut self, bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        match self.keep {
+            Keep::Head => {
+                let room = self.max.saturating_sub(self.kept.len());
+                self.kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            }
+            Keep::Tail if bytes.len() >= self.max => {
+                self.kept.clear();
+                self.kept.extend_from_slice(&bytes[bytes.len() - self.max..]);
+            }
+            Keep::Tail => {
+                self.kept.extend_from_slice(bytes);
+                // Moved down only past twice the cap: each byte is moved
+                // at most once, and at most twice the cap is held.
+                if self.kept.len() > self.max.saturating_mul(2) {
+                    self.kept.drain(..self.kept.len() - self.max);
+                }
+            }
+        }
     }
 
     /// The lossy text kept, the bytes written, and whether some were cut.
+    /// A tail starts on a character boundary: the rest of a character cut
+    /// in two is dropped.
     fn take(self) -> (String, u64, bool) {
-        let truncated = self.total > self.kept.len() as u64;
-        (String::from_utf8_lossy(&self.kept).into_owned(), self.total, truncated)
+        let mut kept = self.kept.as_slice();
+        if self.keep == Keep::Tail {
+            kept = &kept[kept.len().saturating_sub(self.max)..];
+            if self.total > kept.len() as u64 {
+                // At most three continuation bytes (10xxxxxx) end a
+                // character whose first byte was cut off.
+                let partial = kept.iter().take(3).take_while(|byte| *byte & 0xC0 == 0x80).count();
+                kept = &kept[partial..];
+            }
+        }
+        let truncated = self.total > kept.len() as u64;
+        (String::from_utf8_lossy(kept).into_owned(), self.total, truncated)
     }
 }
 
@@ -232,8 +286,8 @@ pub fn run_shell(
         return abandon(&mut child, error);
     }
     let setup = (|| {
-        let stdout = Output::new(child.stdout.take(), max_output_bytes)?;
-        let stderr = Output::new(child.stderr.take(), max_output_bytes)?;
+        let stdout = Output::new(child.stdout.take(), max_output_bytes, Keep::Head)?;
+        let stderr = Output::new(child.stderr.take(), max_output_bytes.min(STDERR_TAIL_BYTES), Keep::Tail)?;
         Ok::<_, io::Error>([stdout, stderr])
     })();
     let mut outputs = match setup {
@@ -435,6 +489,52 @@ mod tests {
         assert_eq!(out.stdout_bytes, 200_000);
         assert_eq!(out.stderr, "err\n");
         assert!(!out.stderr_truncated);
+    }
+
+    #[test]
+    fn a_long_stderr_keeps_its_tail_from_a_character_boundary() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        // "x", 10 000 bytes of "é" (two bytes each), "ok\n": the last
+        // 8 KiB start inside an "é", which is dropped.
+        let script =
+            "printf x >&2; i=0; while [ $i -lt 500 ]; do printf 'éééééééééé' >&2; i=$((i+1)); done; printf 'ok\\n' >&2";
+        let out = run_shell(
+            &which("sh"),
+            &args(&["-c", script]),
+            &env(&[]),
+            tmp.path(),
+            Duration::from_secs(20),
+            1 << 20,
+            &Fence::unbounded(),
+            &|_| Ok(()),
+        )
+        .expect("run");
+        assert_eq!(out.exit_code, Some(0));
+        assert_eq!(out.stderr_bytes, 10_004);
+        assert!(out.stderr_truncated);
+        assert_eq!(out.stderr.len(), STDERR_TAIL_BYTES as usize - 1, "the cut character is dropped");
+        assert!(
+            out.stderr.starts_with('é') && out.stderr.ends_with("éok\n"),
+            "{:?}",
+            out.stderr.chars().take(8).collect::<String>()
+        );
+        assert!(!out.stderr.contains('\u{FFFD}'));
+    }
+
+    #[test]
+    fn a_tail_holds_at_most_twice_its_cap_while_it_reads() {
+        let mut tail = Output::new(None::<OwnedFd>, 10, Keep::Tail).expect("output");
+        for chunk in 0..1000u32 {
+            tail.keep(format!("{chunk:03};").as_bytes());
+            assert!(tail.kept.len() <= 20, "{}", tail.kept.len());
+        }
+        tail.keep(&[b'y'; 64]);
+        assert_eq!(tail.kept.len(), 10);
+        tail.keep(b"0123");
+        assert_eq!(tail.take(), ("yyyyyy0123".to_string(), 4068, true));
+        let mut short = Output::new(None::<OwnedFd>, 10, Keep::Tail).expect("output");
+        short.keep("ab\u{e9}".as_bytes());
+        assert_eq!(short.take(), ("ab\u{e9}".to_string(), 4, false), "nothing cut, nothing dropped");
     }
 
     fn alive(pid: i32) -> bool {

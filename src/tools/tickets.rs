@@ -46,6 +46,7 @@ use serde_json::{Map, Value, json};
 
 use crate::confine::Workspace;
 use crate::model::FailureClass;
+use crate::strict_json;
 use crate::tools::{FileError, ToolFailure, ToolSuccess, WriteSync, read_file, write_file};
 
 /// The file the ticket tools use, relative to the workspace.
@@ -109,10 +110,10 @@ fn load(workspace: &Workspace, max_bytes: u64) -> Result<Map<String, Value>, Too
         message: format!("ticket system unavailable: {error}"),
         output_text: String::new(),
     })?;
-    match serde_json::from_str::<Value>(&text) {
+    match strict_json::parse(&text) {
         Ok(Value::Object(root)) => Ok(root),
         Ok(_) => Err(invalid(format!("`{TICKETS_FILE}` is not an object"))),
-        Err(error) => Err(invalid(format!("`{TICKETS_FILE}` is not valid JSON: {error}"))),
+        Err(error) => Err(invalid(format!("`{TICKETS_FILE}` is not strict JSON: {error}"))),
     }
 }
 

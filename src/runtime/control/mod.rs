@@ -21,6 +21,7 @@ mod open;
 mod reconcile;
 mod reject;
 mod resume;
+mod story;
 
 pub use approve::{ApproveOutcome, approve};
 pub use cancel::cancel;
@@ -29,3 +30,4 @@ pub use held_run::HeldRun;
 pub use reconcile::reconcile;
 pub use reject::reject;
 pub use resume::{ResumeRequest, resume, resume_held};
+pub use story::{StoryCheck, read_checked};

@@ -87,6 +87,7 @@ pub fn reconcile(
             action: Some(reconciliation.action.clone()),
             output_text: String::new(),
             output_json: None,
+            stderr_text: None,
             error: None,
             details,
             started_at: now.clone(),

@@ -28,7 +28,7 @@ use crate::runtime::recorder::Recorder;
 use crate::runtime::{Progress, RuntimeEnv, format_timestamp};
 use crate::store::{Cursor, Evidence, PendingAction, RunState, StepRecord, StepRecordStatus, StoreError};
 use crate::template::{StepOutput, TemplateError};
-use crate::tools::{ResolvedAction, ToolFailure, ToolOutcome, ToolSuccess, Tools};
+use crate::tools::{ResolvedAction, ToolFailure, ToolOutcome, Tools};
 
 use super::budgets::Budgets;
 use super::completion::{Verifier, apply_expect};
@@ -123,6 +123,7 @@ impl Attempt<'_, '_> {
             self.state.counters.tool_calls += 1;
         }
         let timeout = self.budgets.timeout(step);
+        self.tools.at_step(&step.id);
         let outcome = match &step.idempotency_key {
             Some(key_template) => match key_template.render(&*self.outputs) {
                 Ok(key) => {
@@ -192,9 +193,10 @@ impl Attempt<'_, '_> {
     ) -> Result<(), StoreError> {
         let finished = self.env.clock.now();
         let duration_ms = u64::try_from(finished.as_millisecond() - started.as_millisecond()).unwrap_or(0);
-        let (status, success, failure) = match outcome.result {
-            Ok(success) => (StepRecordStatus::Done, Some(success), None),
-            Err(failure) => (StepRecordStatus::Failed, None, Some(failure)),
+        let ToolOutcome { result, details: tool_details, stderr_text } = outcome;
+        let (status, output_text, success, failure) = match result {
+            Ok(success) => (StepRecordStatus::Done, success.output_text.clone(), Some(success), None),
+            Err(failure) => (StepRecordStatus::Failed, failure.output_text.clone(), None, Some(failure)),
         };
         let record = StepRecord {
             step_id: step.id.clone(),
@@ -203,10 +205,11 @@ impl Attempt<'_, '_> {
             attempt,
             failure_class: failure.as_ref().map(|failure| failure.class),
             action: action.map(|action| serde_json::to_value(action).unwrap_or(Value::Null)),
-            output_text: success.as_ref().map(|success| success.output_text.clone()).unwrap_or_default(),
+            output_text,
             output_json: success.as_ref().and_then(|success| success.output_json.clone()),
+            stderr_text: stderr_text.clone(),
             error: failure.as_ref().map(|failure| failure.message.clone()),
-            details: outcome.details.clone(),
+            details: tool_details.clone(),
             started_at: format_timestamp(started),
             finished_at: format_timestamp(finished),
             duration_ms,
@@ -221,7 +224,7 @@ impl Attempt<'_, '_> {
             duration_ms,
             failure_class: record.failure_class,
             error: record.error.clone(),
-            tool: outcome.details,
+            tool: tool_details,
         };
         let finished_event =
             if attempt == 1 { Event::StepFinished(details) } else { Event::RetryAttemptFinished(details) };
@@ -229,17 +232,23 @@ impl Attempt<'_, '_> {
         self.progress.step_finished(index, self.plan.steps.len(), step, &record);
 
         match (success, failure) {
-            (Some(success), _) => self.succeeded(index, step, success)?,
+            (Some(success), _) => {
+                let output = StepOutput {
+                    output_text: success.output_text,
+                    output_json: success.output_json,
+                    stderr_text: stderr_text.unwrap_or_default(),
+                };
+                self.succeeded(index, step, output)?
+            }
             (None, Some(failure)) => self.failed(step, attempt, failure)?,
             (None, None) => {}
         }
         Ok(())
     }
 
-    fn succeeded(&mut self, index: usize, step: &Step, success: ToolSuccess) -> Result<(), StoreError> {
+    fn succeeded(&mut self, index: usize, step: &Step, output: StepOutput) -> Result<(), StoreError> {
         self.state.counters.consecutive_failures = 0;
         self.state.cursor = Cursor { next_step: index + 1, attempts: 0 };
-        let output = StepOutput { output_text: success.output_text, output_json: success.output_json };
         self.outputs.record(&step.id, output);
         if matches!(step.action, Action::Finish { .. }) {
             self.complete("finish_step")?;
@@ -328,6 +337,7 @@ impl Attempt<'_, '_> {
             action: None,
             output_text: String::new(),
             output_json: None,
+            stderr_text: None,
             error: None,
             details: Map::from_iter([("reason".to_string(), json!(reason))]),
             started_at: format_timestamp(started),

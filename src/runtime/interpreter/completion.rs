@@ -13,7 +13,6 @@ use crate::tools::{ToolFailure, ToolOutcome, ToolSuccess, tickets};
 
 use super::budgets::Budgets;
 use super::idempotency::RECEIPT_EVIDENCE;
-use super::outcome::failure;
 
 /// Runs the plan's `[[verify]]` checks when the run reaches its end.
 pub(super) struct Verifier<'r> {
@@ -222,10 +221,17 @@ fn check_outcome(check: String, passed: bool, observed: Value, source: &str) -> 
     CheckOutcome { check, passed, observed, source: source.to_string() }
 }
 
-/// Applies a step's `expect` post-conditions to its outcome.
+/// Applies a step's `expect` post-conditions to its outcome. A refused
+/// output stays in the failure, so that the attempt's record shows what
+/// failed the check.
 pub(super) fn apply_expect(step: &Step, mut outcome: ToolOutcome) -> ToolOutcome {
     let Some(expect) = &step.expect else {
         return outcome;
+    };
+    let refuse = |success: ToolSuccess, message: String| ToolFailure {
+        class: FailureClass::VerificationFailed,
+        message,
+        output_text: success.output_text,
     };
     let exit_code = outcome.details.get("exit_code").and_then(Value::as_i64);
     if let Some(expected) = expect.exit_code {
@@ -234,8 +240,8 @@ pub(super) fn apply_expect(step: &Step, mut outcome: ToolOutcome) -> ToolOutcome
             Err(failure) if accepted && failure.class == FailureClass::ExecutionError => {
                 Ok(ToolSuccess { output_text: failure.output_text, output_json: None })
             }
-            Ok(_) if !accepted => Err(self::failure(
-                FailureClass::VerificationFailed,
+            Ok(success) if !accepted => Err(refuse(
+                success,
                 format!(
                     "expected exit code {expected}, got {}",
                     exit_code.map_or("none".to_string(), |code| code.to_string())
@@ -244,20 +250,23 @@ pub(super) fn apply_expect(step: &Step, mut outcome: ToolOutcome) -> ToolOutcome
             other => other,
         };
     }
-    if let Ok(success) = &outcome.result {
-        if let Some(needle) = &expect.output_contains
-            && !success.output_text.contains(needle.as_str())
+    outcome.result = outcome.result.and_then(|success| {
+        let text = success.output_text.as_str();
+        let broken = if let Some(needle) = &expect.output_contains
+            && !text.contains(needle.as_str())
         {
-            outcome.result =
-                Err(failure(FailureClass::VerificationFailed, format!("expected the output to contain {needle:?}")));
+            Some(format!("expected the output to contain {needle:?}"))
         } else if let Some(regex) = &expect.output_matches
-            && !regex.is_match(&success.output_text)
+            && !regex.is_match(text)
         {
-            outcome.result = Err(failure(
-                FailureClass::VerificationFailed,
-                format!("expected the output to match /{}/", regex.as_str()),
-            ));
+            Some(format!("expected the output to match /{}/", regex.as_str()))
+        } else {
+            None
+        };
+        match broken {
+            Some(message) => Err(refuse(success, message)),
+            None => Ok(success),
         }
-    }
+    });
     outcome
 }

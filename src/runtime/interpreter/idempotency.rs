@@ -219,7 +219,7 @@ impl<'r> Idempotency<'r> {
             recovered: self.recovering,
             receipt_link: self.link(&receipt)?,
         }))?;
-        Ok(ToolOutcome { result: Ok(success), details })
+        Ok(ToolOutcome { result: Ok(success), details, stderr_text: None })
     }
 
     /// No receipt yet: intent receipt, effect, completed receipt.

@@ -8,7 +8,9 @@
 //!   the verified history: the evidence path is complete;
 //! - waiting ⇒ the frozen action is exactly the plan's step at the cursor
 //!   rendered from the verified history (its fingerprint recomputed), and
-//!   the observations its `when` condition and templates read are there;
+//!   the observations its `when` condition and templates read are there,
+//!   and an approval on record names exactly that action (fingerprint,
+//!   scope, state version);
 //! - done ⇒ every `[[verify]]` check left its evidence, `already_satisfied`
 //!   has its own, and every keyed write that ran has receipt evidence bound
 //!   to the intent digest of the action its record says ran;
@@ -26,21 +28,32 @@ use super::idempotency::{RECEIPT_EVIDENCE, intent_digest};
 use super::outputs::Outputs;
 
 /// Checks that `state` and its verified `history` tell a story `plan` could
-/// have produced; a violation is [`StoreError::Tampered`] and nothing runs.
+/// have produced; a violation is [`StoreError::Tampered`] naming every
+/// check that failed (`; ` between them), and nothing runs.
 pub fn check_story(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Result<(), StoreError> {
-    story(plan, state, history).map_err(|reason| StoreError::Tampered {
+    let violations = story(plan, state, history);
+    if violations.is_empty() {
+        return Ok(());
+    }
+    Err(StoreError::Tampered {
         id: state.run_id.clone(),
-        reason: format!("the records do not tell a story the plan `{}` could produce: {reason}", plan.id),
+        reason: format!(
+            "the records do not tell a story the plan `{}` could produce: {}",
+            plan.id,
+            violations.join("; ")
+        ),
     })
 }
 
-fn story(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Result<(), String> {
+/// Every check the story fails, in order.
+fn story(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Vec<String> {
+    let mut violations = Vec::new();
     if let Some(pending) = &state.pending_action {
         if pending.step_id.is_empty() {
-            return Err("`pending_action.step_id` is empty".to_string());
+            violations.push("`pending_action.step_id` is empty".to_string());
         }
         if state.status.is_terminal() {
-            return Err(format!("a pending action on a run that ended `{}`", state.status));
+            violations.push(format!("a pending action on a run that ended `{}`", state.status));
         }
     }
     let last = last_records(history);
@@ -49,16 +62,18 @@ fn story(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Result<(), St
         match last.get(step.id.as_str()).map(|record| record.status) {
             Some(StepRecordStatus::Done | StepRecordStatus::Skipped) => {}
             Some(StepRecordStatus::Failed) => {
-                return Err(format!("step `{}` is before the cursor but its last record failed", step.id));
+                violations.push(format!("step `{}` is before the cursor but its last record failed", step.id));
             }
-            None => return Err(format!("step `{}` is before the cursor but has no record", step.id)),
+            None => violations.push(format!("step `{}` is before the cursor but has no record", step.id)),
         }
     }
-    match state.status {
+    let by_status = match state.status {
         RunStatus::WaitingApproval => waiting(plan, state, history),
         RunStatus::Done => done(plan, state, &last),
         _ => Ok(()),
-    }
+    };
+    violations.extend(by_status.err());
+    violations
 }
 
 /// The last record of each step id.
@@ -102,6 +117,17 @@ fn waiting(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Result<(), 
         return Err(format!(
             "the frozen action of step `{}` (fingerprint `{}`) is not the plan's step rendered from the verified record (`{}`)",
             step.id, pending.fingerprint, frozen.fingerprint
+        ));
+    }
+    // `approve` binds an approval to exactly the frozen action.
+    if let Some(approval) = &state.approval
+        && (approval.fingerprint != pending.fingerprint
+            || approval.scope != pending.scope
+            || approval.state_version != pending.state_version)
+    {
+        return Err(format!(
+            "the approval (fingerprint `{}`, scope `{}`, state version {}) is not bound to the frozen action of step `{}`",
+            approval.fingerprint, approval.scope, approval.state_version, step.id
         ));
     }
     Ok(())

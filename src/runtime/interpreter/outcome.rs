@@ -14,12 +14,12 @@ pub(super) fn failure(class: FailureClass, message: String) -> ToolFailure {
 impl ToolOutcome {
     /// A failure with no facts for the records.
     pub(super) fn err(failure: ToolFailure) -> Self {
-        ToolOutcome { result: Err(failure), details: Map::new() }
+        ToolOutcome { result: Err(failure), details: Map::new(), stderr_text: None }
     }
 
     /// A failure with the facts gathered before it (for example the
     /// idempotency key and intent digest).
     pub(super) fn err_with(failure: ToolFailure, details: Map<String, Value>) -> Self {
-        ToolOutcome { result: Err(failure), details }
+        ToolOutcome { result: Err(failure), details, stderr_text: None }
     }
 }

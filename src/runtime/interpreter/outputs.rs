@@ -29,8 +29,11 @@ impl Outputs {
     pub(super) fn restored(plan: &Plan, run_id: &str, history: &[StepRecord]) -> Self {
         let mut outputs = Outputs::new(plan, run_id);
         for record in history.iter().filter(|record| record.status == StepRecordStatus::Done) {
-            let output =
-                StepOutput { output_text: record.output_text.clone(), output_json: record.output_json.clone() };
+            let output = StepOutput {
+                output_text: record.output_text.clone(),
+                output_json: record.output_json.clone(),
+                stderr_text: record.stderr_text.clone().unwrap_or_default(),
+            };
             outputs.record(&record.step_id, output);
         }
         outputs

@@ -1,11 +1,11 @@
-//! The `agent` adapter: runs the plan interpreter for the instruction, in
+//! The `agent` adapter: runs the plan interpreter for the user's goal, in
 //! process, on a blocking thread, as run `agent-<bridge id>` in
 //! `<workspace>/runs/`.
 //!
-//! The instruction holds the goal as a substring, so keyword routing finds
-//! the same plan as for the bare goal; the agent run's `goal` is the
-//! instruction (as in the seed). The catalog is loaded and validated once, at
-//! start-up.
+//! The goal is routed exactly as `planrun route` and `planrun --goal` route
+//! it, and is the agent run's `goal`: never the bridge run's instruction,
+//! whose fixed wording ("report the result") would match keywords of its
+//! own. The catalog is loaded and validated once, at start-up.
 //!
 //! A run that pauses for approval (`waiting_approval`, exit code 3) is
 //! continued by [`AgentRunner::approve`] + [`AgentRunner::resume`] or ended
@@ -35,11 +35,11 @@ pub struct AgentRunner {
     pub store: Arc<dyn RunStore>,
 }
 
-pub async fn execute(runner: Arc<AgentRunner>, instruction: &str, bridge_run_id: &str) -> AdapterResult {
-    let instruction = instruction.to_string();
+pub async fn execute(runner: Arc<AgentRunner>, goal: &str, bridge_run_id: &str) -> AdapterResult {
+    let goal = goal.to_string();
     let run_id = agent_run_id(bridge_run_id);
     let id = run_id.clone();
-    match tokio::task::spawn_blocking(move || runner.run(&instruction, &id)).await {
+    match tokio::task::spawn_blocking(move || runner.run(&goal, &id)).await {
         Ok(result) => result,
         Err(error) => AdapterResult {
             response: String::new(),
@@ -52,11 +52,11 @@ pub async fn execute(runner: Arc<AgentRunner>, instruction: &str, bridge_run_id:
 }
 
 impl AgentRunner {
-    /// Routes `instruction` and runs the plan as `run_id` through the same
-    /// use case as the command line ([`ops::run`]); exit codes as the CLI's.
-    pub fn run(&self, instruction: &str, run_id: &str) -> AdapterResult {
+    /// Routes `goal` and runs the plan as `run_id` through the same use
+    /// case as the command line ([`ops::run`]); exit codes as the CLI's.
+    pub fn run(&self, goal: &str, run_id: &str) -> AdapterResult {
         let input = RunInput {
-            target: RunTarget::Goal { goal: instruction, catalog: &self.catalog },
+            target: RunTarget::Goal { goal, catalog: &self.catalog },
             run_id: Some(run_id.to_string()),
             workspace: self.workspace.clone(),
         };

@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `stub` | `stub` | echoes the instruction, in process |
 //! | `local_echo` | `real` | a child process (`echo`) with a cleared environment |
-//! | `agent` | `real` | the plan interpreter, in process, as run `agent-<bridge id>` |
+//! | `agent` | `real` | the plan interpreter for the goal, in process, as run `agent-<bridge id>` |
 //! | `openai` | `real` / `stub` | chat completions when `OPENAI_API_KEY` is set, else a stub |
 //! | `ollama` | `real` / `stub` | `POST /api/generate` when Ollama answered at start-up, else a stub |
 //! | `cloudcode` | `unavailable` | no transport: every run fails |
@@ -138,6 +138,16 @@ impl AdapterResult {
     }
 }
 
+/// What a bridge run hands its adapter: the user's goal and the
+/// instruction built from it. The `agent` adapter routes and records the
+/// goal itself (as `planrun route` and `planrun --goal` would); the others
+/// send the instruction.
+#[derive(Debug, Clone, Copy)]
+pub struct Task<'a> {
+    pub goal: &'a str,
+    pub instruction: &'a str,
+}
+
 /// Every adapter with what it needs, fixed at start-up.
 pub struct Adapters {
     pub agent: Arc<AgentRunner>,
@@ -167,16 +177,17 @@ impl Adapters {
         }
     }
 
-    /// Runs `instruction` through `kind` for bridge run `bridge_run_id`.
-    pub async fn execute(&self, kind: AdapterKind, instruction: &str, bridge_run_id: &str) -> AdapterResult {
+    /// Runs `task` through `kind` for bridge run `bridge_run_id`.
+    pub async fn execute(&self, kind: AdapterKind, task: Task<'_>, bridge_run_id: &str) -> AdapterResult {
         let mode = self.mode(kind);
+        let instruction = task.instruction;
         match kind {
             AdapterKind::Stub => stub::execute(instruction),
             AdapterKind::LocalEcho => match &self.echo_program {
                 Some(program) => local_echo::execute(program, instruction, self.timeout).await,
                 None => AdapterResult::failed("no `echo` program found at start-up".into(), None, mode),
             },
-            AdapterKind::Agent => agent::execute(Arc::clone(&self.agent), instruction, bridge_run_id).await,
+            AdapterKind::Agent => agent::execute(Arc::clone(&self.agent), task.goal, bridge_run_id).await,
             AdapterKind::OpenAi => openai::execute(&self.client, &self.openai, self.timeout, instruction, mode).await,
             AdapterKind::Ollama => ollama::execute(&self.client, &self.ollama, self.timeout, instruction, mode).await,
             AdapterKind::CloudCode => cloudcode::execute(),

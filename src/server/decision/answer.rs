@@ -2,9 +2,11 @@
 //! the request offered. Structured output makes a valid answer likely, not
 //! certain (a server may ignore the schema), so nothing is trusted:
 //!
-//! - the answer is exactly one JSON object (inside one markdown fence at
-//!   most); prose around it is refused, because a model that talks around
-//!   its JSON did not follow the schema and its first `{` may be an echo;
+//! - the answer holds exactly one JSON object, in at most one markdown
+//!   fence. Text around it (a sentence before or after, the fence) is
+//!   stripped and recorded ([`Stripped`]): small models add it even when
+//!   given a schema. Two objects (an echo and an answer, say) are refused,
+//!   and so are two fences;
 //! - the keys are `action`, `plan_id` and `reason`, nothing else (an echo of
 //!   the schema itself has `type` and `properties`);
 //! - `action` is an offered action, `plan_id` an offered plan for
@@ -15,6 +17,7 @@
 use serde_json::{Map, Value};
 
 use crate::server::decision::choices::{Choices, MAX_REASON_CHARS, REASON_DESCRIPTION};
+use crate::strict_json;
 
 /// What a valid answer chose.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +31,35 @@ pub enum Choice {
 pub struct ParsedDecision {
     pub choice: Choice,
     pub reason: Option<String>,
+    /// What was stripped from around the JSON object, if anything.
+    pub stripped: Option<Stripped>,
+}
+
+/// The text around an answer's one JSON object that validation stripped:
+/// characters of prose before and after it (inside and outside the fence,
+/// white space not counted) and whether it was in a markdown fence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Stripped {
+    pub chars_before: usize,
+    pub chars_after: usize,
+    pub fence: bool,
+}
+
+impl Stripped {
+    /// How the evidence's `verdict_reason` says it.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.fence {
+            parts.push("a markdown fence".to_string());
+        }
+        if self.chars_before > 0 {
+            parts.push(format!("{} characters before the object", self.chars_before));
+        }
+        if self.chars_after > 0 {
+            parts.push(format!("{} characters after it", self.chars_after));
+        }
+        parts.join(", ")
+    }
 }
 
 /// Why a model's answer was refused.
@@ -39,8 +71,10 @@ pub enum InvalidDecision {
     Truncated,
     #[error("invalid JSON: {0}")]
     Json(String),
-    #[error("text around the JSON object (the answer must be the object alone)")]
-    Prose,
+    #[error("more than one JSON object in the answer (exactly one is a decision)")]
+    SeveralObjects,
+    #[error("more than one markdown fence in the answer (at most one is stripped)")]
+    SeveralFences,
     #[error("the answer echoes the decision schema instead of choosing")]
     SchemaEcho,
     #[error("unknown key `{0}` (allowed: `action`, `plan_id`, `reason`)")]
@@ -57,7 +91,7 @@ pub enum InvalidDecision {
 
 /// Validates `text` against `choices`.
 pub fn parse_decision(text: &str, choices: &Choices) -> Result<ParsedDecision, InvalidDecision> {
-    let object = json_object(text)?;
+    let (object, stripped) = json_object(text)?;
     if object.contains_key("properties") || object.contains_key("type") || object.contains_key("$schema") {
         return Err(InvalidDecision::SchemaEcho);
     }
@@ -96,48 +130,105 @@ pub fn parse_decision(text: &str, choices: &Choices) -> Result<ParsedDecision, I
         }
         Some(_) => return Err(InvalidDecision::Reason),
     };
-    Ok(ParsedDecision { choice, reason })
+    Ok(ParsedDecision { choice, reason, stripped })
 }
 
-/// The one JSON object `text` holds (optionally in one markdown fence).
-fn json_object(text: &str) -> Result<Map<String, Value>, InvalidDecision> {
-    let body = unfenced(text.trim())?;
-    if !body.starts_with('{') {
-        return Err(if body.contains('{') { InvalidDecision::Prose } else { InvalidDecision::NoJson });
+/// The one JSON object `text` holds, and what was stripped around it: at
+/// most one markdown fence, and prose before and after the object.
+fn json_object(text: &str) -> Result<(Map<String, Value>, Option<Stripped>), InvalidDecision> {
+    let fenced = unfenced(text.trim())?;
+    let body = fenced.body;
+    // An answer that starts as JSON is read as JSON: a cut-off or malformed
+    // object is refused as such, never searched for another one inside it.
+    if body.starts_with('{') {
+        let mut stream = serde_json::Deserializer::from_str(body).into_iter::<Value>();
+        match stream.next() {
+            Some(Err(error)) if error.is_eof() => return Err(InvalidDecision::Truncated),
+            Some(Err(error)) => return Err(InvalidDecision::Json(error.to_string())),
+            _ => {}
+        }
     }
-    let mut stream = serde_json::Deserializer::from_str(body).into_iter::<Value>();
-    let value = match stream.next() {
-        Some(Ok(value)) => value,
-        Some(Err(error)) if error.is_eof() => return Err(InvalidDecision::Truncated),
-        Some(Err(error)) => return Err(InvalidDecision::Json(error.to_string())),
-        None => return Err(InvalidDecision::NoJson),
+    let mut found = objects(body);
+    let (start, end) = match (found.next(), found.next()) {
+        (Some((start, end, _)), None) => (start, end),
+        (Some(_), Some(_)) => return Err(InvalidDecision::SeveralObjects),
+        (None, _) if truncated_object(body) => return Err(InvalidDecision::Truncated),
+        (None, _) => return Err(InvalidDecision::NoJson),
     };
-    if !body[stream.byte_offset()..].trim().is_empty() {
-        return Err(InvalidDecision::Prose);
-    }
-    match value {
-        Value::Object(object) => Ok(object),
-        _ => Err(InvalidDecision::NoJson),
-    }
+    // The object found, read again by the strict reader: a repeated key or
+    // a non-number is refused by name, never resolved by the last value.
+    let object = match strict_json::parse(&body[start..end]).map_err(|error| InvalidDecision::Json(error.to_string()))? {
+        Value::Object(object) => object,
+        _ => return Err(InvalidDecision::NoJson),
+    };
+    let stripped = Stripped {
+        chars_before: fenced.before + visible(&body[..start]),
+        chars_after: visible(&body[end..]) + fenced.after,
+        fence: fenced.fence,
+    };
+    let untouched = Stripped { chars_before: 0, chars_after: 0, fence: false };
+    Ok((object, (stripped != untouched).then_some(stripped)))
 }
 
-/// The inside of a fence that spans the whole text, or the text itself; a
-/// fence with text before or after it is prose.
-fn unfenced(text: &str) -> Result<&str, InvalidDecision> {
+/// Characters of `text` that are not white space.
+fn visible(text: &str) -> usize {
+    text.chars().filter(|c| !c.is_whitespace()).count()
+}
+
+/// Every JSON object in `text` that starts at a `{` outside another one, in
+/// order, with its byte span; a `{` where no JSON object starts is prose.
+fn objects(text: &str) -> impl Iterator<Item = (usize, usize, Map<String, Value>)> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        while let Some(offset) = text[at..].find('{') {
+            let start = at + offset;
+            let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
+            if let Some(Ok(Value::Object(object))) = stream.next() {
+                at = start + stream.byte_offset();
+                return Some((start, at, object));
+            }
+            at = start + 1;
+        }
+        None
+    })
+}
+
+/// Whether a `{` of `text` opens a JSON value cut off at the end of the
+/// text (the model hit its limit mid-object).
+fn truncated_object(text: &str) -> bool {
+    text.match_indices('{').any(|(start, _)| {
+        let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
+        matches!(stream.next(), Some(Err(error)) if error.is_eof())
+    })
+}
+
+/// An answer's text without its markdown fence.
+struct Fenced<'a> {
+    /// Inside the fence (the whole text when there is none), trimmed.
+    body: &'a str,
+    fence: bool,
+    /// Visible characters before and after the fence.
+    before: usize,
+    after: usize,
+}
+
+/// The inside of the answer's one markdown fence, if any. An opening fence
+/// without a closing one runs to the end; a second fence is refused.
+fn unfenced(text: &str) -> Result<Fenced<'_>, InvalidDecision> {
     let Some(open) = text.find("```") else {
-        return Ok(text);
+        return Ok(Fenced { body: text, fence: false, before: 0, after: 0 });
     };
-    if open > 0 {
-        return Err(InvalidDecision::Prose);
+    let after = &text[open + 3..];
+    // Skip the language tag (```json) when the opening line holds nothing else.
+    let inside = match after.split_once('\n') {
+        Some((tag, rest)) if !tag.contains('{') => rest,
+        _ => after,
+    };
+    let (inside, rest) = inside.split_once("```").unwrap_or((inside, ""));
+    if rest.contains("```") {
+        return Err(InvalidDecision::SeveralFences);
     }
-    let after = &text[3..];
-    // Skip the language tag (```json).
-    let after = after.find('\n').map_or(after, |newline| &after[newline + 1..]);
-    match after.rfind("```") {
-        Some(close) if after[close + 3..].trim().is_empty() => Ok(after[..close].trim()),
-        Some(_) => Err(InvalidDecision::Prose),
-        None => Ok(after.trim()),
-    }
+    Ok(Fenced { body: inside.trim(), fence: true, before: visible(&text[..open]), after: visible(rest) })
 }
 
 /// A reason that is a template slot (`<short reason>`) or the schema's text.
@@ -165,16 +256,17 @@ mod tests {
         let ok = |text: &str| parse_decision(text, &choices).expect("valid");
         assert_eq!(
             ok(r#"{"action": "run_plan", "plan_id": "flow_pwd", "reason": "first run"}"#),
-            ParsedDecision { choice: Choice::RunPlan("flow_pwd".into()), reason: Some("first run".into()) }
+            ParsedDecision {
+                choice: Choice::RunPlan("flow_pwd".into()),
+                reason: Some("first run".into()),
+                stripped: None
+            }
         );
         assert_eq!(ok("```json\n{\"action\": \"stop\", \"plan_id\": null}\n```").choice, Choice::Stop);
         assert_eq!(ok(r#"{"action": "stop", "plan_id": "flow_pwd", "reason": ""}"#).reason, None);
         let refused = |text: &str| parse_decision(text, &choices).expect_err("invalid");
         assert_eq!(refused(r#"{"action": "run_plan", "plan_id": "flow_pwd"#), InvalidDecision::Truncated);
         assert_eq!(refused("no json here"), InvalidDecision::NoJson);
-        assert_eq!(refused("Sure! {\"action\": \"stop\"}"), InvalidDecision::Prose);
-        assert_eq!(refused("{\"action\": \"stop\"} thanks"), InvalidDecision::Prose);
-        assert_eq!(refused("Here:\n```json\n{\"action\": \"stop\"}\n```"), InvalidDecision::Prose);
         assert!(matches!(refused(r#"{"action": "run_agent", "plan_id": "flow_pwd"}"#), InvalidDecision::Action { .. }));
         assert!(matches!(refused(r#"{"action": "run_plan", "plan_id": "fallback"}"#), InvalidDecision::Plan { .. }));
         assert!(matches!(refused(r#"{"action": "run_plan"}"#), InvalidDecision::Plan { .. }));
@@ -191,6 +283,55 @@ mod tests {
         let longest = format!(r#"{{"action": "stop", "reason": "{}"}}"#, "é".repeat(200));
         assert!(parse_decision(&longest, &choices).is_ok());
         assert!(matches!(refused(r#"{"action": "stop",, }"#), InvalidDecision::Json(_)));
+        // Strict JSON: a repeated key (which one would the model mean?) and
+        // a non-number are refused by name.
+        let twice = refused(r#"{"action": "stop", "action": "run_plan", "plan_id": "flow_pwd"}"#);
+        assert!(
+            matches!(&twice, InvalidDecision::Json(message) if message.contains("duplicate key `action`")),
+            "{twice}"
+        );
+        let nan = refused(r#"{"action": "stop", "n": NaN}"#);
+        assert!(
+            matches!(&nan, InvalidDecision::Json(message) if message.contains("`NaN` is not a JSON number")),
+            "{nan}"
+        );
+    }
+
+    #[test]
+    fn prose_and_one_fence_around_one_object_are_stripped_and_recorded() {
+        let choices = run_or_stop();
+        let stripped = |text: &str| {
+            let parsed = parse_decision(text, &choices).expect("valid");
+            assert_eq!(parsed.choice, Choice::Stop, "{text}");
+            parsed.stripped
+        };
+        let around = |chars_before, chars_after, fence| Some(Stripped { chars_before, chars_after, fence });
+        assert_eq!(stripped("Sure! {\"action\": \"stop\"}"), around(5, 0, false));
+        assert_eq!(stripped("{\"action\": \"stop\"} thanks"), around(0, 6, false));
+        assert_eq!(stripped("```json\n{\"action\": \"stop\", \"plan_id\": null}\n```"), around(0, 0, true));
+        assert_eq!(stripped("Here:\n```json\n{\"action\": \"stop\"}\n```\nDone."), around(5, 5, true));
+        assert_eq!(stripped("```{\"action\": \"stop\"}\n```"), around(0, 0, true));
+        assert_eq!(stripped("I pick {this}: {\"action\": \"stop\", \"reason\": \"a {b}\"}."), around(12, 1, false));
+        let refused = |text: &str| parse_decision(text, &choices).expect_err("invalid");
+        assert_eq!(refused("{\"action\": \"stop\"} or {\"action\": \"stop\"}"), InvalidDecision::SeveralObjects);
+        assert_eq!(
+            refused("Echo: {\"type\": \"object\"} then {\"action\": \"stop\"}"),
+            InvalidDecision::SeveralObjects
+        );
+        assert_eq!(
+            refused("```json\n{\"action\": \"stop\"}\n```\n```json\n{\"action\": \"stop\"}\n```"),
+            InvalidDecision::SeveralFences
+        );
+        assert_eq!(refused("Sure: {\"action\": \"run_plan\", \"plan_id\": \"flow"), InvalidDecision::Truncated);
+        assert_eq!(
+            refused("Sure: {\"action\": \"delete\"} ok"),
+            InvalidDecision::Action { found: "\"delete\"".into(), offered: "`run_plan`, `stop`".into() }
+        );
+        // Stripping never loosens the checks of the object itself.
+        assert_eq!(
+            refused("Here: {\"action\": \"stop\", \"goal\": \"x\"}"),
+            InvalidDecision::UnknownKey("goal".into())
+        );
     }
 
     #[test]

@@ -7,6 +7,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::server::decision::answer::Stripped;
+
 /// The most of a raw answer kept, in bytes (cut at a character boundary).
 pub const MAX_RAW_ANSWER_BYTES: usize = 4096;
 
@@ -90,6 +92,10 @@ pub struct Evidence {
     pub verdict: Verdict,
     /// Why the answer was accepted or rejected.
     pub verdict_reason: String,
+    /// The text around the JSON object that was stripped before the object
+    /// was validated (prose, a markdown fence); absent when there was none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stripped: Option<Stripped>,
 }
 
 /// `text` cut to at most [`MAX_RAW_ANSWER_BYTES`] at a character boundary,

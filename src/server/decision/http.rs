@@ -11,6 +11,8 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::Value;
 
+use crate::strict_json::{self, JsonError};
+
 /// Why a model call gave no usable answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BackendError {
@@ -81,12 +83,9 @@ pub(crate) async fn post_json(
         let request_id =
             response.headers().get("x-request-id").and_then(|value| value.to_str().ok()).map(str::to_string);
         let bytes = response.bytes().await.map_err(|error| BackendError::from_reqwest(&error, timeout))?;
-        let body = serde_json::from_slice::<Value>(&bytes).map_err(|error| {
-            if error.is_eof() {
-                BackendError::Protocol("truncated response body".to_string())
-            } else {
-                BackendError::Protocol("body is not JSON".to_string())
-            }
+        let body = strict_json::parse_slice(&bytes).map_err(|error| match error {
+            JsonError::Truncated { .. } => BackendError::Protocol("truncated response body".to_string()),
+            error => BackendError::Protocol(format!("body is not strict JSON: {error}")),
         })?;
         Ok(JsonReply { body, request_id })
     };

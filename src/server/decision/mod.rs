@@ -326,13 +326,19 @@ impl DecisionBackend {
             raw_answer_trust: "untrusted",
             verdict: Verdict::Accepted,
             verdict_reason: String::new(),
+            stripped: None,
         };
         match checked {
             Ok(parsed) => {
-                evidence.verdict_reason = match &parsed.choice {
-                    Choice::RunPlan(plan) => format!("valid: `run_plan` with offered plan `{plan}`"),
-                    Choice::Stop => "valid: `stop` is offered".to_string(),
+                let valid = match parsed.stripped {
+                    Some(stripped) => format!("valid once stripped of {}", stripped.describe()),
+                    None => "valid".to_string(),
                 };
+                evidence.verdict_reason = match &parsed.choice {
+                    Choice::RunPlan(plan) => format!("{valid}: `run_plan` with offered plan `{plan}`"),
+                    Choice::Stop => format!("{valid}: `stop` is offered"),
+                };
+                evidence.stripped = parsed.stripped;
                 let reason = parsed.reason.unwrap_or_default();
                 decision(context, parsed.choice, reason, model.name().to_string(), None, Some(evidence))
             }

@@ -1,0 +1,38 @@
+//! A run read back as `approve` and `resume` would judge it: the store's
+//! strict read (seals, chains, strict JSON), then the story checks
+//! ([`check_story`]: the frozen action at the cursor, the evidence path,
+//! the approval bound to the action) against the plan the run started
+//! with. `verify`, `show` and `runs` read runs through here, so none of
+//! them calls a run verified that `approve` or `resume` refuses.
+
+use crate::runtime::control::files::load_files;
+use crate::runtime::interpreter::check_story;
+use crate::store::{LoadedRun, RunStore, StoreError};
+
+/// Whether the story checks ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoryCheck {
+    /// The plan loaded, unchanged, and the story fits it.
+    Checked,
+    /// The plan the run started with cannot be loaded as it was (missing,
+    /// invalid or changed), so only the store's checks ran: why.
+    /// `approve` and `resume` refuse such a run for its files.
+    Unchecked(String),
+}
+
+/// Reads run `run_id` strictly and checks its story; a story the plan could
+/// not produce is [`StoreError::Tampered`] naming every failed check.
+pub fn read_checked(store: &dyn RunStore, run_id: &str) -> Result<(LoadedRun, StoryCheck), StoreError> {
+    let loaded = store.read_run(run_id)?;
+    let check = match load_files(&loaded.state, false) {
+        Ok((plan, _)) => {
+            check_story(&plan, &loaded.state, &loaded.history)?;
+            StoryCheck::Checked
+        }
+        Err(error) => StoryCheck::Unchecked(format!(
+            "the plan it started with (`{}`) cannot be loaded unchanged: {error}",
+            loaded.state.plan.path
+        )),
+    };
+    Ok((loaded, check))
+}
