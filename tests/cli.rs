@@ -89,3 +89,31 @@ fn check_counts_and_names_every_file_it_checked() {
     );
     assert_eq!(value["plans"][0]["loaded"], false, "{value}");
 }
+
+/// Issue 22 item 14: a build says what it can do. `--version` lists the
+/// features built in (and those left out); a build without PostgreSQL says
+/// so in `--help` next to everything that needs it, not only on first use.
+#[test]
+fn the_build_says_what_it_can_do() {
+    let sandbox = Sandbox::new();
+    let version = sandbox.planrun().args(["--version"]).expect_code(0).run();
+    let help = sandbox.planrun().args(["--help"]).expect_code(0).run();
+    let line = |needle: &str| -> String {
+        help.stdout.lines().find(|line| line.contains(needle)).unwrap_or_default().to_string()
+    };
+    let needs_postgres =
+        [line("  worker "), line("  store "), line("  export "), line("--queue"), line("--store <URL>")];
+    if cfg!(feature = "postgres") {
+        assert!(version.stdout.contains("features: server, postgres"), "{}", version.stdout);
+        for line in &needs_postgres {
+            assert!(!line.contains("not in this build"), "{line}");
+        }
+    } else {
+        assert!(version.stdout.contains("not built in: postgres"), "{}", version.stdout);
+        for line in &needs_postgres[..4] {
+            assert!(line.contains("[not in this build: built without PostgreSQL support"), "{line}");
+        }
+        assert!(needs_postgres[4].contains("[`postgres://` is not in this build"), "{}", needs_postgres[4]);
+    }
+    assert_eq!(cfg!(feature = "server"), version.stdout.contains("features: server"), "{}", version.stdout);
+}

@@ -10,7 +10,7 @@
 //! | `scenarios` | every declared scenario (`plans/*.scenarios.toml\|yaml`, by `insta::glob!`): CLI output and every run file; every plan declares one | `runs/`, `bounded/` |
 //! | `planrun_test` | `planrun test`: green on the repository, the Author's guide example as written, every mismatch with its diff, `--accept`, `--review`, new under `CI=true`, normalisation, bad scenario files, a `*.json` fixture that is not strict JSON, the `no-scenario` note | (sandbox copies only) |
 //! | `snapshot_stability` | snapshots change only with behaviour: a comment in a policy or plan changes none, a finish message only the lines that show it (behaviour summary, `--format github` annotations, `--review` counts), `ls -la` stable as file times change, a tampered record failing verification though every placeholder matches | (sandbox copies only) |
-//! | `ticket_store` | the demo ticket store under faults: injected transient look-up failures (`fail_next_lookups`) retried within budget (plain runs and the ticket demo), an unknown ticket `not_found` and never retried, a `tickets.json` that is not strict JSON (duplicate key, `NaN`, trailing data) failing by name | |
+//! | `ticket_store` | the demo ticket store under faults: injected transient look-up failures (`fail_next_lookups`) retried within budget (plain runs, the ticket demo, the verifier's look-up after the close), an unknown ticket `not_found` and never retried, a `tickets.json` that is not strict JSON (duplicate key, `NaN`, trailing data) failing by name | |
 //! | `ticket_demo` | the ticket demo: pause for approval, approve and resume, already closed, untrusted ticket data, `planrun demo` | `bounded/` |
 //! | `approvals` | approval matching (fingerprint, scope, state version), expiry, forged approvals, `decision = "prompt"`, changed plans, `reject`, `cancel` | `bounded/rejected@*` |
 //! | `crash_start` | `SIGKILL` (through `strace`) at every `rename` of a run: before its first checkpoint the id is free and every command says so alike; after it the run resumes to `done` or is cancelled | |
@@ -26,16 +26,16 @@
 //! | `effect_receipts` | receipts the effect vouches for: the ticket store's receipt of a keyed close, recovery asking it first, hand-written runtime receipts never standing in for it, conflicts, uncertain only where the effect cannot answer | |
 //! | `sealed_receipts` | receipts sealed like checkpoints, named by the log's `receipt_link`; the earlier unsealed format read without a key, refused under one; a receipt swapped afterwards fails `verify` | |
 //! | `idempotency` | receipts: crash after an effect, keyed writes reused or in conflict, uncertain outcomes, resume at the checkpoint | `bounded/crash_resume@*` |
-//! | `budget_paths` | budgets on every path: the approved action of a paused run, its receipt look-up, the verifier's look-ups; nothing over budget is applied | |
+//! | `budget_paths` | budgets on every path: the approved action of a paused run, its receipt look-up, the verifier's look-ups (kept in reserve from the first effect on); nothing over budget is applied | |
 //! | `reconcile` | `planrun reconcile --applied\|--not-applied` settles a `tool_result_uncertain` run (audited, recorded), `resume` continues past it or runs it again; anything else refused | |
 //! | `budgets` | `max_steps`, `max_tool_calls`, `max_run_secs`, plan budgets below the policy's, the deadline across a pause | |
 //! | `completion` | `when` skips, `expect` (exit code, output), `verify` checks deciding `done` | |
 //! | `story_invariants` | a re-sealed checkpoint whose story the plan could not produce (re-targeted frozen action, missing look-up, `done` without evidence, empty pending step) refused by `approve`/`resume` and alike by `verify`, `show` and `runs` (exit 2, the check named); an approval not bound to the frozen action; `approved_at <= now < expires_at` | |
 //! | `syncs` | where a command-line run syncs (`strace -f`): once per step that may change the world, before the next one starts; the checkpoint after a read waits for the next sync; the end is synced. The service's bridge state files (`strace -p`): a stub request writes one, an agent request two | |
-//! | `security` | every security boundary: denied, and nothing executed or created | |
+//! | `security` | every security boundary: denied, and nothing executed or created (a `search_path` inside the workspace included) | |
 //! | `records` | run ids, never overwriting, atomic checkpoints, `show`, `--json` | `cli/show_retry_execution*` |
 //! | `routing` | `route` explanations, ambiguity, Unicode | `cli/route_*` |
-//! | `cli` | usage errors and exit codes, `check` on the repository, the test clock | `cli/usage_*`, `cli/check_repository` |
+//! | `cli` | usage errors and exit codes, `check` on the repository and what it counts, the test clock, what the build says it can do (`--version`, `--help`) | `cli/usage_*`, `cli/check_repository` |
 //! | `nesting_limit` | the parsers' nesting limit: a 10 000-level YAML and a deep TOML plan in `check`, a run, `list`, `--goal` (exit 2, never an abort) | |
 //! | `check_catalog` | `check` of one file against the rest of the catalog, unresolvable template references refused before anything runs, the blocked-program hint, the broken-plan error every goal gets | |
 //! | `diagnostics` | `check` output for each broken file in `tests/fixtures/broken/` (one snapshot per fixture, by `insta::glob!`) | `diagnostics/` |

@@ -207,3 +207,66 @@ fn the_repository_policy_expresses_the_seed_allowlist() {
         assert_eq!(output.code, code, "{argv:?}: {}", output.snapshot());
     }
 }
+
+/// A policy whose `shell.search_path` names `<workspace>/bin`, and a plan
+/// that makes an executable there (a copy of `touch`) and runs it: the
+/// program would create `canary.txt` in the workspace.
+fn search_path_in_workspace_sandbox() -> Sandbox {
+    let sandbox = Sandbox::new();
+    let bin = sandbox.workspace().join("bin");
+    let policy = format!(
+        "version = 1\n[shell]\nsearch_path = [{:?}, \"/usr/bin\", \"/bin\"]\n\n[[shell.allow]]\nprogram = \"mkdir\"\nargs = [[\"bin\"]]\n\n[[shell.allow]]\nprogram = \"cp\"\nargs = [[\"/usr/bin/touch\", \"bin/tool\"]]\n\n[[shell.allow]]\nprogram = \"tool\"\nargs = [[\"canary.txt\"]]\n",
+        bin.display().to_string()
+    );
+    let plan = "version = 1\nid = \"test\"\n\n[[steps]]\nid = \"mkdir\"\nkind = \"shell\"\ncommand = [\"mkdir\", \"bin\"]\n\n[[steps]]\nid = \"copy\"\nkind = \"shell\"\ncommand = [\"cp\", \"/usr/bin/touch\", \"bin/tool\"]\n\n[[steps]]\nid = \"run\"\nkind = \"shell\"\ncommand = [\"tool\", \"canary.txt\"]\n\n[[steps]]\nid = \"done\"\nkind = \"finish\"\n";
+    sandbox.write_plan(plan, &policy);
+    fs::create_dir_all(sandbox.workspace()).expect("workspace");
+    sandbox
+}
+
+#[test]
+fn a_search_path_inside_the_workspace_refuses_the_policy_before_anything_runs() {
+    // Issue 22 item 19: the run made `bin/tool` and ran it from the workspace.
+    let sandbox = search_path_in_workspace_sandbox();
+    let output = sandbox.test_plan().expect_code(2).run();
+    assert!(output.stderr.contains("error[search-path-in-workspace]"), "{}", output.snapshot());
+    assert!(output.stderr.contains("--> policies/default.toml:3:16"), "file:line:column: {}", output.stderr);
+    let entry = "search path entry `[WORKSPACE]/bin` is inside the workspace `[WORKSPACE]`";
+    assert!(output.stderr.contains(entry), "{}", output.stderr);
+    assert!(!sandbox.workspace().join("canary.txt").exists(), "the program in the workspace ran");
+    assert!(!sandbox.workspace().join("bin").exists(), "a step ran");
+    assert!(!sandbox.workspace().join("runs").exists(), "a run was recorded");
+
+    // `check` and `policy check` refuse it alike (exit 2), naming the entry.
+    let check = sandbox.planrun().in_sandbox().args(["check", "policies/default.toml"]).expect_code(2).run();
+    assert!(check.stdout.contains("error[search-path-in-workspace]"), "{}", check.snapshot());
+    assert!(check.stdout.contains("--> policies/default.toml:3:16"), "{}", check.stdout);
+    let args = ["policy", "check", "--policies", "policies", "--", "tool", "canary.txt"];
+    sandbox.planrun().in_sandbox().args(args).expect_code(2).run();
+    assert!(!sandbox.workspace().join("canary.txt").exists());
+}
+
+#[test]
+fn a_program_inside_the_workspace_never_runs_even_from_a_policy_changed_after_the_start() {
+    // The load-time refusal needs the workspace; a run continued with
+    // `--allow-changed-files` under such a policy still resolves no program
+    // inside the workspace.
+    let sandbox = search_path_in_workspace_sandbox();
+    let policy = fs::read_to_string(sandbox.path().join("policies/default.toml")).expect("policy");
+    let bin = sandbox.workspace().join("bin").display().to_string();
+    sandbox.write("policies/default.toml", &policy.replace(&format!("{bin:?}, "), ""));
+    let plan = fs::read_to_string(sandbox.path().join("plans/test.toml")).expect("plan");
+    sandbox.write("plans/test.toml", &plan.replace("id = \"run\"\n", "id = \"run\"\napproval = \"required\"\n"));
+    sandbox.test_plan().expect_code(3).run();
+    assert!(sandbox.workspace().join("bin/tool").exists(), "the copy ran before the pause");
+    sandbox.planrun().in_sandbox().args(["approve", "t"]).expect_code(0).run();
+    sandbox.write("policies/default.toml", &policy);
+    sandbox.planrun().in_sandbox().args(["resume", "t", "--allow-changed-files"]).expect_code(1).run();
+    let state = sandbox.state("t");
+    assert_eq!(state["status"], "failed");
+    let last = sandbox.history("t").last().cloned().expect("a record");
+    assert_eq!(last["step_id"], "run");
+    assert_eq!(last["failure_class"], "security_denied", "{last}");
+    assert_eq!(last["details"]["rule"], "shell.in-workspace", "{last}");
+    assert!(!sandbox.workspace().join("canary.txt").exists(), "the program in the workspace ran");
+}

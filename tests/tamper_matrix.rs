@@ -316,6 +316,12 @@ fn every_record_file_tampered_any_way_is_refused_by_verify_show_and_resume_with_
 /// The ticket demo crashed after its close, before the checkpoint: its
 /// recovery is what `tickets.json`'s receipt answers.
 fn crashed_after_the_close(key: Option<&str>) -> Sandbox {
+    crashed_at(key, "close:after_effect")
+}
+
+/// The ticket demo approved, then its resume crashed at `point` (a
+/// `PLANRUN_CRASH_AT` value) after the close.
+fn crashed_at(key: Option<&str>, point: &str) -> Sandbox {
     let sandbox = ticket_sandbox("open", 0);
     let run = |args: &[&str], clock: &str, crash: Option<&str>| {
         let mut command = sandbox.planrun().args(args).clock(clock);
@@ -329,7 +335,7 @@ fn crashed_after_the_close(key: Option<&str>) -> Sandbox {
     };
     assert_eq!(run(&["--plan", tickets::PLAN, "--run-id", RUN], tickets::T_RUN, None).code, 3);
     assert_eq!(run(&["approve", RUN], T_APPROVE, None).code, 0);
-    assert_eq!(run(&["resume", RUN], T_RESUME, Some("close:after_effect")).code, -1);
+    assert_eq!(run(&["resume", RUN], T_RESUME, Some(point)).code, -1);
     assert_eq!(close_count(&sandbox, "ticket-7"), 1);
     sandbox
 }
@@ -400,6 +406,28 @@ fn the_ticket_systems_receipt_changed_after_a_crash_never_closes_twice_under_the
                 assert!(state["reconciliation"].is_object(), "{what}: a reconciliation record");
             }
         }
+    }
+}
+
+/// The limit of the key's promise (docs/runs-on-disk.md): after a crash
+/// between the close and the runtime's `done` receipt, the runtime's sealed
+/// note says only `started`, and the ticket system's receipt is the one
+/// record of the close. If the ticket system loses it, recovery cannot tell
+/// the close happened and closes again, with the key as without it.
+#[test]
+fn the_ticket_systems_receipt_lost_after_a_crash_before_the_runtime_receipt_closes_again_even_under_the_key() {
+    for key in [Some(KEY), None] {
+        let sandbox = crashed_at(key, "close:before_receipt");
+        let mut store = tickets::tickets(&sandbox);
+        store["receipts"] = json!({});
+        sandbox.write("workspace/tickets.json", &serde_json::to_string_pretty(&store).expect("JSON"));
+        let mut command = sandbox.planrun().args(["resume", RUN]).clock(T_RESUME_AGAIN);
+        if let Some(key) = key {
+            command = command.env("PLANRUN_HMAC_KEY", key);
+        }
+        let output = command.run();
+        assert_eq!(output.code, 0, "{}", output.snapshot());
+        assert_eq!(close_count(&sandbox, "ticket-7"), 2, "key: {}", key.is_some());
     }
 }
 

@@ -33,7 +33,12 @@ pub enum Format {
 /// Exit code: 2 when any finding is an error, 1 when the worst is a
 /// warning, 0 otherwise (notes do not count).
 pub fn check(args: &CheckArgs, dirs: &DirArgs) -> ExitCode {
-    let outcome = ops::check(CheckInput { paths: &args.paths, plans: &dirs.plans, policies: &dirs.policies });
+    let outcome = ops::check(CheckInput {
+        paths: &args.paths,
+        plans: &dirs.plans,
+        policies: &dirs.policies,
+        workspace: &dirs.workspace,
+    });
     let sources = &outcome.sources;
     let (errors, warnings, notes) =
         (outcome.count(Severity::Error), outcome.count(Severity::Warning), outcome.count(Severity::Note));

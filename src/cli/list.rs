@@ -19,7 +19,7 @@ pub struct ListArgs {
 /// Exit code: 0 when the plans were listed, 2 when plan or policy files are
 /// invalid.
 pub fn list(args: &ListArgs, dirs: &DirArgs) -> ExitCode {
-    let catalog = match ops::load_catalog(&dirs.plans, &dirs.policies) {
+    let catalog = match ops::load_catalog(&dirs.plans, &dirs.policies, None) {
         Ok(catalog) => catalog,
         Err(error) => return invalid_catalog(&error),
     };

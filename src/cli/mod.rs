@@ -36,9 +36,59 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::ops::ExitStatus;
 use crate::runtime::RuntimeEnv;
 
+/// What this build can do, said where it matters: `--version` lists the
+/// features built in and those left out, and in a build without the
+/// PostgreSQL store the help of everything that needs it says so.
+#[cfg(all(feature = "server", feature = "postgres"))]
+macro_rules! built_features {
+    () => {
+        "features: server, postgres"
+    };
+}
+#[cfg(all(feature = "server", not(feature = "postgres")))]
+macro_rules! built_features {
+    () => {
+        "features: server; not built in: postgres"
+    };
+}
+#[cfg(all(not(feature = "server"), feature = "postgres"))]
+macro_rules! built_features {
+    () => {
+        "features: postgres; not built in: server"
+    };
+}
+#[cfg(not(any(feature = "server", feature = "postgres")))]
+macro_rules! built_features {
+    () => {
+        "no optional features; not built in: server, postgres"
+    };
+}
+
+/// The help text of something that needs the PostgreSQL store (or of
+/// which `$part` does): as written in a build with it, with a note in a
+/// build without it.
+#[cfg(feature = "postgres")]
+macro_rules! needs_postgres {
+    ($help:literal $(, $part:literal)?) => {
+        $help
+    };
+}
+#[cfg(not(feature = "postgres"))]
+macro_rules! needs_postgres {
+    ($help:literal) => {
+        concat!($help, " [not in this build: built without PostgreSQL support (`--features postgres`)]")
+    };
+    ($help:literal, $part:literal) => {
+        concat!($help, " [", $part, " is not in this build: built without PostgreSQL support (`--features postgres`)]")
+    };
+}
+
+/// `planrun --version`: the version and the features built in.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", built_features!(), ")");
+
 /// Runs bounded agents from declarative plan files.
 #[derive(Debug, Parser)]
-#[command(name = "planrun", version)]
+#[command(name = "planrun", version = VERSION)]
 #[command(about = "Runs bounded agents from declarative plan files", long_about = None)]
 pub struct Cli {
     #[command(flatten)]
@@ -89,10 +139,14 @@ pub struct RunArgs {
     /// Print no progress to stderr (errors are still printed).
     #[arg(long, short)]
     pub quiet: bool,
-    /// Record the run as queued and return at once (its id on stdout): a
-    /// `planrun worker` or `planrun serve` of the workspace starts it
-    /// (database store only).
-    #[arg(long)]
+    // Record the run as queued and return at once: a worker or `serve` of
+    // the workspace starts it (database store only).
+    #[arg(
+        long,
+        help = needs_postgres!(
+            "Record the run as queued and return at once (its id on stdout): a `planrun worker` or `planrun serve` of the workspace starts it (database store only)"
+        )
+    )]
     pub queue: bool,
 }
 
@@ -115,9 +169,18 @@ pub struct DirArgs {
     /// The folder of policy files.
     #[arg(long, global = true, value_name = "DIR", default_value = "policies", env = "PLANRUN_POLICIES")]
     pub policies: PathBuf,
-    /// Where runs are kept: `file` (the folders under `--workspace`) or
-    /// `postgres://user@host:port/database` (see docs/scale-out.md).
-    #[arg(long, global = true, value_name = "URL", default_value = "file", env = "PLANRUN_STORE")]
+    // Where runs are kept: `file` or a PostgreSQL URL.
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        default_value = "file",
+        env = "PLANRUN_STORE",
+        help = needs_postgres!(
+            "Where runs are kept: `file` (the folders under `--workspace`) or `postgres://user@host:port/database` (see docs/scale-out.md)",
+            "`postgres://`"
+        )
+    )]
     pub store: String,
     /// When to colour output.
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
@@ -163,11 +226,14 @@ pub enum Command {
     Test(test::TestArgs),
     /// Settle a run that ended `tool_result_uncertain`: was the write applied?
     Reconcile(reconcile::ReconcileArgs),
-    /// Write a run of a database store as files (`DIR/runs/<run_id>/`), verified.
+    // Each of these needs a database store.
+    #[command(about = needs_postgres!("Write a run of a database store as files (`DIR/runs/<run_id>/`), verified"))]
     Export(export::ExportArgs),
-    /// Manage a database store: `store migrate` creates or updates its schema.
+    #[command(about = needs_postgres!("Manage a database store: `store migrate` creates or updates its schema"))]
     Store(store::StoreArgs),
-    /// Take up the runs of a database store nobody holds (interrupted, approved, or queued) and drive them.
+    #[command(about = needs_postgres!(
+        "Take up the runs of a database store nobody holds (interrupted, approved, or queued) and drive them"
+    ))]
     Worker(worker::WorkerArgs),
     /// Run the ticket demo end to end (pause, approve, crash, recover) and print its summary.
     Demo(demo::DemoArgs),

@@ -13,7 +13,7 @@ pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     let target = if let Some(plan) = &args.plan {
         RunTarget::PlanFile { plan, policies: &dirs.policies }
     } else if let Some(goal) = &args.goal {
-        catalog = match ops::load_catalog(&dirs.plans, &dirs.policies) {
+        catalog = match ops::load_catalog(&dirs.plans, &dirs.policies, Some(&dirs.workspace)) {
             Ok(catalog) => catalog,
             Err(error) => return fail_with(&error),
         };

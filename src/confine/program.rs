@@ -33,6 +33,9 @@ pub enum ResolveError {
     InvalidName(String),
     /// No executable regular file of that name on the search path.
     NotFound(String),
+    /// Found, but the file is inside the workspace (a search path folder in
+    /// it, or a link into it): programs never run from the workspace.
+    InWorkspace { name: String, path: PathBuf },
 }
 
 impl fmt::Display for ResolveError {
@@ -44,6 +47,11 @@ impl fmt::Display for ResolveError {
             ResolveError::NotFound(name) => {
                 write!(f, "`{name}` was not found in the policy's search path")
             }
+            ResolveError::InWorkspace { name, path } => write!(
+                f,
+                "`{name}` resolves to `{}`, inside the workspace: programs are never run from the workspace",
+                path.display()
+            ),
         }
     }
 }
@@ -63,12 +71,22 @@ pub fn is_bare_name(name: &str) -> bool {
 #[derive(Debug, Clone)]
 pub struct ProgramResolver {
     search_path: Vec<PathBuf>,
+    /// The workspace's canonical root, when known: nothing inside it is
+    /// ever resolved.
+    workspace: Option<PathBuf>,
     cache: HashMap<String, Result<ResolvedProgram, ResolveError>>,
 }
 
 impl ProgramResolver {
     pub fn new(policy: &ShellPolicy) -> Self {
-        ProgramResolver { search_path: policy.search_path.clone(), cache: HashMap::new() }
+        ProgramResolver { search_path: policy.search_path.clone(), workspace: None, cache: HashMap::new() }
+    }
+
+    /// The same resolver, refusing any program whose file is inside the
+    /// workspace at `root` (canonical), whatever the search path says.
+    pub fn outside(mut self, root: &Path) -> Self {
+        self.workspace = Some(root.to_path_buf());
+        self
     }
 
     /// Resolves `name` (cached: each name is looked up once per run).
@@ -96,6 +114,9 @@ impl ProgramResolver {
             let Ok(canonical) = std::fs::canonicalize(&path) else {
                 continue;
             };
+            if self.workspace.as_ref().is_some_and(|root| canonical.starts_with(root)) {
+                return Err(ResolveError::InWorkspace { name: name.to_owned(), path: canonical });
+            }
             let names = symlink_chain_names(&path, &canonical);
             return Ok(ResolvedProgram { path, canonical, names });
         }

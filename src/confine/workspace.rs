@@ -244,6 +244,36 @@ impl Glob {
     }
 }
 
+/// Whether `path` is `folder` or inside it, both made absolute (from the
+/// current folder) and resolved as the kernel would: each part that exists
+/// has its symlinks followed, the rest (a folder not created yet) is taken
+/// as written. A search path entry that links into the workspace, or names
+/// a folder the plan may create there, is inside it.
+pub fn is_within(path: &Path, folder: &Path) -> bool {
+    match (resolved(path), resolved(folder)) {
+        (Some(path), Some(folder)) => path.starts_with(folder),
+        _ => false,
+    }
+}
+
+fn resolved(path: &Path) -> Option<PathBuf> {
+    let absolute = if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir().ok()?.join(path) };
+    let mut current = PathBuf::from("/");
+    for component in absolute.components() {
+        match component {
+            Component::Normal(name) => {
+                let next = current.join(name);
+                current = std::fs::canonicalize(&next).unwrap_or(next);
+            }
+            Component::ParentDir => {
+                current.pop();
+            }
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+        }
+    }
+    Some(current)
+}
+
 fn match_parts(parts: &[String], components: &[String]) -> bool {
     match parts.split_first() {
         None => components.is_empty(),

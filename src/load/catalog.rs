@@ -49,6 +49,9 @@ pub struct Loader {
     copies: Option<Copies>,
     /// Every file asked for, in reading order.
     checked: Vec<CheckedFile>,
+    /// The workspace runs will act in, when known: a policy whose
+    /// `shell.search_path` reaches into it is refused.
+    workspace: Option<PathBuf>,
 }
 
 /// `<dir>/<name>.toml` (or `.yaml`, `.yml`) when it exists.
@@ -102,6 +105,13 @@ impl Loader {
                 .map(|extension| dir.join(format!("{name}.{extension}")))
                 .find(|path| copies.contains_key(path)),
         }
+    }
+
+    /// The same loader, judging policies against the workspace at
+    /// `workspace` (`search-path-in-workspace`).
+    pub fn in_workspace(mut self, workspace: &Path) -> Self {
+        self.workspace = Some(workspace.to_path_buf());
+        self
     }
 
     pub fn sources(&self) -> &SourceMap {
@@ -417,7 +427,9 @@ impl Loader {
         let parse_errors = self.file_has_errors(read.id);
         let name = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
         let shown = read.source.path.clone();
-        let policy = validate_policy(root, &name, read.source, &mut self.diagnostics).filter(|_| !parse_errors);
+        let workspace = self.workspace.as_deref();
+        let policy =
+            validate_policy(root, &name, read.source, workspace, &mut self.diagnostics).filter(|_| !parse_errors);
         self.note(FileKind::Policy, shown, Some(name), policy.is_some());
         policy
     }

@@ -12,9 +12,9 @@
 //! section's function.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use crate::confine::{PathDenied, PathRules};
+use crate::confine::{PathDenied, PathRules, is_within};
 use crate::diag::{Diagnostic, Span};
 use crate::load::keys::{BUDGET, FILES, POLICY, RETRY, RULE, SHELL, TOKEN_TABLE};
 use crate::load::node::Node;
@@ -54,10 +54,13 @@ fn default_attempts(class: FailureClass) -> u32 {
 
 /// Builds the policy named `name`, or returns `None` when the file has
 /// errors (all of them reported).
+/// With `workspace` known, a `shell.search_path` folder inside it is an
+/// error: programs a plan wrote there would run.
 pub(crate) fn validate_policy(
     root: &Node,
     name: &str,
     source: SourceRef,
+    workspace: Option<&Path>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<Policy> {
     let errors_before = error_count(diagnostics);
@@ -70,7 +73,7 @@ pub(crate) fn validate_policy(
     let files = files(reader.get("files"), &mut files_findings);
     let default_files = FilePolicy { deny: Vec::new(), max_read_bytes: 0, max_write_bytes: 0 };
     let slots = PathRules::new(files.as_ref().unwrap_or(&default_files));
-    let shell = shell(reader.get("shell"), &slots, diagnostics);
+    let shell = shell(reader.get("shell"), &slots, workspace, diagnostics);
     diagnostics.extend(files_findings);
     let retry = retry(reader.get("retry"), diagnostics);
     let budget = budget(reader.get("budget"), diagnostics);
@@ -79,6 +82,27 @@ pub(crate) fn validate_policy(
         return None;
     }
     Some(Policy { name: name.to_string(), shell: shell?, files: files?, retry: retry?, budget: budget?, source })
+}
+
+/// `search-path-in-workspace`: a search path folder that is the workspace,
+/// inside it or a link into it (resolved as the kernel would, so a folder
+/// the plan has not created yet counts too).
+fn in_workspace(text: &str, node: &Node, workspace: Option<&Path>, diagnostics: &mut Vec<Diagnostic>) -> bool {
+    let Some(workspace) = workspace.filter(|workspace| is_within(Path::new(text), workspace)) else {
+        return false;
+    };
+    diagnostics.push(
+        Diagnostic::error(
+            "search-path-in-workspace",
+            format!("search path entry `{text}` is inside the workspace `{}`", workspace.display()),
+        )
+        .with_span(node.span)
+        .with_label("a program a plan writes there would run")
+        .with_help(
+            "name folders outside the workspace (`--workspace`, `PLANRUN_WORKSPACE`): programs are never looked up in it",
+        ),
+    );
+    true
 }
 
 fn bare_name(text: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> bool {
@@ -99,7 +123,12 @@ fn bare_name(text: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> bool
     bare
 }
 
-fn shell(node: Option<&Node>, slots: &PathRules, diagnostics: &mut Vec<Diagnostic>) -> Option<ShellPolicy> {
+fn shell(
+    node: Option<&Node>,
+    slots: &PathRules,
+    workspace: Option<&Path>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<ShellPolicy> {
     let empty = empty_table();
     let mut reader = section(node, "shell", SHELL.keys, &empty, diagnostics)?;
     let blocked = reader
@@ -119,7 +148,7 @@ fn shell(node: Option<&Node>, slots: &PathRules, diagnostics: &mut Vec<Diagnosti
                         ),
                 );
             }
-            absolute
+            absolute && !in_workspace(text, node, workspace, diagnostics)
         })
         .into_iter()
         .map(PathBuf::from)

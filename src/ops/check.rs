@@ -21,6 +21,9 @@ pub struct CheckInput<'a> {
     pub paths: &'a [PathBuf],
     pub plans: &'a Path,
     pub policies: &'a Path,
+    /// The workspace runs will act in: a policy whose `shell.search_path`
+    /// reaches into it is an error (`search-path-in-workspace`).
+    pub workspace: &'a Path,
 }
 
 /// Every finding, in reading order, with the sources to render them.
@@ -59,7 +62,7 @@ impl CheckOutcome {
 }
 
 pub fn check(input: CheckInput<'_>) -> CheckOutcome {
-    let mut loader = Loader::new();
+    let mut loader = Loader::new().in_workspace(input.workspace);
     let (scenario_paths, paths): (Vec<PathBuf>, Vec<PathBuf>) =
         input.paths.iter().cloned().partition(|path| is_scenario_file(path));
     let catalog = if input.paths.is_empty() {

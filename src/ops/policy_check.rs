@@ -47,7 +47,7 @@ pub fn policy_check(input: PolicyCheckInput<'_>) -> Result<PolicyVerdict, OpsErr
     else {
         return Err(OpsError::Usage(format!("no policy `{name}` in `{}`", display_path(input.policies))));
     };
-    let mut loader = Loader::new();
+    let mut loader = Loader::new().in_workspace(input.workspace);
     let Some(policy) = loader.load_policy(&path) else {
         return Err(OpsError::invalid_files(&loader));
     };
@@ -56,6 +56,7 @@ pub fn policy_check(input: PolicyCheckInput<'_>) -> Result<PolicyVerdict, OpsErr
         let workspace = Workspace::open(input.workspace, &policy.files).map_err(|error| {
             OpsError::Usage(format!("cannot open workspace `{}`: {error}", display_path(input.workspace)))
         })?;
+        let mut resolver = resolver.outside(workspace.root());
         evaluate_shell_with(&policy.shell, &workspace, &mut resolver, input.argv)
     } else {
         evaluate_shell_with(&policy.shell, &PathRules::new(&policy.files), &mut resolver, input.argv)

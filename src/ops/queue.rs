@@ -25,7 +25,7 @@ pub struct Queued {
 pub fn queue(input: RunInput<'_>, env: &RuntimeEnv) -> Result<Queued, OpsError> {
     let (start, plan_path) = match input.target {
         RunTarget::PlanFile { plan, policies } => {
-            let (loader, (plan, policy)) = load_plan_file_with(plan, policies)?;
+            let (loader, (plan, policy)) = load_plan_file_with(plan, policies, &input.workspace)?;
             let path = plan.source.path.clone();
             (request(&loader, &plan, &policy, None)?, path)
         }
@@ -34,7 +34,8 @@ pub fn queue(input: RunInput<'_>, env: &RuntimeEnv) -> Result<Queued, OpsError> 
             // The catalog keeps no texts: the chosen files are read again,
             // and must be the ones routed to.
             let policies = Path::new(&routed_policy.source.path).parent().map(Path::to_path_buf).unwrap_or_default();
-            let (loader, (plan, policy)) = load_plan_file_with(Path::new(&routed.source.path), &policies)?;
+            let (loader, (plan, policy)) =
+                load_plan_file_with(Path::new(&routed.source.path), &policies, &input.workspace)?;
             if plan.source.sha256 != routed.source.sha256 || policy.source.sha256 != routed_policy.source.sha256 {
                 return Err(OpsError::Usage(format!(
                     "plan `{}` or its policy changed while the goal was routed to it; queue it again",

@@ -22,7 +22,7 @@ impl Routed {
 }
 
 pub fn route(goal: &str, plans: &Path, policies: &Path) -> Result<Routed, OpsError> {
-    let catalog = load_catalog(plans, policies)?;
+    let catalog = load_catalog(plans, policies, None)?;
     let decision = Router::new(&catalog.plans).route(goal);
     Ok(Routed { catalog, decision })
 }

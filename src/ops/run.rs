@@ -54,7 +54,7 @@ pub fn run(input: RunInput<'_>, env: &RuntimeEnv, progress: &mut dyn Progress) -
     let single;
     let (plan, policy, goal) = match input.target {
         RunTarget::PlanFile { plan, policies } => {
-            single = load_plan_file(plan, policies)?;
+            single = load_plan_file(plan, policies, &input.workspace)?;
             (&single.0, &single.1, None)
         }
         RunTarget::Goal { goal, catalog } => {

@@ -119,6 +119,9 @@ pub fn evaluate_shell_with(
         }
         Err(ResolveError::NotFound(_)) => ShellEvaluation { decision, rule, reason, program: None },
         Err(err @ ResolveError::InvalidName(_)) => ShellEvaluation::forbidden("shell.bare-name", err.to_string()),
+        Err(err @ ResolveError::InWorkspace { .. }) => {
+            ShellEvaluation::forbidden("shell.in-workspace", err.to_string())
+        }
     }
 }
 

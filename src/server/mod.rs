@@ -101,7 +101,7 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
         Ok(config) => config,
         Err(message) => return fail(ExitStatus::InvalidInput, &message),
     };
-    let catalog = match crate::ops::load_catalog(plans, policies) {
+    let catalog = match crate::ops::load_catalog(plans, policies, Some(workspace)) {
         Ok(catalog) => catalog,
         Err(error) => {
             if let Some((sources, diagnostics)) = error.findings() {

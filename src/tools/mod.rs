@@ -118,7 +118,7 @@ pub struct Tools<'a> {
 
 impl<'a> Tools<'a> {
     pub fn new(workspace: &'a Workspace, policy: &'a Policy) -> Self {
-        let resolver = ProgramResolver::new(&policy.shell);
+        let resolver = ProgramResolver::new(&policy.shell).outside(workspace.root());
         Tools { workspace, policy, resolver, fence: Fence::unbounded(), children: None, shared_sync: None }
     }
 
