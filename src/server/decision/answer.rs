@@ -150,7 +150,13 @@ fn json_object(text: &str) -> Result<(Map<String, Value>, Option<Stripped>), Inv
         let mut stream = serde_json::Deserializer::from_str(body).into_iter::<Value>();
         match stream.next() {
             Some(Err(error)) if error.is_eof() => return Err(InvalidDecision::Truncated),
-            Some(Err(error)) => return Err(InvalidDecision::Json(error.to_string())),
+            Some(Err(error)) => {
+                // The strict reader names what a lenient one only calls
+                // unexpected (`NaN`, a repeated key).
+                let named =
+                    strict_json::parse(body).err().map_or_else(|| error.to_string(), |strict| strict.to_string());
+                return Err(InvalidDecision::Json(named));
+            }
             _ => {}
         }
     }
@@ -163,10 +169,11 @@ fn json_object(text: &str) -> Result<(Map<String, Value>, Option<Stripped>), Inv
     };
     // The object found, read again by the strict reader: a repeated key or
     // a non-number is refused by name, never resolved by the last value.
-    let object = match strict_json::parse(&body[start..end]).map_err(|error| InvalidDecision::Json(error.to_string()))? {
-        Value::Object(object) => object,
-        _ => return Err(InvalidDecision::NoJson),
-    };
+    let object =
+        match strict_json::parse(&body[start..end]).map_err(|error| InvalidDecision::Json(error.to_string()))? {
+            Value::Object(object) => object,
+            _ => return Err(InvalidDecision::NoJson),
+        };
     let stripped = Stripped {
         chars_before: fenced.before + visible(&body[..start]),
         chars_after: visible(&body[end..]) + fenced.after,
