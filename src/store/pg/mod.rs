@@ -72,9 +72,9 @@ use crate::store::canonical::sha256_hex;
 use crate::store::location::PgLocation;
 use crate::store::run_dir::compare_version;
 use crate::store::{
-    ApprovalDecision, ApprovalUse, ChildNoteFile, ClaimsExhausted, LoadedRecord, LoadedRun, NewEvent, QueuedClaim,
-    QueuedRun, Receipt, ReceiptError, ReceiptState, RecordHandle, RecordKind, RunHandle, RunListing, RunState,
-    RunStore, Runnable, RunsPlace, Sealer, StepRecord, StoreError, StoreFactory,
+    ApprovalDecision, ApprovalUse, ChildNoteFile, ClaimsExhausted, Holder, LoadedRecord, LoadedRun, NewEvent,
+    QueuedClaim, QueuedRun, Receipt, ReceiptError, ReceiptState, RecordHandle, RecordKind, RunHandle, RunListing,
+    RunState, RunStore, Runnable, RunsPlace, Sealer, StepRecord, StoreError, StoreFactory,
 };
 use approvals::ApprovalRow;
 use error::{PgError, is_transient_pool, pool_error, store_error};
@@ -1045,6 +1045,16 @@ impl RunStore for PgStore {
 
     fn run_state_location(&self, run_id: &str) -> String {
         self.location_of(AGENT, run_id).display().to_string()
+    }
+
+    fn holder(&self, run_id: &str) -> Result<Holder, StoreError> {
+        let id = run_id.to_string();
+        let owner = self.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            let rows = query(&client, sql::READ_HOLDER, &[&id], "read the run's lease").await?;
+            Ok(rows.first().map(|row| row.get::<_, String>(0)))
+        })?;
+        Ok(owner.map_or(Holder::Nobody, Holder::Node))
     }
 
     fn runs_place(&self) -> RunsPlace {
