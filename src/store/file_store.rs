@@ -132,6 +132,11 @@ impl RunStore for FileStore {
         Lease::holder(&folder).map_err(io_error("open", &folder))
     }
 
+    fn record_holder(&self, _kind: RecordKind, id: &str) -> Result<Holder, StoreError> {
+        let folder = records_folder(&self.workspace).join(id);
+        Lease::holder(&folder).map_err(io_error("open", &folder))
+    }
+
     fn run_state_location(&self, run_id: &str) -> String {
         runs_folder(&self.workspace).join(run_id).join("state.json").display().to_string()
     }

@@ -356,6 +356,8 @@ pub trait RunStore: Send + Sync {
     /// Reads record `id` of `kind` back strictly, without locking it;
     /// [`StoreError::NotFound`] when it has no checkpoint yet.
     fn read_record(&self, kind: RecordKind, id: &str) -> Result<LoadedRecord, StoreError>;
+    /// Who holds record `id` of `kind` now (see [`RunStore::holder`]).
+    fn record_holder(&self, kind: RecordKind, id: &str) -> Result<Holder, StoreError>;
 
     /// The receipt for idempotency key `key`, if any.
     fn get_receipt(&self, key: &str) -> Result<Option<Receipt>, ReceiptError>;

@@ -711,6 +711,17 @@ impl PgStore {
     }
 
     /// The workspace's id, or why it has none.
+    /// The owner of the valid lease on `id` of `kind`, or nobody.
+    fn lease_holder(&self, kind: &'static str, id: &str) -> Result<Holder, StoreError> {
+        let id = id.to_string();
+        let owner = self.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            let rows = query(&client, sql::READ_HOLDER, &[&kind, &id], "read the lease").await?;
+            Ok(rows.first().map(|row| row.get::<_, String>(0)))
+        })?;
+        Ok(owner.map_or(Holder::Nobody, Holder::Node))
+    }
+
     fn workspace(&self) -> Result<String, StoreError> {
         self.workspace_id.clone().map_err(StoreError::WorkspaceId)
     }
@@ -1048,13 +1059,11 @@ impl RunStore for PgStore {
     }
 
     fn holder(&self, run_id: &str) -> Result<Holder, StoreError> {
-        let id = run_id.to_string();
-        let owner = self.shared.call(move |pool| async move {
-            let client = connect(&pool).await?;
-            let rows = query(&client, sql::READ_HOLDER, &[&id], "read the run's lease").await?;
-            Ok(rows.first().map(|row| row.get::<_, String>(0)))
-        })?;
-        Ok(owner.map_or(Holder::Nobody, Holder::Node))
+        self.lease_holder(AGENT, run_id)
+    }
+
+    fn record_holder(&self, kind: RecordKind, id: &str) -> Result<Holder, StoreError> {
+        self.lease_holder(record_kind(kind), id)
     }
 
     fn runs_place(&self) -> RunsPlace {
