@@ -315,15 +315,17 @@ pub(crate) fn sync_with_agent(
 /// The current state of bridge run `run_id` (`GET /runs/{id}`), read
 /// through to its agent run when it waits for approval; `None` when there
 /// is no such run. While another request holds the record (an approve or
-/// reject in progress), the stored state is returned as it is. A run not
-/// ended yet whose agent run exists is `running` with that agent run's id
-/// ([`with_agent_run`]).
+/// reject in progress), the stored state is returned as it is. An accepted
+/// or running run whose agent run exists is `running` with that agent
+/// run's id ([`with_agent_run`]).
 pub fn read_current(service: &Service, run_id: &str) -> Result<Option<BridgeState>, ServiceError> {
     let Some(stored) = service.read_record(RecordKind::Bridge, run_id)? else {
         return Ok(None);
     };
     let state: BridgeState = serde_json::from_value(stored).map_err(|error| not_a_bridge_state(run_id, &error))?;
-    if matches!(state.status, BridgeStatus::Queued | BridgeStatus::Created | BridgeStatus::Running) {
+    // (Not a waited-for run's `created`: its request answers at its end,
+    // and a scan settling it after a crash holds it too.)
+    if matches!(state.status, BridgeStatus::Queued | BridgeStatus::Running) {
         return Ok(Some(with_agent_run(service, state)));
     }
     if state.status != BridgeStatus::WaitingApproval {
@@ -336,8 +338,8 @@ pub fn read_current(service: &Service, run_id: &str) -> Result<Option<BridgeStat
     }
 }
 
-/// Bridge run `state`, not ended yet, as it stands: the record may still
-/// say `queued` or `created` (under group commit a service writes the
+/// Bridge run `state`, accepted or running, as it stands: the record may
+/// still say `queued` (under group commit a service writes the
 /// checkpoints between a request's first and last only when it ends), and
 /// names its agent run only once the adapter returns; while a service
 /// drives it (holds its record) and that agent run exists, the step is
