@@ -126,7 +126,7 @@ const INTERRUPTED: &str = "interrupted";
 pub fn holder_note(run_id: &str, holder: &Holder) -> String {
     match holder {
         Holder::Nobody => format!(
-            "{run_id}: {}: no process is driving it (the one that was has stopped or died); `planrun resume \
+            "{run_id}: {}: no process is driving it (its process has stopped or died); `planrun resume \
              {run_id}` continues it, `planrun cancel {run_id}` ends it",
             paint(RED, INTERRUPTED)
         ),
