@@ -154,3 +154,51 @@ fn cancel_abandons_a_paused_or_interrupted_run_and_nothing_more_runs() {
     interrupted.planrun().in_sandbox().args(["resume", "t"]).expect_code(1).run();
     assert!(!interrupted.workspace().join("two.txt").exists(), "a cancelled run ran on");
 }
+
+/// A run's plan and policy paths are recorded as given, relative to the
+/// folder it was started in: `approve` and `resume` run from another folder
+/// (with `--workspace`) find them beside the workspace; a file found in
+/// neither place is named with both paths tried (exit 2, nothing runs).
+#[test]
+fn approve_and_resume_find_the_runs_files_from_another_folder() {
+    let sandbox = Sandbox::new();
+    let plan = "version = 1\nid = \"test\"\n\n[[steps]]\nid = \"ask\"\nkind = \"write_file\"\npath = \"a.txt\"\ncontent = \"a\"\napproval = \"required\"\n";
+    assert_eq!(sandbox.run_plan(plan, TEST_POLICY).code, 3);
+    // The harness runs from the repository's folder unless told otherwise.
+    sandbox.planrun().args(["approve", "t"]).expect_code(0).run();
+
+    let moved = sandbox.path().join("plans/moved.toml");
+    fs::rename(sandbox.path().join("plans/test.toml"), &moved).expect("move the plan away");
+    let missing = sandbox.planrun().args(["resume", "t"]).expect_code(2).run();
+    let beside = sandbox.path().join("plans/test.toml");
+    // (The harness writes the sandbox's folder as `[TMP]`.)
+    assert!(missing.stderr.contains("`[TMP]/plans/test.toml`"), "{}", missing.stderr);
+    assert!(missing.stderr.contains(&format!("`{}/plans/test.toml`", crate::common::ROOT)), "{}", missing.stderr);
+    assert!(!sandbox.workspace().join("a.txt").exists(), "nothing ran");
+    fs::rename(&moved, &beside).expect("restore the plan");
+
+    sandbox.planrun().current_dir(sandbox.workspace()).args(["resume", "t"]).expect_code(0).run();
+    assert_eq!(fs::read_to_string(sandbox.workspace().join("a.txt")).expect("written"), "a");
+}
+
+/// `--plan FILE` whose policy is not in the policies folder names the
+/// files it looked for, the folder (absolute) and how to set it.
+#[test]
+fn a_plan_whose_policy_is_missing_names_the_folder_it_looked_in() {
+    let sandbox = Sandbox::new();
+    sandbox.write("plans/test.toml", "version = 1\nid = \"test\"\n\n[[steps]]\nid = \"end\"\nkind = \"finish\"\n");
+    fs::create_dir_all(sandbox.workspace()).expect("the workspace");
+    let plan = sandbox.path().join("plans/test.toml");
+    let output = sandbox
+        .planrun()
+        .current_dir(sandbox.workspace())
+        .args(["--plan", plan.to_str().expect("UTF-8"), "--run-id", "t"])
+        .expect_code(2)
+        .run();
+    // (The harness writes the workspace's folder as `[WORKSPACE]`.)
+    assert!(output.stderr.contains("in `[WORKSPACE]/policies`"), "{}", output.stderr);
+    assert!(
+        output.stderr.contains("`default.toml`") && output.stderr.contains("`--policies DIR` or `PLANRUN_POLICIES`")
+    );
+    assert!(!sandbox.workspace().join("runs/t").exists(), "nothing ran");
+}

@@ -1,13 +1,15 @@
 //! Seeing runs: `planrun runs` (newest first, `--status`, `--json`, a
 //! tampered run listed as unreadable, an empty workspace), `show --full`,
 //! `show latest`, the finish message, and the run command's last line
-//! naming the record files and the files the run wrote.
+//! naming the record files and the files the run wrote; a run recorded as
+//! `running` shown as driven by its holder's pid while it lives and as
+//! `interrupted` (with `resume` and `cancel` to run) once it was killed.
 
 use std::fs;
 
 use serde_json::Value;
 
-use crate::common::Sandbox;
+use crate::common::{Sandbox, TEST_POLICY, one_step_plan, wait_until};
 
 /// Three runs at increasing clock starts: `old` done, `mid` failed, `new` done.
 fn three_runs() -> Sandbox {
@@ -188,4 +190,50 @@ fn the_last_line_names_the_records_and_the_written_report() {
 
     let quiet = sandbox.planrun().args(["--goal", "inspect project", "--run-id", "q", "--quiet"]).expect_code(0).run();
     assert_eq!(quiet.stderr, "", "--quiet prints no last line");
+}
+
+/// A run whose process lives is `running`, driven by that process's pid;
+/// killed with `SIGKILL`, it is `interrupted`, with the commands that
+/// continue or end it, in `runs` and `show` alike. Looking never takes the
+/// run's lock from its live holder: `resume` is still refused while it runs.
+#[test]
+fn a_killed_run_is_shown_interrupted_and_a_live_one_names_its_process() {
+    let sandbox = Sandbox::new();
+    let plan = one_step_plan("kind = \"shell\"\ncommand = [\"sleep\", \"30\"]");
+    sandbox.write_plan(&plan, &TEST_POLICY.replace("step_timeout_secs = 1", "step_timeout_secs = 60"));
+    let mut holder = sandbox.test_plan().spawn();
+    let note = sandbox.workspace().join("runs/t/.child");
+    assert!(wait_until(std::time::Duration::from_secs(20), || note.exists()), "the step never started");
+    let pid = holder.id();
+
+    let runs = sandbox.planrun().args(["runs"]).expect_code(0).run().stdout;
+    let row = runs.lines().find(|line| line.starts_with("t ")).unwrap_or_else(|| panic!("{runs}"));
+    assert!(row.contains(" running "), "{runs}");
+    assert!(runs.contains(&format!("t: running, driven by pid {pid}")), "{runs}");
+    let shown = sandbox.planrun().args(["show", "t"]).expect_code(0).run().stdout;
+    assert!(shown.contains("status: running") && shown.contains(&format!("driven by pid {pid}")), "{shown}");
+    let json = sandbox.planrun().args(["runs", "--json"]).expect_code(0).run().stdout;
+    let list: Vec<Value> = serde_json::from_str(&json).expect("JSON");
+    assert_eq!((&list[0]["interrupted"], &list[0]["driven_by"]), (&false.into(), &format!("pid {pid}").into()));
+    let refused = sandbox.planrun().in_sandbox().args(["resume", "t", "--policies", "policies"]).expect_code(1).run();
+    assert!(refused.stderr.contains("in use"), "the holder keeps its lock: {}", refused.stderr);
+
+    holder.kill().expect("SIGKILL the holder");
+    holder.wait().expect("reap the holder");
+    let runs = sandbox.planrun().args(["runs"]).expect_code(0).run().stdout;
+    let row = runs.lines().find(|line| line.starts_with("t ")).unwrap_or_else(|| panic!("{runs}"));
+    assert!(row.contains(" interrupted ") && !row.contains(" running "), "{runs}");
+    let hint = "`planrun resume t` continues it, `planrun cancel t` ends it";
+    assert!(runs.contains(hint), "{runs}");
+    let shown = sandbox.planrun().args(["show", "t"]).expect_code(0).run().stdout;
+    assert!(shown.contains("status: interrupted") && shown.contains(hint), "{shown}");
+    let json = sandbox.planrun().args(["runs", "--json"]).expect_code(0).run().stdout;
+    let list: Vec<Value> = serde_json::from_str(&json).expect("JSON");
+    assert_eq!((&list[0]["status"], &list[0]["interrupted"]), (&"running".into(), &true.into()), "as recorded");
+    assert!(list[0]["driven_by"].is_null());
+
+    // The command it names ends it (and stops the step's child).
+    sandbox.planrun().in_sandbox().args(["cancel", "t"]).expect_code(0).run();
+    let runs = sandbox.planrun().args(["runs"]).expect_code(0).run().stdout;
+    assert!(!runs.contains("interrupted") && !runs.contains("driven by"), "{runs}");
 }

@@ -276,3 +276,52 @@ fn serve_refuses_to_start_on_invalid_files() {
     assert!(out.stderr.contains("[TMP]/service.toml:3:23"), "{}", out.stderr);
     assert!(!sandbox.workspace().exists());
 }
+
+/// `POST /runs` with `"wait": false` through the agent adapter: while the
+/// agent run's step runs, `GET /runs/{id}` says `running` and names the
+/// agent run (the record's checkpoint, kept in memory under group commit
+/// until the run ends, still says `queued`), then the final state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accepted_run_shows_running_and_its_agent_run_while_its_step_runs() {
+    let script = "echo $$ >> slow.pids; sleep 3";
+    let sandbox = crate::common::Sandbox::new();
+    sandbox.write(
+        "plans/slow.toml",
+        &format!(
+            "version = 1\nid = \"slow\"\ndefault = true\n\n[[steps]]\nid = \"slow\"\nkind = \"shell\"\n\
+             command = [\"sh\", \"-c\", \"{script}\"]\n\n[[steps]]\nid = \"done\"\nkind = \"finish\"\n"
+        ),
+    );
+    sandbox.write(
+        "policies/default.toml",
+        &format!(
+            "version = 1\n[shell]\nsearch_path = [\"/usr/bin\", \"/bin\"]\n[shell.env]\nPATH = \"/usr/bin:/bin\"\n\
+             [[shell.allow]]\nprogram = \"sh\"\nargs = [[\"-c\", \"{script}\"]]\n[budget]\nstep_timeout_secs = 60\n"
+        ),
+    );
+    let (plans, policies) = (sandbox.path().join("plans"), sandbox.path().join("policies"));
+    let (plans, policies) = (plans.to_str().expect("UTF-8"), policies.to_str().expect("UTF-8"));
+    let pids = sandbox.workspace().join("slow.pids");
+    let server = Server::start_in(sandbox, &[("PLANRUN_PLANS", plans), ("PLANRUN_POLICIES", policies)]);
+    let client = client();
+    let body = json!({"goal": "a slow job", "adapter": "agent", "wait": false});
+    let (status, accepted) = post(&client, &server.url("/runs"), body).await;
+    assert_eq!((status, accepted["status"].as_str()), (202, Some("queued")), "{accepted}");
+    assert!(crate::common::wait_until(std::time::Duration::from_secs(10), || pids.exists()), "the step started");
+    let (status, running) = get_json(&client, &server.url("/runs/br-0001")).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (running["status"].as_str(), running["agent_run_id"].as_str()),
+        (Some("running"), Some("agent-br-0001")),
+        "{running}"
+    );
+    let mut ended = running;
+    for _ in 0..100 {
+        if ended["status"] != "running" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        ended = get_json(&client, &server.url("/runs/br-0001")).await.1;
+    }
+    assert_eq!((ended["status"].as_str(), ended["agent_run_id"].as_str()), (Some("done"), Some("agent-br-0001")));
+}

@@ -2,7 +2,10 @@
 //! first, one line each (id, plan, status, stop reason, steps, started,
 //! duration; times with milliseconds). A run whose records fail verification is listed as
 //! `unreadable` with the reason, and the command exits 2; a queued run
-//! (database store, not started by a worker yet) as `queued`.
+//! (database store, not started by a worker yet) as `queued`. A run recorded
+//! as `running` that no process drives (its lock or lease is free: the
+//! process died) is listed as `interrupted`; notes under the table say who
+//! drives each running run, and how to continue or end an interrupted one.
 
 use std::process::ExitCode;
 
@@ -15,7 +18,7 @@ use crate::diag::display_path;
 use crate::model::RunStatus;
 use crate::ops::{self, ListedRun, RunSummary, RunsInput};
 use crate::runtime::RuntimeEnv;
-use crate::store::RunsPlace;
+use crate::store::{Holder, RunsPlace};
 
 #[derive(Debug, Args)]
 pub struct RunsArgs {
@@ -79,13 +82,14 @@ fn print_table(runs: &[ListedRun]) {
     for run in runs {
         match run {
             ListedRun::Readable(summary) => {
+                let status = if summary.interrupted() { paint(RED, INTERRUPTED) } else { run_status(summary.status) };
                 // Padded before colouring: escape codes have no width.
-                let padding = " ".repeat(16usize.saturating_sub(summary.status.as_str().len()));
+                let shown = if summary.interrupted() { INTERRUPTED } else { summary.status.as_str() };
+                let padding = " ".repeat(16usize.saturating_sub(shown.len()));
                 anstream::println!(
-                    "{:<id_width$}  {:<plan_width$}  {}{padding}  {:<stop_width$}  {:>5}  {:<24}  {}",
+                    "{:<id_width$}  {:<plan_width$}  {status}{padding}  {:<stop_width$}  {:>5}  {:<24}  {}",
                     summary.run_id,
                     summary.plan,
-                    run_status(summary.status),
                     summary.stop_reason.as_deref().unwrap_or("-"),
                     summary.steps,
                     column_time(&summary.started_at),
@@ -101,6 +105,32 @@ fn print_table(runs: &[ListedRun]) {
                 anstream::println!("{:<id_width$}  {plan:<plan_width$}  {state}", queued.run_id);
             }
         }
+    }
+    // Who drives each running run; what to do with an interrupted one.
+    let mut notes = summaries().filter_map(|summary| Some((summary, summary.holder.as_ref()?))).peekable();
+    if notes.peek().is_some() {
+        anstream::println!();
+    }
+    for (summary, holder) in notes {
+        anstream::println!("{}", holder_note(&summary.run_id, holder));
+    }
+}
+
+/// What the STATUS column says of a run recorded as `running` that no
+/// process drives.
+const INTERRUPTED: &str = "interrupted";
+
+/// One line on who drives run `run_id` (recorded as `running`), or, when
+/// nobody does, that it was interrupted and the commands that continue or
+/// end it (`runs` and `show` alike).
+pub fn holder_note(run_id: &str, holder: &Holder) -> String {
+    match holder {
+        Holder::Nobody => format!(
+            "{run_id}: {}: no process is driving it (its process has stopped or died); `planrun resume \
+             {run_id}` continues it, `planrun cancel {run_id}` ends it",
+            paint(RED, INTERRUPTED)
+        ),
+        holder => format!("{run_id}: running, driven by {holder}"),
     }
 }
 
@@ -152,9 +182,12 @@ fn listed_json(run: &ListedRun) -> Value {
             started_at,
             finished_at,
             duration_ms,
+            holder,
         }) => json!({
             "run_id": run_id, "plan": plan, "status": status, "stop_reason": stop_reason, "steps": steps,
             "started_at": started_at, "finished_at": finished_at, "duration_ms": duration_ms,
+            "interrupted": holder.as_ref() == Some(&Holder::Nobody),
+            "driven_by": holder.as_ref().filter(|holder| **holder != Holder::Nobody).map(Holder::to_string),
         }),
         ListedRun::Unreadable { run_id, error } => json!({"run_id": run_id, "status": "unreadable", "error": error}),
         ListedRun::Queued(queued) => json!({

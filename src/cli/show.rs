@@ -1,7 +1,8 @@
 //! `planrun show <run_id>`: a run's timeline from its verified records
 //! (`latest`: the newest run).
 //!
-//! A header (plan, goal, status, the finish message), then one line per attempt (time, step, kind, status, attempt, duration), then
+//! A header (plan, goal, status, who drives a run recorded as `running` or
+//! that it was interrupted, the finish message), then one line per attempt (time, step, kind, status, attempt, duration), then
 //! what ran (argv, path or ticket), the rule that decided, receipts, the
 //! failure class and error, and the first line of the output (with
 //! `--full` all of it and the kept end of stderr, failed or not), with the
@@ -18,11 +19,12 @@ use clap::Args;
 
 use crate::cli::DirArgs;
 use crate::cli::output::{BOLD, DIM, GREEN, RED, YELLOW, fail_with, paint, record_status, run_status};
+use crate::cli::runs::holder_note;
 use crate::model::{FailureClass, RunStatus};
 use crate::ops::{self, ExitStatus};
 use crate::policy::display_argv;
 use crate::runtime::RuntimeEnv;
-use crate::store::{AuditEvent, StepRecord, StepRecordStatus, StoreError, full_state};
+use crate::store::{AuditEvent, Holder, StepRecord, StepRecordStatus, StoreError, full_state};
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
@@ -48,6 +50,11 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         anstream::println!("{}", serde_json::to_string_pretty(&full_state(&run)).unwrap_or_default());
         return ExitStatus::Done.into();
     }
+    // Who drives a run recorded as `running` (nobody: interrupted).
+    let (run, holder) = match ops::driven_run(&dirs.workspace, run, env) {
+        Ok(driven) => driven,
+        Err(error) => return fail_with(&error),
+    };
     let state = &run.state;
     anstream::println!(
         "run {} · plan {} ({}) · policy {}",
@@ -59,15 +66,21 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     if let Some(goal) = &state.goal {
         anstream::println!("goal: {goal:?}");
     }
+    let status = match holder {
+        Some(Holder::Nobody) => paint(RED, "interrupted"),
+        _ => run_status(state.status),
+    };
     anstream::println!(
-        "status: {} ({}) · {} steps · {} tool calls · started {} · finished {}",
-        run_status(state.status),
+        "status: {status} ({}) · {} steps · {} tool calls · started {} · finished {}",
         state.stop_reason.as_deref().unwrap_or("-"),
         state.counters.steps,
         state.counters.tool_calls,
         state.started_at,
         state.finished_at.as_deref().unwrap_or("-")
     );
+    if let Some(holder) = &holder {
+        anstream::println!("{}", holder_note(&state.run_id, holder));
+    }
     if let Some(message) = finish_message(&run.history) {
         anstream::println!("message: {message}");
     }

@@ -82,6 +82,17 @@ struct Checks {
     policies_known: bool,
 }
 
+/// `unknown-policy`: `loaded` names a policy that was not found.
+fn unknown_policy(loaded: &LoadedPlan, help: String) -> Diagnostic {
+    let plan = &loaded.plan;
+    Diagnostic::error(
+        "unknown-policy",
+        format!("plan `{}` names policy `{}`, which does not exist", plan.id, plan.policy),
+    )
+    .with_span(loaded.spans.policy.unwrap_or(loaded.spans.id))
+    .with_help(help)
+}
+
 impl Loader {
     pub fn new() -> Self {
         Self::default()
@@ -212,15 +223,23 @@ impl Loader {
         let name = loaded.plan.policy.clone();
         let policy_path = self.find_policy(policies_dir, &name);
         let mut policies = BTreeMap::new();
-        if let Some(policy_path) = policy_path {
-            if let Some(policy) = self.load_policy(&policy_path) {
-                policies.insert(policy.name.clone(), policy);
-            } else {
-                // The policy file's own errors are reported; do not add an
-                // `unknown-policy` on top.
-                return None;
-            }
-        }
+        let Some(policy_path) = policy_path else {
+            // Not found: said with the files looked for and how to point
+            // at another folder.
+            let folder = std::path::absolute(policies_dir).unwrap_or_else(|_| policies_dir.to_path_buf());
+            let tried = ["toml", "yaml", "yml"].map(|extension| format!("`{name}.{extension}`")).join(", ");
+            let help = format!(
+                "looked for {tried} in `{}` (the policies folder: `--policies DIR` or `PLANRUN_POLICIES`; a \
+                 relative folder is taken from the current folder)",
+                folder.display()
+            );
+            self.diagnostics.push(unknown_policy(&loaded, help));
+            return None;
+        };
+        // The policy file's own errors are reported, with no
+        // `unknown-policy` on top.
+        let policy = self.load_policy(&policy_path)?;
+        policies.insert(policy.name.clone(), policy);
         let checks = Checks { default_required: false, policies_known: true };
         let loaded = vec![loaded];
         self.cross_check(&loaded, &policies, &checks);
@@ -483,21 +502,13 @@ impl Loader {
             match policies.get(&loaded.plan.policy) {
                 Some(policy) => self.plan_vs_policy(loaded, policy),
                 None if checks.policies_known => {
-                    let plan = &loaded.plan;
                     let known = policies.keys().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ");
                     let help = if known.is_empty() {
                         "add the policy file to the policies folder".to_string()
                     } else {
                         format!("known policies: {known}")
                     };
-                    self.diagnostics.push(
-                        Diagnostic::error(
-                            "unknown-policy",
-                            format!("plan `{}` names policy `{}`, which does not exist", plan.id, plan.policy),
-                        )
-                        .with_span(loaded.spans.policy.unwrap_or(loaded.spans.id))
-                        .with_help(help),
-                    );
+                    self.diagnostics.push(unknown_policy(loaded, help));
                 }
                 None => {}
             }

@@ -76,7 +76,7 @@ pub use run::{RunInput, RunOutcome, RunTarget, run};
 pub use runs::{ListedRun, RunSummary, RunsInput, RunsOutcome, runs};
 pub use scenario_run::{Captured, ScenarioContext, ScenarioRun, run_scenario};
 pub use scenario_sandbox::SandboxError;
-pub use show::{LATEST, full_state_json, show};
+pub use show::{LATEST, driven_run, full_state_json, show};
 pub use store_admin::{Migrated, migrate};
 pub use test::{
     ScenarioChange, ScenarioProblems, SnapshotResult, SnapshotState, TestInput, TestOutcome, accept_snapshot,

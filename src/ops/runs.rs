@@ -4,7 +4,9 @@
 //! it (story checks included); a run whose records fail verification is listed as unreadable with
 //! the reason (never hidden, never a crash), whatever the status filter,
 //! because its recorded status cannot be trusted. A queued run (database
-//! store) is listed as `queued` until a worker starts it.
+//! store) is listed as `queued` until a worker starts it. A run recorded
+//! as `running` says who drives it: the holder of its lock (file store) or
+//! lease (database store), or nobody: it was interrupted.
 
 use std::path::Path;
 
@@ -15,7 +17,7 @@ use crate::ops::QueuedSummary;
 use crate::ops::queue::queued_in;
 use crate::ops::{ExitStatus, OpsError};
 use crate::runtime::{RuntimeEnv, read_checked};
-use crate::store::{LoadedRun, RunsPlace, StoreError};
+use crate::store::{Holder, LoadedRun, RunStore, RunsPlace, StoreError};
 
 /// Which runs to list.
 pub struct RunsInput<'a> {
@@ -36,6 +38,16 @@ pub struct RunSummary {
     pub finished_at: Option<String>,
     /// From `started_at` to `finished_at`; `None` while the run has not ended.
     pub duration_ms: Option<u64>,
+    /// Who drives a run recorded as `running` ([`Holder::Nobody`]: it was
+    /// interrupted); `None` for any other status, or when it cannot be told.
+    pub holder: Option<Holder>,
+}
+
+impl RunSummary {
+    /// Recorded as `running`, and no process drives it: its process died.
+    pub fn interrupted(&self) -> bool {
+        self.holder == Some(Holder::Nobody)
+    }
 }
 
 /// One entry of the list: the run, or why its records could not be read.
@@ -75,13 +87,17 @@ pub fn runs(input: RunsInput<'_>, env: &RuntimeEnv) -> Result<RunsOutcome, OpsEr
     let store = env.store(input.workspace);
     let mut runs = Vec::new();
     for listing in store.list_runs()? {
-        let listed = match read_checked(store.as_ref(), &listing.run_id) {
-            Ok((run, _)) => ListedRun::Readable(summarize(&run)),
+        let listed = match read_checked(store.as_ref(), &listing.run_id, input.workspace)
+            .and_then(|(run, _)| driven(store.as_ref(), run))
+        {
+            Ok((run, holder)) => ListedRun::Readable(summarize(&run, holder)),
             Err(StoreError::Queued { .. }) => match queued_in(store.as_ref(), &listing.run_id)? {
                 Some(queued) => ListedRun::Queued(queued),
                 // Started between the two reads: listed as it is now.
-                None => match read_checked(store.as_ref(), &listing.run_id) {
-                    Ok((run, _)) => ListedRun::Readable(summarize(&run)),
+                None => match read_checked(store.as_ref(), &listing.run_id, input.workspace)
+                    .and_then(|(run, _)| driven(store.as_ref(), run))
+                {
+                    Ok((run, holder)) => ListedRun::Readable(summarize(&run, holder)),
                     Err(error) => ListedRun::Unreadable { run_id: listing.run_id, error: error.to_string() },
                 },
             },
@@ -100,7 +116,25 @@ pub fn runs(input: RunsInput<'_>, env: &RuntimeEnv) -> Result<RunsOutcome, OpsEr
     Ok(RunsOutcome { runs, place: store.runs_place() })
 }
 
-fn summarize(run: &LoadedRun) -> RunSummary {
+/// Run `run` as read, with who drives it when it is recorded as `running`
+/// (see [`RunSummary::holder`]). The holder is seen after the read: a run
+/// that no one holds is read again, since it may have ended in between.
+pub(crate) fn driven(store: &dyn RunStore, run: LoadedRun) -> Result<(LoadedRun, Option<Holder>), StoreError> {
+    if run.state.status != RunStatus::Running {
+        return Ok((run, None));
+    }
+    match store.holder(&run.state.run_id) {
+        Ok(Holder::Nobody) => {
+            let again = store.read_run(&run.state.run_id)?;
+            let holder = (again.state.status == RunStatus::Running).then_some(Holder::Nobody);
+            Ok((again, holder))
+        }
+        Ok(holder) => Ok((run, Some(holder))),
+        Err(_) => Ok((run, None)),
+    }
+}
+
+fn summarize(run: &LoadedRun, holder: Option<Holder>) -> RunSummary {
     let state = &run.state;
     let instant = |text: &str| text.parse::<Timestamp>().ok();
     let duration_ms = state
@@ -118,5 +152,6 @@ fn summarize(run: &LoadedRun) -> RunSummary {
         started_at: state.started_at.clone(),
         finished_at: state.finished_at.clone(),
         duration_ms,
+        holder,
     }
 }

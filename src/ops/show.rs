@@ -5,8 +5,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::ops::OpsError;
+use crate::ops::runs::driven;
 use crate::runtime::{RuntimeEnv, read_checked};
-use crate::store::{LoadedRun, RunStore, full_state, validate_run_id};
+use crate::store::{Holder, LoadedRun, RunStore, full_state, validate_run_id};
 
 /// The run id that names the newest run when no run is called that.
 pub const LATEST: &str = "latest";
@@ -20,7 +21,15 @@ pub fn show(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Result<LoadedRu
     validate_run_id(run_id)?;
     let store = env.store(workspace);
     let run_id = resolve(store.as_ref(), run_id, workspace)?;
-    Ok(read_checked(store.as_ref(), &run_id)?.0)
+    Ok(read_checked(store.as_ref(), &run_id, workspace)?.0)
+}
+
+/// Run `run` of `workspace` (as [`show`] read it), with who drives it
+/// when it is recorded as `running`: the holder of its lock or lease, or
+/// [`Holder::Nobody`] when it was interrupted (read again in that case:
+/// it may have ended meanwhile).
+pub fn driven_run(workspace: &Path, run: LoadedRun, env: &RuntimeEnv) -> Result<(LoadedRun, Option<Holder>), OpsError> {
+    Ok(driven(env.store(workspace).as_ref(), run)?)
 }
 
 /// The full seed-shaped state of `run_id` (plan with step statuses, history).

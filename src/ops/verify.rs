@@ -74,7 +74,7 @@ pub fn verify(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Result<Verifi
     let store = env.store(workspace);
     let resolved = crate::ops::show::resolve(store.as_ref(), run_id, workspace)?;
     let run_id = resolved.as_str();
-    match read_checked(store.as_ref(), run_id) {
+    match read_checked(store.as_ref(), run_id, workspace) {
         Ok((run, story)) => Ok(Verification::Verified(VerifiedRun {
             run_id: run.state.run_id.clone(),
             status: run.state.status,

@@ -31,10 +31,10 @@ use crate::server::bridge_event::{
 };
 use crate::server::error::ServiceError;
 use crate::server::guard;
-use crate::server::ids::controller_bridge_id;
+use crate::server::ids::{agent_run_id, controller_bridge_id};
 pub use crate::server::record_status::BridgeStatus;
 use crate::server::service::Service;
-use crate::store::{PendingAction, RecordKind, RecordWriter, StoreError};
+use crate::store::{Holder, PendingAction, RecordKind, RecordWriter, StoreError};
 
 /// The state of a bridge run, checkpointed in `bridge/runs/<run_id>/state.json`
 /// (sealed by the run store). Field order is the file's.
@@ -319,12 +319,19 @@ pub(crate) fn sync_with_agent(
 /// The current state of bridge run `run_id` (`GET /runs/{id}`), read
 /// through to its agent run when it waits for approval; `None` when there
 /// is no such run. While another request holds the record (an approve or
-/// reject in progress), the stored state is returned as it is.
+/// reject in progress), the stored state is returned as it is. An accepted
+/// or running run whose agent run exists is `running` with that agent
+/// run's id ([`with_agent_run`]).
 pub fn read_current(service: &Service, run_id: &str) -> Result<Option<BridgeState>, ServiceError> {
     let Some(stored) = service.read_record(RecordKind::Bridge, run_id)? else {
         return Ok(None);
     };
     let state: BridgeState = serde_json::from_value(stored).map_err(|error| not_a_bridge_state(run_id, &error))?;
+    // (Not a waited-for run's `created`: its request answers at its end,
+    // and a scan settling it after a crash holds it too.)
+    if matches!(state.status, BridgeStatus::Queued | BridgeStatus::Running) {
+        return Ok(Some(with_agent_run(service, state)));
+    }
     if state.status != BridgeStatus::WaitingApproval {
         return Ok(Some(state));
     }
@@ -333,6 +340,30 @@ pub fn read_current(service: &Service, run_id: &str) -> Result<Option<BridgeStat
         Err(StoreError::Locked { .. }) => Ok(Some(state)),
         Err(error) => Err(error.into()),
     }
+}
+
+/// Bridge run `state`, accepted or running, as it stands: the record may
+/// still say `queued` (under group commit a service writes the
+/// checkpoints between a request's first and last only when it ends), and
+/// names its agent run only once the adapter returns; while a service
+/// drives it (holds its record) and that agent run exists, the step is
+/// running, so it is shown `running` with the agent run's id. A record
+/// nobody holds (its service stopped) is shown as written until the scan
+/// settles it.
+fn with_agent_run(service: &Service, mut state: BridgeState) -> BridgeState {
+    if state.adapter != AdapterKind::Agent.name() || state.agent_run_id.is_some() {
+        return state;
+    }
+    let held = service.store.record_holder(RecordKind::Bridge, &state.run_id);
+    if !held.is_ok_and(|holder| holder != Holder::Nobody) {
+        return state;
+    }
+    let id = agent_run_id(&state.run_id);
+    if service.store.read_run(&id).is_ok() {
+        state.status = BridgeStatus::Running;
+        state.agent_run_id = Some(id);
+    }
+    state
 }
 
 fn not_a_bridge_state(run_id: &str, error: &serde_json::Error) -> StoreError {

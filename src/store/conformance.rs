@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use crate::store::test_runs::{event, one_step_checkpointed, started, step_record};
-use crate::store::{FileStore, RecordKind, RunStore, Sealer, StoreError};
+use crate::store::{FileStore, Holder, RecordKind, RunStore, Sealer, StoreError};
 
 /// Which record a [`Tamper`] edits: an agent run (`None`) or a record.
 pub(crate) type Kind = Option<RecordKind>;
@@ -117,17 +117,22 @@ mod cases {
     pub fn a_held_run_cannot_be_opened_again_until_released(fresh: &Fresh) {
         let store = fresh.store.as_ref();
         started(store, "r1", "2026-01-01T00:00:00Z");
+        assert_eq!(store.holder("r1").expect("holder"), Holder::Nobody);
         let (held, _) = store.open_run("r1").expect("open");
-        assert!(matches!(store.open_run("r1"), Err(StoreError::Locked { .. })));
+        assert_ne!(store.holder("r1").expect("holder"), Holder::Nobody, "seen held");
+        assert!(matches!(store.open_run("r1"), Err(StoreError::Locked { .. })), "looking took nothing");
         held.release().expect("release");
+        assert_eq!(store.holder("r1").expect("holder"), Holder::Nobody);
         let (held, _) = store.open_run("r1").expect("released explicitly");
         drop(held);
         assert!(store.open_run("r1").is_ok(), "released with the handle");
 
         let mut record = store.create_record(RecordKind::Controller, "ctrl-1").expect("record");
         record.checkpoint(&json!({"controller_run_id": "ctrl-1"}), 0).expect("checkpoint");
+        assert_ne!(store.record_holder(RecordKind::Controller, "ctrl-1").expect("holder"), Holder::Nobody);
         assert!(matches!(store.open_record(RecordKind::Controller, "ctrl-1"), Err(StoreError::Locked { .. })));
         drop(record);
+        assert_eq!(store.record_holder(RecordKind::Controller, "ctrl-1").expect("holder"), Holder::Nobody);
         let (_, loaded) = store.open_record(RecordKind::Controller, "ctrl-1").expect("open");
         assert_eq!(loaded.state, json!({"controller_run_id": "ctrl-1"}), "the store's fields are stripped");
         assert_eq!(loaded.state_version, 1);

@@ -24,8 +24,9 @@ use crate::store::error::io_error;
 use crate::store::record_dir::{RecordOptions, files, load_record, records_folder};
 use crate::store::run_load::{load_run, run_started_at, runs_folder};
 use crate::store::{
-    Durability, GroupCommit, LoadedRecord, LoadedRun, Receipt, ReceiptError, ReceiptStore, RecordDir, RecordHandle,
-    RecordKind, RunDir, RunHandle, RunListing, RunStore, RunsPlace, Sealer, StoreError, StoreFactory, validate_run_id,
+    Durability, GroupCommit, Holder, Lease, LoadedRecord, LoadedRun, Receipt, ReceiptError, ReceiptStore, RecordDir,
+    RecordHandle, RecordKind, RunDir, RunHandle, RunListing, RunStore, RunsPlace, Sealer, StoreError, StoreFactory,
+    validate_run_id,
 };
 
 /// The [`StoreFactory`] of [`FileStore`]s.
@@ -124,6 +125,16 @@ impl RunStore for FileStore {
         let loaded = load_run(&self.workspace, run_id, &self.sealer)?;
         self.receipts.check_references(run_id, &loaded.audit)?;
         Ok(loaded)
+    }
+
+    fn holder(&self, run_id: &str) -> Result<Holder, StoreError> {
+        let folder = runs_folder(&self.workspace).join(run_id);
+        Lease::holder(&folder).map_err(io_error("open", &folder))
+    }
+
+    fn record_holder(&self, _kind: RecordKind, id: &str) -> Result<Holder, StoreError> {
+        let folder = records_folder(&self.workspace).join(id);
+        Lease::holder(&folder).map_err(io_error("open", &folder))
     }
 
     fn run_state_location(&self, run_id: &str) -> String {

@@ -6,9 +6,16 @@
 //! folder when a new run's folder is renamed into place, and it costs no
 //! file of its own. A database store would hold a row lock or a lease with
 //! an expiry instead; the handles only need "held while I exist".
+//!
+//! [`Lease::holder`] says whether a live process holds a folder's lock
+//! (`runs` and `show` tell a run being driven from one whose process died)
+//! without waiting and without taking anything from a holder.
 
 use std::fs::File;
+use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::time::Duration;
 
 use crate::store::StoreError;
 use crate::store::error::io_error;
@@ -24,10 +31,89 @@ impl Lease {
     /// holder (this process or another) has it.
     pub fn take(folder: &Path, id: &str) -> Result<Lease, StoreError> {
         let handle = File::open(folder).map_err(io_error("open", folder))?;
-        rustix::fs::flock(&handle, rustix::fs::FlockOperation::NonBlockingLockExclusive)
-            .map_err(|_| StoreError::Locked { id: id.to_string() })?;
+        let lock = || rustix::fs::flock(&handle, rustix::fs::FlockOperation::NonBlockingLockExclusive);
+        // A probe ([`Lease::holder`]) holds a shared lock for an instant:
+        // tried again a few times, so that it never passes for a holder.
+        let mut locked = lock();
+        for _ in 0..PROBE_RETRIES {
+            if locked.is_ok() {
+                break;
+            }
+            std::thread::sleep(PROBE_WAIT);
+            locked = lock();
+        }
+        locked.map_err(|_| StoreError::Locked { id: id.to_string() })?;
         Ok(Lease { _folder: handle })
     }
+
+    /// Who holds the lock on `folder` now, without waiting: a shared lock
+    /// is tried (it cannot be had while a holder has the exclusive one, so
+    /// nothing is taken from a live holder) and given back at once. A held
+    /// lock names its process where `/proc/locks` does (Linux).
+    pub fn holder(folder: &Path) -> io::Result<Holder> {
+        let handle = File::open(folder)?;
+        match rustix::fs::flock(&handle, rustix::fs::FlockOperation::NonBlockingLockShared) {
+            // Closing the folder gives the shared lock back.
+            Ok(()) => Ok(Holder::Nobody),
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                let metadata = handle.metadata()?;
+                Ok(Holder::Process(lock_owner(metadata.dev(), metadata.ino())))
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+}
+
+/// How many times [`Lease::take`] tries again when the lock is held, and
+/// how long it waits before each: longer than a probe holds it.
+const PROBE_RETRIES: u32 = 3;
+const PROBE_WAIT: Duration = Duration::from_millis(2);
+
+/// Who holds a run's lock or lease, as seen by a reader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holder {
+    /// Nobody: the run is not being driven (its process ended or died).
+    Nobody,
+    /// A process of this machine, with its pid where it can be known.
+    Process(Option<u32>),
+    /// A node of a database store: its owner id (`<node>:<pid>:<token>`
+    /// with `--node-id`, else `<pid>:<token>`), while its lease is valid.
+    Node(String),
+}
+
+impl std::fmt::Display for Holder {
+    /// `pid 4242`, `another process`, `node n1 (pid 4242)`.
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Holder::Nobody => formatter.write_str("nobody"),
+            Holder::Process(Some(pid)) => write!(formatter, "pid {pid}"),
+            Holder::Process(None) => formatter.write_str("another process"),
+            Holder::Node(owner) => {
+                let mut parts = owner.rsplitn(3, ':').skip(1);
+                match (parts.next(), parts.next()) {
+                    (Some(pid), Some(node)) => write!(formatter, "node {node} (pid {pid})"),
+                    (Some(pid), None) => write!(formatter, "pid {pid} (a node without `--node-id`)"),
+                    _ => write!(formatter, "owner `{owner}`"),
+                }
+            }
+        }
+    }
+}
+
+/// The pid of the process whose `flock` is on the file `dev`/`ino`, from
+/// `/proc/locks` (`1: FLOCK  ADVISORY  WRITE 4242 fe:00:5505150 0 EOF`);
+/// `None` where it cannot be read.
+fn lock_owner(dev: u64, ino: u64) -> Option<u32> {
+    let file = format!("{:02x}:{:02x}:{ino}", rustix::fs::major(dev), rustix::fs::minor(dev));
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().filter(|line| !line.contains("->")).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // (A process waiting for a lock is listed with `->`: skipped.)
+        let at = fields.iter().position(|field| *field == "FLOCK")?;
+        (fields.get(at + 2) == Some(&"WRITE") && fields.get(at + 4) == Some(&file.as_str()))
+            .then(|| fields.get(at + 3)?.parse().ok())
+            .flatten()
+    })
 }
 
 #[cfg(test)]
@@ -47,5 +133,18 @@ mod tests {
         drop(again);
         assert_eq!(std::fs::read_dir(&moved).expect("list").count(), 0, "the lock is no file");
         std::fs::rename(&moved, dir.path()).expect("rename back");
+    }
+
+    #[test]
+    fn the_holder_is_seen_without_taking_the_lock() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        assert_eq!(Lease::holder(dir.path()).expect("probe"), Holder::Nobody);
+        let held = Lease::take(dir.path(), "r").expect("free");
+        let expected = if cfg!(target_os = "linux") { Some(std::process::id()) } else { None };
+        assert_eq!(Lease::holder(dir.path()).expect("probe"), Holder::Process(expected));
+        assert!(matches!(Lease::take(dir.path(), "r"), Err(StoreError::Locked { .. })), "still held");
+        drop(held);
+        assert_eq!(Lease::holder(dir.path()).expect("probe"), Holder::Nobody);
+        let _again = Lease::take(dir.path(), "r").expect("a probe leaves nothing held");
     }
 }

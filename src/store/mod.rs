@@ -86,6 +86,7 @@ pub use error::StoreError;
 pub use file_store::{FileStore, FileStores, GroupFileStores};
 pub use group_commit::{Durability, GroupCommit, SharedSync};
 pub use history::{StepRecord, StepRecordStatus};
+pub use lease::Holder;
 pub use location::{LocationError, StoreLocation};
 pub use receipts::{RECEIPT_LINK, Receipt, ReceiptError, ReceiptState};
 pub use run_id::{RunIdError, validate_run_id};

@@ -28,8 +28,8 @@ use serde_json::{Map, Value};
 use crate::fence::Fence;
 use crate::store::error::serialize_error;
 use crate::store::{
-    ApprovalDecision, ApprovalUse, AuditEvent, AuditTail, ChildNoteFile, LoadedRun, Receipt, ReceiptError, RunState,
-    Sealer, SharedSync, StepRecord, StoreError,
+    ApprovalDecision, ApprovalUse, AuditEvent, AuditTail, ChildNoteFile, Holder, LoadedRun, Receipt, ReceiptError,
+    RunState, Sealer, SharedSync, StepRecord, StoreError,
 };
 
 /// How many ids [`create_unique`] tries before it gives up.
@@ -274,6 +274,10 @@ pub trait RunStore: Send + Sync {
     fn open_run(&self, run_id: &str) -> Result<(Box<dyn RunHandle>, LoadedRun), StoreError>;
     /// Reads agent run `run_id` back strictly, without locking it.
     fn read_run(&self, run_id: &str) -> Result<LoadedRun, StoreError>;
+    /// Who holds agent run `run_id`'s lock or lease now, seen without
+    /// waiting and without taking it ([`Holder::Nobody`] for a run that is
+    /// not held).
+    fn holder(&self, run_id: &str) -> Result<Holder, StoreError>;
     /// Writes verified agent run `run_id` in the file store's layout,
     /// `<out>/runs/<run_id>/` (`state.json`, `plan.json`, `history.jsonl`,
     /// `audit.jsonl`), with the same seal and chains, and returns the
@@ -352,6 +356,8 @@ pub trait RunStore: Send + Sync {
     /// Reads record `id` of `kind` back strictly, without locking it;
     /// [`StoreError::NotFound`] when it has no checkpoint yet.
     fn read_record(&self, kind: RecordKind, id: &str) -> Result<LoadedRecord, StoreError>;
+    /// Who holds record `id` of `kind` now (see [`RunStore::holder`]).
+    fn record_holder(&self, kind: RecordKind, id: &str) -> Result<Holder, StoreError>;
 
     /// The receipt for idempotency key `key`, if any.
     fn get_receipt(&self, key: &str) -> Result<Option<Receipt>, ReceiptError>;

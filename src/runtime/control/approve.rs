@@ -39,7 +39,7 @@ pub fn approve(
     let (run_dir, loaded, pending) = open_waiting(workspace, run_id, env)?;
     // A person approves what the plan at the cursor renders to from the
     // verified record, not whatever a re-sealed checkpoint says was frozen.
-    let (plan, _) = load_files(&loaded.state, false)?;
+    let (plan, _) = load_files(&loaded.state, false, workspace)?;
     check_story(&plan, &loaded.state, &loaded.history)?;
     let mut state = loaded.state;
     check_claims(&pending, claims)?;

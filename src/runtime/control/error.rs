@@ -19,6 +19,10 @@ pub enum ControlError {
     /// (exit 2).
     #[error("the run's plan or policy files are invalid")]
     Files { sources: SourceMap, diagnostics: Vec<Diagnostic> },
+    /// The plan or policy file the run was started with is found neither
+    /// where it was nor beside the workspace; names the paths tried (exit 2).
+    #[error("{0}")]
+    FilesMissing(String),
     /// A start interrupted before its first checkpoint cannot be started
     /// again or recorded cancelled: its log names no plan, or the plan file
     /// is gone or invalid (exit 2). Nothing was written.
@@ -44,7 +48,10 @@ impl ControlError {
     /// Whether the input itself was bad (exit 2) rather than refused (exit 1).
     pub fn is_bad_input(&self) -> bool {
         match self {
-            ControlError::InvalidRunId(_) | ControlError::Files { .. } | ControlError::Interrupted(_) => true,
+            ControlError::InvalidRunId(_)
+            | ControlError::Files { .. }
+            | ControlError::FilesMissing(_)
+            | ControlError::Interrupted(_) => true,
             ControlError::Run(error) => error.nothing_ran(),
             ControlError::Store(error) => error.is_unusable_record(),
             ControlError::Refused(_) => false,

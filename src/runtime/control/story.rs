@@ -5,6 +5,8 @@
 //! with. `verify`, `show` and `runs` read runs through here, so none of
 //! them calls a run verified that `approve` or `resume` refuses.
 
+use std::path::Path;
+
 use crate::runtime::control::files::load_files;
 use crate::runtime::interpreter::check_story;
 use crate::store::{LoadedRun, RunStore, StoreError};
@@ -20,11 +22,16 @@ pub enum StoryCheck {
     Unchecked(String),
 }
 
-/// Reads run `run_id` strictly and checks its story; a story the plan could
-/// not produce is [`StoreError::Tampered`] naming every failed check.
-pub fn read_checked(store: &dyn RunStore, run_id: &str) -> Result<(LoadedRun, StoryCheck), StoreError> {
+/// Reads run `run_id` of `workspace` strictly and checks its story; a story
+/// the plan could not produce is [`StoreError::Tampered`] naming every
+/// failed check. The plan is looked for as `resume` looks for it.
+pub fn read_checked(
+    store: &dyn RunStore,
+    run_id: &str,
+    workspace: &Path,
+) -> Result<(LoadedRun, StoryCheck), StoreError> {
     let loaded = store.read_run(run_id)?;
-    let check = match load_files(&loaded.state, false) {
+    let check = match load_files(&loaded.state, false, workspace) {
         Ok((plan, _)) => {
             check_story(&plan, &loaded.state, &loaded.history)?;
             StoryCheck::Checked

@@ -72,9 +72,9 @@ use crate::store::canonical::sha256_hex;
 use crate::store::location::PgLocation;
 use crate::store::run_dir::compare_version;
 use crate::store::{
-    ApprovalDecision, ApprovalUse, ChildNoteFile, ClaimsExhausted, LoadedRecord, LoadedRun, NewEvent, QueuedClaim,
-    QueuedRun, Receipt, ReceiptError, ReceiptState, RecordHandle, RecordKind, RunHandle, RunListing, RunState,
-    RunStore, Runnable, RunsPlace, Sealer, StepRecord, StoreError, StoreFactory,
+    ApprovalDecision, ApprovalUse, ChildNoteFile, ClaimsExhausted, Holder, LoadedRecord, LoadedRun, NewEvent,
+    QueuedClaim, QueuedRun, Receipt, ReceiptError, ReceiptState, RecordHandle, RecordKind, RunHandle, RunListing,
+    RunState, RunStore, Runnable, RunsPlace, Sealer, StepRecord, StoreError, StoreFactory,
 };
 use approvals::ApprovalRow;
 use error::{PgError, is_transient_pool, pool_error, store_error};
@@ -711,6 +711,17 @@ impl PgStore {
     }
 
     /// The workspace's id, or why it has none.
+    /// The owner of the valid lease on `id` of `kind`, or nobody.
+    fn lease_holder(&self, kind: &'static str, id: &str) -> Result<Holder, StoreError> {
+        let id = id.to_string();
+        let owner = self.shared.call(move |pool| async move {
+            let client = connect(&pool).await?;
+            let rows = query(&client, sql::READ_HOLDER, &[&kind, &id], "read the lease").await?;
+            Ok(rows.first().map(|row| row.get::<_, String>(0)))
+        })?;
+        Ok(owner.map_or(Holder::Nobody, Holder::Node))
+    }
+
     fn workspace(&self) -> Result<String, StoreError> {
         self.workspace_id.clone().map_err(StoreError::WorkspaceId)
     }
@@ -1045,6 +1056,14 @@ impl RunStore for PgStore {
 
     fn run_state_location(&self, run_id: &str) -> String {
         self.location_of(AGENT, run_id).display().to_string()
+    }
+
+    fn holder(&self, run_id: &str) -> Result<Holder, StoreError> {
+        self.lease_holder(AGENT, run_id)
+    }
+
+    fn record_holder(&self, kind: RecordKind, id: &str) -> Result<Holder, StoreError> {
+        self.lease_holder(record_kind(kind), id)
     }
 
     fn runs_place(&self) -> RunsPlace {

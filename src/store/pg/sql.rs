@@ -205,6 +205,10 @@ pub const CLAIM_QUEUED_BY_ID: &str = "UPDATE runs SET owner_id = $2::text, lease
 pub const READ_QUEUED: &str = "SELECT request, (owner_id IS NOT NULL AND lease_expires_at > now()) FROM runs \
      WHERE kind = 'agent' AND run_id = $1::text AND status = 'queued' AND state IS NULL";
 
+/// The owner of a run's or record's valid lease, if it has one.
+pub const READ_HOLDER: &str = "SELECT owner_id FROM runs \
+     WHERE kind = $1::text AND run_id = $2::text AND owner_id IS NOT NULL AND lease_expires_at > now()";
+
 pub const GET_RECEIPT: &str = "SELECT receipt FROM receipts WHERE workspace_id = $1::text AND key_sha256 = $2::text";
 
 /// Writes receipt `$2` of run `$5`, unless another owner than `$8` holds
