@@ -181,6 +181,36 @@ fn approve_and_resume_find_the_runs_files_from_another_folder() {
     assert_eq!(fs::read_to_string(sandbox.workspace().join("a.txt")).expect("written"), "a");
 }
 
+/// A run records its files' absolute paths as it started: `approve` and
+/// `resume` find them from any folder, even where neither the current
+/// folder nor the workspace's parent holds them (issue 22 item 12: they
+/// were refused as missing).
+#[test]
+fn approve_and_resume_find_the_runs_files_by_the_absolute_paths_it_recorded() {
+    let sandbox = Sandbox::new();
+    let plan = "version = 1\nid = \"test\"\n\n[[steps]]\nid = \"ask\"\nkind = \"write_file\"\npath = \"a.txt\"\ncontent = \"a\"\napproval = \"required\"\n";
+    // The project folder is not the workspace's parent.
+    sandbox.write("project/plans/test.toml", plan);
+    sandbox.write("project/policies/default.toml", TEST_POLICY);
+    let project = sandbox.path().join("project");
+    sandbox
+        .planrun()
+        .current_dir(&project)
+        .args(["--plan", "plans/test.toml", "--policies", "policies", "--run-id", "t"])
+        .expect_code(3)
+        .run();
+    let state = sandbox.state("t");
+    assert_eq!(state["plan"]["path"], "plans/test.toml", "{state}");
+    // (The harness writes the sandbox's folder as `[TMP]`.)
+    assert_eq!(state["plan"]["plan_file"], "[TMP]/project/plans/test.toml", "{state}");
+    assert_eq!(state["plan"]["policy_file"], "[TMP]/project/policies/default.toml", "{state}");
+    // From the repository's folder (the harness's default) and from `/`.
+    sandbox.planrun().args(["approve", "t"]).expect_code(0).run();
+    assert!(!sandbox.workspace().join("a.txt").exists(), "approving runs nothing");
+    sandbox.planrun().current_dir("/").args(["resume", "t"]).expect_code(0).run();
+    assert_eq!(fs::read_to_string(sandbox.workspace().join("a.txt")).expect("written"), "a");
+}
+
 /// `--plan FILE` whose policy is not in the policies folder names the
 /// files it looked for, the folder (absolute) and how to set it.
 #[test]

@@ -312,6 +312,8 @@ mod tests {
             policy_path: "policies/default.toml".into(),
             policy_sha256: "1".repeat(64),
             step_count: 2,
+            plan_file: None,
+            policy_file: None,
         };
         let state = RunState::started("r1".into(), Some("a goal".into()), plan, "2026-01-01T00:00:00Z".into());
         let mut head = PendingHead::default();

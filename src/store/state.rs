@@ -58,6 +58,15 @@ pub struct PlanRef {
     pub policy_path: String,
     pub policy_sha256: String,
     pub step_count: usize,
+    /// The plan file as an absolute path, as the run was started (`path`
+    /// is as it was given, often relative to the folder the run was started
+    /// in): `resume` and `approve` find the files from any folder. Absent in
+    /// records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_file: Option<String>,
+    /// The policy file as an absolute path (see `plan_file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_file: Option<String>,
 }
 
 /// Where the run goes next.

@@ -19,6 +19,8 @@ pub(crate) fn state(run_id: &str, started_at: &str) -> RunState {
         policy_path: "policies/default.toml".into(),
         policy_sha256: "0".into(),
         step_count: 1,
+        plan_file: None,
+        policy_file: None,
     };
     let mut state = RunState::started(run_id.into(), None, plan, started_at.into());
     state.state_version = 1;

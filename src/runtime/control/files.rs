@@ -1,15 +1,15 @@
 //! The plan and policy files a run started with, loaded again for a
 //! control command that needs the plan (`resume` to continue, `approve` to
-//! check the frozen action against it).
+//! check the frozen action against it, `verify` to check its story).
 //!
-//! A run records its files' paths as they were given, relative to the
-//! folder it was started in. Each is looked for there (the current folder,
-//! as before), then relative to the workspace's parent folder (the
-//! project's folder in the usual layout, `plans/`, `policies/` and
-//! `workspace/` side by side), so that a command run from another folder
-//! with `--workspace` finds them; of the two, the one with the content the
+//! A run records each file's path as it was given (often relative to the
+//! folder it was started in) and as an absolute path. Each is looked for
+//! relative to the current folder, then at its recorded absolute path, then
+//! relative to the workspace's parent folder (the project's folder in the usual layout:
+//! `plans/`, `policies/` and `workspace/` side by side), so that a command
+//! run from any folder finds them; of these, the first with the content the
 //! run recorded (its digest) is taken, and a changed file is refused as
-//! before. A file found in neither place is named with both paths tried.
+//! before. A file found in none of them is named with every path tried.
 
 use std::path::{Path, PathBuf};
 
@@ -27,8 +27,10 @@ pub(super) fn load_files(
     allow_changed: bool,
     workspace: &Path,
 ) -> Result<(Plan, Policy), ControlError> {
-    let plan_path = locate(state, "plan", (&state.plan.path, &state.plan.sha256), workspace)?;
-    let policy_path = locate(state, "policy", (&state.plan.policy_path, &state.plan.policy_sha256), workspace)?;
+    let plan = &state.plan;
+    let plan_path = locate(state, "plan", (&plan.path, plan.plan_file.as_deref(), &plan.sha256), workspace)?;
+    let policy_path =
+        locate(state, "policy", (&plan.policy_path, plan.policy_file.as_deref(), &plan.policy_sha256), workspace)?;
     let mut loader = Loader::new();
     let plan = loader.load_plan(&plan_path);
     let policy = loader.load_policy(&policy_path);
@@ -59,34 +61,41 @@ pub(super) fn load_files(
     Ok((plan, policy))
 }
 
-/// Where the file run `state` recorded as `recorded` with digest `sha256`
-/// (its `what`: plan or policy) is now: relative to the current folder or
-/// to `workspace`'s parent folder, the first that holds the recorded
-/// content, else the first that exists (refused later as changed, unless
-/// allowed); [`ControlError::FilesMissing`] naming both when neither does.
+/// Where the file run `state` recorded as `recorded` (and as the absolute
+/// path `absolute`, where the record has it) with digest `sha256` (its
+/// `what`: plan or policy) is now: relative to the current folder, at its
+/// absolute path or relative to `workspace`'s parent folder, the first that holds
+/// the recorded content, else the first that exists (refused later as
+/// changed, unless allowed); [`ControlError::FilesMissing`] naming every
+/// path tried when none does.
 fn locate(
     state: &RunState,
     what: &str,
-    (recorded, sha256): (&str, &str),
+    (recorded, absolute, sha256): (&str, Option<&str>, &str),
     workspace: &Path,
 ) -> Result<PathBuf, ControlError> {
     let recorded_path = Path::new(recorded);
     let here = std::path::absolute(recorded_path).unwrap_or_else(|_| recorded_path.to_path_buf());
     let project = std::path::absolute(workspace).ok().and_then(|workspace| Some(workspace.parent()?.join(recorded)));
-    let mut tried = vec![here];
-    tried.extend(project.filter(|path| recorded_path.is_relative() && !tried.contains(path)));
-    // As recorded when it is there (the loaded file keeps that path).
-    let as_loaded = |index: usize, path: &PathBuf| if index == 0 { recorded_path.to_path_buf() } else { path.clone() };
-    let same = |path: &PathBuf| std::fs::read(path).is_ok_and(|bytes| sha256_hex(&bytes) == sha256);
-    let found = tried.iter().position(same).or_else(|| tried.iter().position(|path| path.is_file()));
-    if let Some(index) = found {
-        return Ok(as_loaded(index, &tried[index]));
+    // The recorded path itself first, when it is there (the loaded file
+    // then keeps that path in messages), then the absolute one.
+    let mut tried: Vec<(PathBuf, PathBuf)> = vec![(recorded_path.to_path_buf(), here)];
+    for path in absolute.map(PathBuf::from).into_iter().chain(project.filter(|_| recorded_path.is_relative())) {
+        if !tried.iter().any(|(_, seen)| *seen == path) {
+            tried.push((path.clone(), path));
+        }
     }
-    let tried: Vec<String> = tried.iter().map(|path| format!("`{}`", path.display())).collect();
+    let same = |path: &PathBuf| std::fs::read(path).is_ok_and(|bytes| sha256_hex(&bytes) == sha256);
+    let found =
+        tried.iter().position(|(_, path)| same(path)).or_else(|| tried.iter().position(|(_, path)| path.is_file()));
+    if let Some(index) = found {
+        return Ok(tried.swap_remove(index).0);
+    }
+    let tried: Vec<String> = tried.iter().map(|(_, path)| format!("`{}`", path.display())).collect();
     Err(ControlError::FilesMissing(format!(
         "run `{}` was started with {what} file `{recorded}`, which is not found now: looked for {} (relative to \
-         the current folder, then to the workspace's parent folder); run the command from the folder the run was \
-         started in, or restore the file",
+         the current folder, as recorded when the run started, then relative to the workspace's parent folder); \
+         restore the file, or run the command from the folder the run was started in",
         state.run_id,
         tried.join(" and ")
     )))

@@ -101,6 +101,8 @@ impl<'r> Interpreter<'r> {
             policy_path: policy.source.path.clone(),
             policy_sha256: policy.source.sha256.clone(),
             step_count: plan.steps.len(),
+            plan_file: absolute_file(&plan.source.path),
+            policy_file: absolute_file(&policy.source.path),
         };
         let state = RunState::started(run.run_id().to_string(), goal, plan_ref, now);
         let outputs = Outputs::new(plan, &state.run_id);
@@ -357,4 +359,11 @@ pub enum ResumeError {
     Approval(ApprovalInvalid),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// `path` as an absolute path (against the current folder), as text; `None`
+/// where it cannot be made absolute or is not UTF-8.
+fn absolute_file(path: &str) -> Option<String> {
+    let absolute = std::path::absolute(path).ok()?;
+    absolute.to_str().map(str::to_owned)
 }
