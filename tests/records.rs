@@ -102,7 +102,7 @@ fn the_final_state_and_the_log_agree() {
 }
 
 #[test]
-fn show_prints_a_timeline_and_the_seed_shaped_state() {
+fn show_prints_a_timeline_and_the_full_state_as_json() {
     let sandbox = Sandbox::new();
     sandbox.planrun().args(["--goal", "test retry execution", "--run-id", "r"]).expect_code(0).run();
     let shown = sandbox.planrun().args(["show", "r"]).expect_code(0).run();
@@ -144,7 +144,8 @@ fn json_prints_the_final_state_to_stdout() {
 
 /// A sandbox whose workspace is a copy of `tests/fixtures/previous_layout/<name>/`:
 /// runs recorded by planrun before the log held the checkpoints (`state.json`
-/// after every step, `state_saved` lines without a checkpoint).
+/// after every step, `state_saved` lines without a checkpoint), with the plan
+/// and policy files they were recorded with (`previous_layout_files/`).
 fn previous_layout(name: &str) -> Sandbox {
     fn copy(from: &std::path::Path, to: &std::path::Path) {
         fs::create_dir_all(to).expect("create");
@@ -158,8 +159,13 @@ fn previous_layout(name: &str) -> Sandbox {
         }
     }
     let sandbox = Sandbox::new();
-    let fixture = std::path::Path::new(crate::common::ROOT).join("tests/fixtures/previous_layout").join(name);
-    copy(&fixture, &sandbox.workspace());
+    let fixtures = std::path::Path::new(crate::common::ROOT).join("tests/fixtures");
+    copy(&fixtures.join("previous_layout").join(name), &sandbox.workspace());
+    // The plan and policy files as they were when these runs were recorded
+    // (their digests are in the records), beside the workspace, where
+    // `resume` and `approve` find them when the repository's copies have
+    // changed since.
+    copy(&fixtures.join("previous_layout_files"), sandbox.path());
     sandbox
 }
 

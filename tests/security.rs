@@ -189,7 +189,7 @@ fn the_repository_policy_expresses_the_seed_allowlist() {
     for program in ["pwd", "ls", "echo", "cat", "python", "git"] {
         assert!(text.contains(&format!("program = \"{program}\"")), "{program}");
     }
-    // The policy's own decision, not just its text: the seed's commands are
+    // The policy's own decision, not just its text: the default policy's commands are
     // allowed by a named rule, its blocked ones forbidden.
     let sandbox = Sandbox::new();
     for (argv, code) in [

@@ -2,7 +2,7 @@
 //! HTTP client. Bridge runs (`POST /runs`) through each adapter, the prompt
 //! guard, concurrency and graceful shutdown, and the HTTP surface: health,
 //! auth, JSON errors, the OpenAPI document, refusing to start on invalid
-//! files. Golden snapshots of bridge records for the seed's documented flows
+//! files. Golden snapshots of bridge records for the documented flows
 //! live in `snapshots/server/`; the controller is in `server_controller`.
 
 use serde_json::{Value, json};

@@ -1,4 +1,4 @@
-//! The ticket demo of the bounded-agent seed (`plans/ticket_close.toml`):
+//! The ticket demo (`plans/ticket_close.toml`):
 //! the close step pauses for approval, approve then resume closes the ticket
 //! once and verifies it, an already closed ticket needs nothing, the ticket's
 //! own data can neither choose a target nor pass as a valid result, and

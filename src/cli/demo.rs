@@ -1,7 +1,7 @@
-//! `planrun demo`: the bounded-agent seed's ticket demo, end to end, as a
+//! `planrun demo`: the ticket demo, end to end, as a
 //! person would run it: run (pauses for approval), approve, resume with the
 //! crash hook (the process dies after the close and its receipt), resume
-//! again (recovery from the receipt), then the seed's summary as JSON.
+//! again (recovery from the receipt), then the demo's summary as JSON.
 //!
 //! Every stage is a real `planrun` process, so the crash is a real crash.
 
@@ -29,7 +29,7 @@ pub struct DemoArgs {
 
 const RUN_ID: &str = "ticket-demo";
 
-/// Exit code: 0 when every stage behaved as the seed's acceptance checklist
+/// Exit code: 0 when every stage behaved as the demo's acceptance checklist
 /// says, 1 when one did not, 2 for bad input (the folder exists, the demo
 /// files are missing).
 pub fn demo(args: &DemoArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Why a step attempt failed. The names are the seed prototype's, so runs stay
+/// Why a step attempt failed. The names are part of the record format, so runs stay
 /// comparable across implementations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -66,7 +66,7 @@ pub fn run_scenario(
     context: &ScenarioContext,
 ) -> Result<ScenarioRun, SandboxError> {
     let sandbox = Sandbox::new(&context.program, &context.plans, &context.policies)?;
-    sandbox.seed(&scenario.fixtures, &file.dir)?;
+    sandbox.fill(&scenario.fixtures, &file.dir)?;
     let mut problems = Vec::new();
     let mut cli = String::new();
     for stage in std::iter::once(&scenario.run).chain(&scenario.steps) {

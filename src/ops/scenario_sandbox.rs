@@ -1,6 +1,6 @@
 //! The sandbox one scenario runs in: a temporary folder under `/tmp` with
 //! `project/` (a copy of the plans and policies, the current directory of
-//! every command) and a fresh `workspace/` beside it seeded from the
+//! every command) and a fresh `workspace/` beside it filled from the
 //! scenario's fixtures, and the real `planrun` binary run for each command.
 //! The workspace is not below the current directory, so planrun prints its
 //! absolute path, which reads `[WORKSPACE]` in the snapshots.
@@ -88,7 +88,7 @@ impl Sandbox {
     /// Writes the fixtures into the workspace; a copied file keeps its
     /// source's modification time. `base` is the scenario file's folder.
     /// A fixture named `*.json` must be strict JSON ([`strict_json`]).
-    pub fn seed(&self, fixtures: &[Fixture], base: &Path) -> Result<(), SandboxError> {
+    pub fn fill(&self, fixtures: &[Fixture], base: &Path) -> Result<(), SandboxError> {
         for fixture in fixtures {
             let path = self.workspace().join(&fixture.path);
             let error = |source| SandboxError::Fixture { path: fixture.path.clone(), source };

@@ -32,7 +32,7 @@ pub fn driven_run(workspace: &Path, run: LoadedRun, env: &RuntimeEnv) -> Result<
     Ok(driven(env.store(workspace).as_ref(), run)?)
 }
 
-/// The full seed-shaped state of `run_id` (plan with step statuses, history).
+/// The full state of `run_id` as `show --json` prints it (plan with step statuses, history).
 pub fn full_state_json(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Result<Value, OpsError> {
     show(workspace, run_id, env).map(|run| full_state(&run))
 }

@@ -9,7 +9,7 @@
 //! a status that follows from the details (`done`/`failed`, `true`/`false`)
 //! is derived from them, so the two columns cannot disagree.
 //!
-//! The names are the seed prototype's, so runs stay comparable; their order
+//! The names are part of the record format, so runs stay comparable; their order
 //! in a run is documented in the README. To add an event: a struct here
 //! with the details in the order they are written, a variant, and its arms
 //! in `step_id` and `status`.

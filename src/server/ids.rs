@@ -1,4 +1,4 @@
-//! The ids the service derives from generated ones (the seed's mapping).
+//! The ids the service derives from generated ones (a fixed mapping).
 //!
 //! Bridge runs started by `POST /runs` are `br-…` and controller runs
 //! `ctrl-…`, both from the injected generator

@@ -1,4 +1,4 @@
-//! The HTTP service (`planrun serve`, SPEC §12; the seed's bridge and
+//! The HTTP service (`planrun serve`, SPEC §12; the bridge and
 //! controller), behind the cargo feature `server` (on by default).
 //!
 //! | file | holds |

@@ -27,7 +27,7 @@ pub enum StepRecordStatus {
     Skipped,
 }
 
-/// The seed's `StepResult`: one attempt of one step.
+/// A step result: one attempt of one step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StepRecord {

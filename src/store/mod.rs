@@ -33,7 +33,7 @@
 //! every step makes a run quadratic in its length. Here every step appends
 //! a few lines of constant size, so a step costs the same at step 10 000 as
 //! at step 1, and its durability one `fdatasync`.
-//! `planrun show <run_id> --json` joins the files back into the seed-shaped
+//! `planrun show <run_id> --json` joins the files back into the full
 //! state (see [`full_state`]).
 
 mod approval_decision;

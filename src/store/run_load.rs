@@ -1,5 +1,5 @@
 //! Reading an agent run back, strictly: [`load_run`] and what it returns
-//! ([`LoadedRun`]), and [`full_state`], the seed-shaped state `show --json`
+//! ([`LoadedRun`]), and [`full_state`], the full state `show --json`
 //! prints.
 //!
 //! Two layouts are read:
@@ -559,7 +559,7 @@ pub(crate) fn run_started_at(dir: &Path, sealer: &Sealer) -> Option<String> {
     event.details.get(CHECKPOINT_KEY)?.get("state")?.get("started_at")?.as_str().map(str::to_string)
 }
 
-/// Joins a run's files into the seed-shaped state: `plan.steps` with each
+/// Joins a run's files into the full state: `plan.steps` with each
 /// step's `status` and `attempts`, and the whole `history` (up to the
 /// checkpoint).
 pub fn full_state(run: &LoadedRun) -> Value {

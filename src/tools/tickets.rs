@@ -1,4 +1,4 @@
-//! The demo ticket system of the bounded-agent seed: `ticket_lookup` and
+//! The demo ticket system: `ticket_lookup` and
 //! `ticket_close` over `<workspace>/tickets.json`.
 //!
 //! ```json
@@ -12,7 +12,7 @@
 //! idempotency held.
 //!
 //! Two optional top-level fields, omitted when absent (a file without them
-//! is the seed's format, byte for byte):
+//! is the demo's documented format, byte for byte):
 //!
 //! - `"fail_next_lookups": N` — fault injection for tests: each of the next
 //!   N look-ups (`ticket_lookup` steps and `ticket_status` verify checks)

@@ -8,7 +8,7 @@
 //! - [`Sandbox`] (here): the temporary folder, its files and records.
 //! - [`Planrun`] (`planrun.rs`): one invocation of the binary, built
 //!   fluently: `sandbox.planrun().args(["show", "t"]).run()`.
-//! - `tickets.rs`: the ticket demo's seeded sandbox and its trajectories.
+//! - `tickets.rs`: the ticket demo's sandbox, filled with the sample tickets, and its trajectories.
 
 #![allow(dead_code)]
 

@@ -1,5 +1,5 @@
 //! The ticket demo (`plans/ticket_close.toml`) as the bounded-runtime tests
-//! use it: a sandbox seeded with the sample tickets, one clock start per
+//! use it: a sandbox filled with the sample tickets, one clock start per
 //! stage of a trajectory and what the tickets and the audit say afterwards.
 //! The golden snapshots of the trajectories are declared scenarios
 //! (`plans/ticket_close.scenarios.toml`).

@@ -1,4 +1,4 @@
-//! The deterministic stub rules (the seed's table, plus recovery), within
+//! The deterministic stub rules (a fixed table of goals, plus recovery), within
 //! the offered [`Choices`](crate::server::decision::choices::Choices): the
 //! stub never runs a plan that is not offered.
 //!
