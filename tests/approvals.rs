@@ -106,6 +106,25 @@ fn a_policy_rule_with_decision_prompt_pauses_the_step() {
     assert_eq!(sandbox.history("t")[0]["status"], "done");
 }
 
+/// `approve` of a run whose plan changed is refused, and says what can be
+/// done: restore the file, or reject or cancel the run. It pointed at
+/// `--allow-changed-files`, which `approve` does not have.
+#[test]
+fn approving_after_the_plan_changed_is_refused_with_what_can_be_done() {
+    let sandbox = Sandbox::new();
+    let plan = "version = 1\nid = \"test\"\n\n[[steps]]\nid = \"ask\"\nkind = \"write_file\"\npath = \"a.txt\"\ncontent = \"a\"\napproval = \"required\"\n";
+    assert_eq!(sandbox.run_plan(plan, TEST_POLICY).code, 3);
+    sandbox.write("plans/test.toml", &format!("{plan}\n# edited\n"));
+    let refused = sandbox.planrun().in_sandbox().args(["approve", "t"]).expect_code(1).run();
+    assert!(refused.stderr.contains("plan `plans/test.toml` changed since run `t` started"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("`planrun reject t` or `planrun cancel t`"), "{}", refused.stderr);
+    assert!(!refused.stderr.contains("--allow-changed-files"), "{}", refused.stderr);
+    assert_eq!(sandbox.state("t")["approval"], serde_json::Value::Null, "nothing approved");
+    // Restored, it is approved.
+    sandbox.write("plans/test.toml", plan);
+    sandbox.planrun().in_sandbox().args(["approve", "t"]).expect_code(0).run();
+}
+
 #[test]
 fn resuming_after_the_plan_changed_is_refused_unless_allowed() {
     let sandbox = Sandbox::new();

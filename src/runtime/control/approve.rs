@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::runtime::approval::{ApprovalClaims, check_claims};
 use crate::runtime::control::error::ControlError;
-use crate::runtime::control::files::load_files;
+use crate::runtime::control::files::{ChangedFiles, load_files};
 use crate::runtime::control::held_run::HeldRun;
 use crate::runtime::control::open::open_waiting;
 use crate::runtime::event::{ApprovalGranted, Event};
@@ -39,7 +39,7 @@ pub fn approve(
     let (run_dir, loaded, pending) = open_waiting(workspace, run_id, env)?;
     // A person approves what the plan at the cursor renders to from the
     // verified record, not whatever a re-sealed checkpoint says was frozen.
-    let (plan, _) = load_files(&loaded.state, false, workspace)?;
+    let (plan, _) = load_files(&loaded.state, ChangedFiles::RefuseApprove, workspace)?;
     check_story(&plan, &loaded.state, &loaded.history)?;
     let mut state = loaded.state;
     check_claims(&pending, claims)?;

@@ -19,12 +19,28 @@ use crate::model::{Plan, Policy};
 use crate::runtime::control::error::ControlError;
 use crate::store::RunState;
 
+/// What a control command does with a plan or policy file whose digest
+/// changed since the run started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ChangedFiles {
+    /// Load it anyway (`resume --allow-changed-files`, and reading an ended
+    /// run's story).
+    Allow,
+    /// Refuse (reading a run's story: it is then not checked).
+    Refuse,
+    /// Refuse, saying how `resume` may go on anyway.
+    RefuseResume,
+    /// Refuse: a frozen action is approved only against the plan it came
+    /// from, and `approve` has no way around that.
+    RefuseApprove,
+}
+
 /// Loads the plan and policy a run of `workspace` started with, from the
 /// paths it recorded (see the module notes), and refuses files whose digest
 /// changed unless allowed.
 pub(super) fn load_files(
     state: &RunState,
-    allow_changed: bool,
+    changed_files: ChangedFiles,
     workspace: &Path,
 ) -> Result<(Plan, Policy), ControlError> {
     let plan = &state.plan;
@@ -45,9 +61,22 @@ pub(super) fn load_files(
     if policy.source.sha256 != state.plan.policy_sha256 {
         changed.push(format!("policy `{}`", state.plan.policy_path));
     }
-    if !changed.is_empty() && !allow_changed {
+    let why = match changed_files {
+        ChangedFiles::Allow => None,
+        ChangedFiles::Refuse => Some(String::new()),
+        ChangedFiles::RefuseResume => Some(
+            "; resuming would run steps that were not part of it (pass `--allow-changed-files` to continue anyway)"
+                .to_string(),
+        ),
+        ChangedFiles::RefuseApprove => Some(format!(
+            "; its frozen action is approved only against the files it came from: restore them to approve it, or \
+             end the run with `planrun reject {id}` or `planrun cancel {id}`",
+            id = state.run_id
+        )),
+    };
+    if let (false, Some(why)) = (changed.is_empty(), why) {
         return Err(ControlError::Refused(format!(
-            "{} changed since run `{}` started; resuming would run steps that were not part of it (pass `--allow-changed-files` to continue anyway)",
+            "{} changed since run `{}` started{why}",
             changed.join(" and "),
             state.run_id
         )));

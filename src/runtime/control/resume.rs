@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::confine::Workspace;
 use crate::runtime::control::error::ControlError;
-use crate::runtime::control::files::load_files;
+use crate::runtime::control::files::{ChangedFiles, load_files};
 use crate::runtime::control::held_run::HeldRun;
 use crate::runtime::control::interrupted;
 use crate::runtime::control::open::open_in;
@@ -79,7 +79,7 @@ fn continue_run(
     if state.status.is_terminal() {
         // An ended run is not continued; its story is still checked, so a
         // forged ending says so rather than passing as a plain refusal.
-        if let Ok((plan, _)) = load_files(state, true, &request.workspace) {
+        if let Ok((plan, _)) = load_files(state, ChangedFiles::Allow, &request.workspace) {
             check_story(&plan, state, &loaded.history)?;
         }
         return Err(ControlError::Refused(format!(
@@ -89,7 +89,8 @@ fn continue_run(
             state.stop_reason.as_deref().unwrap_or("-")
         )));
     }
-    let (plan, policy) = load_files(state, request.allow_changed_files, &request.workspace)?;
+    let changed_files = if request.allow_changed_files { ChangedFiles::Allow } else { ChangedFiles::RefuseResume };
+    let (plan, policy) = load_files(state, changed_files, &request.workspace)?;
     check_story(&plan, state, &loaded.history)?;
     let workspace = Workspace::open(&request.workspace, &policy.files).map_err(|source| {
         ControlError::Store(StoreError::Io { action: "open", path: request.workspace.clone(), source })

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::runtime::control::files::load_files;
+use crate::runtime::control::files::{ChangedFiles, load_files};
 use crate::runtime::interpreter::check_story;
 use crate::store::{LoadedRun, RunStore, StoreError};
 
@@ -31,7 +31,7 @@ pub fn read_checked(
     workspace: &Path,
 ) -> Result<(LoadedRun, StoryCheck), StoreError> {
     let loaded = store.read_run(run_id)?;
-    let check = match load_files(&loaded.state, false, workspace) {
+    let check = match load_files(&loaded.state, ChangedFiles::Refuse, workspace) {
         Ok((plan, _)) => {
             check_story(&plan, &loaded.state, &loaded.history)?;
             StoryCheck::Checked
