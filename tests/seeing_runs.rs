@@ -231,6 +231,11 @@ fn a_killed_run_is_shown_interrupted_and_a_live_one_names_its_process() {
     let list: Vec<Value> = serde_json::from_str(&json).expect("JSON");
     assert_eq!((&list[0]["status"], &list[0]["interrupted"]), (&"running".into(), &true.into()), "as recorded");
     assert!(list[0]["driven_by"].is_null());
+    // `--status` filters as the table shows: an interrupted run is not `running`.
+    let running = sandbox.planrun().args(["runs", "--status", "running"]).expect_code(0).run().stdout;
+    assert!(!running.lines().any(|line| line.starts_with("t ")), "{running}");
+    let interrupted = sandbox.planrun().args(["runs", "--status", "interrupted"]).expect_code(0).run().stdout;
+    assert!(interrupted.lines().any(|line| line.starts_with("t ")), "{interrupted}");
 
     // The command it names ends it (and stops the step's child).
     sandbox.planrun().in_sandbox().args(["cancel", "t"]).expect_code(0).run();

@@ -16,24 +16,25 @@ use crate::cli::DirArgs;
 use crate::cli::output::{BOLD, RED, fail_with, paint, run_status};
 use crate::diag::display_path;
 use crate::model::RunStatus;
-use crate::ops::{self, ListedRun, RunSummary, RunsInput};
+use crate::ops::{self, ListedRun, RunSummary, RunsInput, StatusFilter};
 use crate::runtime::RuntimeEnv;
 use crate::store::{Holder, RunsPlace};
 
 #[derive(Debug, Args)]
 pub struct RunsArgs {
-    /// Only runs with this status (runs whose records fail verification are always listed).
+    /// Only runs with this status, as shown: `interrupted`, or a recorded status (`running` leaves out interrupted runs; runs whose records fail verification are always listed).
     #[arg(long, value_name = "STATUS", value_parser = parse_status)]
-    pub status: Option<RunStatus>,
+    pub status: Option<StatusFilter>,
     /// Print the list as a JSON array.
     #[arg(long)]
     pub json: bool,
 }
 
-/// A `--status` value: a status as `state.json` spells it.
-fn parse_status(name: &str) -> Result<RunStatus, String> {
-    RunStatus::parse(name).ok_or_else(|| {
-        let known: Vec<&str> = RunStatus::ALL.iter().map(|status| status.as_str()).collect();
+/// A `--status` value: a status as `state.json` spells it, or `interrupted`.
+fn parse_status(name: &str) -> Result<StatusFilter, String> {
+    StatusFilter::parse(name).ok_or_else(|| {
+        let mut known: Vec<&str> = RunStatus::ALL.iter().map(|status| status.as_str()).collect();
+        known.push("interrupted");
         format!("not a run status; one of: {}", known.join(", "))
     })
 }
@@ -50,7 +51,7 @@ pub fn runs(args: &RunsArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         let list: Vec<Value> = outcome.runs.iter().map(listed_json).collect();
         anstream::println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
     } else if outcome.runs.is_empty() {
-        let filter = args.status.map(|status| format!(" with status {status}")).unwrap_or_default();
+        let filter = args.status.map(|status| format!(" with status {}", status.as_str())).unwrap_or_default();
         let place = match &outcome.place {
             RunsPlace::Folder(folder) => display_path(folder),
             RunsPlace::Database { store, workspace_id } => {

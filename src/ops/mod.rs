@@ -73,7 +73,7 @@ pub use reject::reject;
 pub use resume::{resume, resume_held};
 pub use route::{Routed, route};
 pub use run::{RunInput, RunOutcome, RunTarget, run};
-pub use runs::{ListedRun, RunSummary, RunsInput, RunsOutcome, runs};
+pub use runs::{ListedRun, RunSummary, RunsInput, RunsOutcome, StatusFilter, runs};
 pub use scenario_run::{Captured, ScenarioContext, ScenarioRun, run_scenario};
 pub use scenario_sandbox::SandboxError;
 pub use show::{LATEST, driven_run, full_state_json, show};

@@ -23,7 +23,43 @@ use crate::store::{Holder, LoadedRun, RunStore, RunsPlace, StoreError};
 pub struct RunsInput<'a> {
     pub workspace: &'a Path,
     /// Only runs with this status (unreadable runs are always listed).
-    pub status: Option<RunStatus>,
+    pub status: Option<StatusFilter>,
+}
+
+/// A status to list runs by: as shown, so an interrupted run is not
+/// `running`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusFilter {
+    /// Runs with this status; `running` leaves out the interrupted ones.
+    Is(RunStatus),
+    /// Runs recorded as `running` that no process drives.
+    Interrupted,
+}
+
+impl StatusFilter {
+    /// `interrupted`, or a status as `state.json` spells it.
+    pub fn parse(name: &str) -> Option<StatusFilter> {
+        if name == "interrupted" {
+            return Some(StatusFilter::Interrupted);
+        }
+        RunStatus::parse(name).map(StatusFilter::Is)
+    }
+
+    /// As the command line spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatusFilter::Is(status) => status.as_str(),
+            StatusFilter::Interrupted => "interrupted",
+        }
+    }
+
+    /// Whether `run` is listed under this filter.
+    fn keeps(self, run: &RunSummary) -> bool {
+        match self {
+            StatusFilter::Is(status) => run.status == status && !run.interrupted(),
+            StatusFilter::Interrupted => run.interrupted(),
+        }
+    }
 }
 
 /// One readable run, as the list shows it.
@@ -104,7 +140,7 @@ pub fn runs(input: RunsInput<'_>, env: &RuntimeEnv) -> Result<RunsOutcome, OpsEr
             Err(error) => ListedRun::Unreadable { run_id: listing.run_id, error: error.to_string() },
         };
         let wanted = match (&listed, input.status) {
-            (ListedRun::Readable(summary), Some(status)) => summary.status == status,
+            (ListedRun::Readable(summary), Some(filter)) => filter.keeps(summary),
             // Not a run status yet: listed only when no status is asked for.
             (ListedRun::Queued(_), Some(_)) => false,
             _ => true,
