@@ -11,7 +11,7 @@
 //! Adding a key: add a [`KeySpec`] to its section and read it in the
 //! section's validator function (for the service policy, in
 //! `validate_service_policy.rs`). Adding a step kind: add a
-//! [`Variant`] to [`STEP`] and build its action in `validate_plan.rs`.
+//! [`Variant`] to [`STEP`] and build its action in `validate_step.rs`.
 
 /// What a key's value must be.
 #[derive(Debug, Clone, Copy)]

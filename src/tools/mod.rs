@@ -3,7 +3,9 @@
 //! policy, then acts, and reports a [`ToolOutcome`].
 //!
 //! Adding a step kind: add a variant to `model::Action` and to
-//! [`ResolvedAction`], validate its keys in `spec`, and implement it here.
+//! [`ResolvedAction`], declare its keys in `load/keys.rs` (a `Variant` of
+//! `STEP`) and build its action in `load/validate_step.rs`, then implement
+//! it here.
 
 pub mod children;
 mod files;
