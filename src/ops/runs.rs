@@ -16,7 +16,7 @@ use crate::model::RunStatus;
 use crate::ops::QueuedSummary;
 use crate::ops::queue::queued_in;
 use crate::ops::{ExitStatus, OpsError};
-use crate::runtime::{RuntimeEnv, read_checked};
+use crate::runtime::{RuntimeEnv, StoryPlans, read_checked_with};
 use crate::store::{Holder, LoadedRun, RunStore, RunsPlace, StoreError};
 
 /// Which runs to list.
@@ -122,15 +122,16 @@ impl RunsOutcome {
 pub fn runs(input: RunsInput<'_>, env: &RuntimeEnv) -> Result<RunsOutcome, OpsError> {
     let store = env.store(input.workspace);
     let mut runs = Vec::new();
+    let mut plans = StoryPlans::default();
     for listing in store.list_runs()? {
-        let listed = match read_checked(store.as_ref(), &listing.run_id, input.workspace)
+        let listed = match read_checked_with(store.as_ref(), &listing.run_id, input.workspace, &mut plans)
             .and_then(|(run, _)| driven(store.as_ref(), run))
         {
             Ok((run, holder)) => ListedRun::Readable(summarize(&run, holder)),
             Err(StoreError::Queued { .. }) => match queued_in(store.as_ref(), &listing.run_id)? {
                 Some(queued) => ListedRun::Queued(queued),
                 // Started between the two reads: listed as it is now.
-                None => match read_checked(store.as_ref(), &listing.run_id, input.workspace)
+                None => match read_checked_with(store.as_ref(), &listing.run_id, input.workspace, &mut plans)
                     .and_then(|(run, _)| driven(store.as_ref(), run))
                 {
                     Ok((run, holder)) => ListedRun::Readable(summarize(&run, holder)),

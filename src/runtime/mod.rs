@@ -30,8 +30,8 @@ mod recorder;
 mod request;
 
 pub use control::{
-    ApproveOutcome, ControlError, HeldRun, ResumeRequest, StoryCheck, approve, cancel, read_checked, reconcile, reject,
-    resume, resume_held,
+    ApproveOutcome, ControlError, HeldRun, ResumeRequest, StoryCheck, StoryPlans, approve, cancel, read_checked,
+    read_checked_with, reconcile, reject, resume, resume_held,
 };
 #[cfg(feature = "postgres")]
 pub use env::pg_options;

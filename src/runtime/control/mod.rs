@@ -30,4 +30,4 @@ pub use held_run::HeldRun;
 pub use reconcile::reconcile;
 pub use reject::reject;
 pub use resume::{ResumeRequest, resume, resume_held};
-pub use story::{StoryCheck, read_checked};
+pub use story::{StoryCheck, StoryPlans, read_checked, read_checked_with};

@@ -5,8 +5,10 @@
 //! with. `verify`, `show` and `runs` read runs through here, so none of
 //! them calls a run verified that `approve` or `resume` refuses.
 
+use std::collections::HashMap;
 use std::path::Path;
 
+use crate::model::Plan;
 use crate::runtime::control::files::{ChangedFiles, load_files};
 use crate::runtime::interpreter::check_story;
 use crate::store::{LoadedRun, RunStore, StoreError};
@@ -22,6 +24,14 @@ pub enum StoryCheck {
     Unchecked(String),
 }
 
+/// The plans story checks loaded, by the plan reference a run recorded
+/// (paths, absolute paths, digests, id, step count): reading many runs of
+/// one plan (`runs`) loads its files once, not once per run.
+#[derive(Default)]
+pub struct StoryPlans {
+    loaded: HashMap<String, Result<Plan, String>>,
+}
+
 /// Reads run `run_id` of `workspace` strictly and checks its story; a story
 /// the plan could not produce is [`StoreError::Tampered`] naming every
 /// failed check. The plan is looked for as `resume` looks for it.
@@ -30,10 +40,27 @@ pub fn read_checked(
     run_id: &str,
     workspace: &Path,
 ) -> Result<(LoadedRun, StoryCheck), StoreError> {
+    read_checked_with(store, run_id, workspace, &mut StoryPlans::default())
+}
+
+/// [`read_checked`], taking the plan from `plans` when an earlier run of
+/// this command recorded the same plan reference.
+pub fn read_checked_with(
+    store: &dyn RunStore,
+    run_id: &str,
+    workspace: &Path,
+    plans: &mut StoryPlans,
+) -> Result<(LoadedRun, StoryCheck), StoreError> {
     let loaded = store.read_run(run_id)?;
-    let check = match load_files(&loaded.state, ChangedFiles::Refuse, workspace) {
-        Ok((plan, _)) => {
-            check_story(&plan, &loaded.state, &loaded.history)?;
+    let key = serde_json::to_string(&loaded.state.plan).unwrap_or_default();
+    let plan = plans.loaded.entry(key).or_insert_with(|| {
+        load_files(&loaded.state, ChangedFiles::Refuse, workspace)
+            .map(|(plan, _)| plan)
+            .map_err(|error| error.to_string())
+    });
+    let check = match plan {
+        Ok(plan) => {
+            check_story(plan, &loaded.state, &loaded.history)?;
             StoryCheck::Checked
         }
         Err(error) => StoryCheck::Unchecked(format!(
