@@ -28,7 +28,9 @@ use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
 use super::error::store_error;
-use super::{LeaseKey, connect, execute, query, refusal, sql};
+use super::lease::{LeaseKey, refusal};
+use super::session::{connect, execute, query};
+use super::sql;
 use crate::store::{ApprovalDecision, ApprovalUse, AuditEvent, LoadedRun, StoreError, Verdict};
 
 const GRANTED: &str = "approval_granted";
