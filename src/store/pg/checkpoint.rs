@@ -25,7 +25,7 @@ use super::verify::EventRow;
 
 /// Runs [`sql::CHECKPOINT`] with its 18 parameters; `false` when its
 /// guard refused (nothing was written).
-pub(super) async fn checkpoint_written<C: GenericClient + Sync>(
+async fn checkpoint_written<C: GenericClient + Sync>(
     client: &C,
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<bool, StoreError> {
@@ -70,21 +70,21 @@ pub(super) struct DeferredHead {
 
 /// One checkpoint statement's content: the head, the rows before it, and
 /// on a run's first checkpoint its plan or with a decision its row.
-pub(super) struct HeadToSend {
-    pub(super) text: String,
-    pub(super) status: String,
-    pub(super) finished: bool,
-    pub(super) version: u64,
-    pub(super) audit_seq: u64,
-    pub(super) history_records: u64,
-    pub(super) events: Vec<EventRow>,
-    pub(super) history: Vec<(i64, String)>,
-    pub(super) plan: Option<(String, String)>,
-    pub(super) decision: Option<ApprovalDecision>,
+struct HeadToSend {
+    text: String,
+    status: String,
+    finished: bool,
+    version: u64,
+    audit_seq: u64,
+    history_records: u64,
+    events: Vec<EventRow>,
+    history: Vec<(i64, String)>,
+    plan: Option<(String, String)>,
+    decision: Option<ApprovalDecision>,
 }
 
 impl PgRun {
-    /// [`RunHandle::checkpoint`], committed synchronously, or (`synchronous`
+    /// [`RunHandle::checkpoint`](crate::store::RunHandle::checkpoint), committed synchronously, or (`synchronous`
     /// false, and it stores neither the plan nor a decision) without
     /// waiting for the write-ahead log's flush. It also sends the read
     /// checkpoints the handle kept.
@@ -94,12 +94,12 @@ impl PgRun {
         expected: u64,
         synchronous: bool,
     ) -> Result<(), StoreError> {
-        compare_version(&self.lease.key.id, self.stored_version, expected)?;
+        compare_version(self.lease.id(), self.stored_version, expected)?;
         self.settle(true)?;
         let (row, head_hash, checkpoint) = self.head_line(state)?;
         let seq = self.audit_seq + 1;
         let compact = full_payload(&checkpoint, seq, &head_hash);
-        let text = sealed_text(&self.sealer, &self.lease.key.id, Value::Object(compact))?;
+        let text = sealed_text(&self.sealer, self.lease.id(), Value::Object(compact))?;
         // Written into the handle only once the transaction commits: a
         // refused checkpoint leaves the handle as it was.
         let mut events = self.events.clone();
@@ -155,10 +155,10 @@ impl PgRun {
     }
 
     /// The statement that sends the kept read checkpoints up to `deferred`.
-    pub(super) fn deferred_head(&self, deferred: &DeferredHead) -> Result<HeadToSend, StoreError> {
+    fn deferred_head(&self, deferred: &DeferredHead) -> Result<HeadToSend, StoreError> {
         let compact = full_payload(&deferred.checkpoint, deferred.audit_seq, &deferred.head_hash);
         Ok(HeadToSend {
-            text: sealed_text(&self.sealer, &self.lease.key.id, Value::Object(compact))?,
+            text: sealed_text(&self.sealer, self.lease.id(), Value::Object(compact))?,
             status: deferred.status.clone(),
             finished: false,
             version: deferred.version,
@@ -210,7 +210,7 @@ impl PgRun {
     /// the database holds (`committed_version`); in a transaction with the
     /// plan or the decision when there is one. Whether it was committed
     /// asynchronously: only a statement of its own, when not `synchronous`.
-    pub(super) fn send(&self, head: HeadToSend, synchronous: bool) -> Result<bool, StoreError> {
+    fn send(&self, head: HeadToSend, synchronous: bool) -> Result<bool, StoreError> {
         let (sent, answer, asynchronous) = self.start_send(head, synchronous)?;
         self.lease.after_write(sent, answer.wait())?;
         Ok(asynchronous)
@@ -218,13 +218,9 @@ impl PgRun {
 
     /// [`PgRun::send`] without waiting for the answer: when it was sent,
     /// the answer, and whether it commits asynchronously.
-    pub(super) fn start_send(
-        &self,
-        head: HeadToSend,
-        synchronous: bool,
-    ) -> Result<(Instant, Pending<()>, bool), StoreError> {
+    fn start_send(&self, head: HeadToSend, synchronous: bool) -> Result<(Instant, Pending<()>, bool), StoreError> {
         let sent = self.lease.before_write()?;
-        let key = self.lease.key.clone();
+        let key = self.lease.key().clone();
         let to_i64 = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
         let expected = self.committed_version;
         let HeadToSend { text, status, finished, version, audit_seq, history_records, events, history, plan, decision } =
@@ -236,7 +232,7 @@ impl PgRun {
         let asynchronous = !synchronous && one_statement;
         let (expected_i, version) = (to_i64(expected), to_i64(version));
         let (audit_seq, history_records) = (to_i64(audit_seq), to_i64(history_records));
-        let answer = self.lease.shared.begin(move |pool| async move {
+        let answer = self.session.begin(move |pool| async move {
             let mut client = connect(&pool).await?;
             let seqs: Vec<i64> = events.iter().map(|row| row.seq).collect();
             let lines: Vec<&str> = events.iter().map(|row| row.line.as_str()).collect();

@@ -11,9 +11,9 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 
 use crate::fence::Fence;
-use crate::store::{Holder, StoreError};
+use crate::store::{ClaimsExhausted, Holder, Sealer, StoreError};
 
-use super::session::{PgShared, connect, execute, query};
+use super::session::{Session, connect, execute, query};
 use super::sql;
 use super::store::{AGENT, PgStore};
 
@@ -29,31 +29,43 @@ pub(super) struct LeaseKey {
 
 /// A held lease: renewed while it lives, given back on release or drop.
 pub(super) struct HeldLease {
-    pub(super) shared: Arc<PgShared>,
-    pub(super) key: LeaseKey,
+    session: Arc<Session>,
+    key: LeaseKey,
     /// The run's workspace, whose workers are woken when it is given back.
-    pub(super) workspace: String,
+    workspace: String,
     /// The local deadline: renewed by every successful claim, heartbeat
     /// and checkpoint (from the instant it was sent), lost past it or when
     /// the database says the lease is gone.
-    pub(super) fence: Fence,
+    fence: Fence,
     /// How often the run was taken over from a dead holder since its last
     /// checkpoint, this claim included (0 for a new run).
-    pub(super) claims: u64,
-    pub(super) heartbeat: Option<tokio::task::JoinHandle<()>>,
-    pub(super) released: bool,
+    claims: u64,
+    heartbeat: Option<tokio::task::JoinHandle<()>>,
+    released: bool,
+}
+
+/// What a handle on a leased run or record ([`super::run::PgRun`],
+/// [`super::record::PgRecord`]) is made of, handed to it by the store that
+/// took the lease: the session its statements go through, the lease that
+/// guards them, the sealer of its lines and the place messages name.
+pub(super) struct HandleParts {
+    pub(super) session: Arc<Session>,
+    pub(super) lease: HeldLease,
+    pub(super) sealer: Sealer,
+    /// `<store>#<kind>/<id>`.
+    pub(super) location: PathBuf,
 }
 
 impl HeldLease {
     /// The lease `key`, claimed by a statement sent at `sent`.
     pub(super) fn new(
-        shared: Arc<PgShared>,
+        session: Arc<Session>,
         key: LeaseKey,
         workspace: String,
         sent: Instant,
         claims: u64,
     ) -> HeldLease {
-        let pool = shared.pool.clone();
+        let pool = session.pool.clone();
         let beat = key.clone();
         let length = Duration::from_secs(u64::try_from(key.secs).unwrap_or(1));
         let fence = Fence::leased(sent, length);
@@ -61,7 +73,7 @@ impl HeldLease {
         // A third of the lease, so that two beats can be lost before it
         // expires (a one-second test lease beats every 333 ms).
         let period = (length / 3).max(Duration::from_millis(100));
-        let heartbeat = shared.runtime.spawn(async move {
+        let heartbeat = session.runtime.spawn(async move {
             loop {
                 tokio::time::sleep(period).await;
                 // Past the local deadline the holder sends nothing more.
@@ -84,7 +96,29 @@ impl HeldLease {
                 }
             }
         });
-        HeldLease { shared, key, workspace, fence, claims, heartbeat: Some(heartbeat), released: false }
+        HeldLease { session, key, workspace, fence, claims, heartbeat: Some(heartbeat), released: false }
+    }
+
+    /// The row the lease is on.
+    pub(super) fn key(&self) -> &LeaseKey {
+        &self.key
+    }
+
+    /// The id of the run or record it is on.
+    pub(super) fn id(&self) -> &str {
+        &self.key.id
+    }
+
+    /// The local deadline ([`crate::store::RunHandle::fence`]).
+    pub(super) fn fence(&self) -> Fence {
+        self.fence.clone()
+    }
+
+    /// Whether the run was taken over from dead holders more often than
+    /// the process allows ([`crate::store::RunHandle::claims_exhausted`]).
+    pub(super) fn claims_exhausted(&self) -> Option<ClaimsExhausted> {
+        let max_claims = self.session.options.max_claims;
+        (self.claims > max_claims).then_some(ClaimsExhausted { claims: self.claims, max_claims })
     }
 
     /// Before a write: refused without a statement past the local deadline
@@ -105,6 +139,15 @@ impl HeldLease {
         written
     }
 
+    /// After a guarded write that does not renew the lease (a record's
+    /// event): a lost lease loses the fence.
+    pub(super) fn after_append<T>(&self, written: Result<T, StoreError>) -> Result<T, StoreError> {
+        if matches!(written, Err(StoreError::LeaseLost { .. })) {
+            self.fence.lose();
+        }
+        written
+    }
+
     pub(super) fn release(&mut self) -> Result<(), StoreError> {
         if let Some(heartbeat) = self.heartbeat.take() {
             heartbeat.abort();
@@ -121,7 +164,7 @@ impl HeldLease {
         let (key, workspace) = (self.key.clone(), self.workspace.clone());
         // Guarded by the owner and the token: a second release after one
         // that committed unseen changes nothing.
-        self.shared.idempotent(move |pool| {
+        self.session.idempotent(move |pool| {
             let (key, workspace) = (key.clone(), workspace.clone());
             async move {
                 let client = connect(&pool).await?;
@@ -167,7 +210,7 @@ impl PgStore {
     /// The owner of the valid lease on `id` of `kind`, or nobody.
     pub(super) fn lease_holder(&self, kind: &'static str, id: &str) -> Result<Holder, StoreError> {
         let id = id.to_string();
-        let owner = self.shared.call(move |pool| async move {
+        let owner = self.session.call(move |pool| async move {
             let client = connect(&pool).await?;
             let rows = query(&client, sql::READ_HOLDER, &[&kind, &id], "read the lease").await?;
             Ok(rows.first().map(|row| row.get::<_, String>(0)))
@@ -178,11 +221,11 @@ impl PgStore {
     /// Inserts the row of a new run or record and takes its lease.
     pub(super) fn create(&self, kind: &'static str, id: &str) -> Result<HeldLease, StoreError> {
         let (id_owned, workspace) = (id.to_string(), self.workspace()?);
-        let (owner, secs) = (self.shared.options.owner_id.clone(), self.shared.lease_secs());
+        let (owner, secs) = (self.session.options.owner_id.clone(), self.session.lease_secs());
         let key_owner = owner.clone();
         let sent = Instant::now();
         let lease_workspace = workspace.clone();
-        let token = self.shared.call(move |pool| async move {
+        let token = self.session.call(move |pool| async move {
             let client = connect(&pool).await?;
             let params: [&(dyn ToSql + Sync); 5] = [&kind, &id_owned, &workspace, &owner, &secs];
             let rows = query(&client, sql::CREATE_RUN, &params, "create the run").await?;
@@ -192,17 +235,17 @@ impl PgStore {
             return Err(StoreError::RunExists { id: id.to_string(), path: self.store_location() });
         };
         let key = LeaseKey { kind, id: id.to_string(), owner: key_owner, token, secs };
-        Ok(HeldLease::new(self.shared.clone(), key, lease_workspace, sent, 0))
+        Ok(HeldLease::new(self.session.clone(), key, lease_workspace, sent, 0))
     }
 
     /// Claims the lease of an existing run or record with a checkpoint.
     pub(super) fn claim(&self, kind: &'static str, id: &str) -> Result<HeldLease, StoreError> {
         let this = self.workspace()?;
         let (id_owned, workspace) = (id.to_string(), this.clone());
-        let (owner, secs) = (self.shared.options.owner_id.clone(), self.shared.lease_secs());
+        let (owner, secs) = (self.session.options.owner_id.clone(), self.session.lease_secs());
         let key_owner = owner.clone();
         let sent = Instant::now();
-        let claimed = self.shared.call(move |pool| async move {
+        let claimed = self.session.call(move |pool| async move {
             let client = connect(&pool).await?;
             let params: [&(dyn ToSql + Sync); 5] = [&kind, &id_owned, &owner, &secs, &workspace];
             let rows = query(&client, sql::CLAIM_BY_ID, &params, "claim the run").await?;
@@ -217,7 +260,7 @@ impl PgStore {
                 let key = LeaseKey { kind, id: id.to_string(), owner: key_owner, token, secs };
                 let claims = u64::try_from(claims).unwrap_or(0);
                 Ok(HeldLease::new(
-                    self.shared.clone(),
+                    self.session.clone(),
                     key,
                     self.workspace_id.clone().unwrap_or_default(),
                     sent,

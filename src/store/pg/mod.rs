@@ -1,4 +1,4 @@
-//! [`PgStore`]: the [`RunStore`] in PostgreSQL (cargo feature `postgres`,
+//! [`PgStore`]: the [`RunStore`](crate::store::RunStore) in PostgreSQL (cargo feature `postgres`,
 //! `--store postgres://…`). The tables are in `migrations/`, every
 //! statement in `sql.rs`, the schema's versions in `migrate.rs`.
 //!
@@ -8,7 +8,7 @@
 //! step records since the previous head and, on the first, the plan), one
 //! row per history line, the plan copy (`run_plans.plan`), and the compact
 //! head of the last head line (`runs.state`, the file store's `state.json`). Seals
-//! and chains are computed by planrun over those bytes ([`Sealer`]), never
+//! and chains are computed by planrun over those bytes ([`Sealer`](crate::store::Sealer)), never
 //! over what `jsonb` gives back, and checked again on every read
 //! (`verify.rs`), so an edited, deleted or re-ordered row is found, and
 //! `planrun export` writes files the file store's verifier accepts.
@@ -25,8 +25,8 @@
 //! while the handle lives, given back when it is released or dropped, and
 //! expiring by itself when the process dies. Every write is guarded by the
 //! lease in the statement that writes: a holder whose lease was taken over
-//! writes nothing ([`StoreError::LeaseLost`]). The handle also keeps the
-//! lease's local deadline ([`Fence`], [`RunHandle::fence`]): from the
+//! writes nothing ([`StoreError::LeaseLost`](crate::store::StoreError::LeaseLost)). The handle also keeps the
+//! lease's local deadline ([`Fence`](crate::fence::Fence), [`RunHandle::fence`](crate::store::RunHandle::fence)): from the
 //! instant each claim, heartbeat or checkpoint was sent, the lease less a
 //! sixth; past it (or once a heartbeat finds the lease gone) the handle
 //! sends nothing more, not even the release, and the runtime starts no
@@ -40,6 +40,18 @@
 //! run's next other write (`PgRun::checkpoint_reads`). A
 //! record's events are written as they happen (its log may run past its
 //! checkpoint, as in the file store).
+//!
+//! The rooms: `stores.rs` opens the process's one session (`session.rs`:
+//! the pool, the store's runtime `runtime.rs`, waiting for and retrying a
+//! database that went away; TLS in `tls.rs`, errors in `error.rs`) and
+//! hands out the [`PgStore`] of each workspace (`store.rs`: the
+//! [`crate::store::RunStore`] impl; its snapshot reads in `read.rs`, the
+//! checks over what it read in `verify.rs`, the approval rows in
+//! `approvals.rs`, wake-ups in `wake.rs`). A handle is built from its
+//! parts (`lease::HandleParts`: the session, the lease it took in
+//! `lease.rs`, the sealer, its place): `PgRun` (`run.rs`, how it sends its
+//! checkpoints in `checkpoint.rs`) and `PgRecord` (`record.rs`). Both make
+//! their log lines' bytes in `lines.rs`.
 
 mod approvals;
 mod checkpoint;

@@ -15,10 +15,7 @@ use super::verify::{EventRow, RunTexts, verify_run};
 /// Reads an agent run's rows in one snapshot, with the decisions on it
 /// (`approvals`) and the workspace it belongs to; `None` when it has no
 /// checkpoint.
-pub(super) async fn read_run_texts(
-    pool: &Pool,
-    id: &str,
-) -> Result<Option<(RunTexts, Vec<ApprovalRow>, String)>, StoreError> {
+async fn read_run_texts(pool: &Pool, id: &str) -> Result<Option<(RunTexts, Vec<ApprovalRow>, String)>, StoreError> {
     let mut client = connect(pool).await?;
     let transaction = client.transaction().await.map_err(store_error("read the run"))?;
     transaction
@@ -44,11 +41,7 @@ pub(super) async fn read_run_texts(
     Ok(Some((RunTexts { state, plan, events, history }, approvals, workspace)))
 }
 
-pub(super) async fn read_events<C: GenericClient + Sync>(
-    client: &C,
-    kind: &str,
-    id: &str,
-) -> Result<Vec<EventRow>, StoreError> {
+async fn read_events<C: GenericClient + Sync>(client: &C, kind: &str, id: &str) -> Result<Vec<EventRow>, StoreError> {
     let rows = query(client, sql::READ_EVENTS, &[&kind, &id], "read the audit events").await?;
     Ok(rows.iter().map(|row| EventRow { seq: row.get(0), line: row.get(1), hash: row.get(2) }).collect())
 }
@@ -88,7 +81,7 @@ impl PgStore {
 
     pub(super) fn texts(&self, run_id: &str) -> Result<(RunTexts, Vec<ApprovalRow>, String), StoreError> {
         let id = run_id.to_string();
-        let texts = self.shared.call(move |pool| async move { read_run_texts(&pool, &id).await })?;
+        let texts = self.session.call(move |pool| async move { read_run_texts(&pool, &id).await })?;
         // A queued run has no records yet: said so, not "no run".
         texts.ok_or_else(|| {
             self.or_queued(run_id, StoreError::NotFound { id: run_id.to_string(), path: self.store_location() })

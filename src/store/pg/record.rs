@@ -2,6 +2,7 @@
 //! (the [`RecordHandle`] impl); its events are written as they happen.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio_postgres::types::ToSql;
@@ -9,14 +10,15 @@ use tokio_postgres::types::ToSql;
 use crate::store::run_dir::compare_version;
 use crate::store::{LoadedRecord, NewEvent, RecordHandle, RecordKind, Sealer, StoreError};
 
-use super::lease::{HeldLease, refusal};
+use super::lease::{HandleParts, HeldLease, refusal};
 use super::lines::{event_line, sealed_text};
+use super::session::Session;
 use super::session::{connect, execute};
 use super::sql;
-use super::store::{PgStore, record_kind};
 
 /// A bridge or controller record leased by this process.
 pub(super) struct PgRecord {
+    session: Arc<Session>,
     lease: HeldLease,
     kind: RecordKind,
     location: PathBuf,
@@ -27,16 +29,19 @@ pub(super) struct PgRecord {
 }
 
 /// The fields the store adds to a record's state in its checkpoint.
-pub(super) const RECORD_FIELDS: [&str; 3] = ["state_version", "audit_seq", "audit_hash"];
+const RECORD_FIELDS: [&str; 3] = ["state_version", "audit_seq", "audit_hash"];
 
 impl PgRecord {
-    pub(super) fn new(store: &PgStore, kind: RecordKind, lease: HeldLease, loaded: Option<&LoadedRecord>) -> PgRecord {
-        let location = store.location_of(record_kind(kind), &lease.key.id);
+    /// The handle of a record of `kind` made of `parts`; `loaded` when
+    /// it has a checkpoint (it was claimed, not created).
+    pub(super) fn new(parts: HandleParts, kind: RecordKind, loaded: Option<&LoadedRecord>) -> PgRecord {
+        let HandleParts { session, lease, sealer, location } = parts;
         PgRecord {
+            session,
             lease,
             kind,
             location,
-            sealer: store.sealer.clone(),
+            sealer,
             stored_version: loaded.map_or(0, |loaded| loaded.state_version),
             audit_seq: loaded.map_or(0, |loaded| loaded.audit_tail.seq),
             audit_hash: loaded.and_then(|loaded| loaded.audit_tail.hash.clone()),
@@ -54,7 +59,7 @@ impl PgRecord {
 
 impl RecordHandle for PgRecord {
     fn id(&self) -> &str {
-        &self.lease.key.id
+        self.lease.id()
     }
 
     fn kind(&self) -> RecordKind {
@@ -68,13 +73,13 @@ impl RecordHandle for PgRecord {
     fn append_event(&mut self, event: NewEvent<'_>) -> Result<u64, StoreError> {
         self.lease.before_write()?;
         let seq = self.audit_seq + 1;
-        let line = event_line(&self.lease.key.id, seq, self.audit_hash.as_deref(), event, false, &self.sealer)
+        let line = event_line(self.lease.id(), seq, self.audit_hash.as_deref(), event, false, &self.sealer)
             .map_err(|error| self.refuse(error))?;
         let hash = self.sealer.link(line.as_bytes());
-        let key = self.lease.key.clone();
+        let key = self.lease.key().clone();
         let seq_i = i64::try_from(seq).unwrap_or(i64::MAX);
         let stored = hash.clone();
-        let written = self.lease.shared.call(move |pool| async move {
+        let written = self.session.call(move |pool| async move {
             let client = connect(&pool).await?;
             let params: [&(dyn ToSql + Sync); 7] = [&key.kind, &key.id, &key.owner, &key.token, &seq_i, &line, &stored];
             if execute(&client, sql::APPEND_RECORD_EVENT, &params, "append an audit event").await? == 1 {
@@ -83,17 +88,14 @@ impl RecordHandle for PgRecord {
                 Err(StoreError::LeaseLost { id: key.id.clone() })
             }
         });
-        if matches!(written, Err(StoreError::LeaseLost { .. })) {
-            self.lease.fence.lose();
-        }
-        written?;
+        self.lease.after_append(written)?;
         self.audit_seq = seq;
         self.audit_hash = Some(hash);
         Ok(seq)
     }
 
     fn checkpoint(&mut self, state: &Value, expected: u64) -> Result<u64, StoreError> {
-        compare_version(&self.lease.key.id, self.stored_version, expected)?;
+        compare_version(self.lease.id(), self.stored_version, expected)?;
         let Value::Object(state) = state else {
             return Err(self.refuse("a record's state must be a JSON object"));
         };
@@ -101,8 +103,8 @@ impl RecordHandle for PgRecord {
             return Err(self.refuse(format!("a record's state may not hold `{field}`: the store writes it")));
         }
         let id_field = self.kind.id_field();
-        if state.get(id_field).and_then(Value::as_str) != Some(self.lease.key.id.as_str()) {
-            return Err(self.refuse(format!("the state's `{id_field}` is not `{}`", self.lease.key.id)));
+        if state.get(id_field).and_then(Value::as_str) != Some(self.lease.id()) {
+            return Err(self.refuse(format!("the state's `{id_field}` is not `{}`", self.lease.id())));
         }
         let version = self.stored_version + 1;
         let status = state.get("status").and_then(Value::as_str).map(str::to_string);
@@ -110,12 +112,12 @@ impl RecordHandle for PgRecord {
         payload.insert("state_version".into(), json!(version));
         payload.insert("audit_seq".into(), json!(self.audit_seq));
         payload.insert("audit_hash".into(), json!(self.audit_hash));
-        let text = sealed_text(&self.sealer, &self.lease.key.id, Value::Object(payload))?;
-        let key = self.lease.key.clone();
+        let text = sealed_text(&self.sealer, self.lease.id(), Value::Object(payload))?;
+        let key = self.lease.key().clone();
         let to_i64 = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
         let (expected_i, version_i) = (to_i64(expected), to_i64(version));
         let sent = self.lease.before_write()?;
-        let written = self.lease.shared.call(move |pool| async move {
+        let written = self.session.call(move |pool| async move {
             let client = connect(&pool).await?;
             let params: [&(dyn ToSql + Sync); 9] =
                 [&key.kind, &key.id, &key.owner, &key.token, &expected_i, &text, &status, &version_i, &key.secs];

@@ -3,6 +3,7 @@
 //! checkpoints are sent is in `checkpoint.rs`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -19,11 +20,11 @@ use crate::store::{
 
 use super::approvals::{self};
 use super::checkpoint::{DEFERRED_READS_FOR, DEFERRED_READS_MAX, DeferredHead, InFlight};
-use super::lease::{HeldLease, refusal};
+use super::lease::{HandleParts, HeldLease, refusal};
 use super::lines::{event_line, line_text};
+use super::session::Session;
 use super::session::{connect, execute};
 use super::sql;
-use super::store::{AGENT, PgStore};
 use super::verify::EventRow;
 
 /// An agent run leased by this process.
@@ -31,6 +32,8 @@ pub(super) struct PgRun {
     /// The workspace's folder on this machine, where the run's shell child
     /// is noted (`RunHandle::child_note`).
     pub(super) workspace: Option<PathBuf>,
+    /// The statements go through it, guarded by the lease.
+    pub(super) session: Arc<Session>,
     pub(super) lease: HeldLease,
     pub(super) location: PathBuf,
     pub(super) sealer: Sealer,
@@ -69,14 +72,17 @@ pub(super) struct PgRun {
 }
 
 impl PgRun {
-    pub(super) fn new(store: &PgStore, lease: HeldLease, loaded: Option<&LoadedRun>) -> PgRun {
-        let location = store.location_of(AGENT, &lease.key.id);
-        let workspace = store.workspace.clone();
+    /// The handle of a run made of `parts`, with its shell child noted
+    /// in `workspace` (this machine's folder, when known); `loaded` when
+    /// the run has a checkpoint (it was claimed, not created).
+    pub(super) fn new(parts: HandleParts, workspace: Option<PathBuf>, loaded: Option<&LoadedRun>) -> PgRun {
+        let HandleParts { session, lease, sealer, location } = parts;
         let mut run = PgRun {
             workspace,
+            session,
             lease,
             location,
-            sealer: store.sealer.clone(),
+            sealer,
             stored_version: 0,
             committed_version: 0,
             audit_seq: 0,
@@ -106,7 +112,7 @@ impl PgRun {
         run
     }
 
-    pub(super) fn serialize_error(&self, message: impl std::fmt::Display) -> StoreError {
+    fn serialize_error(&self, message: impl std::fmt::Display) -> StoreError {
         StoreError::Io {
             action: "serialize",
             path: self.location.clone(),
@@ -115,9 +121,9 @@ impl PgRun {
     }
 
     /// Adds `event` as the next audit row (a head line when `sealed`).
-    pub(super) fn push_event(&mut self, event: NewEvent<'_>, sealed: bool) -> Result<u64, StoreError> {
+    fn push_event(&mut self, event: NewEvent<'_>, sealed: bool) -> Result<u64, StoreError> {
         let line =
-            event_line(&self.lease.key.id, self.audit_seq + 1, self.audit_hash.as_deref(), event, sealed, &self.sealer)
+            event_line(self.lease.id(), self.audit_seq + 1, self.audit_hash.as_deref(), event, sealed, &self.sealer)
                 .map_err(|error| self.serialize_error(error))?;
         let hash = self.sealer.link(line.as_bytes());
         self.audit_seq += 1;
@@ -128,7 +134,7 @@ impl PgRun {
 
     /// The head line of checkpoint `state` (not added yet), its link, and
     /// the checkpoint it carries (the compact head is made of it when sent:
-    /// [`full_payload`]).
+    /// [`full_payload`](crate::store::head::full_payload)).
     pub(super) fn head_line(
         &self,
         state: &RunState,
@@ -145,7 +151,7 @@ impl PgRun {
         let event = LineRef {
             seq,
             ts: &head.held.ts,
-            run_id: &self.lease.key.id,
+            run_id: self.lease.id(),
             event_type: head.columns().0,
             step_id: head.columns().1,
             status: head.columns().2,
@@ -161,7 +167,7 @@ impl PgRun {
 
 impl RunHandle for PgRun {
     fn run_id(&self) -> &str {
-        &self.lease.key.id
+        self.lease.id()
     }
 
     fn location(&self) -> &Path {
@@ -233,7 +239,7 @@ impl RunHandle for PgRun {
         if !self.plan_stored || self.decision.is_some() {
             return self.write_checkpoint(state, expected, false);
         }
-        compare_version(&self.lease.key.id, self.stored_version, expected)?;
+        compare_version(self.lease.id(), self.stored_version, expected)?;
         // A refusal or failure of the statement in flight stops the run now.
         self.settle(false)?;
         // A holder whose lease's deadline passed keeps nothing either.
@@ -279,10 +285,10 @@ impl RunHandle for PgRun {
             return Ok(());
         }
         let sent = self.lease.before_write()?;
-        let key = self.lease.key.clone();
+        let key = self.lease.key().clone();
         let expected = self.committed_version;
         let version = i64::try_from(expected).unwrap_or(i64::MAX);
-        let written = self.lease.shared.idempotent(move |pool| {
+        let written = self.session.idempotent(move |pool| {
             let key = key.clone();
             async move {
                 let client = connect(&pool).await?;
@@ -310,11 +316,11 @@ impl RunHandle for PgRun {
     /// appended; the stored head is the last one committed.
     fn consume_approval(&mut self, approval: &ApprovalUse) -> Result<(), StoreError> {
         self.send_deferred(true, true)?;
-        let key = self.lease.key.clone();
+        let key = self.lease.key().clone();
         let head = self.audit_seq - self.events.len() as u64;
         let seqs = (self.stored_version, head, self.audit_seq);
         let approval = approval.clone();
-        self.lease.shared.call(move |pool| async move { approvals::consume(&pool, &key, seqs, &approval).await })
+        self.session.call(move |pool| async move { approvals::consume(&pool, &key, seqs, &approval).await })
     }
 
     /// Read checkpoints still kept are dropped: the database holds the
@@ -328,17 +334,16 @@ impl RunHandle for PgRun {
     }
 
     fn fence(&self) -> Fence {
-        self.lease.fence.clone()
+        self.lease.fence()
     }
 
     fn child_note(&self) -> Option<ChildNoteFile> {
-        let note = |workspace: &PathBuf| workspace.join(".planrun").join("children").join(&self.lease.key.id);
+        let note = |workspace: &PathBuf| workspace.join(".planrun").join("children").join(self.lease.id());
         self.workspace.as_ref().map(|workspace| ChildNoteFile::transient(note(workspace)))
     }
 
     fn claims_exhausted(&self) -> Option<ClaimsExhausted> {
-        let max_claims = self.lease.shared.options.max_claims;
-        (self.lease.claims > max_claims).then_some(ClaimsExhausted { claims: self.lease.claims, max_claims })
+        self.lease.claims_exhausted()
     }
 }
 

@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use crate::store::StoreError;
 
 /// A handle on the store's runtime; the runtime stops when the last clone
-/// of the handle's owner ([`super::session::PgShared`]) is dropped.
+/// of the handle's owner ([`super::session::Session`]) is dropped.
 pub struct StoreRuntime {
     handle: tokio::runtime::Handle,
     /// Dropping it ends the runtime's thread, which then drops the runtime.

@@ -1,5 +1,5 @@
 //! The session with the database: the process's one pool and runtime
-//! ([`PgShared`]), how a call waits for a database that went away and
+//! ([`Session`]), how a call waits for a database that went away and
 //! retries what may be done twice, and the statement helpers (`connect`,
 //! `execute`, `query`) every room uses.
 
@@ -21,18 +21,18 @@ use super::tls;
 use super::wake::WakeUps;
 
 /// Every statement may take this long (`statement_timeout`).
-pub(super) const STATEMENT_TIMEOUT_MS: u64 = 30_000;
+const STATEMENT_TIMEOUT_MS: u64 = 30_000;
 
 /// A session idle inside a transaction this long is ended by the server
 /// (`idle_in_transaction_session_timeout`): a frozen holder cannot keep
 /// row locks.
-pub(super) const IDLE_IN_TRANSACTION_MS: u64 = 60_000;
+const IDLE_IN_TRANSACTION_MS: u64 = 60_000;
 
 /// Connections per process.
-pub(super) const POOL_SIZE: usize = 8;
+const POOL_SIZE: usize = 8;
 
-/// The process's one pool and runtime, shared by every [`PgStore`].
-pub(super) struct PgShared {
+/// The process's one pool and runtime, shared by every [`super::PgStore`].
+pub(super) struct Session {
     pub(super) runtime: StoreRuntime,
     pub(super) pool: Pool,
     pub(super) display: String,
@@ -49,12 +49,8 @@ pub(super) struct PgShared {
     pub(super) wake_ups: std::sync::Mutex<WakeUps>,
 }
 
-impl PgShared {
-    pub(super) fn open(
-        location: &PgLocation,
-        options: PgOptions,
-        patience: Duration,
-    ) -> Result<Arc<PgShared>, PgError> {
+impl Session {
+    pub(super) fn open(location: &PgLocation, options: PgOptions, patience: Duration) -> Result<Arc<Session>, PgError> {
         let unreachable = |message: String| PgError::Unreachable { location: location.display.clone(), message };
         let connector = tls::Connector::for_location(location)?;
         let mut config = location.config.clone();
@@ -83,7 +79,7 @@ impl PgShared {
             .build()
             .map_err(|error| unreachable(error.to_string()))?;
         let runtime = StoreRuntime::start().map_err(|error| unreachable(error.to_string()))?;
-        Ok(Arc::new(PgShared {
+        Ok(Arc::new(Session {
             runtime,
             pool,
             display: location.display.clone(),
@@ -97,7 +93,7 @@ impl PgShared {
 
     /// Runs `make(pool)` on the store's runtime and waits for it. With
     /// patience, a database that does not answer is waited for first (up
-    /// to [`PgShared::patience`], jittered exponential backoff), so that a
+    /// to [`Session::patience`], jittered exponential backoff), so that a
     /// restart between two statements costs a pause, not the run; a
     /// session lost while a statement runs still fails the call
     /// ([`StoreError::Unavailable`]: its outcome is read back, never
@@ -110,7 +106,7 @@ impl PgShared {
         self.begin(make).wait()
     }
 
-    /// [`PgShared::call`] without waiting: the answer is waited for later.
+    /// [`Session::call`] without waiting: the answer is waited for later.
     pub(super) fn begin<T, F>(&self, make: impl FnOnce(Pool) -> F) -> Pending<T>
     where
         T: Send + 'static,
@@ -127,7 +123,7 @@ impl PgShared {
     }
 
     /// An idempotent call (a read, giving a lease back), made again while
-    /// the database is unavailable (up to [`PgShared::patience`]): doing
+    /// the database is unavailable (up to [`Session::patience`]): doing
     /// it twice is doing it once, and a check that reads (a receipt) must
     /// not fail a run because one session was lost.
     pub(super) fn idempotent<T, F>(&self, make: impl Fn(Pool) -> F) -> Result<T, StoreError>
@@ -175,7 +171,7 @@ impl PgShared {
 /// Waits until the pool gives a connection (it goes back to the pool for
 /// the call to take), the database answers something other than "not
 /// now", or `patience` would be over before the next attempt.
-pub(super) async fn wait_for_connection(pool: &Pool, patience: Duration) {
+async fn wait_for_connection(pool: &Pool, patience: Duration) {
     let deadline = tokio::time::Instant::now() + patience;
     let mut backoff = Backoff::default();
     loop {

@@ -16,18 +16,18 @@ use crate::store::{
     RecordKind, RunHandle, RunListing, RunStore, Runnable, RunsPlace, Sealer, StoreError,
 };
 
-use super::lease::{HeldLease, LeaseKey};
+use super::lease::{HandleParts, HeldLease, LeaseKey};
 use super::lines::jsonl;
 use super::read::read_record_texts;
 use super::record::PgRecord;
 use super::run::PgRun;
-use super::session::{PgShared, connect, execute, query};
+use super::session::{Session, connect, execute, query};
 use super::sql;
 use super::verify::verify_record;
 
 /// The PostgreSQL store of one workspace.
 pub struct PgStore {
-    pub(super) shared: Arc<PgShared>,
+    pub(super) session: Arc<Session>,
     /// The workspace's id, or why it has none.
     pub(super) workspace_id: Result<String, String>,
     /// The workspace's folder on this machine (none in some tests).
@@ -36,7 +36,7 @@ pub struct PgStore {
 }
 
 /// The `kind` column of a record kind.
-pub(super) fn record_kind(kind: RecordKind) -> &'static str {
+fn record_kind(kind: RecordKind) -> &'static str {
     match kind {
         RecordKind::Bridge => "bridge",
         RecordKind::Controller => "controller",
@@ -49,11 +49,27 @@ impl PgStore {
     /// The store itself, for messages about a run it does not have (or
     /// already has).
     pub(super) fn store_location(&self) -> PathBuf {
-        PathBuf::from(&self.shared.display)
+        PathBuf::from(&self.session.display)
     }
 
-    pub(super) fn location_of(&self, kind: &str, id: &str) -> PathBuf {
-        PathBuf::from(format!("{}#{kind}/{id}", self.shared.display))
+    fn location_of(&self, kind: &str, id: &str) -> PathBuf {
+        PathBuf::from(format!("{}#{kind}/{id}", self.session.display))
+    }
+
+    /// The parts of a handle on the row of `kind` that `lease` is on.
+    fn handle_parts(&self, kind: &str, lease: HeldLease) -> HandleParts {
+        let location = self.location_of(kind, lease.id());
+        HandleParts { session: self.session.clone(), lease, sealer: self.sealer.clone(), location }
+    }
+
+    /// The handle of the agent run `lease` is on (`loaded` when claimed).
+    fn run_handle(&self, lease: HeldLease, loaded: Option<&LoadedRun>) -> Box<PgRun> {
+        Box::new(PgRun::new(self.handle_parts(AGENT, lease), self.workspace.clone(), loaded))
+    }
+
+    /// The handle of the record of `kind` that `lease` is on (`loaded` when claimed).
+    fn record_handle(&self, kind: RecordKind, lease: HeldLease, loaded: Option<&LoadedRecord>) -> Box<PgRecord> {
+        Box::new(PgRecord::new(self.handle_parts(record_kind(kind), lease), kind, loaded))
     }
 
     /// The workspace's id, or why it has none.
@@ -73,33 +89,28 @@ impl PgStore {
     }
 
     /// The handle of a claimed queued run: `(token, request, claims)`.
-    pub(super) fn queued_claim(
-        &self,
-        run_id: String,
-        (token, request, claims): (i64, String, i64),
-        sent: Instant,
-    ) -> QueuedClaim {
+    fn queued_claim(&self, run_id: String, (token, request, claims): (i64, String, i64), sent: Instant) -> QueuedClaim {
         let key = LeaseKey {
             kind: AGENT,
             id: run_id,
-            owner: self.shared.options.owner_id.clone(),
+            owner: self.session.options.owner_id.clone(),
             token,
-            secs: self.shared.lease_secs(),
+            secs: self.session.lease_secs(),
         };
         let claims = u64::try_from(claims).unwrap_or(0);
         let lease =
-            HeldLease::new(self.shared.clone(), key, self.workspace_id.clone().unwrap_or_default(), sent, claims);
-        QueuedClaim { handle: Box::new(PgRun::new(self, lease, None)), request }
+            HeldLease::new(self.session.clone(), key, self.workspace_id.clone().unwrap_or_default(), sent, claims);
+        QueuedClaim { handle: self.run_handle(lease, None), request }
     }
 
     /// Receipt `key` of workspace `workspace` (this one's for a step; the
     /// run's own when a run is read by id).
-    pub(super) fn receipt_in(&self, workspace: &str, key: &str) -> Result<Option<Receipt>, ReceiptError> {
+    fn receipt_in(&self, workspace: &str, key: &str) -> Result<Option<Receipt>, ReceiptError> {
         let digest = sha256_hex(key.as_bytes());
-        let path = PathBuf::from(format!("{}#receipts/{digest}", self.shared.display));
+        let path = PathBuf::from(format!("{}#receipts/{digest}", self.session.display));
         let workspace = workspace.to_string();
         let text = self
-            .shared
+            .session
             .idempotent(move |pool| {
                 let (workspace, digest) = (workspace.clone(), digest.clone());
                 async move {
@@ -122,7 +133,7 @@ impl PgStore {
 
     pub(super) fn list(&self, kind: &'static str, field: &'static str) -> Result<Vec<RunListing>, StoreError> {
         let workspace = self.workspace()?;
-        let rows = self.shared.call(move |pool| async move {
+        let rows = self.session.call(move |pool| async move {
             let client = connect(&pool).await?;
             let rows = query(&client, sql::LIST, &[&kind, &workspace], "list the runs").await?;
             Ok(rows.iter().map(|row| (row.get::<_, String>(0), row.get::<_, Option<String>>(1))).collect::<Vec<_>>())
@@ -175,7 +186,7 @@ impl PgStore {
 impl RunStore for PgStore {
     fn create_run(&self, run_id: &str) -> Result<Box<dyn RunHandle>, StoreError> {
         let lease = self.create(AGENT, run_id)?;
-        Ok(Box::new(PgRun::new(self, lease, None)))
+        Ok(self.run_handle(lease, None))
     }
 
     fn open_run(&self, run_id: &str) -> Result<(Box<dyn RunHandle>, LoadedRun), StoreError> {
@@ -187,7 +198,7 @@ impl RunStore for PgStore {
                 return Err(error);
             }
         };
-        Ok((Box::new(PgRun::new(self, lease, Some(&loaded))), loaded))
+        Ok((self.run_handle(lease, Some(&loaded)), loaded))
     }
 
     fn read_run(&self, run_id: &str) -> Result<LoadedRun, StoreError> {
@@ -199,12 +210,12 @@ impl RunStore for PgStore {
     }
 
     fn wait_for_runnable(&self, timeout: Duration) -> bool {
-        self.shared.wait_for_runnable(&self.workspace_id, timeout)
+        self.session.wait_for_runnable(&self.workspace_id, timeout)
     }
 
     fn runnable_runs(&self) -> Result<Vec<Runnable>, StoreError> {
         let workspace = self.workspace()?;
-        let rows = self.shared.call(move |pool| async move {
+        let rows = self.session.call(move |pool| async move {
             let client = connect(&pool).await?;
             let rows = query(&client, sql::RUNNABLE, &[&workspace], "list the runnable runs").await?;
             Ok(rows
@@ -227,7 +238,7 @@ impl RunStore for PgStore {
 
     fn queue_run(&self, run_id: &str, request: &str) -> Result<(), StoreError> {
         let (workspace, id, request) = (self.workspace()?, run_id.to_string(), request.to_string());
-        let queued = self.shared.call(move |pool| async move {
+        let queued = self.session.call(move |pool| async move {
             let client = connect(&pool).await?;
             let queued = execute(&client, sql::QUEUE_RUN, &[&workspace, &id, &request], "queue the run").await?;
             if queued == 1 {
@@ -245,9 +256,9 @@ impl RunStore for PgStore {
 
     fn claim_queued(&self, skip: &[String]) -> Result<Option<QueuedClaim>, StoreError> {
         let (workspace, skip) = (self.workspace()?, skip.to_vec());
-        let (owner, secs) = (self.shared.options.owner_id.clone(), self.shared.lease_secs());
+        let (owner, secs) = (self.session.options.owner_id.clone(), self.session.lease_secs());
         let sent = Instant::now();
-        let claimed = self.shared.call(move |pool| async move {
+        let claimed = self.session.call(move |pool| async move {
             let client = connect(&pool).await?;
             let params: [&(dyn ToSql + Sync); 4] = [&workspace, &owner, &secs, &skip];
             let rows = query(&client, sql::CLAIM_QUEUED, &params, "claim a queued run").await?;
@@ -261,9 +272,9 @@ impl RunStore for PgStore {
     fn claim_queued_run(&self, run_id: &str) -> Result<QueuedClaim, StoreError> {
         let this = self.workspace()?;
         let (id, workspace) = (run_id.to_string(), this.clone());
-        let (owner, secs) = (self.shared.options.owner_id.clone(), self.shared.lease_secs());
+        let (owner, secs) = (self.session.options.owner_id.clone(), self.session.lease_secs());
         let sent = Instant::now();
-        let claimed = self.shared.call(move |pool| async move {
+        let claimed = self.session.call(move |pool| async move {
             let client = connect(&pool).await?;
             let params: [&(dyn ToSql + Sync); 4] = [&id, &owner, &secs, &workspace];
             let rows = query(&client, sql::CLAIM_QUEUED_BY_ID, &params, "claim the queued run").await?;
@@ -285,7 +296,7 @@ impl RunStore for PgStore {
 
     fn queued_run(&self, run_id: &str) -> Result<Option<QueuedRun>, StoreError> {
         let id = run_id.to_string();
-        let row = self.shared.call(move |pool| async move {
+        let row = self.session.call(move |pool| async move {
             let client = connect(&pool).await?;
             let rows = query(&client, sql::READ_QUEUED, &[&id], "read the queued run").await?;
             Ok(rows.first().map(|row| (row.get::<_, String>(0), row.get::<_, bool>(1))))
@@ -307,7 +318,7 @@ impl RunStore for PgStore {
 
     fn runs_place(&self) -> RunsPlace {
         let workspace_id = self.workspace_id.clone().unwrap_or_else(|why| format!("none: {why}"));
-        RunsPlace::Database { store: self.shared.display.clone(), workspace_id }
+        RunsPlace::Database { store: self.session.display.clone(), workspace_id }
     }
 
     fn list_runs(&self) -> Result<Vec<RunListing>, StoreError> {
@@ -320,7 +331,7 @@ impl RunStore for PgStore {
 
     fn unfinished_records(&self, kind: RecordKind) -> Result<Vec<String>, StoreError> {
         let (kind, workspace) = (record_kind(kind), self.workspace()?);
-        self.shared.call(move |pool| async move {
+        self.session.call(move |pool| async move {
             let client = connect(&pool).await?;
             let rows =
                 query(&client, sql::UNFINISHED_RECORDS, &[&kind, &workspace], "list the unfinished records").await?;
@@ -330,13 +341,13 @@ impl RunStore for PgStore {
 
     fn create_record(&self, kind: RecordKind, id: &str) -> Result<Box<dyn RecordHandle>, StoreError> {
         let lease = self.create(record_kind(kind), id)?;
-        Ok(Box::new(PgRecord::new(self, kind, lease, None)))
+        Ok(self.record_handle(kind, lease, None))
     }
 
     fn open_record(&self, kind: RecordKind, id: &str) -> Result<(Box<dyn RecordHandle>, LoadedRecord), StoreError> {
         let mut lease = self.claim(record_kind(kind), id)?;
         match self.read_record(kind, id) {
-            Ok(loaded) => Ok((Box::new(PgRecord::new(self, kind, lease, Some(&loaded))), loaded)),
+            Ok(loaded) => Ok((self.record_handle(kind, lease, Some(&loaded)), loaded)),
             Err(error) => {
                 let _ = lease.release();
                 Err(error)
@@ -347,7 +358,7 @@ impl RunStore for PgStore {
     fn read_record(&self, kind: RecordKind, id: &str) -> Result<LoadedRecord, StoreError> {
         let (kind_text, id_owned) = (record_kind(kind), id.to_string());
         let texts =
-            self.shared.call(move |pool| async move { read_record_texts(&pool, kind_text, &id_owned).await })?;
+            self.session.call(move |pool| async move { read_record_texts(&pool, kind_text, &id_owned).await })?;
         let Some((state, events)) = texts else {
             return Err(StoreError::NotFound { id: id.to_string(), path: self.store_location() });
         };
@@ -370,8 +381,8 @@ impl RunStore for PgStore {
         };
         let (workspace, digest) = (self.workspace()?, sha256_hex(receipt.key.as_bytes()));
         let (key, run_id, step_id) = (receipt.key.clone(), receipt.run_id.clone(), receipt.step_id.clone());
-        let owner = self.shared.options.owner_id.clone();
-        self.shared.call(move |pool| async move {
+        let owner = self.session.options.owner_id.clone();
+        self.session.call(move |pool| async move {
             let client = connect(&pool).await?;
             let params: [&(dyn ToSql + Sync); 8] =
                 [&workspace, &digest, &key, &status, &run_id, &step_id, &text, &owner];
@@ -384,7 +395,7 @@ impl RunStore for PgStore {
 
     fn remove_receipt(&self, key: &str) -> Result<(), StoreError> {
         let (workspace, digest) = (self.workspace()?, sha256_hex(key.as_bytes()));
-        self.shared.call(move |pool| async move {
+        self.session.call(move |pool| async move {
             let client = connect(&pool).await?;
             execute(&client, sql::REMOVE_RECEIPT, &[&workspace, &digest], "remove a receipt").await.map(|_| ())
         })

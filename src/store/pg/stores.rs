@@ -12,7 +12,7 @@ use crate::store::{RunStore, Sealer, StoreFactory};
 
 use super::error::{self, PgError};
 use super::migrate::{self, MigrationReport};
-use super::session::PgShared;
+use super::session::Session;
 use super::store::PgStore;
 
 /// How a process uses the store: its lease length, its owner id and how
@@ -24,7 +24,7 @@ pub struct PgOptions {
     /// `PLANRUN_MAX_CLAIMS` (default 5): how often a run may be taken over
     /// from dead holders since its last checkpoint; the claim after that
     /// ends it `recovery_exhausted` (the runtime does, asked through
-    /// [`RunHandle::claims_exhausted`]).
+    /// [`RunHandle::claims_exhausted`](crate::store::RunHandle::claims_exhausted)).
     pub max_claims: u64,
     /// Who holds the leases this process takes (`pid:random`).
     pub owner_id: String,
@@ -34,12 +34,12 @@ pub struct PgOptions {
 /// (and its schema checked) once, at start-up.
 #[derive(Clone)]
 pub struct PgStores {
-    shared: Arc<PgShared>,
+    session: Arc<Session>,
 }
 
 impl std::fmt::Debug for PgStores {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(formatter, "PgStores({})", self.shared.display)
+        write!(formatter, "PgStores({})", self.session.display)
     }
 }
 
@@ -49,9 +49,9 @@ impl PgStores {
     /// database that does not answer fails at once (after the connect
     /// timeout): the one-shot commands.
     pub fn connect(location: &PgLocation, options: PgOptions) -> Result<PgStores, PgError> {
-        let shared = PgShared::open(location, options, Duration::ZERO)?;
-        shared.check_schema()?;
-        Ok(PgStores { shared })
+        let session = Session::open(location, options, Duration::ZERO)?;
+        session.check_schema()?;
+        Ok(PgStores { session })
     }
 
     /// As [`PgStores::connect`], for the long-running processes (`worker`,
@@ -67,26 +67,26 @@ impl PgStores {
         on_wait: &dyn Fn(&PgError, Duration),
     ) -> Result<PgStores, PgError> {
         let patience = Duration::from_secs(options.lease_secs.max(1));
-        let shared = PgShared::open(location, options, patience)?;
+        let session = Session::open(location, options, patience)?;
         let mut backoff = Backoff::default();
         loop {
-            match shared.check_schema() {
+            match session.check_schema() {
                 Err(error) if error.is_unavailable() => {
                     let delay = backoff.next_delay();
                     on_wait(&error, delay);
                     std::thread::sleep(delay);
                 }
-                outcome => return outcome.map(|()| PgStores { shared }),
+                outcome => return outcome.map(|()| PgStores { session }),
             }
         }
     }
 
     /// `planrun store migrate`: applies the missing migrations.
     pub fn migrate(location: &PgLocation, options: PgOptions) -> Result<MigrationReport, PgError> {
-        let shared = PgShared::open(location, options, Duration::ZERO)?;
-        let display = shared.display.clone();
-        let pool = shared.pool.clone();
-        shared
+        let session = Session::open(location, options, Duration::ZERO)?;
+        let display = session.display.clone();
+        let pool = session.pool.clone();
+        session
             .runtime
             .run(async move {
                 let mut client = match pool.get().await {
@@ -95,13 +95,13 @@ impl PgStores {
                 };
                 Ok(migrate::migrate(&mut client).await)
             })
-            .map_err(|error| PgError::Unreachable { location: shared.display.clone(), message: error.to_string() })?
+            .map_err(|error| PgError::Unreachable { location: session.display.clone(), message: error.to_string() })?
     }
 
     /// The store of the workspace named `workspace_id` (tests).
     pub fn store_named(&self, workspace_id: &str, sealer: &Sealer) -> PgStore {
         let workspace_id = Ok(workspace_id.to_string());
-        PgStore { shared: self.shared.clone(), workspace_id, workspace: None, sealer: sealer.clone() }
+        PgStore { session: self.session.clone(), workspace_id, workspace: None, sealer: sealer.clone() }
     }
 
     /// The store of `workspace`, which it names by its id
@@ -112,7 +112,7 @@ impl PgStores {
         let workspace_id =
             crate::store::workspace_id::read_or_create(workspace, fresh).map_err(|error| error.to_string());
         let folder = Some(workspace.to_path_buf());
-        PgStore { shared: self.shared.clone(), workspace_id, workspace: folder, sealer: sealer.clone() }
+        PgStore { session: self.session.clone(), workspace_id, workspace: folder, sealer: sealer.clone() }
     }
 }
 
@@ -130,7 +130,7 @@ impl StoreFactory for PgStores {
             Err(error) => Err(error.to_string()),
         };
         let folder = Some(workspace.to_path_buf());
-        Arc::new(PgStore { shared: self.shared.clone(), workspace_id, workspace: folder, sealer: sealer.clone() })
+        Arc::new(PgStore { session: self.session.clone(), workspace_id, workspace: folder, sealer: sealer.clone() })
     }
 
     fn open_identified(&self, workspace: &Path, sealer: &Sealer, fresh: &dyn Fn() -> String) -> Arc<dyn RunStore> {

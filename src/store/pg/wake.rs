@@ -1,10 +1,10 @@
 //! Wake-ups: the one unpooled session that listens on `planrun_runnable`
 //! (`LISTEN`), and a worker's wait for a run of its workspace to become
-//! runnable ([`RunStore::wait_for_runnable`]).
+//! runnable ([`RunStore::wait_for_runnable`](crate::store::RunStore::wait_for_runnable)).
 
 use std::time::Duration;
 
-use super::session::PgShared;
+use super::session::Session;
 use super::{sql, tls};
 
 /// The listening session's channel, and when to try again after it ended.
@@ -15,12 +15,12 @@ pub(super) struct WakeUps {
 }
 
 /// How long to wait before listening again after the session ended.
-pub(super) const LISTEN_RETRY: Duration = Duration::from_secs(5);
+const LISTEN_RETRY: Duration = Duration::from_secs(5);
 
 /// The listening session over `tls`: subscribes, then forwards each
 /// notification's payload to `sender` until the session or the receiver
 /// ends.
-pub(super) async fn listen_on<T>(config: tokio_postgres::Config, tls: T, sender: std::sync::mpsc::Sender<String>)
+async fn listen_on<T>(config: tokio_postgres::Config, tls: T, sender: std::sync::mpsc::Sender<String>)
 where
     T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket> + Send,
     T::Stream: Send + 'static,
@@ -50,7 +50,7 @@ where
     }
 }
 
-impl PgShared {
+impl Session {
     /// Starts the listening session: one unpooled connection that
     /// subscribes to `planrun_runnable` and forwards each payload (a
     /// workspace id). When it ends (the server went away) the channel
@@ -68,7 +68,7 @@ impl PgShared {
     }
 
     /// Waits up to `timeout` for a wake-up of workspace `workspace_id`
-    /// ([`RunStore::wait_for_runnable`]), listening first if no session listens.
+    /// ([`RunStore::wait_for_runnable`](crate::store::RunStore::wait_for_runnable)), listening first if no session listens.
     pub(super) fn wait_for_runnable(&self, workspace_id: &Result<String, String>, timeout: Duration) -> bool {
         let Ok(mut wake_ups) = self.wake_ups.lock() else {
             std::thread::sleep(timeout);
