@@ -49,12 +49,11 @@
 //! checks over what it read in `verify.rs`, the approval rows in
 //! `approvals.rs`, wake-ups in `wake.rs`). A handle is built from its
 //! parts (`lease::HandleParts`: the session, the lease it took in
-//! `lease.rs`, the sealer, its place): `PgRun` (`run.rs`, how it sends its
-//! checkpoints in `checkpoint.rs`) and `PgRecord` (`record.rs`). Both make
+//! `lease.rs`, the sealer, its place): `PgRun` (`run/`, how it sends its
+//! checkpoints in `run/checkpoint.rs`) and `PgRecord` (`record.rs`). Both make
 //! their log lines' bytes in `lines.rs`.
 
 mod approvals;
-mod checkpoint;
 pub mod error;
 mod lease;
 mod lines;

@@ -345,7 +345,7 @@ fn unfinished_records_are_the_workspaces_own_unended_unheld_ones() {
 
 /// Kept read checkpoints go with the next checkpoint (one statement, and
 /// the record verifies), are sent by the next read's checkpoint once the
-/// first of them waited [`super::checkpoint::DEFERRED_READS_FOR`], and are dropped when
+/// first of them waited [`super::run::DEFERRED_READS_FOR`], and are dropped when
 /// the handle is given back without one: the row keeps the checkpoint
 /// before them, which loads, verifies and continues.
 #[test]
@@ -371,7 +371,7 @@ fn kept_read_checkpoints_go_with_the_next_write_or_are_dropped_with_the_handle()
     let (mut run, loaded) = store.open_run("r2").expect("open");
     let first = saved(&mut run, &loaded.state, 2);
     run.checkpoint_reads(&first, 1).expect("kept");
-    std::thread::sleep(super::checkpoint::DEFERRED_READS_FOR + std::time::Duration::from_millis(20));
+    std::thread::sleep(super::run::DEFERRED_READS_FOR + std::time::Duration::from_millis(20));
     let second = saved(&mut run, &first, 3);
     run.checkpoint_reads(&second, 2).expect("sent: the first waited long enough");
     assert_eq!(version("r2"), "3");
@@ -382,11 +382,11 @@ fn kept_read_checkpoints_go_with_the_next_write_or_are_dropped_with_the_handle()
     started(&store, "r5");
     let (mut run, loaded) = store.open_run("r5").expect("open");
     let moved_on = |read: u64| {
-        if read == super::checkpoint::DEFERRED_READS_MAX as u64 {
+        if read == super::run::DEFERRED_READS_MAX as u64 {
             schema.sql("UPDATE runs SET state_version = 99 WHERE run_id = 'r5'").expect("another holder's checkpoint");
         }
     };
-    kept_reads(&mut run, &loaded.state, super::checkpoint::DEFERRED_READS_MAX, &moved_on);
+    kept_reads(&mut run, &loaded.state, super::run::DEFERRED_READS_MAX, &moved_on);
     let refused = run.make_durable();
     assert!(matches!(refused, Err(StoreError::VersionConflict { expected: 1, found: 99, .. })), "{refused:?}");
     assert_eq!(last_seq(&schema, "r5"), loaded.audit_tail.seq.to_string(), "nothing written");
@@ -453,7 +453,7 @@ fn saved(
 /// checkpoint before) and sent before anything else the handle writes:
 /// `make_durable` sends it with one synchronous commit, and refuses
 /// (nothing may start) when the stored checkpoint is not the one it
-/// continues any more. After [`super::checkpoint::DEFERRED_READS_MAX`] kept ones they
+/// continues any more. After [`super::run::DEFERRED_READS_MAX`] kept ones they
 /// are sent with an asynchronous commit, which `make_durable` then makes
 /// durable (and refuses when a restart lost it). After a synchronous
 /// checkpoint it sends nothing.
@@ -475,7 +475,7 @@ fn a_read_checkpoint_is_made_durable_before_an_effect_or_refused_when_it_was_los
 
     // As many as the handle keeps: sent together, committed
     // asynchronously, without waiting for the answer.
-    let last = kept_reads(&mut run, &read, super::checkpoint::DEFERRED_READS_MAX, &|_| {});
+    let last = kept_reads(&mut run, &read, super::run::DEFERRED_READS_MAX, &|_| {});
     let sent = last.state_version.to_string();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while version() != sent && std::time::Instant::now() < deadline {

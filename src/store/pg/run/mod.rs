@@ -2,6 +2,8 @@
 //! plan kept until the next checkpoint (the [`RunHandle`] impl). How its
 //! checkpoints are sent is in `checkpoint.rs`.
 
+mod checkpoint;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,57 +20,60 @@ use crate::store::{
     StepRecord, StoreError,
 };
 
-use super::approvals::{self};
-use super::checkpoint::{DEFERRED_READS_FOR, DEFERRED_READS_MAX, DeferredHead, InFlight};
+use super::approvals;
 use super::lease::{HandleParts, HeldLease, refusal};
 use super::lines::{event_line, line_text};
-use super::session::Session;
-use super::session::{connect, execute};
+use super::session::{Session, connect, execute};
 use super::sql;
 use super::verify::EventRow;
+#[cfg(test)]
+pub(super) use checkpoint::{DEFERRED_READS_FOR, DEFERRED_READS_MAX};
+#[cfg(not(test))]
+use checkpoint::{DEFERRED_READS_FOR, DEFERRED_READS_MAX};
+use checkpoint::{DeferredHead, InFlight};
 
 /// An agent run leased by this process.
 pub(super) struct PgRun {
     /// The workspace's folder on this machine, where the run's shell child
     /// is noted (`RunHandle::child_note`).
-    pub(super) workspace: Option<PathBuf>,
+    workspace: Option<PathBuf>,
     /// The statements go through it, guarded by the lease.
-    pub(super) session: Arc<Session>,
-    pub(super) lease: HeldLease,
-    pub(super) location: PathBuf,
-    pub(super) sealer: Sealer,
+    session: Arc<Session>,
+    lease: HeldLease,
+    location: PathBuf,
+    sealer: Sealer,
     /// The version of the last checkpoint this handle wrote (kept or sent).
-    pub(super) stored_version: u64,
+    stored_version: u64,
     /// The version the database holds, as far as this handle knows: the
     /// guard of its next statement. Behind `stored_version` while read
     /// checkpoints are kept in the handle (`deferred`).
-    pub(super) committed_version: u64,
-    pub(super) audit_seq: u64,
-    pub(super) audit_hash: Option<String>,
-    pub(super) history_records: u64,
-    pub(super) history_hash: Option<String>,
+    committed_version: u64,
+    audit_seq: u64,
+    audit_hash: Option<String>,
+    history_records: u64,
+    history_hash: Option<String>,
     /// The plan's text and link, once written; `plan_stored` once committed.
-    pub(super) plan: Option<(String, String)>,
-    pub(super) plan_stored: bool,
+    plan: Option<(String, String)>,
+    plan_stored: bool,
     /// Appended since the last checkpoint, committed with the next one.
-    pub(super) events: Vec<EventRow>,
-    pub(super) history: Vec<(i64, String)>,
+    events: Vec<EventRow>,
+    history: Vec<(i64, String)>,
     /// What the coming head line carries that no row holds yet, as in
     /// the file store (`head.rs`).
-    pub(super) pending: PendingHead,
+    pending: PendingHead,
     /// A decision on the frozen action, written with the next checkpoint.
-    pub(super) decision: Option<ApprovalDecision>,
+    decision: Option<ApprovalDecision>,
     /// The last checkpoint was committed asynchronously
     /// ([`RunHandle::checkpoint_reads`]) and no synchronous commit of this
     /// run followed it yet.
-    pub(super) unsynced: bool,
+    unsynced: bool,
     /// The read checkpoints kept in the handle and not sent yet
     /// ([`RunHandle::checkpoint_reads`]): the last one's head.
-    pub(super) deferred: Option<DeferredHead>,
+    deferred: Option<DeferredHead>,
     /// Kept read checkpoints sent without waiting (when as many were kept
     /// as a handle keeps): the run reads on while the server writes them;
     /// the answer is taken before anything else is sent.
-    pub(super) in_flight: Option<InFlight>,
+    in_flight: Option<InFlight>,
 }
 
 impl PgRun {

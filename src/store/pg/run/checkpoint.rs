@@ -13,15 +13,15 @@ use crate::store::head::full_payload;
 use crate::store::run_dir::compare_version;
 use crate::store::{ApprovalDecision, RunState, StoreError};
 
-use super::approvals::{self};
-use super::error::store_error;
-use super::lease::refusal;
-use super::lines::sealed_text;
-use super::run::PgRun;
-use super::runtime::Pending;
-use super::session::{connect, execute, query};
-use super::sql;
-use super::verify::EventRow;
+use super::PgRun;
+use crate::store::pg::approvals;
+use crate::store::pg::error::store_error;
+use crate::store::pg::lease::refusal;
+use crate::store::pg::lines::sealed_text;
+use crate::store::pg::runtime::Pending;
+use crate::store::pg::session::{connect, execute, query};
+use crate::store::pg::sql;
+use crate::store::pg::verify::EventRow;
 
 /// Runs [`sql::CHECKPOINT`] with its 18 parameters; `false` when its
 /// guard refused (nothing was written).
@@ -44,11 +44,11 @@ pub(super) struct InFlight {
 
 /// How many read checkpoints in a row a handle keeps before it sends them
 /// (in one statement: their rows and the last one's head).
-pub(super) const DEFERRED_READS_MAX: usize = 64;
+pub(in crate::store::pg) const DEFERRED_READS_MAX: usize = 64;
 
 /// How long the first of the kept read checkpoints may wait: the next
 /// read's checkpoint after that sends them all.
-pub(super) const DEFERRED_READS_FOR: Duration = Duration::from_millis(200);
+pub(in crate::store::pg) const DEFERRED_READS_FOR: Duration = Duration::from_millis(200);
 
 /// The last of the read checkpoints a handle keeps: its head line is the
 /// last row of `events[..events]`, and it covers `history[..history]`.
