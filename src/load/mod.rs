@@ -21,11 +21,11 @@
 //! The keys of every table are declared once, in `keys.rs`; `schema.rs`
 //! generates the editors' JSON Schema from the same declarations.
 
-mod catalog;
 mod checked;
 mod keys;
 mod lint_plan;
 mod loaded_plan;
+mod loader;
 mod node;
 mod parse_yaml;
 mod route_checks;
@@ -37,8 +37,8 @@ mod validate_scenario;
 mod validate_service_policy;
 mod validate_step;
 
-pub use catalog::{Catalog, Loader};
 pub use checked::{CheckedFile, FileKind};
+pub use loader::{Catalog, Loader};
 pub use node::{Key, Node, NodeValue};
 pub use parse_yaml::Copies;
 pub use schema::{SchemaKind, schema, schema_text};
