@@ -27,6 +27,7 @@
 mod catalog;
 mod checked;
 mod cross_check;
+mod defaults;
 mod keys;
 mod lint_plan;
 mod loaded_plan;
@@ -48,11 +49,11 @@ mod validate_step;
 
 pub use catalog::Catalog;
 pub use checked::{CheckedFile, FileKind};
+pub use defaults::{DEFAULT_FILES_DENY, DEFAULT_SEARCH_PATH};
 pub use loader::Loader;
 pub use node::{Key, Node, NodeValue};
 pub use read_file::Copies;
 pub use schema::{SchemaKind, schema, schema_text};
-pub use validate_policy::{DEFAULT_FILES_DENY, DEFAULT_SEARCH_PATH};
 pub use validate_scenario::{is_scenario_file, scenario_files_for};
 
 #[cfg(test)]

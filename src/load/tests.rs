@@ -546,6 +546,54 @@ fn a_minimal_policy_has_the_documented_defaults() {
     assert_eq!(policy.budget.max_output_bytes, 1_048_576);
 }
 
+/// `docs/policies.md` shows the defaults in its example policy (beside
+/// values it marks as not defaults): they are what a policy that leaves
+/// every key out gets.
+#[test]
+fn the_documented_policy_defaults_are_the_defaults() {
+    let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/policies.md")).expect("page");
+    let start = page.find("```toml\n").expect("a TOML block") + "```toml\n".len();
+    let block = &page[start..start + page[start..].find("```").expect("its end")];
+    let (loader, documented) = policy_text("documented.toml", block);
+    assert_eq!(found(&loader), Vec::<String>::new());
+    let (documented, defaults) =
+        (documented.expect("documented"), policy_text("d.toml", "version = 1\n").1.expect("d"));
+    fn json(value: &impl serde::Serialize) -> serde_json::Value {
+        serde_json::to_value(value).expect("json")
+    }
+    assert_eq!(json(&documented.shell.search_path), json(&defaults.shell.search_path));
+    assert_eq!(json(&documented.shell.env), json(&defaults.shell.env));
+    assert_eq!(json(&documented.files), json(&defaults.files));
+    assert_eq!(json(&documented.retry), json(&defaults.retry));
+    let budget = crate::model::Budget { max_run_secs: None, ..documented.budget };
+    assert_eq!(json(&budget), json(&defaults.budget));
+}
+
+/// `docs/service.md` names the built-in service policy's values.
+#[test]
+fn the_documented_service_defaults_are_the_defaults() {
+    use crate::model::{
+        DEFAULT_CONTROLLER_LIMITS, DEFAULT_DECISION_TIMEOUT_SECS, DEFAULT_MAX_GOAL_CHARS, DEFAULT_MAX_TOKENS,
+        DEFAULT_TEMPERATURE,
+    };
+    let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/service.md")).expect("page");
+    let limits = DEFAULT_CONTROLLER_LIMITS;
+    for sentence in [
+        format!(
+            "built-in defaults apply: {DEFAULT_MAX_GOAL_CHARS} characters, no patterns, {} iterations, {} consecutive \
+             failures, no recovery rules, and decision requests of at most {DEFAULT_DECISION_TIMEOUT_SECS} s and \
+             {DEFAULT_MAX_TOKENS} tokens at temperature {DEFAULT_TEMPERATURE}",
+            limits.max_iterations, limits.max_consecutive_failures
+        ),
+        format!(
+            "the defaults ({DEFAULT_DECISION_TIMEOUT_SECS} s, {DEFAULT_MAX_TOKENS} tokens, temperature \
+             {DEFAULT_TEMPERATURE})"
+        ),
+    ] {
+        assert!(page.contains(&sentence), "docs/service.md should say: {sentence}");
+    }
+}
+
 fn catalog_of(files: &Files) -> (Loader, Catalog) {
     let mut loader = Loader::new();
     let catalog = loader.load_catalog(&files.path("plans"), &files.path("policies"));
