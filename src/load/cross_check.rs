@@ -79,41 +79,46 @@ fn plan_vs_policy(loaded: &LoadedPlan, policy: &Policy, diagnostics: &mut Vec<Di
     shell_always_denied(loaded, policy, &rules, diagnostics);
     file_always_denied(loaded, policy, &rules, diagnostics);
     for (step, spans) in loaded.plan.steps.iter().zip(&loaded.spans.steps) {
-        if let (Some(retry), Some(span)) = (step.retry, spans.retry)
-            && retry > policy.retry.cap
-        {
-            diagnostics.push(
-                loaded.soften(
-                    Diagnostic::warning(
-                        "retry-above-cap",
-                        format!(
-                            "step `{}` asks for {retry} attempts; policy `{}` caps them at {}",
-                            step.id, policy.name, policy.retry.cap
-                        ),
-                    )
-                    .with_span(span)
-                    .with_label(format!("at most {} attempts will run", policy.retry.cap))
-                    .with_help("lower `retry` or raise `retry.cap` in the policy"),
-                ),
-            );
+        let settings = [
+            (StepLimit::RetryCap, step.retry.map(u64::from), spans.retry, u64::from(policy.retry.cap)),
+            (StepLimit::StepTimeout, step.timeout_secs, spans.timeout, policy.budget.step_timeout_secs),
+        ];
+        for (limit, asked, span, allowed) in settings {
+            if let (Some(asked), Some(span)) = (asked, span)
+                && asked > allowed
+            {
+                let finding = limit.exceeded(&step.id, &policy.name, asked, allowed);
+                diagnostics.push(loaded.soften(finding.with_span(span)));
+            }
         }
-        if let (Some(timeout), Some(span)) = (step.timeout_secs, spans.timeout)
-            && timeout > policy.budget.step_timeout_secs
-        {
-            diagnostics.push(
-                loaded.soften(
-                    Diagnostic::warning(
-                        "timeout-above-budget",
-                        format!(
-                            "step `{}` asks for {timeout}s; policy `{}` allows {}s per step",
-                            step.id, policy.name, policy.budget.step_timeout_secs
-                        ),
-                    )
-                    .with_span(span)
-                    .with_label(format!("the step is stopped after {}s", policy.budget.step_timeout_secs))
-                    .with_help("lower `timeout_secs` or raise `budget.step_timeout_secs`"),
-                ),
-            );
+    }
+}
+
+/// A step setting its policy bounds: `retry` by `retry.cap`, `timeout_secs`
+/// by `budget.step_timeout_secs`.
+#[derive(Debug, Clone, Copy)]
+enum StepLimit {
+    RetryCap,
+    StepTimeout,
+}
+
+impl StepLimit {
+    /// The warning for step `step` asking for `asked` where policy `policy`
+    /// allows `allowed`.
+    fn exceeded(self, step: &str, policy: &str, asked: u64, allowed: u64) -> Diagnostic {
+        match self {
+            StepLimit::RetryCap => Diagnostic::warning(
+                "retry-above-cap",
+                format!("step `{step}` asks for {asked} attempts; policy `{policy}` caps them at {allowed}"),
+            )
+            .with_label(format!("at most {allowed} attempts will run"))
+            .with_help("lower `retry` or raise `retry.cap` in the policy"),
+            StepLimit::StepTimeout => Diagnostic::warning(
+                "timeout-above-budget",
+                format!("step `{step}` asks for {asked}s; policy `{policy}` allows {allowed}s per step"),
+            )
+            .with_label(format!("the step is stopped after {allowed}s"))
+            .with_help("lower `timeout_secs` or raise `budget.step_timeout_secs`"),
         }
     }
 }

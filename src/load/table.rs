@@ -235,10 +235,15 @@ impl<'n> TableReader<'n> {
         None
     }
 
+    /// What `keys.rs` declares for `key`, as `pick` takes it from its type.
+    fn declared<T>(&self, key: &str, pick: impl Fn(Type) -> Option<T>) -> Option<T> {
+        self.allowed.iter().find(|allowed| allowed.name == key).and_then(|spec| pick(spec.ty))
+    }
+
     /// An integer within the range that `keys.rs` declares for `key`
     /// ([`Type::Range`]), or `wrong-type` / `invalid-value`.
     pub(crate) fn ranged(&mut self, key: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<(i64, &'n Node)> {
-        let declared = self.allowed.iter().find(|allowed| allowed.name == key).and_then(|spec| match spec.ty {
+        let declared = self.declared(key, |ty| match ty {
             Type::Range { min, max } => Some((min, max)),
             _ => None,
         });
@@ -252,7 +257,7 @@ impl<'n> TableReader<'n> {
     /// declares for `key` ([`Type::Number`]), or `wrong-type` /
     /// `invalid-value`.
     pub(crate) fn number(&mut self, key: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<(f64, &'n Node)> {
-        let declared = self.allowed.iter().find(|allowed| allowed.name == key).and_then(|spec| match spec.ty {
+        let declared = self.declared(key, |ty| match ty {
             Type::Number { min, max } => Some((min, max)),
             _ => None,
         });
