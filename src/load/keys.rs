@@ -10,7 +10,10 @@
 //!
 //! Adding a key: add a [`KeySpec`] to its section and read it in the
 //! section's validator function (for the service policy, in
-//! `validate_service_policy.rs`). Adding a step kind: add a
+//! `validate_service_policy.rs`). A key a file may leave out names its
+//! default with [`KeySpec::defaults_to`], from the constant the validator
+//! reads (`defaults.rs`, or the model's), so its description never says
+//! another value. Adding a step kind: add a
 //! [`Variant`] to [`STEP`] and build its action in `validate_step.rs`.
 
 use std::borrow::Cow;
