@@ -20,14 +20,18 @@
 //! (`<plan>.scenarios.toml`), which plan and policy listings skip.
 //!
 //! Every validator reads tables through `table.rs`, which reports wrong
-//! types, missing keys and unknown keys (with a did-you-mean) uniformly.
-//! The keys of every table are declared once, in `keys.rs`; `schema.rs`
-//! generates the editors' JSON Schema from the same declarations.
+//! types, missing keys and unknown keys (with a did-you-mean,
+//! `did_you_mean.rs`) uniformly. The keys of every table are declared once,
+//! in `keys.rs`, each optional key's description showing its default from
+//! the constant the validator reads (`defaults.rs`, or the model's);
+//! `schema.rs` generates the editors' JSON Schema from the same
+//! declarations.
 
 mod catalog;
 mod checked;
 mod cross_check;
 mod defaults;
+mod did_you_mean;
 mod keys;
 mod lint_plan;
 mod loaded_plan;

@@ -5,11 +5,12 @@
 
 use crate::diag::{Diagnostic, SourceFile, Span};
 use crate::load::defaults::{DEFAULT_FLAKY_FAILURES, DEFAULT_FLAKY_OUTPUT};
+use crate::load::did_you_mean::did_you_mean;
 use crate::load::keys::{EXPECT, STEP, WHEN};
 use crate::load::loaded_plan::{PlanSpans, StepSpans, TemplateSite};
 use crate::load::node::Node;
 use crate::load::table::{
-    TableReader, compile_regex, did_you_mean, error_count, expect_string, name_or_error, value_span, wrong_type,
+    TableReader, compile_regex, error_count, expect_string, name_or_error, value_span, wrong_type,
 };
 use crate::model::{Action, Condition, ConditionTest, Expect, Risk, Step, WhenFalse};
 use crate::template::{RefTarget, Template};
