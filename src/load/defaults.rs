@@ -15,6 +15,11 @@ pub const DEFAULT_FILES_DENY: &[&str] = &["runs/**"];
 pub(crate) const DEFAULT_MAX_BYTES: u64 = 1_048_576;
 /// Default `decision` of a `[[shell.allow]]` rule.
 pub(crate) const DEFAULT_DECISION: Decision = Decision::Allow;
+/// Default `id` of the `[[shell.allow]]` rule at `index` (`shell.allow[0]`).
+pub(crate) fn default_rule_id(index: &str) -> String {
+    format!("shell.allow[{index}]")
+}
+
 /// Default `retry.cap`.
 pub(crate) const DEFAULT_RETRY_CAP: u64 = 2;
 /// The `[budget]` of a policy that leaves it (or a key of it) out: no

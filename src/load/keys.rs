@@ -20,13 +20,13 @@ use std::borrow::Cow;
 
 use crate::load::defaults::{
     DEFAULT_BUDGET, DEFAULT_DECISION, DEFAULT_FILES_DENY, DEFAULT_FLAKY_FAILURES, DEFAULT_FLAKY_OUTPUT,
-    DEFAULT_MAX_BYTES, DEFAULT_RETRY_CAP, DEFAULT_SEARCH_PATH, default_attempts,
+    DEFAULT_MAX_BYTES, DEFAULT_RETRY_CAP, DEFAULT_SEARCH_PATH, default_attempts, default_rule_id,
 };
 use crate::model::{
     DEFAULT_CLOCK, DEFAULT_CONTROLLER_LIMITS, DEFAULT_DECISION_TIMEOUT_SECS, DEFAULT_FOLDER, DEFAULT_MAX_GOAL_CHARS,
     DEFAULT_MAX_TOKENS, DEFAULT_POLICY, DEFAULT_TEMPERATURE, FailureClass,
 };
-use DefaultValue::{Code, Float, Number};
+use DefaultValue::{Code, Computed, Float, Number};
 
 /// What a key's value must be.
 #[derive(Debug, Clone, Copy)]
@@ -90,6 +90,8 @@ pub(crate) enum DefaultValue {
     Float(f64),
     /// Words of code, each in backquotes, separated by commas.
     Code(&'static [&'static str]),
+    /// Code made by the function the validator calls, in backquotes.
+    Computed(fn() -> String),
 }
 
 impl KeySpec {
@@ -113,6 +115,7 @@ impl KeySpec {
             DefaultValue::Number(number) => number.to_string(),
             DefaultValue::Float(number) => format!("{number:?}"),
             DefaultValue::Code(words) => words.iter().map(|word| format!("`{word}`")).collect::<Vec<_>>().join(", "),
+            DefaultValue::Computed(code) => format!("`{}`", code()),
         };
         Cow::Owned(format!("{} (default {shown}){}", self.doc, self.after))
     }
@@ -384,7 +387,7 @@ pub(crate) static RULE: Section = Section {
     title: "shell rule",
     doc: "one `[[shell.allow]]` rule",
     keys: &[
-        key("id", STRING, "a stable name for records (default `shell.allow[<index>]`)"),
+        key("id", STRING, "a stable name for records").defaults_to(Computed(|| default_rule_id("<index>"))),
         required("program", STRING, "the bare program name the rule is about"),
         key(
             "args",

@@ -18,7 +18,7 @@ use crate::confine::{PathDenied, PathRules, is_within};
 use crate::diag::{Diagnostic, Span};
 use crate::load::defaults::{
     DEFAULT_BUDGET, DEFAULT_DECISION, DEFAULT_FILES_DENY, DEFAULT_MAX_BYTES, DEFAULT_RETRY_CAP, DEFAULT_SEARCH_PATH,
-    default_attempts,
+    default_attempts, default_rule_id,
 };
 use crate::load::keys::{BUDGET, FILES, POLICY, RETRY, RULE, SHELL, TOKEN_TABLE};
 use crate::load::node::Node;
@@ -170,7 +170,7 @@ fn shell(
 
 fn rule(node: &Node, index: usize, slots: &PathRules, diagnostics: &mut Vec<Diagnostic>) -> Option<ShellRule> {
     let errors_before = error_count(diagnostics);
-    let default_name = format!("shell.allow[{index}]");
+    let default_name = default_rule_id(&index.to_string());
     let mut reader =
         TableReader::new(node, &format!("`{default_name}`"), format!(" in `{default_name}`"), RULE.keys, diagnostics)?;
     let name = match reader.string("id", diagnostics) {
