@@ -171,3 +171,27 @@ fn stderr_text_references_are_checked_like_the_other_step_fields() {
     assert_eq!(found(&loader), ["template-field-never-produced@16:12"]);
     assert!(loader.diagnostics()[0].message.contains("never produces `stderr_text`"), "{:?}", loader.diagnostics());
 }
+
+/// `docs/plan-files.md` and `docs/authoring-and-review.md` name the
+/// defaults of plan and scenario keys.
+#[test]
+fn the_documented_plan_defaults_are_the_defaults() {
+    use crate::load::defaults::{DEFAULT_FLAKY_FAILURES, DEFAULT_FLAKY_OUTPUT};
+    use crate::model::{DEFAULT_CLOCK, DEFAULT_FOLDER, DEFAULT_POLICY};
+    let page = |name: &str| {
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs").join(name)).expect("page")
+    };
+    let (plans, scenarios) = ("plan-files.md", "authoring-and-review.md");
+    for (name, said) in [
+        (plans, format!("default \"{DEFAULT_POLICY}\"")),
+        (
+            plans,
+            format!("`failures` (default {DEFAULT_FLAKY_FAILURES}), `output` (default `\"{DEFAULT_FLAKY_OUTPUT}\"`)"),
+        ),
+        (scenarios, format!("the snapshot folder below the snapshots root (default `{DEFAULT_FOLDER}`)")),
+        (scenarios, format!("the RFC 3339 start of the run's test clock (default `{DEFAULT_CLOCK}`)")),
+        (scenarios, format!("its clock start (default `{DEFAULT_CLOCK}`)")),
+    ] {
+        assert!(page(name).contains(&said), "docs/{name} should say: {said}");
+    }
+}
