@@ -19,7 +19,7 @@
 use std::cell::RefCell;
 use std::fmt;
 
-use serde::de::{self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 /// Why a text is not strict JSON, or not of the expected shape. Lines and
@@ -69,10 +69,10 @@ pub fn parse(text: &str) -> Result<Value, JsonError> {
 
 /// Parses `bytes` (UTF-8) as strict JSON.
 pub fn parse_slice(bytes: &[u8]) -> Result<Value, JsonError> {
-    let duplicate = RefCell::new(None);
+    DUPLICATE.with_borrow_mut(Option::take);
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let value =
-        Strict { duplicate: &duplicate }.deserialize(&mut deserializer).map_err(|error| match duplicate.take() {
+    let StrictValue(value) =
+        StrictValue::deserialize(&mut deserializer).map_err(|error| match DUPLICATE.with_borrow_mut(Option::take) {
             Some(key) => JsonError::DuplicateKey { key, line: error.line(), column: error.column() },
             None => syntax(bytes, &error),
         })?;
@@ -118,22 +118,26 @@ fn non_number_at(text: &str, line: usize, column: usize) -> Option<&'static str>
         .find_map(|rest| ["NaN", "-Infinity", "Infinity"].into_iter().find(|token| rest.starts_with(token)))
 }
 
-/// Reads one value, refusing duplicate keys; the duplicate key is left in
-/// `duplicate` so the error can name it (serde_json adds its position).
-#[derive(Clone, Copy)]
-struct Strict<'a> {
-    duplicate: &'a RefCell<Option<String>>,
+thread_local! {
+    /// The key a [`StrictValue`] found twice, for [`parse_slice`] to name
+    /// (serde_json adds its position): a parse runs on one thread, and
+    /// nothing parses inside a parse.
+    static DUPLICATE: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
-impl<'de> DeserializeSeed<'de> for Strict<'_> {
-    type Value = Value;
+/// One value, read refusing duplicate keys.
+struct StrictValue(Value);
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
+impl<'de> Deserialize<'de> for StrictValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<StrictValue, D::Error> {
+        deserializer.deserialize_any(Strict).map(StrictValue)
     }
 }
 
-impl<'de> Visitor<'de> for Strict<'_> {
+/// The visitor behind [`StrictValue`].
+struct Strict;
+
+impl<'de> Visitor<'de> for Strict {
     type Value = Value;
 
     fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -167,7 +171,7 @@ impl<'de> Visitor<'de> for Strict<'_> {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(self)? {
+        while let Some(StrictValue(item)) = seq.next_element()? {
             items.push(item);
         }
         Ok(Value::Array(items))
@@ -177,10 +181,10 @@ impl<'de> Visitor<'de> for Strict<'_> {
         while let Some(key) = access.next_key::<String>()? {
             if map.contains_key(&key) {
                 let message = format!("duplicate key `{key}`");
-                *self.duplicate.borrow_mut() = Some(key);
+                DUPLICATE.set(Some(key));
                 return Err(de::Error::custom(message));
             }
-            let value = access.next_value_seed(self)?;
+            let StrictValue(value) = access.next_value()?;
             map.insert(key, value);
         }
         Ok(Value::Object(map))

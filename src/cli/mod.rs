@@ -1,6 +1,6 @@
 //! The command line: argument parsing and dispatch. Each subcommand lives in
-//! its own file; output helpers in `output.rs`; exit codes in
-//! `exit_code.rs`. No logic of the runtime lives here.
+//! its own file; output helpers in `output.rs`; exit codes are
+//! [`crate::ops::ExitStatus`]. No logic of the runtime lives here.
 
 mod approve;
 mod cancel;

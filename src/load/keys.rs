@@ -10,8 +10,23 @@
 //!
 //! Adding a key: add a [`KeySpec`] to its section and read it in the
 //! section's validator function (for the service policy, in
-//! `validate_service_policy.rs`). Adding a step kind: add a
+//! `validate_service_policy.rs`). A key a file may leave out names its
+//! default with [`KeySpec::defaults_to`], from the constant the validator
+//! reads (`defaults.rs`, or the model's), so its description never says
+//! another value. Adding a step kind: add a
 //! [`Variant`] to [`STEP`] and build its action in `validate_step.rs`.
+
+use std::borrow::Cow;
+
+use crate::load::defaults::{
+    DEFAULT_BUDGET, DEFAULT_DECISION, DEFAULT_FILES_DENY, DEFAULT_FLAKY_FAILURES, DEFAULT_FLAKY_OUTPUT,
+    DEFAULT_MAX_BYTES, DEFAULT_RETRY_CAP, DEFAULT_SEARCH_PATH, default_attempts, default_rule_id,
+};
+use crate::model::{
+    DEFAULT_CLOCK, DEFAULT_CONTROLLER_LIMITS, DEFAULT_DECISION_TIMEOUT_SECS, DEFAULT_FOLDER, DEFAULT_MAX_GOAL_CHARS,
+    DEFAULT_MAX_TOKENS, DEFAULT_POLICY, DEFAULT_TEMPERATURE, FailureClass,
+};
+use DefaultValue::{Code, Computed, Float, Number};
 
 /// What a key's value must be.
 #[derive(Debug, Clone, Copy)]
@@ -57,8 +72,53 @@ pub(crate) struct KeySpec {
     pub name: &'static str,
     pub ty: Type,
     pub required: bool,
-    /// One line, lowercase, no final period.
+    /// One line, lowercase, no final period; the default and `after`
+    /// follow it (see [`KeySpec::description`]).
     pub doc: &'static str,
+    /// What a file that leaves the key out gets, read from the constant the
+    /// validator reads: shown as ` (default …)` after `doc`.
+    pub default: Option<DefaultValue>,
+    /// Text after the default (`; may hold templates`).
+    pub after: &'static str,
+}
+
+/// A key's default as its description shows it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum DefaultValue {
+    Number(u64),
+    /// Shown with its point (`0.0`).
+    Float(f64),
+    /// Words of code, each in backquotes, separated by commas.
+    Code(&'static [&'static str]),
+    /// Code made by the function the validator calls, in backquotes.
+    Computed(fn() -> String),
+}
+
+impl KeySpec {
+    /// This key, defaulting to `default` when a file leaves it out.
+    const fn defaults_to(self, default: DefaultValue) -> KeySpec {
+        KeySpec { default: Some(default), ..self }
+    }
+
+    /// This key, with `after` following its default in its description.
+    const fn then(self, after: &'static str) -> KeySpec {
+        KeySpec { after, ..self }
+    }
+
+    /// The key's one line: `doc`, its default, `after` (the schema's
+    /// `description`).
+    pub(crate) fn description(&self) -> Cow<'static, str> {
+        let Some(default) = self.default else {
+            return Cow::Borrowed(self.doc);
+        };
+        let shown = match default {
+            DefaultValue::Number(number) => number.to_string(),
+            DefaultValue::Float(number) => format!("{number:?}"),
+            DefaultValue::Code(words) => words.iter().map(|word| format!("`{word}`")).collect::<Vec<_>>().join(", "),
+            DefaultValue::Computed(code) => format!("`{}`", code()),
+        };
+        Cow::Owned(format!("{} (default {shown}){}", self.doc, self.after))
+    }
 }
 
 /// One table of a file.
@@ -88,11 +148,11 @@ impl Section {
 }
 
 const fn key(name: &'static str, ty: Type, doc: &'static str) -> KeySpec {
-    KeySpec { name, ty, required: false, doc }
+    KeySpec { name, ty, required: false, doc, default: None, after: "" }
 }
 
 const fn required(name: &'static str, ty: Type, doc: &'static str) -> KeySpec {
-    KeySpec { name, ty, required: true, doc }
+    KeySpec { name, ty, required: true, doc, default: None, after: "" }
 }
 
 const STRING: Type = Type::String;
@@ -113,11 +173,8 @@ pub(crate) static PLAN: Section = Section {
             STRINGS,
             "routing keywords: a goal containing one (case-insensitive) routes here; the longest match wins",
         ),
-        key(
-            "policy",
-            Type::Name { max: usize::MAX },
-            "the policy file's name in the policies folder (default `default`)",
-        ),
+        key("policy", Type::Name { max: usize::MAX }, "the policy file's name in the policies folder")
+            .defaults_to(Code(&[DEFAULT_POLICY])),
         key("default", Type::Boolean, "whether this plan takes the goals that match no keyword (exactly one plan)"),
         key(
             "expected_status",
@@ -275,8 +332,11 @@ pub(crate) static STEP: Section = Section {
             name: "flaky",
             doc: "a deterministic test tool: fails its first `failures` attempts with `execution_error`",
             keys: &[
-                key("failures", Type::Integer { min: 0 }, "how many attempts fail before one succeeds (default 1)"),
-                key("output", STRING, "the output once it succeeds (default `ok`); may hold templates"),
+                key("failures", Type::Integer { min: 0 }, "how many attempts fail before one succeeds")
+                    .defaults_to(Number(DEFAULT_FLAKY_FAILURES as u64)),
+                key("output", STRING, "the output once it succeeds")
+                    .defaults_to(Code(&[DEFAULT_FLAKY_OUTPUT]))
+                    .then("; may hold templates"),
             ],
         },
         Variant {
@@ -312,11 +372,7 @@ pub(crate) static SHELL: Section = Section {
     doc: "how shell steps are decided and run",
     keys: &[
         key("blocked", STRINGS, "programs always forbidden, checked on the name and on the resolved file"),
-        key(
-            "search_path",
-            STRINGS,
-            "absolute folders searched for programs (default `/usr/local/bin`, `/usr/bin`, `/bin`)",
-        ),
+        key("search_path", STRINGS, "absolute folders searched for programs").defaults_to(Code(DEFAULT_SEARCH_PATH)),
         key(
             "env",
             Type::Map(&Type::String),
@@ -331,7 +387,7 @@ pub(crate) static RULE: Section = Section {
     title: "shell rule",
     doc: "one `[[shell.allow]]` rule",
     keys: &[
-        key("id", STRING, "a stable name for records (default `shell.allow[<index>]`)"),
+        key("id", STRING, "a stable name for records").defaults_to(Computed(|| default_rule_id("<index>"))),
         required("program", STRING, "the bare program name the rule is about"),
         key(
             "args",
@@ -339,11 +395,9 @@ pub(crate) static RULE: Section = Section {
             "accepted argument lists, a matcher per token (default: the program alone)",
         ),
         key("prefix", Type::Boolean, "match only the leading arguments (refused for shells, interpreters, wrappers)"),
-        key(
-            "decision",
-            Type::Enum(&["allow", "prompt", "forbidden"]),
-            "what a match decides (default `allow`); `prompt` makes the step wait for a person's approval",
-        ),
+        key("decision", Type::Enum(&["allow", "prompt", "forbidden"]), "what a match decides")
+            .defaults_to(Code(&[DEFAULT_DECISION.as_str()]))
+            .then("; `prompt` makes the step wait for a person's approval"),
         key("reason", STRING, "why the rule exists; shown with every decision it makes"),
         key("match", Type::Array(&STRINGS), "argument lists the rule must accept (checked at load)"),
         key("not_match", Type::Array(&STRINGS), "argument lists the rule must refuse (checked at load)"),
@@ -369,9 +423,9 @@ pub(crate) static FILES: Section = Section {
     title: "files",
     doc: "file confinement",
     keys: &[
-        key("deny", STRINGS, "workspace-relative globs file tools never touch (default `runs/**`)"),
-        key("max_read_bytes", POSITIVE, "largest file a step may read (default 1048576)"),
-        key("max_write_bytes", POSITIVE, "largest file a step may write (default 1048576)"),
+        key("deny", STRINGS, "workspace-relative globs file tools never touch").defaults_to(Code(DEFAULT_FILES_DENY)),
+        key("max_read_bytes", POSITIVE, "largest file a step may read").defaults_to(Number(DEFAULT_MAX_BYTES)),
+        key("max_write_bytes", POSITIVE, "largest file a step may write").defaults_to(Number(DEFAULT_MAX_BYTES)),
     ],
     variants: &[],
 };
@@ -382,12 +436,17 @@ pub(crate) static RETRY: Section = Section {
     title: "retry",
     doc: "max attempts per failure class; `security_denied` and `template_error` are never retried",
     keys: &[
-        key("security_denied", POSITIVE, "attempts after a policy denial (default 1)"),
-        key("template_error", POSITIVE, "attempts after an unresolvable template (default 1)"),
-        key("file_error", POSITIVE, "attempts after a file tool failure (default 2)"),
-        key("execution_error", POSITIVE, "attempts after a failed or timed-out process (default 2)"),
-        key("unknown_error", POSITIVE, "attempts after any other failure (default 1)"),
-        key("cap", POSITIVE, "hard cap on attempts, whatever a step asks (default 2)"),
+        key("security_denied", POSITIVE, "attempts after a policy denial")
+            .defaults_to(Number(default_attempts(FailureClass::SecurityDenied) as u64)),
+        key("template_error", POSITIVE, "attempts after an unresolvable template")
+            .defaults_to(Number(default_attempts(FailureClass::TemplateError) as u64)),
+        key("file_error", POSITIVE, "attempts after a file tool failure")
+            .defaults_to(Number(default_attempts(FailureClass::FileError) as u64)),
+        key("execution_error", POSITIVE, "attempts after a failed or timed-out process")
+            .defaults_to(Number(default_attempts(FailureClass::ExecutionError) as u64)),
+        key("unknown_error", POSITIVE, "attempts after any other failure")
+            .defaults_to(Number(default_attempts(FailureClass::UnknownError) as u64)),
+        key("cap", POSITIVE, "hard cap on attempts, whatever a step asks").defaults_to(Number(DEFAULT_RETRY_CAP)),
     ],
     variants: &[],
 };
@@ -396,11 +455,14 @@ pub(crate) static BUDGET: Section = Section {
     title: "budget",
     doc: "limits per run",
     keys: &[
-        key("max_steps", POSITIVE, "steps per run (default 32)"),
-        key("max_tool_calls", POSITIVE, "tool calls per run (default 32)"),
-        key("max_consecutive_failures", POSITIVE, "failed attempts in a row (default 3)"),
-        key("step_timeout_secs", POSITIVE, "timeout of every step, in seconds (default 30)"),
-        key("max_output_bytes", POSITIVE, "captured output per step; the rest is dropped and marked (default 1048576)"),
+        key("max_steps", POSITIVE, "steps per run").defaults_to(Number(DEFAULT_BUDGET.max_steps)),
+        key("max_tool_calls", POSITIVE, "tool calls per run").defaults_to(Number(DEFAULT_BUDGET.max_tool_calls)),
+        key("max_consecutive_failures", POSITIVE, "failed attempts in a row")
+            .defaults_to(Number(DEFAULT_BUDGET.max_consecutive_failures)),
+        key("step_timeout_secs", POSITIVE, "timeout of every step, in seconds")
+            .defaults_to(Number(DEFAULT_BUDGET.step_timeout_secs)),
+        key("max_output_bytes", POSITIVE, "captured output per step; the rest is dropped and marked")
+            .defaults_to(Number(DEFAULT_BUDGET.max_output_bytes)),
         key("max_run_secs", POSITIVE, "whole-run deadline in seconds, counted from the run's start (default none)"),
     ],
     variants: &[],
@@ -432,10 +494,13 @@ pub(crate) static DECISION: Section = Section {
         key(
             "timeout_secs",
             Type::Range { min: 1, max: 3600 },
-            "one decision call; on expiry it is cancelled and the stub rules decide (default 60)",
-        ),
-        key("max_tokens", Type::Range { min: 16, max: 4096 }, "the answer's token limit (default 128)"),
-        key("temperature", Type::Number { min: 0.0, max: 2.0 }, "sampling temperature (default 0.0)"),
+            "one decision call; on expiry it is cancelled and the stub rules decide",
+        )
+        .defaults_to(Number(DEFAULT_DECISION_TIMEOUT_SECS)),
+        key("max_tokens", Type::Range { min: 16, max: 4096 }, "the answer's token limit")
+            .defaults_to(Number(DEFAULT_MAX_TOKENS as u64)),
+        key("temperature", Type::Number { min: 0.0, max: 2.0 }, "sampling temperature")
+            .defaults_to(Float(DEFAULT_TEMPERATURE)),
         key("system_prompt", STRING, "the system message, 1 to 4000 characters (default: the built-in one)"),
     ],
     variants: &[],
@@ -448,8 +513,9 @@ pub(crate) static GUARD: Section = Section {
         key(
             "max_goal_chars",
             Type::Range { min: 1, max: 100_000 },
-            "goals longer than this, in characters, are refused (default 2000)",
-        ),
+            "goals longer than this, in characters, are refused",
+        )
+        .defaults_to(Number(DEFAULT_MAX_GOAL_CHARS as u64)),
         key("forbidden_patterns", STRINGS, "regexes; a goal matching any of them is refused (default none)"),
     ],
     variants: &[],
@@ -459,12 +525,14 @@ pub(crate) static CONTROLLER: Section = Section {
     title: "controller",
     doc: "limits of the controller loop",
     keys: &[
-        key("max_iterations", Type::Range { min: 1, max: 20 }, "bridge runs per controller run (default 3)"),
+        key("max_iterations", Type::Range { min: 1, max: 20 }, "bridge runs per controller run")
+            .defaults_to(Number(DEFAULT_CONTROLLER_LIMITS.max_iterations as u64)),
         key(
             "max_consecutive_failures",
             Type::Range { min: 1, max: 20 },
-            "failed bridge runs in a row before the controller stops (default 2)",
-        ),
+            "failed bridge runs in a row before the controller stops",
+        )
+        .defaults_to(Number(DEFAULT_CONTROLLER_LIMITS.max_consecutive_failures as u64)),
     ],
     variants: &[],
 };
@@ -526,9 +594,10 @@ pub(crate) static SCENARIO: Section = Section {
         required("run_id", Type::Name { max: 64 }, "the run's id (`--run-id`)"),
         required("expect_code", EXIT_CODE, "the exit code of the run"),
         key("expect_status", RUN_STATUSES, "the run's status in `state.json` after the last command"),
-        key("folder", Type::Name { max: 64 }, "the snapshot folder below the snapshots root (default `runs`)"),
+        key("folder", Type::Name { max: 64 }, "the snapshot folder below the snapshots root")
+            .defaults_to(Code(&[DEFAULT_FOLDER])),
         key("label", STRING, "a `===== <label>` line above the run's output in the CLI snapshot (default none)"),
-        key("clock", STRING, "the RFC 3339 start of the run's test clock (default `2026-01-01T00:00:00Z`)"),
+        key("clock", STRING, "the RFC 3339 start of the run's test clock").defaults_to(Code(&[DEFAULT_CLOCK])),
         key(
             "env",
             Type::Map(&Type::String),
@@ -577,7 +646,7 @@ pub(crate) static SCENARIO_STEP: Section = Section {
     keys: &[
         required("command", Type::NonEmptyArray(&Type::String), "planrun's arguments, e.g. `[\"resume\", \"t\"]`"),
         key("label", STRING, "the `===== <label>` line above its output (default the command's first word)"),
-        key("clock", STRING, "the RFC 3339 start of its test clock (default `2026-01-01T00:00:00Z`)"),
+        key("clock", STRING, "the RFC 3339 start of its test clock").defaults_to(Code(&[DEFAULT_CLOCK])),
         key("env", Type::Map(&Type::String), "its environment variables"),
         key("expect_code", EXIT_CODE, "its exit code (default: not checked)"),
         key("normalize", Type::Array(&Type::Table(&NORMALIZE)), "rules for volatile text in its output only"),

@@ -8,8 +8,9 @@
 //! a failing scenario.
 
 use crate::diag::{Diagnostic, SourceFile, Span};
+use crate::load::did_you_mean::did_you_mean;
 use crate::load::loaded_plan::LoadedPlan;
-use crate::load::table::{did_you_mean, value_span};
+use crate::load::table::value_span;
 use crate::model::{Action, Plan};
 use crate::template::{Field, RefTarget, Reference};
 

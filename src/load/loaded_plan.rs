@@ -1,6 +1,6 @@
 //! A validated plan together with where its parts are in the file: what
 //! `validate_plan.rs` and `validate_step.rs` build and what `lint_plan.rs`
-//! and `catalog.rs` point their findings at. It sits in its own file so that
+//! and `cross_check.rs` point their findings at. It sits in its own file so that
 //! the validators and the lints all depend on it and never on each other.
 
 use crate::diag::{Diagnostic, Severity, Span};

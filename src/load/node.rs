@@ -1,7 +1,8 @@
 //! A spanned document tree shared by the TOML and YAML front ends.
 //!
 //! Both parsers produce a [`Node`]; validation reads only nodes, so a new
-//! format needs only a new front end in `loader.rs`. Tables keep their keys
+//! format needs only a new front end beside `parse_toml.rs` and
+//! `parse_yaml.rs` (and its arm in `parse.rs`). Tables keep their keys
 //! in file order, with the span of each key, so findings can point at keys
 //! as well as values.
 

@@ -112,7 +112,7 @@ fn properties(keys: &[KeySpec], section: &Section) -> Value {
     for key in keys {
         let mut schema = type_schema(key.ty, section);
         if let Value::Object(object) = &mut schema {
-            object.insert("description".into(), json!(key.doc));
+            object.insert("description".into(), json!(key.description()));
         }
         out.insert(key.name.into(), schema);
     }

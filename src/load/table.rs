@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 
 use crate::diag::{Diagnostic, Span};
+use crate::load::did_you_mean::did_you_mean;
 use crate::load::keys::{KeySpec, Type};
 use crate::load::node::{Key, Node, NodeValue};
 
@@ -46,6 +47,11 @@ impl<'n> TableReader<'n> {
             allowed: allowed.iter().collect(),
             context: context.into(),
         })
+    }
+
+    /// Replaces the context used in messages (once a step's id is known).
+    pub(crate) fn set_context(&mut self, context: impl Into<String>) {
+        self.context = context.into();
     }
 
     /// Adds keys to the allowed list (used once a step's kind is known),
@@ -235,10 +241,15 @@ impl<'n> TableReader<'n> {
         None
     }
 
+    /// What `keys.rs` declares for `key`, as `pick` takes it from its type.
+    fn declared<T>(&self, key: &str, pick: impl Fn(Type) -> Option<T>) -> Option<T> {
+        self.allowed.iter().find(|allowed| allowed.name == key).and_then(|spec| pick(spec.ty))
+    }
+
     /// An integer within the range that `keys.rs` declares for `key`
     /// ([`Type::Range`]), or `wrong-type` / `invalid-value`.
     pub(crate) fn ranged(&mut self, key: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<(i64, &'n Node)> {
-        let declared = self.allowed.iter().find(|allowed| allowed.name == key).and_then(|spec| match spec.ty {
+        let declared = self.declared(key, |ty| match ty {
             Type::Range { min, max } => Some((min, max)),
             _ => None,
         });
@@ -252,7 +263,7 @@ impl<'n> TableReader<'n> {
     /// declares for `key` ([`Type::Number`]), or `wrong-type` /
     /// `invalid-value`.
     pub(crate) fn number(&mut self, key: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<(f64, &'n Node)> {
-        let declared = self.allowed.iter().find(|allowed| allowed.name == key).and_then(|spec| match spec.ty {
+        let declared = self.declared(key, |ty| match ty {
             Type::Number { min, max } => Some((min, max)),
             _ => None,
         });
@@ -347,40 +358,6 @@ pub(crate) fn expect_array<'n>(node: &'n Node, what: &str, diagnostics: &mut Vec
         diagnostics.push(wrong_type(node, what, "an array"));
     }
     items
-}
-
-/// The closest candidate to `word`, when it is close enough to be a typo:
-/// at most a third of the word's length away (and at least one edit).
-pub(crate) fn did_you_mean<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
-    let limit = (word.chars().count() / 3).max(1);
-    candidates
-        .into_iter()
-        .map(|candidate| (levenshtein(word, candidate), candidate))
-        .filter(|(distance, _)| *distance <= limit)
-        .min_by_key(|(distance, _)| *distance)
-        .map(|(_, candidate)| candidate)
-}
-
-/// Edit distance in characters (insertions, deletions, substitutions).
-pub(crate) fn levenshtein(left: &str, right: &str) -> usize {
-    let right: Vec<char> = right.chars().collect();
-    let mut previous: Vec<usize> = (0..=right.len()).collect();
-    for (row, left_char) in left.chars().enumerate() {
-        let mut current = vec![row + 1; right.len() + 1];
-        for (column, right_char) in right.iter().enumerate() {
-            let substitution = previous[column] + usize::from(left_char != *right_char);
-            current[column + 1] = substitution.min(previous[column + 1] + 1).min(current[column] + 1);
-        }
-        previous = current;
-    }
-    previous[right.len()]
-}
-
-impl TableReader<'_> {
-    /// Replaces the context used in messages (once a step's id is known).
-    pub(crate) fn set_context(&mut self, context: impl Into<String>) {
-        self.context = context.into();
-    }
 }
 
 /// Reads the required `version` key and checks that it is 1.

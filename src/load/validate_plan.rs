@@ -4,7 +4,7 @@
 //! reports what is legal but suspicious in one plan (templates that cannot
 //! resolve, unreachable steps, paths outside the workspace) as warnings, or
 //! as notes when the plan documents a failing scenario. Checks that need the
-//! policy or other plans live in `catalog.rs`.
+//! policy or other plans live in `cross_check.rs`.
 //!
 //! One step's keys and payload are validated in `validate_step.rs`; the
 //! per-plan lints live in `lint_plan.rs`; the validated plan and its spans,

@@ -1,6 +1,6 @@
 //! Policy tree → [`Policy`], collecting every finding of the file in one pass.
 //!
-//! Every section is optional and has defaults (the constants below). Shell
+//! Every section is optional and has defaults (`defaults.rs`). Shell
 //! rules are compiled here: regex tokens are anchored, prefix rules are
 //! refused for programs that run other programs, and each rule's `match` /
 //! `not_match` examples are checked against the rule itself with the
@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 
 use crate::confine::{PathDenied, PathRules, is_within};
 use crate::diag::{Diagnostic, Span};
+use crate::load::defaults::{
+    DEFAULT_BUDGET, DEFAULT_DECISION, DEFAULT_FILES_DENY, DEFAULT_MAX_BYTES, DEFAULT_RETRY_CAP, DEFAULT_SEARCH_PATH,
+    default_attempts, default_rule_id,
+};
 use crate::load::keys::{BUDGET, FILES, POLICY, RETRY, RULE, SHELL, TOKEN_TABLE};
 use crate::load::node::Node;
 use crate::load::table::{
@@ -30,12 +34,6 @@ use crate::policy::args_match;
 
 const RETRY_CAP: &str = "cap";
 
-/// Default `shell.search_path`.
-pub const DEFAULT_SEARCH_PATH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin"];
-/// Default `files.deny`.
-pub const DEFAULT_FILES_DENY: &[&str] = &["runs/**"];
-const DEFAULT_MAX_BYTES: u64 = 1_048_576;
-
 /// Programs that run other programs: a prefix rule for one of them would
 /// allow anything, so it is refused at load.
 const NO_PREFIX: &[&str] = &[
@@ -44,13 +42,6 @@ const NO_PREFIX: &[&str] = &[
     "strace", "find", "npm", "npx", "pip", "pip3", "cargo", "apt", "apt-get", "dpkg", "yum", "dnf", "brew", "gem",
     "uv",
 ];
-
-fn default_attempts(class: FailureClass) -> u32 {
-    match class {
-        FailureClass::FileError | FailureClass::ExecutionError => 2,
-        _ => 1,
-    }
-}
 
 /// Builds the policy named `name`, or returns `None` when the file has
 /// errors (all of them reported).
@@ -179,7 +170,7 @@ fn shell(
 
 fn rule(node: &Node, index: usize, slots: &PathRules, diagnostics: &mut Vec<Diagnostic>) -> Option<ShellRule> {
     let errors_before = error_count(diagnostics);
-    let default_name = format!("shell.allow[{index}]");
+    let default_name = default_rule_id(&index.to_string());
     let mut reader =
         TableReader::new(node, &format!("`{default_name}`"), format!(" in `{default_name}`"), RULE.keys, diagnostics)?;
     let name = match reader.string("id", diagnostics) {
@@ -213,7 +204,7 @@ fn rule(node: &Node, index: usize, slots: &PathRules, diagnostics: &mut Vec<Diag
             &[("allow", Decision::Allow), ("prompt", Decision::Prompt), ("forbidden", Decision::Forbidden)],
             diagnostics,
         )
-        .map(|decision| decision.unwrap_or(Decision::Allow));
+        .map(|decision| decision.unwrap_or(DEFAULT_DECISION));
     let reason = reader.string("reason", diagnostics).map(|(text, _)| text.to_string());
     let matching = examples(&mut reader, "match", diagnostics);
     let not_matching = examples(&mut reader, "not_match", diagnostics);
@@ -394,7 +385,7 @@ fn retry(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<Retry
         let attempts = positive(&mut reader, class.as_str(), u64::from(default_attempts(class)), diagnostics);
         max_attempts.insert(class, u32::try_from(attempts).unwrap_or(u32::MAX));
     }
-    let cap = positive(&mut reader, RETRY_CAP, 2, diagnostics);
+    let cap = positive(&mut reader, RETRY_CAP, DEFAULT_RETRY_CAP, diagnostics);
     reader.finish(diagnostics);
     Some(RetryPolicy { max_attempts, cap: u32::try_from(cap).unwrap_or(u32::MAX) })
 }
@@ -403,11 +394,16 @@ fn budget(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<Budg
     let empty = empty_table();
     let mut reader = section(node, "budget", BUDGET.keys, &empty, diagnostics)?;
     let budget = Budget {
-        max_steps: positive(&mut reader, "max_steps", 32, diagnostics),
-        max_tool_calls: positive(&mut reader, "max_tool_calls", 32, diagnostics),
-        max_consecutive_failures: positive(&mut reader, "max_consecutive_failures", 3, diagnostics),
-        step_timeout_secs: positive(&mut reader, "step_timeout_secs", 30, diagnostics),
-        max_output_bytes: positive(&mut reader, "max_output_bytes", DEFAULT_MAX_BYTES, diagnostics),
+        max_steps: positive(&mut reader, "max_steps", DEFAULT_BUDGET.max_steps, diagnostics),
+        max_tool_calls: positive(&mut reader, "max_tool_calls", DEFAULT_BUDGET.max_tool_calls, diagnostics),
+        max_consecutive_failures: positive(
+            &mut reader,
+            "max_consecutive_failures",
+            DEFAULT_BUDGET.max_consecutive_failures,
+            diagnostics,
+        ),
+        step_timeout_secs: positive(&mut reader, "step_timeout_secs", DEFAULT_BUDGET.step_timeout_secs, diagnostics),
+        max_output_bytes: positive(&mut reader, "max_output_bytes", DEFAULT_BUDGET.max_output_bytes, diagnostics),
         max_run_secs: reader.integer("max_run_secs", 1, diagnostics).map(|(seconds, _)| seconds.unsigned_abs()),
     };
     reader.finish(diagnostics);

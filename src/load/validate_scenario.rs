@@ -14,6 +14,7 @@ use std::path::{Component, Path, PathBuf};
 use crate::diag::Diagnostic;
 use crate::load::keys::{FIXTURE, NORMALIZE, RECORD_FILES, SCENARIO, SCENARIO_FILE, SCENARIO_STEP};
 use crate::load::node::Node;
+use crate::load::read_file::EXTENSIONS;
 use crate::load::table::{
     TableReader, check_version, compile_regex, error_count, expect_array, expect_string, name_or_error, string_map,
 };
@@ -34,7 +35,7 @@ pub fn is_scenario_file(path: &Path) -> bool {
 pub fn scenario_files_for(plan_path: &Path) -> Vec<PathBuf> {
     let stem = plan_path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
     let dir = plan_path.parent().unwrap_or(Path::new(""));
-    ["toml", "yaml", "yml"].iter().map(|extension| dir.join(format!("{stem}{SCENARIO_SUFFIX}.{extension}"))).collect()
+    EXTENSIONS.iter().map(|extension| dir.join(format!("{stem}{SCENARIO_SUFFIX}.{extension}"))).collect()
 }
 
 /// Builds the scenario file, or returns `None` when it has errors (all of

@@ -30,11 +30,10 @@
 //! function below.
 
 use crate::diag::Diagnostic;
+use crate::load::did_you_mean::did_you_mean;
 use crate::load::keys::{CONTROLLER, DECISION, FAILURE_CLASSES, GUARD, RECOVERY, SERVICE};
 use crate::load::node::Node;
-use crate::load::table::{
-    TableReader, check_version, compile_regex, did_you_mean, empty_table, error_count, section, strings,
-};
+use crate::load::table::{TableReader, check_version, compile_regex, empty_table, error_count, section, strings};
 use crate::model::{
     ControllerLimits, DecisionSettings, FailureClass, GuardRules, MAX_REWRITE_CHARS, MAX_SYSTEM_PROMPT_CHARS,
     RecoveryRule, ServicePolicy,

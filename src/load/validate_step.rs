@@ -4,11 +4,13 @@
 //! control fields (program, paths, targets, keys) kept literal.
 
 use crate::diag::{Diagnostic, SourceFile, Span};
+use crate::load::defaults::{DEFAULT_FLAKY_FAILURES, DEFAULT_FLAKY_OUTPUT};
+use crate::load::did_you_mean::did_you_mean;
 use crate::load::keys::{EXPECT, STEP, WHEN};
 use crate::load::loaded_plan::{PlanSpans, StepSpans, TemplateSite};
 use crate::load::node::Node;
 use crate::load::table::{
-    TableReader, compile_regex, did_you_mean, error_count, expect_string, name_or_error, value_span, wrong_type,
+    TableReader, compile_regex, error_count, expect_string, name_or_error, value_span, wrong_type,
 };
 use crate::model::{Action, Condition, ConditionTest, Expect, Risk, Step, WhenFalse};
 use crate::template::{RefTarget, Template};
@@ -181,12 +183,12 @@ impl ActionBuilder<'_, '_, '_> {
                 let failures = match self.reader.integer("failures", 0, self.diagnostics) {
                     Some((count, node)) => small(count, node, "`failures`", self.diagnostics),
                     None if self.reader.has("failures") => None,
-                    None => Some(1),
+                    None => Some(DEFAULT_FLAKY_FAILURES),
                 };
                 let output = match self.reader.string("output", self.diagnostics) {
                     Some((_, node)) => self.template(node, "`output`"),
                     None if self.reader.has("output") => None,
-                    None => Some(Template::literal("ok")),
+                    None => Some(Template::literal(DEFAULT_FLAKY_OUTPUT)),
                 };
                 Some(Action::Flaky { failures: failures?, output: output? })
             }

@@ -27,6 +27,7 @@ pub use scenario::{
     file_snapshot_name,
 };
 pub use service_policy::{
-    ControllerLimits, DEFAULT_SYSTEM_PROMPT, DecisionSettings, GuardRules, MAX_REWRITE_CHARS, MAX_SYSTEM_PROMPT_CHARS,
-    RecoveryRule, ServicePolicy,
+    ControllerLimits, DEFAULT_CONTROLLER_LIMITS, DEFAULT_DECISION_TIMEOUT_SECS, DEFAULT_MAX_GOAL_CHARS,
+    DEFAULT_MAX_TOKENS, DEFAULT_SYSTEM_PROMPT, DEFAULT_TEMPERATURE, DecisionSettings, GuardRules, MAX_REWRITE_CHARS,
+    MAX_SYSTEM_PROMPT_CHARS, RecoveryRule, ServicePolicy,
 };

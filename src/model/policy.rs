@@ -98,7 +98,7 @@ pub enum Decision {
 }
 
 impl Decision {
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Decision::Allow => "allow",
             Decision::Prompt => "prompt",

@@ -15,6 +15,18 @@ pub const MAX_REWRITE_CHARS: usize = 500;
 /// The longest `decision.system_prompt`, in characters.
 pub const MAX_SYSTEM_PROMPT_CHARS: usize = 4000;
 
+/// Default `guard.max_goal_chars`.
+pub const DEFAULT_MAX_GOAL_CHARS: usize = 2000;
+/// Default `[controller]`.
+pub const DEFAULT_CONTROLLER_LIMITS: ControllerLimits =
+    ControllerLimits { max_iterations: 3, max_consecutive_failures: 2 };
+/// Default `decision.timeout_secs`.
+pub const DEFAULT_DECISION_TIMEOUT_SECS: u64 = 60;
+/// Default `decision.max_tokens`.
+pub const DEFAULT_MAX_TOKENS: u32 = 128;
+/// Default `decision.temperature`: greedy decoding.
+pub const DEFAULT_TEMPERATURE: f64 = 0.0;
+
 /// The system message of decision requests when the policy names none.
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are the controller of a bounded agent runtime. \
 Pick the next step from the options offered and answer with one JSON object that matches the schema, nothing else. \
@@ -49,9 +61,9 @@ pub struct DecisionSettings {
 impl Default for DecisionSettings {
     fn default() -> Self {
         DecisionSettings {
-            timeout: Duration::from_secs(60),
-            max_tokens: 128,
-            temperature: 0.0,
+            timeout: Duration::from_secs(DEFAULT_DECISION_TIMEOUT_SECS),
+            max_tokens: DEFAULT_MAX_TOKENS,
+            temperature: DEFAULT_TEMPERATURE,
             system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
         }
     }
@@ -95,8 +107,8 @@ impl Default for ServicePolicy {
     fn default() -> Self {
         ServicePolicy {
             source: "built-in defaults".to_string(),
-            guard: GuardRules { max_goal_chars: 2000, forbidden_patterns: Vec::new() },
-            controller: ControllerLimits { max_iterations: 3, max_consecutive_failures: 2 },
+            guard: GuardRules { max_goal_chars: DEFAULT_MAX_GOAL_CHARS, forbidden_patterns: Vec::new() },
+            controller: DEFAULT_CONTROLLER_LIMITS,
             recovery: Vec::new(),
             decision: DecisionSettings::default(),
         }
