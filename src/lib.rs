@@ -95,6 +95,8 @@ pub mod router;
 pub mod runtime;
 #[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "server")]
+pub mod service;
 pub mod snapshot;
 pub mod store;
 pub mod strict_json;

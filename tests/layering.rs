@@ -38,8 +38,9 @@ const LAYERS: &[(&str, u8)] = &[
     ("preview", 7),
     ("runtime", 7),
     ("ops", 8),
-    ("server", 9),
-    ("cli", 10),
+    ("service", 9),
+    ("server", 10),
+    ("cli", 11),
 ];
 
 /// Calls that create, change or remove files.

@@ -17,14 +17,14 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::model::RunStatus;
-use crate::server::adapters::{AdapterKind, AdapterResult};
-use crate::server::bridge::{self, BridgeState, BridgeStatus};
-use crate::server::bridge_event::{AgentRunObserved, BridgeEvent, RunInterrupted};
-use crate::server::controller::{self, ControllerStatus};
 use crate::server::durable_task::{Then, run_in_slot};
-use crate::server::error::ServiceError;
-use crate::server::ids::agent_run_id;
-use crate::server::service::Service;
+use crate::service::Service;
+use crate::service::ServiceError;
+use crate::service::adapters::{AdapterKind, AdapterResult};
+use crate::service::bridge::{self, BridgeState, BridgeStatus};
+use crate::service::bridge_event::{AgentRunObserved, BridgeEvent, RunInterrupted};
+use crate::service::controller::{self, ControllerStatus};
+use crate::service::ids::agent_run_id;
 use crate::store::{RecordKind, RecordWriter};
 
 /// How often a service on a database store looks for queued bridge runs

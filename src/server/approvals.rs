@@ -35,10 +35,10 @@ use axum::http::StatusCode;
 use crate::ops::OpsError;
 use crate::runtime::ControlError;
 use crate::runtime::approval::ApprovalClaims;
-use crate::server::bridge::{self, BridgeState, BridgeStatus};
-use crate::server::bridge_event::{ApprovalGranted, ApprovalRejected, BridgeEvent, ResumeRefused, RunResumed};
 use crate::server::error::ApiError;
-use crate::server::service::Service;
+use crate::service::Service;
+use crate::service::bridge::{self, BridgeState, BridgeStatus};
+use crate::service::bridge_event::{ApprovalGranted, ApprovalRejected, BridgeEvent, ResumeRefused, RunResumed};
 use crate::store::{RecordWriter, StoreError};
 
 /// What `POST /runs/{id}/approve` asks for.

@@ -22,7 +22,7 @@ use axum::http::StatusCode;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::server::error::ApiError;
-use crate::server::service::Service;
+use crate::service::Service;
 use crate::store::StoreError;
 
 /// What [`run_in_slot`] does once the work is done, before its result is

@@ -29,14 +29,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::service::ServiceError;
 use crate::store::StoreError;
-
-/// A failure of the service itself (not of a run: a failed run is a result).
-#[derive(Debug, thiserror::Error)]
-pub enum ServiceError {
-    #[error(transparent)]
-    Records(#[from] StoreError),
-}
 
 /// An error answered to the client.
 #[derive(Debug)]

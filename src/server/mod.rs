@@ -33,26 +33,13 @@
 //! durable (see `app.rs` and `docs/service.md`).
 
 pub mod accepted;
-pub mod adapters;
 pub mod app;
 pub mod approvals;
-pub mod bridge;
-pub mod bridge_event;
-pub mod config;
-pub mod controller;
-pub mod controller_event;
-pub mod controller_recovery;
-pub mod decision;
 pub mod durable_task;
 pub mod error;
-pub mod guard;
-pub mod http_client;
-pub mod ids;
 pub mod json_body;
 pub mod openapi;
-pub mod record_status;
 pub mod run_list;
-pub mod service;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -67,10 +54,10 @@ use crate::load::Loader;
 use crate::model::ServicePolicy;
 use crate::ops::ExitStatus;
 use crate::runtime::RuntimeEnv;
-use crate::server::adapters::{AdapterKind, Adapters, AgentRunner};
-use crate::server::config::ServiceConfig;
-use crate::server::decision::DecisionBackend;
-use crate::server::service::{MAX_CONCURRENT_RUNS, Service};
+use crate::service::adapters::{AdapterKind, Adapters, AgentRunner};
+use crate::service::config::ServiceConfig;
+use crate::service::decision::DecisionBackend;
+use crate::service::{MAX_CONCURRENT_RUNS, Service};
 
 // Exit status: `Done` stopped cleanly after a signal; `Failed` the address
 // could not be bound or the runtime failed; `InvalidInput` invalid plans,
@@ -171,7 +158,7 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
                 return fail(status, &format!("cannot listen on `{}`: {error}", args.addr));
             }
         };
-        let client = match http_client::client_builder().build() {
+        let client = match crate::service::http_client::client_builder().build() {
             Ok(client) => client,
             Err(error) => return fail(ExitStatus::Failed, &format!("cannot build the HTTP client: {error}")),
         };
@@ -182,7 +169,7 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
         let ollama_up = selection.ollama_up;
         let adapters = Adapters {
             agent,
-            echo_program: adapters::local_echo::find_echo(),
+            echo_program: crate::service::adapters::local_echo::find_echo(),
             client,
             openai: config.openai.clone(),
             ollama: config.ollama.clone(),

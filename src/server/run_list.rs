@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::server::error::ApiError;
-use crate::server::service::Service;
+use crate::service::Service;
 use crate::store::{RecordKind, StoreError, validate_run_id};
 
 /// Runs per page when `limit` is not given.

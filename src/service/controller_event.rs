@@ -12,9 +12,9 @@
 use serde::Serialize;
 
 use crate::model::{FailureClass, RunStatus};
-use crate::server::bridge_event::PromptBlocked;
-use crate::server::decision::Decision;
-use crate::server::record_status::{BridgeStatus, ControllerStatus};
+use crate::service::bridge_event::PromptBlocked;
+use crate::service::decision::Decision;
+use crate::service::record_status::{BridgeStatus, ControllerStatus};
 use crate::store::RecordEvent;
 
 /// Every event a controller run's record holds.

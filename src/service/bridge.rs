@@ -24,16 +24,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{FailureClass, RunStatus};
 use crate::runtime::IdKind;
-use crate::server::adapters::{AdapterKind, AdapterMode, AdapterResult, Task};
-use crate::server::bridge_event::{
+use crate::service::Service;
+use crate::service::ServiceError;
+use crate::service::adapters::{AdapterKind, AdapterMode, AdapterResult, Task};
+use crate::service::bridge_event::{
     AgentRunObserved, ApprovalRequested, BridgeEvent, InstructionGenerated, ResponseReceived, RunCreated, RunFinished,
     TaskSent,
 };
-use crate::server::error::ServiceError;
-use crate::server::guard;
-use crate::server::ids::{agent_run_id, controller_bridge_id};
-pub use crate::server::record_status::BridgeStatus;
-use crate::server::service::Service;
+use crate::service::guard;
+use crate::service::ids::{agent_run_id, controller_bridge_id};
+pub use crate::service::record_status::BridgeStatus;
 use crate::store::{Holder, PendingAction, RecordKind, RecordWriter, StoreError};
 
 /// The state of a bridge run, checkpointed in `bridge/runs/<run_id>/state.json`

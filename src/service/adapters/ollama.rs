@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use crate::server::adapters::{AdapterMode, AdapterResult};
-use crate::server::config::OllamaSettings;
-use crate::server::decision::ollama::generate_text;
+use crate::service::adapters::{AdapterMode, AdapterResult};
+use crate::service::config::OllamaSettings;
+use crate::service::decision::ollama::generate_text;
 
 pub async fn execute(
     client: &reqwest::Client,

@@ -21,8 +21,8 @@ use crate::model::{FailureClass, RunStatus};
 use crate::ops::{self, ApproveInput, Approved, ExitStatus, OpsError, RunInput, RunTarget};
 use crate::runtime::approval::ApprovalClaims;
 use crate::runtime::{HeldRun, NoProgress, ResumeRequest, RuntimeEnv};
-use crate::server::adapters::{AdapterMode, AdapterResult, AgentMetadata};
-use crate::server::ids::agent_run_id;
+use crate::service::adapters::{AdapterMode, AdapterResult, AgentMetadata};
+use crate::service::ids::agent_run_id;
 use crate::store::{RunState, RunStore, StepRecordStatus};
 
 /// What agent runs need: the validated catalog, the workspace, the clock

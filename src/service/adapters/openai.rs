@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use crate::server::adapters::{AdapterMode, AdapterResult};
-use crate::server::config::OpenAiSettings;
-use crate::server::decision::openai::chat;
+use crate::service::adapters::{AdapterMode, AdapterResult};
+use crate::service::config::OpenAiSettings;
+use crate::service::decision::openai::chat;
 
 pub async fn execute(
     client: &reqwest::Client,

@@ -43,12 +43,12 @@ use serde::Serialize;
 use crate::model::DecisionSettings;
 use crate::model::FailureClass;
 use crate::runtime::Clock;
-use crate::server::config::{BackendChoice, OllamaSettings, OpenAiSettings, ServiceConfig};
-use crate::server::decision::answer::{Choice, parse_decision};
-use crate::server::decision::choices::Choices;
-use crate::server::decision::evidence::{Evidence, Reply, Verdict, cap};
-use crate::server::decision::http::BackendError;
-use crate::server::decision::openai::ResponseFormat;
+use crate::service::config::{BackendChoice, OllamaSettings, OpenAiSettings, ServiceConfig};
+use crate::service::decision::answer::{Choice, parse_decision};
+use crate::service::decision::choices::Choices;
+use crate::service::decision::evidence::{Evidence, Reply, Verdict, cap};
+use crate::service::decision::http::BackendError;
+use crate::service::decision::openai::ResponseFormat;
 
 /// What the controller does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
