@@ -21,6 +21,8 @@ use std::path::Path;
 /// Layer of each top-level module, lowest first. A module may import only
 /// modules whose layer is strictly lower. `cli` sits above `server` only to
 /// start it (`planrun serve`); the service never reaches the command line.
+/// `service` (the service's use cases) sits between `ops` and its HTTP
+/// front end `server`, so it never reaches axum.
 const LAYERS: &[(&str, u8)] = &[
     ("diag", 0),
     ("digest", 0),

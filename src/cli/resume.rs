@@ -8,7 +8,8 @@ use clap::Args;
 use crate::cli::DirArgs;
 use crate::cli::run::report;
 use crate::ops;
-use crate::runtime::{ResumeRequest, RuntimeEnv};
+use crate::ops::ResumeRequest;
+use crate::runtime::RuntimeEnv;
 
 #[derive(Debug, Args)]
 pub struct ResumeArgs {

@@ -74,5 +74,5 @@ pub fn report(
             Err(error) => return fail(ExitStatus::Failed, &error.to_string()),
         }
     }
-    outcome.exit_status().into()
+    ExitStatus::for_run(outcome.state.status).into()
 }

@@ -106,7 +106,7 @@ pub fn worker(args: &WorkerArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
             paint(BOLD, "worked:"),
             worked.run_id,
             run_status(outcome.state.status),
-            outcome.exit_status().code()
+            crate::ops::ExitStatus::for_run(outcome.state.status).code()
         ),
         Err(error) => anstream::println!(
             "{} run {} · not continued (exit {}): {error}",

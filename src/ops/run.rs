@@ -6,10 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::load::Catalog;
-use crate::ops::{ExitStatus, OpsError, load_plan_file};
+use crate::ops::{OpsError, load_plan_file};
 use crate::router::select;
+pub use crate::runtime::RunOutcome;
 use crate::runtime::{Progress, RunRequest, RuntimeEnv, execute};
-use crate::store::RunState;
 
 /// What to run.
 pub enum RunTarget<'a> {
@@ -28,26 +28,6 @@ pub struct RunInput<'a> {
     pub workspace: PathBuf,
 }
 
-/// A run that ended or paused (any status: a failed step is an outcome).
-#[derive(Debug)]
-pub struct RunOutcome {
-    pub state: RunState,
-    /// The run's record folder.
-    pub run_dir: PathBuf,
-}
-
-impl RunOutcome {
-    pub fn exit_status(&self) -> ExitStatus {
-        ExitStatus::for_run(self.state.status)
-    }
-}
-
-impl From<crate::runtime::RunOutcome> for RunOutcome {
-    fn from(outcome: crate::runtime::RunOutcome) -> Self {
-        RunOutcome { state: outcome.state, run_dir: outcome.run_dir }
-    }
-}
-
 /// Loads (or routes to) the plan and its policy, then runs it to its end or
 /// its first approval gate.
 pub fn run(input: RunInput<'_>, env: &RuntimeEnv, progress: &mut dyn Progress) -> Result<RunOutcome, OpsError> {
@@ -63,5 +43,5 @@ pub fn run(input: RunInput<'_>, env: &RuntimeEnv, progress: &mut dyn Progress) -
         }
     };
     let request = RunRequest { plan, policy, goal, run_id: input.run_id, workspace: input.workspace };
-    Ok(execute(request, env, progress)?.into())
+    Ok(execute(request, env, progress)?)
 }

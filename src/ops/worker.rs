@@ -36,8 +36,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::ops::{ControlError, ResumeRequest};
 use crate::ops::{OpsError, RunOutcome};
-use crate::runtime::{ControlError, NoProgress, QueuedError, ResumeRequest, RunError, RuntimeEnv, start_claimed};
+use crate::runtime::{NoProgress, QueuedError, RunError, RuntimeEnv, start_claimed};
 use crate::store::backoff::Backoff;
 use crate::store::{RunStore, Runnable, StoreError};
 
@@ -222,7 +223,7 @@ fn start_queued(
         let Some(claim) = store.claim_queued(refused)? else { break };
         let run_id = claim.handle.run_id().to_string();
         let outcome = match start_claimed(claim, &input.workspace, env, &mut NoProgress) {
-            Ok(outcome) => Ok(RunOutcome::from(outcome)),
+            Ok(outcome) => Ok(outcome),
             Err(QueuedError::Run(error)) => Err(OpsError::Run(error)),
             Err(error @ QueuedError::Request { .. }) => {
                 refused.push(run_id.clone());

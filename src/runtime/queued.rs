@@ -138,7 +138,7 @@ pub fn start_claimed(
 
 /// `cancel` of queued run `run_id`: claims it and records it as a run
 /// cancelled before its first step.
-pub(crate) fn cancel_queued(
+pub fn cancel_queued(
     workspace: &Path,
     run_id: &str,
     reason: Option<String>,

@@ -66,7 +66,7 @@ pub fn execute(request: RunRequest<'_>, env: &RuntimeEnv, progress: &mut dyn Pro
 
 /// Creates the run and records it `cancelled` before its first step (see
 /// [`Interpreter::cancel_before_start`]).
-pub(crate) fn execute_cancelled(
+pub fn execute_cancelled(
     request: RunRequest<'_>,
     reason: Option<String>,
     env: &RuntimeEnv,

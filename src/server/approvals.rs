@@ -10,7 +10,7 @@
 //!          → rejected                                            run_finished
 //! ```
 //!
-//! The approval is checked by the runtime (`runtime::approve`) against the
+//! The approval is checked by the runtime (`ops::approve`) against the
 //! frozen action: fingerprint (required over HTTP: an operator approves what
 //! they saw), and scope and state version when given. A refused decision
 //! changes nothing. When the approval is recorded but the resume is refused
@@ -32,8 +32,8 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 
+use crate::ops::ControlError;
 use crate::ops::OpsError;
-use crate::runtime::ControlError;
 use crate::runtime::approval::ApprovalClaims;
 use crate::server::error::ApiError;
 use crate::service::Service;

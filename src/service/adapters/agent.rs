@@ -19,8 +19,9 @@ use std::time::Duration;
 use crate::load::Catalog;
 use crate::model::{FailureClass, RunStatus};
 use crate::ops::{self, ApproveInput, Approved, ExitStatus, OpsError, RunInput, RunTarget};
+use crate::ops::{HeldRun, ResumeRequest};
 use crate::runtime::approval::ApprovalClaims;
-use crate::runtime::{HeldRun, NoProgress, ResumeRequest, RuntimeEnv};
+use crate::runtime::{NoProgress, RuntimeEnv};
 use crate::service::adapters::{AdapterMode, AdapterResult, AgentMetadata};
 use crate::service::ids::agent_run_id;
 use crate::store::{RunState, RunStore, StepRecordStatus};
@@ -73,7 +74,7 @@ impl AgentRunner {
     }
 
     /// Records an approval of agent run `run_id`'s frozen action
-    /// (`runtime::approve`: checks the claims, locks the run).
+    /// (`ops::approve`: checks the claims, locks the run).
     pub fn approve(
         &self,
         run_id: &str,
@@ -85,7 +86,7 @@ impl AgentRunner {
     }
 
     /// Continues agent run `held` after [`AgentRunner::approve`] approved
-    /// it (`runtime::resume_held`, never with changed plan or policy
+    /// it (`ops::resume_held`, never with changed plan or policy
     /// files): the run stays held in between, so that no worker (of this
     /// node or another sharing the store) takes it first.
     pub fn resume_held(&self, held: HeldRun) -> Result<AdapterResult, OpsError> {
@@ -100,7 +101,7 @@ impl AgentRunner {
         Ok(self.result(&run_id, &outcome.state, "resumed"))
     }
 
-    /// Ends agent run `run_id` `rejected` (`runtime::reject`).
+    /// Ends agent run `run_id` `rejected` (`ops::reject`).
     pub fn reject(&self, run_id: &str, reason: Option<String>) -> Result<AdapterResult, OpsError> {
         let ended = ops::reject(&self.workspace, run_id, reason, &self.env)?;
         Ok(self.result(run_id, &ended.state, "stopped"))

@@ -11,15 +11,22 @@
 //! `run_started`), or a plan file that is gone or no longer valid, is bad
 //! input (exit 2) and nothing is written.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::load::Loader;
 use crate::model::{Plan, Policy};
-use crate::runtime::control::error::ControlError;
+use crate::ops::control::error::ControlError;
 use crate::runtime::event::{PlanCreated, RunStarted};
-use crate::runtime::request::execute_cancelled;
-use crate::runtime::{Progress, RunOutcome, RunRequest, RuntimeEnv, execute};
+use crate::runtime::{Progress, RunOutcome, RunRequest, RuntimeEnv, execute, execute_cancelled};
 use crate::store::{AuditEvent, StoreError};
+
+/// Where an interrupted start is started again: its workspace, and the
+/// folder its plan's policy is found in (as `--policies` for `--plan`),
+/// `None` where no such folder is known (the service).
+pub(super) struct StartDirs<'a> {
+    pub workspace: &'a Path,
+    pub policies: Option<&'a Path>,
+}
 
 /// What the log of an interrupted start says it was started with.
 struct InterruptedStart {
@@ -103,12 +110,13 @@ impl InterruptedStart {
 /// under the same id from what its log names (`policies` is where the
 /// plan's policy is found, as for `--plan`).
 pub(super) fn restart(
-    (workspace, policies): (&Path, Option<&PathBuf>),
+    dirs: StartDirs<'_>,
     error: StoreError,
     allow_changed: bool,
     env: &RuntimeEnv,
     progress: &mut dyn Progress,
 ) -> Result<RunOutcome, ControlError> {
+    let StartDirs { workspace, policies } = dirs;
     let start = InterruptedStart::read(error)?;
     let Some(policies) = policies else {
         return Err(ControlError::Interrupted(format!(
@@ -127,7 +135,8 @@ pub(super) fn restart(
 /// for `resume` (its copy is part of the record); changed files are
 /// accepted, since nothing will run from them.
 pub(super) fn cancel(
-    (workspace, policies): (&Path, &Path),
+    workspace: &Path,
+    policies: &Path,
     error: StoreError,
     reason: Option<String>,
     env: &RuntimeEnv,

@@ -13,16 +13,42 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::diag::{Diagnostic, SourceMap};
 use crate::digest::sha256_hex;
 use crate::load::Loader;
 use crate::model::{Plan, Policy};
-use crate::runtime::control::error::ControlError;
 use crate::store::RunState;
+
+/// Why the files a run started with cannot be used now.
+#[derive(Debug, thiserror::Error)]
+pub enum RunFilesError {
+    /// The plan or policy files the run was started with are invalid now.
+    #[error("the run's plan or policy files are invalid")]
+    Invalid { sources: SourceMap, diagnostics: Vec<Diagnostic> },
+    /// A file is found neither where it was nor beside the workspace; names
+    /// the paths tried.
+    #[error("{0}")]
+    Missing(String),
+    /// A file changed since the run started (and that is not allowed), or
+    /// the plan is no longer the one the run started.
+    #[error("{0}")]
+    Changed(String),
+}
+
+/// A plan or policy file as a run recorded it.
+struct RecordedFile<'a> {
+    /// Its path as it was given (often relative).
+    recorded: &'a str,
+    /// Its absolute path, where the record has it.
+    absolute: Option<&'a str>,
+    /// The digest of its content when the run started.
+    sha256: &'a str,
+}
 
 /// What a control command does with a plan or policy file whose digest
 /// changed since the run started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ChangedFiles {
+pub enum ChangedFiles {
     /// Load it anyway (`resume --allow-changed-files`, and reading an ended
     /// run's story).
     Allow,
@@ -38,21 +64,26 @@ pub(super) enum ChangedFiles {
 /// Loads the plan and policy a run of `workspace` started with, from the
 /// paths it recorded (see the module notes), and refuses files whose digest
 /// changed unless allowed.
-pub(super) fn load_files(
+pub fn load_files(
     state: &RunState,
     changed_files: ChangedFiles,
     workspace: &Path,
-) -> Result<(Plan, Policy), ControlError> {
+) -> Result<(Plan, Policy), RunFilesError> {
     let plan = &state.plan;
-    let plan_path = locate(state, "plan", (&plan.path, plan.plan_file.as_deref(), &plan.sha256), workspace)?;
-    let policy_path =
-        locate(state, "policy", (&plan.policy_path, plan.policy_file.as_deref(), &plan.policy_sha256), workspace)?;
+    let plan_file = RecordedFile { recorded: &plan.path, absolute: plan.plan_file.as_deref(), sha256: &plan.sha256 };
+    let policy_file = RecordedFile {
+        recorded: &plan.policy_path,
+        absolute: plan.policy_file.as_deref(),
+        sha256: &plan.policy_sha256,
+    };
+    let plan_path = locate(state, "plan", &plan_file, workspace)?;
+    let policy_path = locate(state, "policy", &policy_file, workspace)?;
     let mut loader = Loader::new();
     let plan = loader.load_plan(&plan_path);
     let policy = loader.load_policy(&policy_path);
     let (Some(plan), Some(policy)) = (plan, policy) else {
         let (sources, diagnostics) = (loader.sources().clone(), loader.diagnostics().to_vec());
-        return Err(ControlError::Files { sources, diagnostics });
+        return Err(RunFilesError::Invalid { sources, diagnostics });
     };
     let mut changed = Vec::new();
     if plan.source.sha256 != state.plan.sha256 {
@@ -75,14 +106,14 @@ pub(super) fn load_files(
         )),
     };
     if let (false, Some(why)) = (changed.is_empty(), why) {
-        return Err(ControlError::Refused(format!(
+        return Err(RunFilesError::Changed(format!(
             "{} changed since run `{}` started{why}",
             changed.join(" and "),
             state.run_id
         )));
     }
     if plan.id != state.plan.id || plan.steps.len() != state.plan.step_count {
-        return Err(ControlError::Refused(format!(
+        return Err(RunFilesError::Changed(format!(
             "`{}` is no longer the plan `{}` with {} steps that the run started",
             state.plan.path, state.plan.id, state.plan.step_count
         )));
@@ -90,19 +121,14 @@ pub(super) fn load_files(
     Ok((plan, policy))
 }
 
-/// Where the file run `state` recorded as `recorded` (and as the absolute
-/// path `absolute`, where the record has it) with digest `sha256` (its
-/// `what`: plan or policy) is now: relative to the current folder, at its
+/// Where the file run `state` recorded as `file` (its `what`: plan or
+/// policy) is now: relative to the current folder, at its
 /// absolute path or relative to `workspace`'s parent folder, the first that holds
 /// the recorded content, else the first that exists (refused later as
-/// changed, unless allowed); [`ControlError::FilesMissing`] naming every
+/// changed, unless allowed); [`RunFilesError::Missing`] naming every
 /// path tried when none does.
-fn locate(
-    state: &RunState,
-    what: &str,
-    (recorded, absolute, sha256): (&str, Option<&str>, &str),
-    workspace: &Path,
-) -> Result<PathBuf, ControlError> {
+fn locate(state: &RunState, what: &str, file: &RecordedFile<'_>, workspace: &Path) -> Result<PathBuf, RunFilesError> {
+    let RecordedFile { recorded, absolute, sha256 } = *file;
     let recorded_path = Path::new(recorded);
     let here = std::path::absolute(recorded_path).unwrap_or_else(|_| recorded_path.to_path_buf());
     let project = std::path::absolute(workspace).ok().and_then(|workspace| Some(workspace.parent()?.join(recorded)));
@@ -121,7 +147,7 @@ fn locate(
         return Ok(tried.swap_remove(index).0);
     }
     let tried: Vec<String> = tried.iter().map(|(_, path)| format!("`{}`", path.display())).collect();
-    Err(ControlError::FilesMissing(format!(
+    Err(RunFilesError::Missing(format!(
         "run `{}` was started with {what} file `{recorded}`, which is not found now: looked for {} (relative to \
          the current folder, as recorded when the run started, then relative to the workspace's parent folder); \
          restore the file, or run the command from the folder the run was started in",

@@ -18,22 +18,45 @@ use std::path::Path;
 use serde_json::{Map, Value, json};
 
 use crate::model::RunStatus;
-use crate::runtime::control::error::ControlError;
-use crate::runtime::control::open::open_in;
+use crate::ops::control::error::ControlError;
+use crate::ops::control::open::open_in;
+use crate::ops::{ExitStatus, OpsError};
 use crate::runtime::event::{Event, ReconciliationSettled};
-use crate::runtime::recorder::Recorder;
-use crate::runtime::{RuntimeEnv, format_timestamp};
+use crate::runtime::{Recorder, RuntimeEnv, format_timestamp};
 use crate::store::{Cursor, Evidence, Receipt, ReceiptState, RunState, StepRecord, StepRecordStatus};
 
-/// Settles run `run_id`'s uncertain write as `applied` or not, on the word
-/// of `settled_by`; returns the run, `running` again.
-pub fn reconcile(
-    workspace: &Path,
-    run_id: &str,
-    applied: bool,
-    settled_by: Option<String>,
-    env: &RuntimeEnv,
-) -> Result<RunState, ControlError> {
+/// What `reconcile` was told.
+pub struct ReconcileInput<'a> {
+    pub workspace: &'a Path,
+    pub run_id: &'a str,
+    /// The person's word: was the uncertain write applied?
+    pub applied: bool,
+    pub settled_by: Option<String>,
+}
+
+/// The settled run, `running` again, waiting for `resume`.
+#[derive(Debug)]
+pub struct Reconciled {
+    pub state: RunState,
+    pub applied: bool,
+}
+
+impl Reconciled {
+    /// The command did what was asked.
+    pub fn exit_status(&self) -> ExitStatus {
+        ExitStatus::Done
+    }
+}
+
+/// Settles run `input.run_id`'s uncertain write as applied or not, on the
+/// word of `settled_by`; the run is `running` again.
+pub fn reconcile(input: ReconcileInput<'_>, env: &RuntimeEnv) -> Result<Reconciled, OpsError> {
+    let applied = input.applied;
+    Ok(Reconciled { state: settle(input, env)?, applied })
+}
+
+fn settle(input: ReconcileInput<'_>, env: &RuntimeEnv) -> Result<RunState, ControlError> {
+    let ReconcileInput { workspace, run_id, applied, settled_by } = input;
     let store = env.store(workspace);
     let (run, loaded) = open_in(store.as_ref(), run_id)?;
     let mut state = loaded.state;

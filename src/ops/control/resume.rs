@@ -7,13 +7,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::confine::Workspace;
-use crate::runtime::control::error::ControlError;
-use crate::runtime::control::files::{ChangedFiles, load_files};
-use crate::runtime::control::held_run::HeldRun;
-use crate::runtime::control::interrupted;
-use crate::runtime::control::open::open_in;
+use crate::ops::OpsError;
+use crate::ops::control::error::ControlError;
+use crate::ops::control::held_run::HeldRun;
+use crate::ops::control::interrupted::{self, StartDirs};
+use crate::ops::control::open::open_in;
 use crate::runtime::interpreter::{Interpreter, ResumeError, check_story};
-use crate::runtime::{Progress, RunOutcome, RuntimeEnv};
+use crate::runtime::{ChangedFiles, Progress, RunOutcome, RuntimeEnv, load_files};
 use crate::store::{LoadedRun, RunHandle, RunStore, StoreError};
 
 /// What `resume` needs.
@@ -29,41 +29,46 @@ pub struct ResumeRequest {
     pub policies: Option<PathBuf>,
 }
 
+/// A run opened (and held) for `resume`, with its records read back.
+struct OpenedRun {
+    run: Box<dyn RunHandle>,
+    loaded: LoadedRun,
+}
+
 /// Continues a run that is `waiting_approval` (with a valid approval) or
-/// `running` (interrupted by a crash).
-pub fn resume(
-    request: ResumeRequest,
-    env: &RuntimeEnv,
-    progress: &mut dyn Progress,
-) -> Result<RunOutcome, ControlError> {
+/// `running` (interrupted by a crash); the outcome's exit status is the
+/// run's.
+pub fn resume(request: ResumeRequest, env: &RuntimeEnv, progress: &mut dyn Progress) -> Result<RunOutcome, OpsError> {
     let store = env.store(&request.workspace);
     let (run, loaded) = match open_in(store.as_ref(), &request.run_id) {
         Ok(opened) => opened,
         Err(ControlError::Store(error @ StoreError::Interrupted { .. })) => {
-            let dirs = (request.workspace.as_path(), request.policies.as_ref());
-            return interrupted::restart(dirs, error, request.allow_changed_files, env, progress);
+            let dirs = StartDirs { workspace: &request.workspace, policies: request.policies.as_deref() };
+            return Ok(interrupted::restart(dirs, error, request.allow_changed_files, env, progress)?);
         }
-        Err(error) => return Err(error),
+        Err(error) => return Err(error.into()),
     };
-    continue_run(&request, store, (run, loaded), env, progress)
+    Ok(continue_run(&request, store, OpenedRun { run, loaded }, env, progress)?)
 }
 
-/// Continues run `held` that this process still holds (it was just
-/// approved in the same request): read back strictly, then as [`resume`].
+/// Continues run `held` that this process still holds since it approved it
+/// in the same request (the service's approve), so that no other process
+/// takes it first: read back strictly, then as [`resume`].
 pub fn resume_held(
     request: ResumeRequest,
     held: HeldRun,
     env: &RuntimeEnv,
     progress: &mut dyn Progress,
-) -> Result<RunOutcome, ControlError> {
+) -> Result<RunOutcome, OpsError> {
     let store = env.store(&request.workspace);
-    let loaded = store.read_run(held.run_id())?;
+    let loaded = store.read_run(held.run_id()).map_err(ControlError::from)?;
     let stored = held.handle.stored_version();
     if loaded.state.state_version != stored {
         let id = held.run_id().to_string();
-        return Err(StoreError::VersionConflict { id, expected: stored, found: loaded.state.state_version }.into());
+        let conflict = StoreError::VersionConflict { id, expected: stored, found: loaded.state.state_version };
+        return Err(ControlError::from(conflict).into());
     }
-    continue_run(&request, store, (held.handle, loaded), env, progress)
+    Ok(continue_run(&request, store, OpenedRun { run: held.handle, loaded }, env, progress)?)
 }
 
 /// The part of [`resume`] after the run is open: refuse an ended run,
@@ -71,10 +76,11 @@ pub fn resume_held(
 fn continue_run(
     request: &ResumeRequest,
     store: Arc<dyn RunStore>,
-    (run, loaded): (Box<dyn RunHandle>, LoadedRun),
+    opened: OpenedRun,
     env: &RuntimeEnv,
     progress: &mut dyn Progress,
 ) -> Result<RunOutcome, ControlError> {
+    let OpenedRun { run, loaded } = opened;
     let state = &loaded.state;
     if state.status.is_terminal() {
         // An ended run is not continued; its story is still checked, so a

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use crate::model::RunStatus;
+use crate::ops::control::error::ControlError;
 use crate::runtime::RuntimeEnv;
-use crate::runtime::control::error::ControlError;
 use crate::store::{LoadedRun, PendingAction, RunHandle, RunStore, validate_run_id};
 
 /// Opens and verifies run `run_id` in the environment's run store of

@@ -1,8 +1,8 @@
 //! [`ControlError`]: why a control command did not do what was asked.
 
 use crate::diag::{Diagnostic, SourceMap};
-use crate::runtime::RunError;
 use crate::runtime::approval::ApprovalInvalid;
+use crate::runtime::{RunError, RunFilesError};
 use crate::store::{RunIdError, StoreError};
 
 /// Why a control command did not do what was asked.
@@ -41,6 +41,16 @@ pub enum ControlError {
 impl From<ApprovalInvalid> for ControlError {
     fn from(error: ApprovalInvalid) -> Self {
         ControlError::Refused(error.to_string())
+    }
+}
+
+impl From<RunFilesError> for ControlError {
+    fn from(error: RunFilesError) -> Self {
+        match error {
+            RunFilesError::Invalid { sources, diagnostics } => ControlError::Files { sources, diagnostics },
+            RunFilesError::Missing(message) => ControlError::FilesMissing(message),
+            RunFilesError::Changed(message) => ControlError::Refused(message),
+        }
     }
 }
 

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use crate::model::Plan;
-use crate::runtime::control::files::{ChangedFiles, load_files};
 use crate::runtime::interpreter::check_story;
+use crate::runtime::run_files::{ChangedFiles, load_files};
 use crate::store::{LoadedRun, RunStore, StoreError};
 
 /// Whether the story checks ran.

@@ -3,15 +3,19 @@
 use std::path::Path;
 
 use crate::model::RunStatus;
-use crate::runtime::RuntimeEnv;
-use crate::runtime::control::error::ControlError;
-use crate::runtime::control::open::open_waiting;
+use crate::ops::control::error::ControlError;
+use crate::ops::control::open::open_waiting;
+use crate::ops::{EndedRun, OpsError};
 use crate::runtime::event::{ApprovalRejected, Event};
-use crate::runtime::recorder::Recorder;
+use crate::runtime::{Recorder, RuntimeEnv};
 use crate::store::{ApprovalDecision, RunState, Verdict};
 
 /// Ends a waiting run `rejected`: the frozen action never runs.
-pub fn reject(
+pub fn reject(workspace: &Path, run_id: &str, reason: Option<String>, env: &RuntimeEnv) -> Result<EndedRun, OpsError> {
+    Ok(EndedRun { state: reject_run(workspace, run_id, reason, env)? })
+}
+
+fn reject_run(
     workspace: &Path,
     run_id: &str,
     reason: Option<String>,

@@ -5,37 +5,53 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::ops::control::error::ControlError;
+use crate::ops::control::held_run::HeldRun;
+use crate::ops::control::open::open_waiting;
+use crate::ops::{ExitStatus, OpsError};
 use crate::runtime::approval::{ApprovalClaims, check_claims};
-use crate::runtime::control::error::ControlError;
-use crate::runtime::control::files::{ChangedFiles, load_files};
-use crate::runtime::control::held_run::HeldRun;
-use crate::runtime::control::open::open_waiting;
 use crate::runtime::event::{ApprovalGranted, Event};
 use crate::runtime::interpreter::check_story;
-use crate::runtime::recorder::Recorder;
-use crate::runtime::{RuntimeEnv, format_timestamp};
+use crate::runtime::{ChangedFiles, Recorder, RuntimeEnv, format_timestamp, load_files};
 use crate::store::{Approval, ApprovalDecision, PendingAction, Verdict};
 use jiff::{SignedDuration, Timestamp};
 
-/// What `approve` recorded, and the run, still held.
-pub struct ApproveOutcome {
+/// Who approves what, for how long.
+pub struct ApproveInput<'a> {
+    pub workspace: &'a Path,
+    pub run_id: &'a str,
+    /// What the person reviewed; each given claim must match the frozen action.
+    pub claims: &'a ApprovalClaims,
+    pub expires_in: Duration,
+    pub approved_by: Option<String>,
+}
+
+/// The approval that was recorded, with the action it approves.
+#[derive(Debug)]
+pub struct Approved {
     pub pending: PendingAction,
     pub approval: Approval,
-    /// Continue it with [`crate::runtime::resume_held`], or drop it to
-    /// give the run back.
+    /// The run, still held by this process: [`crate::ops::resume_held`]
+    /// continues it; dropping it gives the run back.
     pub held: HeldRun,
 }
 
+impl Approved {
+    /// An approval recorded is a command that did what was asked.
+    pub fn exit_status(&self) -> ExitStatus {
+        ExitStatus::Done
+    }
+}
+
 /// Records an approval bound to the frozen action's fingerprint, the state
-/// version that froze it, its scope, and an expiry.
-pub fn approve(
-    workspace: &Path,
-    run_id: &str,
-    claims: &ApprovalClaims,
-    expires_in: Duration,
-    approved_by: Option<String>,
-    env: &RuntimeEnv,
-) -> Result<ApproveOutcome, ControlError> {
+/// version that froze it, its scope, and an expiry (the run continues with
+/// `resume`).
+pub fn approve(input: ApproveInput<'_>, env: &RuntimeEnv) -> Result<Approved, OpsError> {
+    Ok(record_approval(input, env)?)
+}
+
+fn record_approval(input: ApproveInput<'_>, env: &RuntimeEnv) -> Result<Approved, ControlError> {
+    let ApproveInput { workspace, run_id, claims, expires_in, approved_by } = input;
     let (run_dir, loaded, pending) = open_waiting(workspace, run_id, env)?;
     // A person approves what the plan at the cursor renders to from the
     // verified record, not whatever a re-sealed checkpoint says was frozen.
@@ -73,5 +89,5 @@ pub fn approve(
     })?;
     state.approval = Some(approval.clone());
     recorder.checkpoint(&mut state)?;
-    Ok(ApproveOutcome { pending, approval, held: HeldRun { handle: recorder.into_run() } })
+    Ok(Approved { pending, approval, held: HeldRun { handle: recorder.into_run() } })
 }
