@@ -66,6 +66,10 @@
 //!   story checked, typed audit events, and the injected clock, ids, store and process environment
 //!   (`runtime::env`, the one module that reads them).
 //!
+//! [`exit`] is how a front-end process ends (the `error:` line and exit
+//! code, the stop signals), shared by `cli` and `server`, which may not
+//! import each other.
+//!
 //! [`ops`] holds the use cases (the commands on existing runs in
 //! `ops/control/`); [`cli`] the command line (`main.rs` only calls
 //! [`cli::main`]). With the feature `server` (on by default), `service`
@@ -92,6 +96,7 @@ pub mod cli;
 pub mod confine;
 pub mod diag;
 pub mod digest;
+pub mod exit;
 pub mod fence;
 pub mod load;
 pub mod model;

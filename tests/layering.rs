@@ -40,6 +40,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("preview", 7),
     ("runtime", 7),
     ("ops", 8),
+    ("exit", 9),
     ("service", 9),
     ("server", 10),
     ("cli", 11),
@@ -87,7 +88,7 @@ fn an_import_up_the_layers_is_found() {
         findings,
         [
             "import runs up the layers: model (layer 2) -> runtime (layer 7) in src/model/plan.rs",
-            "import runs up the layers: ops (layer 8) -> cli (layer 10) in src/ops/run.rs",
+            "import runs up the layers: ops (layer 8) -> cli (layer 11) in src/ops/run.rs",
         ]
     );
 }
@@ -104,7 +105,7 @@ fn front_ends_may_not_import_each_other_and_a_new_module_needs_a_layer() {
         findings,
         [
             "module `widgets` has no layer: give it one in tests/layering.rs (LAYERS) and in the map of src/lib.rs",
-            "import runs up the layers: server (layer 9) -> cli (layer 10) in src/server/app.rs",
+            "import runs up the layers: server (layer 10) -> cli (layer 11) in src/server/app.rs",
         ]
     );
 }

@@ -54,28 +54,18 @@ pub fn node_id(command: &Option<crate::cli::Command>) -> Option<&str> {
 /// as a killed process does).
 #[cfg(feature = "postgres")]
 fn stop_on_signal() -> Option<Arc<AtomicBool>> {
-    use tokio::signal::unix::{SignalKind, signal};
-
     let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build().ok()?;
-    let (terminate, interrupt) =
-        runtime.block_on(async { (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) });
-    let (mut terminate, mut interrupt) = (terminate.ok()?, interrupt.ok()?);
+    let mut signals = runtime.block_on(async { crate::exit::StopSignals::install() }).ok()?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     std::thread::Builder::new()
         .name("planrun-signals".into())
         .spawn(move || {
             runtime.block_on(async {
-                let first = tokio::select! {
-                    _ = terminate.recv() => 128 + 15,
-                    _ = interrupt.recv() => 128 + 2,
-                };
+                let first = signals.next().await;
                 flag.store(true, std::sync::atomic::Ordering::SeqCst);
                 eprintln!("planrun worker: stopping; finishing the runs in progress (a second signal exits at once)");
-                tokio::select! {
-                    _ = terminate.recv() => {},
-                    _ = interrupt.recv() => {},
-                }
+                signals.next().await;
                 eprintln!("planrun worker: stopped at once; the runs in progress are taken over after their leases");
                 std::process::exit(first);
             })

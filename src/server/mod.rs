@@ -50,6 +50,7 @@ use clap::Args;
 use tokio::sync::Semaphore;
 
 use crate::diag::{display_path, render_all};
+use crate::exit::{StopSignals, fail};
 use crate::load::Loader;
 use crate::model::ServicePolicy;
 use crate::ops::ExitStatus;
@@ -280,29 +281,14 @@ fn announce(service: &Service, address: &str) {
     let _ = stdout.flush();
 }
 
+/// Waits for SIGTERM or SIGINT ([`StopSignals`]; forever when they cannot
+/// be installed), then says that in-flight runs are being finished.
 async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+    match StopSignals::install() {
+        Ok(mut signals) => {
+            signals.next().await;
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {},
-        () = terminate => {},
+        Err(_) => std::future::pending::<()>().await,
     }
     eprintln!("planrun serve: shutting down; finishing in-flight runs");
-}
-
-fn fail(code: ExitStatus, message: &str) -> ExitCode {
-    eprintln!("error: {message}");
-    ExitCode::from(code)
 }
