@@ -8,15 +8,14 @@ use std::process::ExitCode;
 
 use anstyle::{AnsiColor, Style};
 
-use crate::ops::ExitStatus;
-
 /// How the word `error` is painted (stripped when colour is off).
 const ERROR: Style = AnsiColor::Red.on_default().bold();
 
-/// Prints `error: <message>` to stderr and returns `code`.
-pub fn fail(code: ExitStatus, message: &str) -> ExitCode {
+/// Prints `error: <message>` to stderr and returns `code` (an
+/// `ops::ExitStatus`).
+pub fn fail(code: impl Into<ExitCode>, message: &str) -> ExitCode {
     anstream::eprintln!("{ERROR}error{ERROR:#}: {message}");
-    ExitCode::from(code)
+    code.into()
 }
 
 /// The signals that ask a long-running command to stop: SIGTERM

@@ -14,6 +14,7 @@
 //!                │                       │
 //!                └──▶ policy ──▶ confine ◀── tools ◀── runtime ──▶ store (RunStore)
 //!                                       diag, template, digest, fence, strict_json below all
+//!                                       (and exit, the front ends' error line and stop signals)
 //! ```
 //!
 //! Imports only run down: a front end may use `ops` and the engine (and

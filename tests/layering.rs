@@ -26,6 +26,7 @@ use std::path::Path;
 const LAYERS: &[(&str, u8)] = &[
     ("diag", 0),
     ("digest", 0),
+    ("exit", 0),
     ("fence", 0),
     ("strict_json", 0),
     ("template", 1),
@@ -40,7 +41,6 @@ const LAYERS: &[(&str, u8)] = &[
     ("preview", 7),
     ("runtime", 7),
     ("ops", 8),
-    ("exit", 9),
     ("service", 9),
     ("server", 10),
     ("cli", 11),
