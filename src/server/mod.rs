@@ -1,23 +1,17 @@
 //! The HTTP service (`planrun serve`, SPEC §12; the bridge and
 //! controller), behind the cargo feature `server` (on by default).
 //!
+//! The HTTP front end over [`crate::service`], which holds the service's
+//! use cases (bridge and controller runs, adapters, decision backends):
+//!
 //! | file | holds |
 //! |---|---|
 //! | `app.rs` | routes and thin handlers, bearer auth, body limit |
-//! | `bridge.rs` | the bridge run manager: instruction, guard, adapter, records (through the store) |
-//! | `bridge_event.rs` | a bridge run's typed audit events |
-//! | `controller_event.rs` | a controller run's typed audit events |
-//! | `record_status.rs` | the bridge and controller record statuses |
-//! | `approvals.rs` | approve / reject a bridge run whose agent run waits for approval |
-//! | `controller.rs` | the controller loop: decisions, recovery, limits |
-//! | `adapters/` | `stub`, `local_echo`, `agent`, `openai`, `ollama`, `cloudcode` |
-//! | `decision/` | decision backends (`stub`, `ollama`, `openai`): closed choices, structured output, answer validation, evidence |
-//! | `guard.rs` | the prompt guard |
-//! | `config.rs` | environment settings |
-//! | `ids.rs` | the derived ids `bri-ctrl-…-i<n>` and `agent-<bridge id>` |
+//! | `approvals.rs` | approve / reject a bridge run whose agent run waits for approval, and the HTTP code of each refusal |
 //! | `error.rs` | typed errors and their JSON bodies |
 //! | `json_body.rs` | request bodies: one JSON object, never an array of its values |
 //! | `openapi.rs` | the OpenAPI document |
+//! | `mod.rs` | `planrun serve`: start-up (settings, catalog, service policy, store), serving, shutdown |
 //!
 //! Start-up loads and validates the plans, the run policies and the service
 //! policy (`--service-policy`, else `policies/service/service.toml` or
@@ -32,14 +26,11 @@
 //! only after one barrier shared with the concurrent requests has made them
 //! durable (see `app.rs` and `docs/service.md`).
 
-pub mod accepted;
 pub mod app;
 pub mod approvals;
-pub mod durable_task;
 pub mod error;
 pub mod json_body;
 pub mod openapi;
-pub mod run_list;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -198,7 +189,7 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
         let app = app::router(Arc::clone(&service));
         // Queued bridge runs left by a node that died: taken up now, and
         // (a shared store) every few seconds.
-        let scanner = tokio::spawn(accepted::scan(Arc::clone(&service), shared));
+        let scanner = tokio::spawn(crate::service::accepted::scan(Arc::clone(&service), shared));
         let served = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await;
         scanner.abort();
         if let Err(error) = served {

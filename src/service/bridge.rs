@@ -17,7 +17,7 @@
 //! The returned state is `done`, `failed` or `waiting_approval`, never
 //! `running`. `waiting_approval` is the only status that is not final: the
 //! bridge run's agent run is paused before a step that needs a person's
-//! approval, and [`crate::server::approvals`] continues it (`done`, `failed`,
+//! approval, and the HTTP front end (`server/approvals.rs`) continues it (`done`, `failed`,
 //! or `waiting_approval` again at the next gated step) or ends it `rejected`.
 
 use serde::{Deserialize, Serialize};

@@ -7,7 +7,7 @@
 //! `status` column comes from [`BridgeEvent`]'s [`RecordEvent::status`],
 //! derived from the details where they decide it. The approval events
 //! (`approval_granted`, `resume_refused`, `run_resumed`,
-//! `approval_rejected`) are written by [`crate::server::approvals`] to the
+//! `approval_rejected`) are written by the HTTP front end (`server/approvals.rs`) to the
 //! same record. To add an event: a struct here with its details in the
 //! order they are written, a variant, and its arm in `status`.
 

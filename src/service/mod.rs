@@ -8,6 +8,9 @@
 //! | file | holds |
 //! |---|---|
 //! | `context.rs` | the [`Service`]: everything a request needs, built once at start-up |
+//! | `accepted.rs` | bridge runs accepted with `"wait": false`, driven in the background; the scan that takes up queued and interrupted runs |
+//! | `durable_task.rs` | a request's work run in a slot of the service, on a blocking thread, durable before it is answered |
+//! | `run_list.rs` | the bridge runs, newest first, a page at a time |
 //! | `bridge.rs` | the bridge run manager: instruction, guard, adapter, records (through the store) |
 //! | `bridge_event.rs` | a bridge run's typed audit events |
 //! | `controller.rs` | the controller loop: decisions, recovery, limits |
@@ -22,6 +25,7 @@
 //! | `ids.rs` | the derived ids `bri-ctrl-…-i<n>` and `agent-<bridge id>` |
 //! | `error.rs` | [`ServiceError`], a failure of the service itself |
 
+pub mod accepted;
 pub mod adapters;
 pub mod bridge;
 pub mod bridge_event;
@@ -31,11 +35,13 @@ pub mod controller;
 pub mod controller_event;
 pub mod controller_recovery;
 pub mod decision;
+pub mod durable_task;
 mod error;
 pub mod guard;
 pub mod http_client;
 pub mod ids;
 pub mod record_status;
+pub mod run_list;
 
 pub use context::{MAX_CONCURRENT_RUNS, Service};
 pub use error::ServiceError;

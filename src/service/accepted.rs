@@ -17,13 +17,13 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::model::RunStatus;
-use crate::server::durable_task::{Then, run_in_slot};
 use crate::service::Service;
 use crate::service::ServiceError;
 use crate::service::adapters::{AdapterKind, AdapterResult};
 use crate::service::bridge::{self, BridgeState, BridgeStatus};
 use crate::service::bridge_event::{AgentRunObserved, BridgeEvent, RunInterrupted};
 use crate::service::controller::{self, ControllerStatus};
+use crate::service::durable_task::{Then, run_in_slot};
 use crate::service::ids::agent_run_id;
 use crate::store::{RecordKind, RecordWriter};
 
@@ -44,7 +44,7 @@ pub fn drive_in_background(service: &Arc<Service>, records: RecordWriter, state:
         .await;
         match driven {
             Ok(outcome) => eprintln!("planrun serve: run {run_id} · {}", outcome.state.status.as_str()),
-            Err(error) => eprintln!("planrun serve: run {run_id} · not driven: {}", error.message),
+            Err(error) => eprintln!("planrun serve: run {run_id} · not driven: {error}"),
         }
     });
 }

@@ -8,11 +8,9 @@
 
 use std::collections::HashMap;
 
-use axum::http::StatusCode;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::server::error::ApiError;
 use crate::service::Service;
 use crate::store::{RecordKind, StoreError, validate_run_id};
 
@@ -44,16 +42,6 @@ pub enum PageError {
     /// `after` is a valid id that names no bridge run (404 `run_not_found`).
     UnknownAfter(String),
     Records(StoreError),
-}
-
-impl From<PageError> for ApiError {
-    fn from(error: PageError) -> Self {
-        match error {
-            PageError::Invalid(message) => ApiError::new(StatusCode::BAD_REQUEST, "invalid_paging", message),
-            PageError::UnknownAfter(after) => ApiError::not_found("bridge run", &after),
-            PageError::Records(error) => error.into(),
-        }
-    }
 }
 
 impl Paging {

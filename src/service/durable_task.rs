@@ -18,10 +18,6 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use axum::http::StatusCode;
-use tokio::sync::OwnedSemaphorePermit;
-
-use crate::server::error::ApiError;
 use crate::service::Service;
 use crate::store::StoreError;
 
@@ -36,20 +32,34 @@ pub enum Then {
     MakeDurable,
 }
 
+/// Why a task's work did not run to its end, or how it failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError<E> {
+    /// The service is stopping: it gives no more slots (HTTP 503
+    /// `shutting_down`).
+    #[error("the service is stopping")]
+    ShuttingDown,
+    /// The thread running the work panicked (HTTP 500 `run_crashed`).
+    #[error("the run task failed: {0}")]
+    Crashed(tokio::task::JoinError),
+    /// The work's own failure.
+    #[error(transparent)]
+    Work(E),
+}
+
 /// Runs `work` to its end holding a slot, on a blocking thread, then does
 /// `then`; a client that disconnects does not stop the work.
 pub async fn run_in_slot<T, E, F>(
     service: &Arc<Service>,
     then: Then,
     work: impl FnOnce(Arc<Service>) -> F + Send + 'static,
-) -> Result<T, ApiError>
+) -> Result<T, TaskError<E>>
 where
     F: Future<Output = Result<T, E>>,
     T: Send + 'static,
     E: From<StoreError> + Send + 'static,
-    ApiError: From<E>,
 {
-    let permit = slot(service).await?;
+    let permit = Arc::clone(&service.slots).acquire_owned().await.map_err(|_| TaskError::ShuttingDown)?;
     let service = Arc::clone(service);
     let runtime = tokio::runtime::Handle::current();
     let task = tokio::task::spawn_blocking(move || {
@@ -60,16 +70,5 @@ where
         }
         Ok::<T, E>(value)
     });
-    Ok(task.await.map_err(task_failed)??)
-}
-
-async fn slot(service: &Arc<Service>) -> Result<OwnedSemaphorePermit, ApiError> {
-    Arc::clone(&service.slots)
-        .acquire_owned()
-        .await
-        .map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "the service is stopping"))
-}
-
-fn task_failed(error: tokio::task::JoinError) -> ApiError {
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "run_crashed", format!("the run task failed: {error}"))
+    task.await.map_err(TaskError::Crashed)?.map_err(TaskError::Work)
 }
