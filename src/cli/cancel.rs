@@ -22,10 +22,14 @@ pub struct CancelArgs {
 /// Exit code: 0 cancelled, 1 refused (the run has ended or is locked), 2
 /// bad input.
 pub fn cancel(args: &CancelArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
+    let run_id = match crate::cli::run_id_arg(&args.run_id) {
+        Ok(run_id) => run_id,
+        Err(code) => return code,
+    };
     let input = ops::CancelInput {
         workspace: &dirs.workspace,
         policies: &dirs.policies,
-        run_id: &args.run_id,
+        run_id: &run_id,
         reason: args.reason.clone(),
     };
     match ops::cancel(input, env) {

@@ -33,8 +33,8 @@ pub struct WorkerArgs {
 /// A `--node-id`: the alphabet of run ids, so that it reads plainly in
 /// `runs.owner_id`.
 fn parse_node_id(text: &str) -> Result<String, String> {
-    crate::store::validate_run_id(text)
-        .map(|()| text.to_string())
+    crate::store::RunId::parse(text)
+        .map(crate::store::RunId::into_string)
         .map_err(|_| "a node id has 1 to 64 ASCII letters, digits, `.`, `_` or `-`".to_string())
 }
 

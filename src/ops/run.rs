@@ -9,7 +9,8 @@ use crate::load::Catalog;
 use crate::ops::{OpsError, load_plan_file};
 use crate::router::select;
 pub use crate::runtime::RunOutcome;
-use crate::runtime::{Progress, RunRequest, RuntimeEnv, execute};
+use crate::runtime::{Progress, RunError, RunRequest, RuntimeEnv, execute};
+use crate::store::RunId;
 
 /// What to run.
 pub enum RunTarget<'a> {
@@ -28,6 +29,13 @@ pub struct RunInput<'a> {
     pub workspace: PathBuf,
 }
 
+/// The `--run-id` of a run or a queued run, checked once the plan is loaded
+/// (so a broken plan is reported first); `None` takes one from the
+/// runtime's id generator.
+pub(crate) fn parse_run_id(run_id: Option<&str>) -> Result<Option<RunId>, OpsError> {
+    Ok(run_id.map(RunId::parse).transpose().map_err(RunError::InvalidRunId)?)
+}
+
 /// Loads (or routes to) the plan and its policy, then runs it to its end or
 /// its first approval gate.
 pub fn run(input: RunInput<'_>, env: &RuntimeEnv, progress: &mut dyn Progress) -> Result<RunOutcome, OpsError> {
@@ -42,6 +50,7 @@ pub fn run(input: RunInput<'_>, env: &RuntimeEnv, progress: &mut dyn Progress) -
             (plan, policy, Some(goal.to_string()))
         }
     };
-    let request = RunRequest { plan, policy, goal, run_id: input.run_id, workspace: input.workspace };
+    let run_id = parse_run_id(input.run_id.as_deref())?;
+    let request = RunRequest { plan, policy, goal, run_id, workspace: input.workspace };
     Ok(execute(request, env, progress)?)
 }

@@ -199,7 +199,6 @@ pub fn refused(error: OpsError) -> ApiError {
         ControlError::Run(_) => (StatusCode::INTERNAL_SERVER_ERROR, "records_failed"),
         ControlError::Store(error) => return error.into(),
         ControlError::Files { .. } | ControlError::FilesMissing(_) => (StatusCode::CONFLICT, "plan_files_invalid"),
-        ControlError::InvalidRunId(_) => (StatusCode::INTERNAL_SERVER_ERROR, "records_failed"),
     };
     ApiError::new(status, code, message)
 }

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::service::Service;
-use crate::store::{RecordKind, StoreError, validate_run_id};
+use crate::store::{RecordKind, RunId, StoreError};
 
 /// Runs per page when `limit` is not given.
 pub const DEFAULT_LIMIT: usize = 20;
@@ -23,7 +23,7 @@ pub const MAX_LIMIT: usize = 100;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Paging {
     pub limit: usize,
-    pub after: Option<String>,
+    pub after: Option<RunId>,
 }
 
 /// One page of bridge runs.
@@ -59,10 +59,8 @@ impl Paging {
                 })?
             }
         };
-        let after = query.get("after").cloned();
-        if let Some(after) = &after {
-            validate_run_id(after).map_err(|error| PageError::Invalid(format!("`after`: {error}")))?;
-        }
+        let after = query.get("after").map(|after| RunId::parse(after)).transpose();
+        let after = after.map_err(|error| PageError::Invalid(format!("`after`: {error}")))?;
         Ok(Paging { limit, after })
     }
 }
@@ -74,8 +72,8 @@ pub fn page(service: &Service, paging: &Paging) -> Result<RunPage, PageError> {
     let start = match &paging.after {
         None => 0,
         Some(after) => {
-            let position = listed.iter().position(|listing| &listing.run_id == after);
-            1 + position.ok_or_else(|| PageError::UnknownAfter(after.clone()))?
+            let position = listed.iter().position(|listing| listing.run_id == after.as_str());
+            1 + position.ok_or_else(|| PageError::UnknownAfter(after.to_string()))?
         }
     };
     let ids: Vec<&str> = listed.iter().skip(start).take(paging.limit).map(|listing| listing.run_id.as_str()).collect();

@@ -13,13 +13,13 @@ use crate::runtime::approval::{ApprovalClaims, check_claims};
 use crate::runtime::event::{ApprovalGranted, Event};
 use crate::runtime::interpreter::check_story;
 use crate::runtime::{ChangedFiles, Recorder, RuntimeEnv, format_timestamp, load_files};
-use crate::store::{Approval, ApprovalDecision, PendingAction, Verdict};
+use crate::store::{Approval, ApprovalDecision, PendingAction, RunId, Verdict};
 use jiff::{SignedDuration, Timestamp};
 
 /// Who approves what, for how long.
 pub struct ApproveInput<'a> {
     pub workspace: &'a Path,
-    pub run_id: &'a str,
+    pub run_id: &'a RunId,
     /// What the person reviewed; each given claim must match the frozen action.
     pub claims: &'a ApprovalClaims,
     pub expires_in: Duration,

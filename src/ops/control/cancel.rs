@@ -8,7 +8,7 @@ use crate::ops::control::interrupted;
 use crate::ops::control::open::open;
 use crate::ops::{EndedRun, OpsError};
 use crate::runtime::{QueuedError, Recorder, RunError, RuntimeEnv, cancel_queued};
-use crate::store::{RunState, StoreError};
+use crate::store::{RunId, RunState, StoreError};
 use crate::tools::children::ChildNote;
 
 /// Which run to cancel, and why.
@@ -17,7 +17,7 @@ pub struct CancelInput<'a> {
     /// Where the plan's policy is found for a start interrupted before its
     /// first checkpoint (as `--policies` for `--plan`).
     pub policies: &'a Path,
-    pub run_id: &'a str,
+    pub run_id: &'a RunId,
     pub reason: Option<String>,
 }
 
@@ -39,7 +39,7 @@ fn cancel_run(input: CancelInput<'_>, env: &RuntimeEnv) -> Result<RunState, Cont
         // Withdrawn from the queue: recorded as a run cancelled before its
         // first step, from what it was submitted with.
         Err(ControlError::Store(StoreError::Queued { .. })) => {
-            return cancel_queued(workspace, run_id, reason, env).map_err(|error| match error {
+            return cancel_queued(workspace, run_id.as_str(), reason, env).map_err(|error| match error {
                 // A worker starting it holds it (exit 1), as any held run.
                 QueuedError::Run(RunError::Start(error)) => ControlError::Store(error),
                 QueuedError::Run(error) => ControlError::Run(error),

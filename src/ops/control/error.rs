@@ -3,14 +3,11 @@
 use crate::diag::{Diagnostic, SourceMap};
 use crate::runtime::approval::ApprovalInvalid;
 use crate::runtime::{RunError, RunFilesError};
-use crate::store::{RunIdError, StoreError};
+use crate::store::StoreError;
 
 /// Why a control command did not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
-    /// Bad run id (exit 2).
-    #[error(transparent)]
-    InvalidRunId(#[from] RunIdError),
     /// The records are missing, unreadable, edited or inconsistent (exit 2
     /// for bad records, 1 for a run locked by another process).
     #[error(transparent)]
@@ -58,10 +55,7 @@ impl ControlError {
     /// Whether the input itself was bad (exit 2) rather than refused (exit 1).
     pub fn is_bad_input(&self) -> bool {
         match self {
-            ControlError::InvalidRunId(_)
-            | ControlError::Files { .. }
-            | ControlError::FilesMissing(_)
-            | ControlError::Interrupted(_) => true,
+            ControlError::Files { .. } | ControlError::FilesMissing(_) | ControlError::Interrupted(_) => true,
             ControlError::Run(error) => error.nothing_ran(),
             ControlError::Store(error) => error.is_unusable_record(),
             ControlError::Refused(_) => false,

@@ -17,8 +17,8 @@ use crate::load::Loader;
 use crate::model::{Plan, Policy};
 use crate::ops::control::error::ControlError;
 use crate::runtime::event::{PlanCreated, RunStarted};
-use crate::runtime::{Progress, RunOutcome, RunRequest, RuntimeEnv, execute, execute_cancelled};
-use crate::store::{AuditEvent, StoreError};
+use crate::runtime::{Progress, RunError, RunOutcome, RunRequest, RuntimeEnv, execute, execute_cancelled};
+use crate::store::{AuditEvent, RunId, StoreError};
 
 /// Where an interrupted start is started again: its workspace, and the
 /// folder its plan's policy is found in (as `--policies` for `--plan`),
@@ -30,7 +30,7 @@ pub(super) struct StartDirs<'a> {
 
 /// What the log of an interrupted start says it was started with.
 struct InterruptedStart {
-    run_id: String,
+    run_id: RunId,
     started: RunStarted,
     /// `None` when the start was killed before `plan_created`.
     created: Option<PlanCreated>,
@@ -55,7 +55,8 @@ impl InterruptedStart {
             )));
         };
         let created = details(events.get(1), "plan_created").and_then(|value| serde_json::from_value(value).ok());
-        Ok(InterruptedStart { run_id: id, started, created })
+        let run_id = RunId::parse(&id).map_err(RunError::InvalidRunId)?;
+        Ok(InterruptedStart { run_id, started, created })
     }
 
     /// Loads the plan file the log names and the policy it names from
@@ -126,7 +127,7 @@ pub(super) fn restart(
         )));
     };
     let files = start.load(policies, allow_changed)?;
-    progress.restarting(&start.run_id, &start.started.plan_path);
+    progress.restarting(start.run_id.as_str(), &start.started.plan_path);
     Ok(execute(start.request(&files, workspace), env, progress)?)
 }
 

@@ -23,12 +23,12 @@ use crate::ops::control::open::open_in;
 use crate::ops::{ExitStatus, OpsError};
 use crate::runtime::event::{Event, ReconciliationSettled};
 use crate::runtime::{Recorder, RuntimeEnv, format_timestamp};
-use crate::store::{Cursor, Evidence, Receipt, ReceiptState, RunState, StepRecord, StepRecordStatus};
+use crate::store::{Cursor, Evidence, Receipt, ReceiptState, RunId, RunState, StepRecord, StepRecordStatus};
 
 /// What `reconcile` was told.
 pub struct ReconcileInput<'a> {
     pub workspace: &'a Path,
-    pub run_id: &'a str,
+    pub run_id: &'a RunId,
     /// The person's word: was the uncertain write applied?
     pub applied: bool,
     pub settled_by: Option<String>,

@@ -8,16 +8,21 @@ use crate::ops::control::open::open_waiting;
 use crate::ops::{EndedRun, OpsError};
 use crate::runtime::event::{ApprovalRejected, Event};
 use crate::runtime::{Recorder, RuntimeEnv};
-use crate::store::{ApprovalDecision, RunState, Verdict};
+use crate::store::{ApprovalDecision, RunId, RunState, Verdict};
 
 /// Ends a waiting run `rejected`: the frozen action never runs.
-pub fn reject(workspace: &Path, run_id: &str, reason: Option<String>, env: &RuntimeEnv) -> Result<EndedRun, OpsError> {
+pub fn reject(
+    workspace: &Path,
+    run_id: &RunId,
+    reason: Option<String>,
+    env: &RuntimeEnv,
+) -> Result<EndedRun, OpsError> {
     Ok(EndedRun { state: reject_run(workspace, run_id, reason, env)? })
 }
 
 fn reject_run(
     workspace: &Path,
-    run_id: &str,
+    run_id: &RunId,
     reason: Option<String>,
     env: &RuntimeEnv,
 ) -> Result<RunState, ControlError> {

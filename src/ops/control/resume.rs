@@ -14,12 +14,12 @@ use crate::ops::control::interrupted::{self, StartDirs};
 use crate::ops::control::open::open_in;
 use crate::runtime::interpreter::{Interpreter, ResumeError, check_story};
 use crate::runtime::{ChangedFiles, Progress, RunOutcome, RuntimeEnv, load_files};
-use crate::store::{LoadedRun, RunHandle, RunStore, StoreError};
+use crate::store::{LoadedRun, RunHandle, RunId, RunStore, StoreError};
 
 /// What `resume` needs.
 pub struct ResumeRequest {
     pub workspace: PathBuf,
-    pub run_id: String,
+    pub run_id: RunId,
     /// Continue even though the plan or policy file changed since the run
     /// started (the user says so explicitly with `--allow-changed-files`).
     pub allow_changed_files: bool,

@@ -24,7 +24,7 @@ use crate::runtime::approval::ApprovalClaims;
 use crate::runtime::{NoProgress, RuntimeEnv};
 use crate::service::adapters::{AdapterMode, AdapterResult, AgentMetadata};
 use crate::service::ids::agent_run_id;
-use crate::store::{RunState, RunStore, StepRecordStatus};
+use crate::store::{RunId, RunState, RunStore, StepRecordStatus};
 
 /// What agent runs need: the validated catalog, the workspace, the clock
 /// and the store the runs are read back from.
@@ -82,6 +82,7 @@ impl AgentRunner {
         expires_in: Duration,
         approved_by: Option<String>,
     ) -> Result<Approved, OpsError> {
+        let run_id = &RunId::parse(run_id)?;
         ops::approve(ApproveInput { workspace: &self.workspace, run_id, claims, expires_in, approved_by }, &self.env)
     }
 
@@ -93,7 +94,7 @@ impl AgentRunner {
         let run_id = held.run_id().to_string();
         let request = ResumeRequest {
             workspace: self.workspace.clone(),
-            run_id: run_id.clone(),
+            run_id: RunId::parse(&run_id)?,
             allow_changed_files: false,
             policies: None,
         };
@@ -103,7 +104,7 @@ impl AgentRunner {
 
     /// Ends agent run `run_id` `rejected` (`ops::reject`).
     pub fn reject(&self, run_id: &str, reason: Option<String>) -> Result<AdapterResult, OpsError> {
-        let ended = ops::reject(&self.workspace, run_id, reason, &self.env)?;
+        let ended = ops::reject(&self.workspace, &RunId::parse(run_id)?, reason, &self.env)?;
         Ok(self.result(run_id, &ended.state, "stopped"))
     }
 
