@@ -4,7 +4,9 @@
 //! # Architecture: three layers
 //!
 //! ```text
-//!  front ends   cli (one file per command)          server (axum handlers, adapters, controller)
+//!  front ends   cli (one file per command)          server (axum routes, bodies, OpenAPI, HTTP errors)
+//!                    │                                   │
+//!  service           │                    service (bridge and controller runs, adapters, decisions)
 //!                    │                                   │
 //!  use cases    ops: run · resume · approve · reject · cancel · show · preview · check · route
 //!                    │     (typed inputs and outcomes, one ExitStatus)
@@ -12,10 +14,12 @@
 //!                │                       │
 //!                └──▶ policy ──▶ confine ◀── tools ◀── runtime ──▶ store (RunStore)
 //!                                       diag, template, digest, fence, strict_json below all
+//!                                       (and exit, the front ends' error line and stop signals)
 //! ```
 //!
-//! Imports only run down: a front end may use `ops` and the engine; `ops`
-//! uses the engine; the engine knows no front end and no use case; no two
+//! Imports only run down: a front end may use `ops` and the engine (and
+//! `server` the `service` below it); `service` uses `ops` and the engine;
+//! `ops` uses the engine; the engine knows no front end and no use case; no two
 //! modules import each other. `tests/layering.rs` checks it on every test
 //! run (each top-level module's layer is a row of its table; a new module
 //! needs one), and also that no folder's modules import each other in a
@@ -59,15 +63,23 @@
 //! - [`snapshot`]: golden snapshot files in insta's `.snap` format and the
 //!   unified diff of a mismatch (`planrun test`).
 //! - [`runtime`]: the interpreter loop (recorder, budgets, one attempt,
-//!   idempotency, completion), approvals, the control commands, typed audit
-//!   events, and the injected clock, ids, store and process environment
+//!   idempotency, completion), approvals, a run's files found again and its
+//!   story checked, typed audit events, and the injected clock, ids, store and process environment
 //!   (`runtime::env`, the one module that reads them).
 //!
-//! [`ops`] holds the use cases; [`cli`] the command line (`main.rs` only
-//! calls [`cli::main`]); `server` (feature `server`, on by default)
-//! `planrun serve`: the HTTP bridge, adapters (the agent adapter runs goals
-//! through [`ops::run`], as the CLI does), prompt guard and controller loop
-//! with its decision backends.
+//! [`exit`] is how a front-end process ends (the `error:` line and exit
+//! code, the stop signals), shared by `cli` and `server`, which may not
+//! import each other.
+//!
+//! [`ops`] holds the use cases (the commands on existing runs in
+//! `ops/control/`); [`cli`] the command line (`main.rs` only calls
+//! [`cli::main`]). With the feature `server` (on by default), `service`
+//! holds the service's use cases: bridge runs, accepted runs and durable
+//! tasks, adapters (the agent adapter runs goals through [`ops::run`], as
+//! the CLI does), prompt guard, controller loop with its recovery and
+//! decision backends, their events and statuses, run listing; it knows no
+//! HTTP. `server` is `planrun serve`'s HTTP front end over it: routes,
+//! extractors, JSON bodies, OpenAPI, settings glue and HTTP errors.
 //!
 //! # Files
 //!
@@ -77,7 +89,7 @@
 //! | `tools` | workspace files (confined) | workspace files (confined) |
 //! | `store` | `<workspace>/runs/<id>/*`, `<workspace>/bridge/runs/<id>/*`, `<workspace>/.planrun/receipts/*` | `<workspace>/runs/<id>/{plan.json,state.json,history.jsonl,audit.jsonl}`, `<workspace>/bridge/runs/<id>/{state.json,audit.jsonl,controller_state.json,controller_audit.jsonl}`, `<workspace>/.planrun/receipts/<sha256>.json` |
 //! | `tools::tickets` | `<workspace>/tickets.json` | `<workspace>/tickets.json` |
-//! | `server` | — (files through `load`, records through `store`) | — |
+//! | `service`, `server` | — (files through `load`, records through `store`) | — |
 //! | `load` (scenarios), `ops::test` | `plans/*.scenarios.{toml,yaml,yml}`, their fixtures, `snapshots/**/*.snap` | a sandbox `/tmp/planrun??????/` per scenario (removed after), `snapshots/<folder>/<name>.snap` (`--accept`, `--review`) or `.snap.new` (pending) |
 //! | `cli::demo` | `plans/ticket_close.toml`, `plans/ticket_close.tickets.json` | a new demo folder |
 
@@ -85,6 +97,7 @@ pub mod cli;
 pub mod confine;
 pub mod diag;
 pub mod digest;
+pub mod exit;
 pub mod fence;
 pub mod load;
 pub mod model;
@@ -95,6 +108,8 @@ pub mod router;
 pub mod runtime;
 #[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "server")]
+pub mod service;
 pub mod snapshot;
 pub mod store;
 pub mod strict_json;

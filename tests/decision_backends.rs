@@ -15,10 +15,10 @@ use std::time::Duration;
 use jiff::Timestamp;
 use planrun::model::DecisionSettings;
 use planrun::runtime::FixedClock;
-use planrun::server::config::{OllamaSettings, OpenAiSettings};
-use planrun::server::decision::choices::{Choices, OfferedPlan};
-use planrun::server::decision::evidence::Verdict;
-use planrun::server::decision::{Action, DecisionBackend, DecisionContext, ModelApi, ModelBackend};
+use planrun::service::config::{OllamaSettings, OpenAiSettings};
+use planrun::service::decision::choices::{Choices, OfferedPlan};
+use planrun::service::decision::evidence::Verdict;
+use planrun::service::decision::{Action, DecisionBackend, DecisionContext, ModelApi, ModelBackend};
 use serde_json::{Value, json};
 
 use crate::common::snapshot_settings;

@@ -64,6 +64,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Exit code: 0 approved, 1 refused (not waiting, claims do not match), 2
 /// bad input (run id, records that fail verification).
 pub fn approve(args: &ApproveArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
+    let run_id = match crate::cli::run_id_arg(&args.run_id) {
+        Ok(run_id) => run_id,
+        Err(code) => return code,
+    };
     let claims = ApprovalClaims {
         fingerprint: args.fingerprint.clone(),
         scope: args.scope.clone(),
@@ -71,7 +75,7 @@ pub fn approve(args: &ApproveArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode
     };
     let input = ApproveInput {
         workspace: &dirs.workspace,
-        run_id: &args.run_id,
+        run_id: &run_id,
         claims: &claims,
         expires_in: args.expires_in,
         approved_by: args.by.clone(),

@@ -22,7 +22,17 @@ pub struct CancelArgs {
 /// Exit code: 0 cancelled, 1 refused (the run has ended or is locked), 2
 /// bad input.
 pub fn cancel(args: &CancelArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
-    match ops::cancel((&dirs.workspace, &dirs.policies), &args.run_id, args.reason.clone(), env) {
+    let run_id = match crate::cli::run_id_arg(&args.run_id) {
+        Ok(run_id) => run_id,
+        Err(code) => return code,
+    };
+    let input = ops::CancelInput {
+        workspace: &dirs.workspace,
+        policies: &dirs.policies,
+        run_id: &run_id,
+        reason: args.reason.clone(),
+    };
+    match ops::cancel(input, env) {
         Ok(ended) => {
             let state = &ended.state;
             anstream::println!("{} run {} is {}", paint(BOLD, "cancelled:"), state.run_id, run_status(state.status));

@@ -94,7 +94,8 @@ fn stages(plan: &Path, policies: &Path, workspace: &Path, env: &RuntimeEnv) -> R
     let resumed = run(&["resume", RUN_ID, "--quiet"], None)?.status.success();
     let after_recovery = close_count()?;
 
-    let loaded = crate::ops::show(workspace, RUN_ID, env).map_err(|error| error.to_string())?;
+    let run_id = crate::store::RunId::parse(RUN_ID).map_err(|error| error.to_string())?;
+    let loaded = crate::ops::show(workspace, &run_id, env).map_err(|error| error.to_string())?;
     let state = &loaded.state;
     let mut event_types: Vec<&str> = Vec::new();
     for event in &loaded.audit {

@@ -25,7 +25,11 @@ pub struct ExportArgs {
 /// Exit code: 0 written, 2 an unknown run, a run whose records fail
 /// verification, an existing folder, or a store without runs to export.
 pub fn export(args: &ExportArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
-    match ops::export(&dirs.workspace, &args.run_id, &args.out, env) {
+    let run_id = match crate::cli::run_id_arg(&args.run_id) {
+        Ok(run_id) => run_id,
+        Err(code) => return code,
+    };
+    match ops::export(&dirs.workspace, &run_id, &args.out, env) {
         Ok(exported) => {
             anstream::println!(
                 "{} run {} to {}",

@@ -35,6 +35,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::ops::ExitStatus;
 use crate::runtime::RuntimeEnv;
+use crate::store::RunId;
 
 /// What this build can do, said where it matters: `--version` lists the
 /// features built in and those left out, and in a build without the
@@ -113,6 +114,12 @@ pub(crate) fn parse_goal(text: &str) -> Result<String, String> {
 /// control characters, as the service's `approved_by`.
 pub(crate) fn parse_name(text: &str) -> Result<String, String> {
     crate::model::check_decision_text("--by", text, crate::model::MAX_NAME_CHARS).map(|()| text.to_string())
+}
+
+/// A run id argument, checked once here: a bad one fails as every command
+/// fails on it (`error: invalid run id …`, exit 2).
+pub(crate) fn run_id_arg(text: &str) -> Result<RunId, ExitCode> {
+    RunId::parse(text).map_err(|error| crate::cli::output::fail_with(&crate::ops::OpsError::InvalidRunId(error)))
 }
 
 /// A `--reason` value (`reject`, `cancel`): at most 2000 characters, no

@@ -9,7 +9,7 @@ use anstyle::{AnsiColor, Style};
 use crate::cli::ColorChoice;
 use crate::diag::{Diagnostic, Severity, SourceMap, display_path, render};
 use crate::model::{Plan, Policy, RunStatus, Step};
-use crate::ops::{ExitStatus, OpsError};
+use crate::ops::OpsError;
 use crate::runtime::Progress;
 use crate::store::{RunState, StepRecord, StepRecordStatus};
 
@@ -36,11 +36,7 @@ pub fn paint(style: Style, text: impl std::fmt::Display) -> String {
     format!("{style}{text}{style:#}")
 }
 
-/// Prints `error: <message>` to stderr and returns `code`.
-pub fn fail(code: ExitStatus, message: &str) -> ExitCode {
-    anstream::eprintln!("{}: {message}", paint(RED, "error"));
-    ExitCode::from(code)
-}
+pub use crate::exit::fail;
 
 /// Renders diagnostics to stderr (used when invalid files stop a command).
 pub fn print_diagnostics<'d>(

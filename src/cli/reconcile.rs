@@ -29,9 +29,13 @@ pub struct ReconcileArgs {
 /// Exit code: 0 settled, 1 refused (nothing uncertain, or locked), 2 bad
 /// input.
 pub fn reconcile(args: &ReconcileArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
+    let run_id = match crate::cli::run_id_arg(&args.run_id) {
+        Ok(run_id) => run_id,
+        Err(code) => return code,
+    };
     let input = ops::ReconcileInput {
         workspace: &dirs.workspace,
-        run_id: &args.run_id,
+        run_id: &run_id,
         applied: args.applied,
         settled_by: args.settled_by.clone(),
     };

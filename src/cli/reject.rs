@@ -21,7 +21,11 @@ pub struct RejectArgs {
 
 /// Exit code: 0 rejected, 1 refused (the run is not waiting), 2 bad input.
 pub fn reject(args: &RejectArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
-    match ops::reject(&dirs.workspace, &args.run_id, args.reason.clone(), env) {
+    let run_id = match crate::cli::run_id_arg(&args.run_id) {
+        Ok(run_id) => run_id,
+        Err(code) => return code,
+    };
+    match ops::reject(&dirs.workspace, &run_id, args.reason.clone(), env) {
         Ok(ended) => {
             let state = &ended.state;
             anstream::println!("{} run {} is {}", paint(BOLD, "rejected:"), state.run_id, run_status(state.status));

@@ -8,7 +8,8 @@ use clap::Args;
 use crate::cli::DirArgs;
 use crate::cli::run::report;
 use crate::ops;
-use crate::runtime::{ResumeRequest, RuntimeEnv};
+use crate::ops::ResumeRequest;
+use crate::runtime::RuntimeEnv;
 
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
@@ -30,9 +31,13 @@ pub struct ResumeArgs {
 /// match, an ended run, changed files); 2 for bad input (run id, records
 /// that fail verification, invalid files).
 pub fn resume(args: &ResumeArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
+    let run_id = match crate::cli::run_id_arg(&args.run_id) {
+        Ok(run_id) => run_id,
+        Err(code) => return code,
+    };
     let request = ResumeRequest {
         workspace: dirs.workspace.clone(),
-        run_id: args.run_id.clone(),
+        run_id,
         allow_changed_files: args.allow_changed_files,
         policies: Some(dirs.policies.clone()),
     };

@@ -69,10 +69,13 @@ pub fn report(
         Err(error) => return fail_with(&error),
     };
     if json {
-        match ops::full_state_json(&dirs.workspace, &outcome.state.run_id, env) {
+        let state = crate::store::RunId::parse(&outcome.state.run_id)
+            .map_err(ops::OpsError::from)
+            .and_then(|run_id| ops::full_state_json(&dirs.workspace, &run_id, env));
+        match state {
             Ok(state) => anstream::println!("{}", serde_json::to_string_pretty(&state).unwrap_or_default()),
             Err(error) => return fail(ExitStatus::Failed, &error.to_string()),
         }
     }
-    outcome.exit_status().into()
+    ExitStatus::for_run(outcome.state.status).into()
 }

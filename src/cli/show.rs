@@ -41,7 +41,11 @@ pub struct ShowArgs {
 /// Exit code: 0 when the run was shown (a queued one included), 2 for an
 /// unknown or invalid run id or records that fail verification.
 pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
-    let run = match ops::show(&dirs.workspace, &args.run_id, env) {
+    let run_id = match crate::cli::run_id_arg(&args.run_id) {
+        Ok(run_id) => run_id,
+        Err(code) => return code,
+    };
+    let run = match ops::show(&dirs.workspace, &run_id, env) {
         Ok(run) => run,
         Err(ops::OpsError::Records(StoreError::Queued { id })) => return show_queued(&id, args.json, dirs, env),
         Err(error) => return fail_with(&error),
@@ -306,11 +310,13 @@ fn summarize_action(action: &serde_json::Value) -> Option<String> {
 /// A queued run: what it was submitted with, and that no worker started
 /// it yet (exit 0: it was shown).
 fn show_queued(run_id: &str, json: bool, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
-    let queued = match ops::queued_run(&dirs.workspace, run_id, env) {
+    let queued = match crate::cli::run_id_arg(run_id)
+        .and_then(|id| ops::queued_run(&dirs.workspace, &id, env).map_err(|error| fail_with(&error)))
+    {
         Ok(Some(queued)) => queued,
         // Started between the two reads: shown as it is now.
         Ok(None) => return show(&ShowArgs { run_id: run_id.to_string(), full: false, json }, dirs, env),
-        Err(error) => return fail_with(&error),
+        Err(code) => return code,
     };
     if json {
         let value = serde_json::json!({

@@ -19,7 +19,11 @@ pub struct VerifyArgs {
 /// Exit code: 0 every record verifies, 2 a record fails verification (or
 /// an unknown or invalid run id), as `show` and `resume` do for it.
 pub fn verify(args: &VerifyArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
-    let verification = match ops::verify(&dirs.workspace, &args.run_id, env) {
+    let run_id = match crate::cli::run_id_arg(&args.run_id) {
+        Ok(run_id) => run_id,
+        Err(code) => return code,
+    };
+    let verification = match ops::verify(&dirs.workspace, &run_id, env) {
         Ok(verification) => verification,
         Err(error) => return fail_with(&error),
     };

@@ -33,8 +33,8 @@ pub struct WorkerArgs {
 /// A `--node-id`: the alphabet of run ids, so that it reads plainly in
 /// `runs.owner_id`.
 fn parse_node_id(text: &str) -> Result<String, String> {
-    crate::store::validate_run_id(text)
-        .map(|()| text.to_string())
+    crate::store::RunId::parse(text)
+        .map(crate::store::RunId::into_string)
         .map_err(|_| "a node id has 1 to 64 ASCII letters, digits, `.`, `_` or `-`".to_string())
 }
 
@@ -54,28 +54,18 @@ pub fn node_id(command: &Option<crate::cli::Command>) -> Option<&str> {
 /// as a killed process does).
 #[cfg(feature = "postgres")]
 fn stop_on_signal() -> Option<Arc<AtomicBool>> {
-    use tokio::signal::unix::{SignalKind, signal};
-
     let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build().ok()?;
-    let (terminate, interrupt) =
-        runtime.block_on(async { (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) });
-    let (mut terminate, mut interrupt) = (terminate.ok()?, interrupt.ok()?);
+    let mut signals = runtime.block_on(async { crate::exit::StopSignals::install() }).ok()?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     std::thread::Builder::new()
         .name("planrun-signals".into())
         .spawn(move || {
             runtime.block_on(async {
-                let first = tokio::select! {
-                    _ = terminate.recv() => 128 + 15,
-                    _ = interrupt.recv() => 128 + 2,
-                };
+                let first = signals.next().await;
                 flag.store(true, std::sync::atomic::Ordering::SeqCst);
                 eprintln!("planrun worker: stopping; finishing the runs in progress (a second signal exits at once)");
-                tokio::select! {
-                    _ = terminate.recv() => {},
-                    _ = interrupt.recv() => {},
-                }
+                signals.next().await;
                 eprintln!("planrun worker: stopped at once; the runs in progress are taken over after their leases");
                 std::process::exit(first);
             })
@@ -106,7 +96,7 @@ pub fn worker(args: &WorkerArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
             paint(BOLD, "worked:"),
             worked.run_id,
             run_status(outcome.state.status),
-            outcome.exit_status().code()
+            crate::ops::ExitStatus::for_run(outcome.state.status).code()
         ),
         Err(error) => anstream::println!(
             "{} run {} · not continued (exit {}): {error}",

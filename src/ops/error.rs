@@ -5,8 +5,9 @@ use std::path::Path;
 
 use crate::diag::{Diagnostic, SourceMap};
 use crate::load::Loader;
+use crate::ops::ControlError;
 use crate::ops::ExitStatus;
-use crate::runtime::{ControlError, RunError};
+use crate::runtime::RunError;
 use crate::store::{RunIdError, StoreError};
 
 /// A use case's failure. A run that ends `failed` is not an `OpsError`: it

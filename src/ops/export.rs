@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::ops::OpsError;
 use crate::runtime::RuntimeEnv;
-use crate::store::validate_run_id;
+use crate::store::RunId;
 
 /// What `export` wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,10 +19,9 @@ pub struct Exported {
 
 /// Exports run `run_id` (`latest`: the newest) of the store of `workspace`
 /// into the workspace folder `out`.
-pub fn export(workspace: &Path, run_id: &str, out: &Path, env: &RuntimeEnv) -> Result<Exported, OpsError> {
-    validate_run_id(run_id)?;
+pub fn export(workspace: &Path, run_id: &RunId, out: &Path, env: &RuntimeEnv) -> Result<Exported, OpsError> {
     let store = env.store(workspace);
-    let run_id = crate::ops::show::resolve(store.as_ref(), run_id, workspace)?;
+    let run_id = crate::ops::show::resolve(store.as_ref(), run_id.as_str(), workspace)?;
     let folder = store.export_run(&run_id, out)?;
     Ok(Exported { run_id, folder })
 }

@@ -27,14 +27,16 @@
 //! | queue a run for a worker (database store) | [`queue`] | [`Queued`] |
 //! | take up the runnable and queued runs of a database store | [`work`] | [`WorkedRun`]s |
 //!
+//! The commands on existing runs (`resume`, `approve`, `reject`, `cancel`,
+//! `reconcile`) are in `control/`, one file each.
+//!
 //! Adding a use case: one file here with its input, outcome and function,
 //! re-exported below; then a thin `cli/` command and, if the service offers
 //! it, a handler.
 
-mod approve;
-mod cancel;
 mod catalog;
 mod check;
+mod control;
 mod ended_run;
 mod error;
 mod exit_status;
@@ -42,9 +44,6 @@ mod export;
 mod policy_check;
 mod preview;
 mod queue;
-mod reconcile;
-mod reject;
-mod resume;
 mod route;
 mod run;
 mod runs;
@@ -57,10 +56,12 @@ mod test_summary;
 mod verify;
 mod worker;
 
-pub use approve::{ApproveInput, Approved, approve};
-pub use cancel::cancel;
 pub use catalog::{load_catalog, load_plan_file};
 pub use check::{CheckInput, CheckOutcome, check};
+pub use control::{
+    ApproveInput, Approved, CancelInput, ControlError, HeldRun, ReconcileInput, Reconciled, ResumeRequest, approve,
+    cancel, reconcile, reject, resume, resume_held,
+};
 pub use ended_run::EndedRun;
 pub use error::OpsError;
 pub use exit_status::ExitStatus;
@@ -68,9 +69,6 @@ pub use export::{Exported, export};
 pub use policy_check::{PolicyCheckInput, PolicyVerdict, policy_check};
 pub use preview::{PreviewTarget, preview};
 pub use queue::{Queued, QueuedSummary, queue, queued_run};
-pub use reconcile::{ReconcileInput, Reconciled, reconcile};
-pub use reject::reject;
-pub use resume::{resume, resume_held};
 pub use route::{Routed, route};
 pub use run::{RunInput, RunOutcome, RunTarget, run};
 pub use runs::{ListedRun, RunSummary, RunsInput, RunsOutcome, StatusFilter, runs};

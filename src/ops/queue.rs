@@ -8,10 +8,11 @@ use std::path::Path;
 use crate::load::Loader;
 use crate::model::{Plan, Policy};
 use crate::ops::catalog::load_plan_file_with;
+use crate::ops::run::parse_run_id;
 use crate::ops::{OpsError, RunInput, RunTarget};
 use crate::router::select;
 use crate::runtime::{QueuedStart, RuntimeEnv, submit};
-use crate::store::{RunStore, validate_run_id};
+use crate::store::{RunId, RunStore};
 
 /// A run recorded as queued.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +47,7 @@ pub fn queue(input: RunInput<'_>, env: &RuntimeEnv) -> Result<Queued, OpsError> 
             (request(&loader, &plan, &policy, Some(goal.to_string()))?, path)
         }
     };
-    let run_id = submit(&start, input.run_id, &input.workspace, env)?;
+    let run_id = submit(&start, parse_run_id(input.run_id.as_deref())?, &input.workspace, env)?;
     Ok(Queued { run_id, plan_path })
 }
 
@@ -75,9 +76,8 @@ pub struct QueuedSummary {
 }
 
 /// Queued run `run_id` of `workspace`, if it is one.
-pub fn queued_run(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Result<Option<QueuedSummary>, OpsError> {
-    validate_run_id(run_id)?;
-    queued_in(env.store(workspace).as_ref(), run_id)
+pub fn queued_run(workspace: &Path, run_id: &RunId, env: &RuntimeEnv) -> Result<Option<QueuedSummary>, OpsError> {
+    queued_in(env.store(workspace).as_ref(), run_id.as_str())
 }
 
 /// Queued run `run_id` of `store`, if it is one.

@@ -6,10 +6,11 @@
 use std::path::{Path, PathBuf};
 
 use crate::load::Catalog;
-use crate::ops::{ExitStatus, OpsError, load_plan_file};
+use crate::ops::{OpsError, load_plan_file};
 use crate::router::select;
-use crate::runtime::{Progress, RunRequest, RuntimeEnv, execute};
-use crate::store::RunState;
+pub use crate::runtime::RunOutcome;
+use crate::runtime::{Progress, RunError, RunRequest, RuntimeEnv, execute};
+use crate::store::RunId;
 
 /// What to run.
 pub enum RunTarget<'a> {
@@ -28,24 +29,11 @@ pub struct RunInput<'a> {
     pub workspace: PathBuf,
 }
 
-/// A run that ended or paused (any status: a failed step is an outcome).
-#[derive(Debug)]
-pub struct RunOutcome {
-    pub state: RunState,
-    /// The run's record folder.
-    pub run_dir: PathBuf,
-}
-
-impl RunOutcome {
-    pub fn exit_status(&self) -> ExitStatus {
-        ExitStatus::for_run(self.state.status)
-    }
-}
-
-impl From<crate::runtime::RunOutcome> for RunOutcome {
-    fn from(outcome: crate::runtime::RunOutcome) -> Self {
-        RunOutcome { state: outcome.state, run_dir: outcome.run_dir }
-    }
+/// The `--run-id` of a run or a queued run, checked once the plan is loaded
+/// (so a broken plan is reported first); `None` takes one from the
+/// runtime's id generator.
+pub(crate) fn parse_run_id(run_id: Option<&str>) -> Result<Option<RunId>, OpsError> {
+    Ok(run_id.map(RunId::parse).transpose().map_err(RunError::InvalidRunId)?)
 }
 
 /// Loads (or routes to) the plan and its policy, then runs it to its end or
@@ -62,6 +50,7 @@ pub fn run(input: RunInput<'_>, env: &RuntimeEnv, progress: &mut dyn Progress) -
             (plan, policy, Some(goal.to_string()))
         }
     };
-    let request = RunRequest { plan, policy, goal, run_id: input.run_id, workspace: input.workspace };
-    Ok(execute(request, env, progress)?.into())
+    let run_id = parse_run_id(input.run_id.as_deref())?;
+    let request = RunRequest { plan, policy, goal, run_id, workspace: input.workspace };
+    Ok(execute(request, env, progress)?)
 }

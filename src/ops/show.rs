@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::ops::OpsError;
 use crate::ops::runs::driven;
 use crate::runtime::{RuntimeEnv, read_checked};
-use crate::store::{Holder, LoadedRun, RunStore, full_state, validate_run_id};
+use crate::store::{Holder, LoadedRun, RunId, RunStore, full_state};
 
 /// The run id that names the newest run when no run is called that.
 pub const LATEST: &str = "latest";
@@ -17,10 +17,9 @@ pub const LATEST: &str = "latest";
 /// verification is an error, never shown as true).
 /// `latest` is the newest run, unless a run has that id (an exact id always
 /// wins).
-pub fn show(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Result<LoadedRun, OpsError> {
-    validate_run_id(run_id)?;
+pub fn show(workspace: &Path, run_id: &RunId, env: &RuntimeEnv) -> Result<LoadedRun, OpsError> {
     let store = env.store(workspace);
-    let run_id = resolve(store.as_ref(), run_id, workspace)?;
+    let run_id = resolve(store.as_ref(), run_id.as_str(), workspace)?;
     Ok(read_checked(store.as_ref(), &run_id, workspace)?.0)
 }
 
@@ -33,7 +32,7 @@ pub fn driven_run(workspace: &Path, run: LoadedRun, env: &RuntimeEnv) -> Result<
 }
 
 /// The full state of `run_id` as `show --json` prints it (plan with step statuses, history).
-pub fn full_state_json(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Result<Value, OpsError> {
+pub fn full_state_json(workspace: &Path, run_id: &RunId, env: &RuntimeEnv) -> Result<Value, OpsError> {
     show(workspace, run_id, env).map(|run| full_state(&run))
 }
 

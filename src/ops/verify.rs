@@ -20,7 +20,7 @@ use std::path::Path;
 use crate::model::RunStatus;
 use crate::ops::{ExitStatus, OpsError};
 use crate::runtime::{RuntimeEnv, StoryCheck, read_checked};
-use crate::store::{StoreError, validate_run_id};
+use crate::store::{RunId, StoreError};
 
 /// What `verify` found.
 #[derive(Debug)]
@@ -69,10 +69,9 @@ impl Verification {
 
 /// Verifies run `run_id` of `workspace`. An unknown or invalid run id, or a
 /// record that cannot be read at all, is an [`OpsError`] (exit 2 too).
-pub fn verify(workspace: &Path, run_id: &str, env: &RuntimeEnv) -> Result<Verification, OpsError> {
-    validate_run_id(run_id)?;
+pub fn verify(workspace: &Path, run_id: &RunId, env: &RuntimeEnv) -> Result<Verification, OpsError> {
     let store = env.store(workspace);
-    let resolved = crate::ops::show::resolve(store.as_ref(), run_id, workspace)?;
+    let resolved = crate::ops::show::resolve(store.as_ref(), run_id.as_str(), workspace)?;
     let run_id = resolved.as_str();
     match read_checked(store.as_ref(), run_id, workspace) {
         Ok((run, story)) => Ok(Verification::Verified(VerifiedRun {

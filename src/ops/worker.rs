@@ -36,10 +36,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::ops::{ControlError, ResumeRequest};
 use crate::ops::{OpsError, RunOutcome};
-use crate::runtime::{ControlError, NoProgress, QueuedError, ResumeRequest, RunError, RuntimeEnv, start_claimed};
+use crate::runtime::{NoProgress, QueuedError, RunError, RuntimeEnv, start_claimed};
 use crate::store::backoff::Backoff;
-use crate::store::{RunStore, Runnable, StoreError};
+use crate::store::{RunId, RunStore, Runnable, StoreError};
 
 /// What the worker is asked to do.
 #[derive(Debug, Clone)]
@@ -169,15 +170,17 @@ fn work_loop(input: &WorkerInput, env: &RuntimeEnv, report: &(dyn Fn(&WorkedRun)
             if !tried.insert((runnable.run_id.clone(), runnable.state_version)) {
                 continue;
             }
-            let request = ResumeRequest {
-                workspace: input.workspace.clone(),
-                run_id: runnable.run_id.clone(),
-                allow_changed_files: false,
-                // Runs in a database always have a checkpoint: no
-                // interrupted start to begin again from a policy file.
-                policies: None,
-            };
-            let outcome = crate::ops::resume(request, env, &mut NoProgress);
+            let outcome = RunId::parse(&runnable.run_id).map_err(OpsError::from).and_then(|run_id| {
+                let request = ResumeRequest {
+                    workspace: input.workspace.clone(),
+                    run_id,
+                    allow_changed_files: false,
+                    // Runs in a database always have a checkpoint: no
+                    // interrupted start to begin again from a policy file.
+                    policies: None,
+                };
+                crate::ops::resume(request, env, &mut NoProgress)
+            });
             if !input.once && outcome.as_ref().is_err_and(store_unavailable) {
                 // Not this checkpoint's verdict: the run is tried again once
                 // the database answers.
@@ -222,7 +225,7 @@ fn start_queued(
         let Some(claim) = store.claim_queued(refused)? else { break };
         let run_id = claim.handle.run_id().to_string();
         let outcome = match start_claimed(claim, &input.workspace, env, &mut NoProgress) {
-            Ok(outcome) => Ok(RunOutcome::from(outcome)),
+            Ok(outcome) => Ok(outcome),
             Err(QueuedError::Run(error)) => Err(OpsError::Run(error)),
             Err(error @ QueuedError::Request { .. }) => {
                 refused.push(run_id.clone());

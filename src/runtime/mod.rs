@@ -9,18 +9,18 @@
 //! - `request.rs`: [`execute`], a new run;
 //! - `queued.rs`: [`submit`] a queued run, [`start_claimed`] one a worker
 //!   claimed;
-//! - `control/`: [`resume`], [`approve`], [`reject`], [`cancel`],
-//!   [`reconcile`], one file
-//!   per command, on existing runs;
+//! - `run_files.rs`: the plan and policy files a run started with, found
+//!   again and loaded ([`load_files`]); `story.rs`: a run read back and its
+//!   story checked against that plan ([`read_checked`]). The commands on
+//!   existing runs (`resume`, `approve`, …) are use cases: `ops/control/`;
 //! - `interpreter/`: the step loop and its parts;
-//! - `recorder.rs`: the `Recorder`, the only writer of a run's records;
+//! - `recorder.rs`: the [`Recorder`], the only writer of a run's records;
 //! - [`event`]: the audit events, one [`Event`] enum with typed details;
 //! - [`approval`]: fingerprints and approval checks;
 //! - `env.rs` and `progress.rs`: the injected environment and progress
 //!   reports.
 
 pub mod approval;
-mod control;
 mod env;
 pub mod event;
 pub mod interpreter;
@@ -28,11 +28,9 @@ mod progress;
 mod queued;
 mod recorder;
 mod request;
+mod run_files;
+mod story;
 
-pub use control::{
-    ApproveOutcome, ControlError, HeldRun, ResumeRequest, StoryCheck, StoryPlans, approve, cancel, read_checked,
-    read_checked_with, reconcile, reject, resume, resume_held,
-};
 #[cfg(feature = "postgres")]
 pub use env::pg_options;
 pub use env::{
@@ -41,5 +39,8 @@ pub use env::{
 };
 pub use event::Event;
 pub use progress::{NoProgress, Progress};
-pub use queued::{FileCopy, QueuedError, QueuedStart, start_claimed, submit};
-pub use request::{RunError, RunOutcome, RunRequest, execute};
+pub use queued::{FileCopy, QueuedError, QueuedStart, cancel_queued, start_claimed, submit};
+pub use recorder::Recorder;
+pub use request::{RunError, RunOutcome, RunRequest, execute, execute_cancelled};
+pub use run_files::{ChangedFiles, RunFilesError, load_files};
+pub use story::{StoryCheck, StoryPlans, read_checked, read_checked_with};

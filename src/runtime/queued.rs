@@ -22,7 +22,7 @@ use crate::model::{Plan, Policy};
 use crate::runtime::interpreter::NotStarted;
 use crate::runtime::request::create_and;
 use crate::runtime::{IdKind, Progress, RunError, RunOutcome, RunRequest, RuntimeEnv};
-use crate::store::{QueuedClaim, RunState, create_unique, validate_run_id};
+use crate::store::{QueuedClaim, RunId, RunState, create_unique};
 
 /// The version of [`QueuedStart`] this planrun writes and reads.
 const REQUEST_VERSION: u32 = 1;
@@ -105,20 +105,17 @@ impl QueuedStart {
 /// id from the environment's generator); returns the id. Nothing runs.
 pub fn submit(
     start: &QueuedStart,
-    run_id: Option<String>,
+    run_id: Option<RunId>,
     workspace: &Path,
     env: &RuntimeEnv,
 ) -> Result<String, RunError> {
-    if let Some(run_id) = &run_id {
-        validate_run_id(run_id)?;
-    }
     let request = serde_json::to_string(start).map_err(|_| {
         RunError::Start(crate::store::StoreError::Unsupported("the run's request cannot be serialised"))
     })?;
     let store = env.store(workspace);
     let queue = |id: &str| store.queue_run(id, &request);
     match run_id {
-        Some(run_id) => queue(&run_id).map(|()| run_id),
+        Some(run_id) => queue(run_id.as_str()).map(|()| run_id.into_string()),
         None => create_unique(env.ids.attempts(), || env.ids.next_id(IdKind::Run, env.clock.as_ref()), queue)
             .map(|(id, ())| id),
     }
@@ -138,7 +135,7 @@ pub fn start_claimed(
 
 /// `cancel` of queued run `run_id`: claims it and records it as a run
 /// cancelled before its first step.
-pub(crate) fn cancel_queued(
+pub fn cancel_queued(
     workspace: &Path,
     run_id: &str,
     reason: Option<String>,
@@ -163,7 +160,7 @@ fn run_claimed(
         plan: &plan,
         policy: &policy,
         goal: start.goal,
-        run_id: Some(run_id),
+        run_id: Some(RunId::parse(&run_id).map_err(RunError::InvalidRunId)?),
         workspace: workspace.into(),
     };
     Ok(create_and(request, Some(claim.handle), env, go)?)

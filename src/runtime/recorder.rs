@@ -45,7 +45,7 @@ impl<'c> Recorder<'c> {
     }
 
     /// The run's handle, still holding the run (see
-    /// [`crate::runtime::HeldRun`]).
+    /// `ops::HeldRun`, a run a control command still holds).
     pub fn into_run(self) -> Box<dyn RunHandle> {
         self.run
     }

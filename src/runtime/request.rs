@@ -8,7 +8,7 @@ use crate::confine::Workspace;
 use crate::model::{Plan, Policy};
 use crate::runtime::interpreter::{Interpreter, NotStarted};
 use crate::runtime::{IdKind, Progress, RuntimeEnv};
-use crate::store::{RunHandle, RunIdError, RunState, StoreError, create_unique, validate_run_id};
+use crate::store::{RunHandle, RunId, RunIdError, RunState, StoreError, create_unique};
 
 /// What to run.
 pub struct RunRequest<'a> {
@@ -17,7 +17,7 @@ pub struct RunRequest<'a> {
     /// The goal that routed to the plan (`None` for `--plan`).
     pub goal: Option<String>,
     /// An explicit run id; `None` takes one from the [`RuntimeEnv`].
-    pub run_id: Option<String>,
+    pub run_id: Option<RunId>,
     /// The workspace folder; created when missing.
     pub workspace: PathBuf,
 }
@@ -66,7 +66,7 @@ pub fn execute(request: RunRequest<'_>, env: &RuntimeEnv, progress: &mut dyn Pro
 
 /// Creates the run and records it `cancelled` before its first step (see
 /// [`Interpreter::cancel_before_start`]).
-pub(crate) fn execute_cancelled(
+pub fn execute_cancelled(
     request: RunRequest<'_>,
     reason: Option<String>,
     env: &RuntimeEnv,
@@ -84,9 +84,6 @@ pub(crate) fn create_and(
     env: &RuntimeEnv,
     go: impl for<'r> FnOnce(Interpreter<'r>) -> Result<RunState, StoreError>,
 ) -> Result<RunOutcome, RunError> {
-    if let Some(run_id) = &request.run_id {
-        validate_run_id(run_id)?;
-    }
     let workspace_error = |source| RunError::Workspace { path: request.workspace.clone(), source };
     fs::create_dir_all(&request.workspace).map_err(workspace_error)?;
     let workspace = Workspace::open(&request.workspace, &request.policy.files).map_err(workspace_error)?;
@@ -94,7 +91,7 @@ pub(crate) fn create_and(
     let create = |run_id: &str| store.create_run(run_id);
     let run = match (claimed, &request.run_id) {
         (Some(run), _) => Ok(run),
-        (None, Some(run_id)) => create(run_id),
+        (None, Some(run_id)) => create(run_id.as_str()),
         (None, None) => create_unique(env.ids.attempts(), || env.ids.next_id(IdKind::Run, env.clock.as_ref()), create)
             .map(|(_, run)| run),
     }

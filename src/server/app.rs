@@ -27,18 +27,18 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::model::{MAX_APPROVAL_SECS, MAX_NAME_CHARS, MAX_REASON_CHARS, check_decision_text};
-use crate::server::accepted;
-use crate::server::adapters::AdapterKind;
 use crate::server::approvals::{self, ApprovalRequest};
-use crate::server::bridge::{self, BridgeState, BridgeStatus, Origin};
-use crate::server::controller;
-use crate::server::durable_task::{Then, run_in_slot};
 use crate::server::error::ApiError;
 use crate::server::json_body::ObjectBody;
 use crate::server::openapi;
-use crate::server::run_list::{self, PageError, Paging, RunPage};
-use crate::server::service::Service;
-use crate::store::{RecordKind, validate_run_id};
+use crate::service::Service;
+use crate::service::accepted;
+use crate::service::adapters::AdapterKind;
+use crate::service::bridge::{self, BridgeState, BridgeStatus, Origin};
+use crate::service::controller;
+use crate::service::durable_task::{Then, run_in_slot};
+use crate::service::run_list::{self, PageError, Paging, RunPage};
+use crate::store::{RecordKind, RunId};
 
 /// The largest request body accepted, in bytes.
 pub const BODY_LIMIT: usize = 64 * 1024;
@@ -194,7 +194,7 @@ async fn get_run(
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<BridgeState>, ApiError> {
     let id = run_id(id)?;
-    bridge::read_current(&service, &id)?.map(Json).ok_or_else(|| ApiError::not_found("bridge run", &id))
+    bridge::read_current(&service, id.as_str())?.map(Json).ok_or_else(|| ApiError::not_found("bridge run", id.as_str()))
 }
 
 async fn approve_run(
@@ -221,12 +221,9 @@ async fn approve_run(
         expires_in: Duration::from_secs(body.expires_in_secs),
         approved_by,
     };
-    let state =
-        run_in_slot(
-            &service,
-            Then::Answer,
-            move |service| async move { approvals::approve(&service, &id, request).await },
-        );
+    let state = run_in_slot(&service, Then::Answer, move |service| async move {
+        approvals::approve(&service, id.as_str(), request).await
+    });
     Ok(Json(state.await?))
 }
 
@@ -238,12 +235,9 @@ async fn reject_run(
     let id = run_id(id)?;
     let ObjectBody(body) = body?;
     let reason = optional_text(body.reason, "reason", MAX_REASON_CHARS)?;
-    let state =
-        run_in_slot(
-            &service,
-            Then::Answer,
-            move |service| async move { approvals::reject(&service, &id, reason).await },
-        );
+    let state = run_in_slot(&service, Then::Answer, move |service| async move {
+        approvals::reject(&service, id.as_str(), reason).await
+    });
     Ok(Json(state.await?))
 }
 
@@ -280,9 +274,9 @@ async fn get_controller_run(
 ) -> Result<Json<Value>, ApiError> {
     let id = run_id(id)?;
     service
-        .read_record(RecordKind::Controller, &id)?
+        .read_record(RecordKind::Controller, id.as_str())?
         .map(Json)
-        .ok_or_else(|| ApiError::not_found("controller run", &id))
+        .ok_or_else(|| ApiError::not_found("controller run", id.as_str()))
 }
 
 async fn get_openapi(State(service): State<Arc<Service>>) -> Json<Value> {
@@ -341,12 +335,11 @@ fn check_goal(goal: String) -> Result<String, ApiError> {
 
 /// The run id of the path: a path that is not valid UTF-8 once decoded
 /// (`/runs/%FF`) or not a run id is a JSON 400, like every error.
-fn run_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+fn run_id(path: Result<Path<String>, PathRejection>) -> Result<RunId, ApiError> {
     let invalid_id = |message: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_run_id", message);
     let Path(id) =
         path.map_err(|rejection| invalid_id(format!("invalid run id in the path: {}", rejection.body_text())))?;
-    validate_run_id(&id).map_err(|error| invalid_id(error.to_string()))?;
-    Ok(id)
+    RunId::parse(&id).map_err(|error| invalid_id(error.to_string()))
 }
 
 /// JSON Schema's `integer` is any number with a zero fractional part

@@ -10,7 +10,7 @@
 //!          → rejected                                            run_finished
 //! ```
 //!
-//! The approval is checked by the runtime (`runtime::approve`) against the
+//! The approval is checked by the runtime (`ops::approve`) against the
 //! frozen action: fingerprint (required over HTTP: an operator approves what
 //! they saw), and scope and state version when given. A refused decision
 //! changes nothing. When the approval is recorded but the resume is refused
@@ -32,13 +32,13 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 
+use crate::ops::ControlError;
 use crate::ops::OpsError;
-use crate::runtime::ControlError;
 use crate::runtime::approval::ApprovalClaims;
-use crate::server::bridge::{self, BridgeState, BridgeStatus};
-use crate::server::bridge_event::{ApprovalGranted, ApprovalRejected, BridgeEvent, ResumeRefused, RunResumed};
 use crate::server::error::ApiError;
-use crate::server::service::Service;
+use crate::service::Service;
+use crate::service::bridge::{self, BridgeState, BridgeStatus};
+use crate::service::bridge_event::{ApprovalGranted, ApprovalRejected, BridgeEvent, ResumeRefused, RunResumed};
 use crate::store::{RecordWriter, StoreError};
 
 /// What `POST /runs/{id}/approve` asks for.
@@ -199,7 +199,6 @@ pub fn refused(error: OpsError) -> ApiError {
         ControlError::Run(_) => (StatusCode::INTERNAL_SERVER_ERROR, "records_failed"),
         ControlError::Store(error) => return error.into(),
         ControlError::Files { .. } | ControlError::FilesMissing(_) => (StatusCode::CONFLICT, "plan_files_invalid"),
-        ControlError::InvalidRunId(_) => (StatusCode::INTERNAL_SERVER_ERROR, "records_failed"),
     };
     ApiError::new(status, code, message)
 }

@@ -29,14 +29,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::service::ServiceError;
+use crate::service::durable_task::TaskError;
+use crate::service::run_list::PageError;
 use crate::store::StoreError;
-
-/// A failure of the service itself (not of a run: a failed run is a result).
-#[derive(Debug, thiserror::Error)]
-pub enum ServiceError {
-    #[error(transparent)]
-    Records(#[from] StoreError),
-}
 
 /// An error answered to the client.
 #[derive(Debug)]
@@ -66,6 +62,36 @@ impl From<ServiceError> for ApiError {
     fn from(error: ServiceError) -> Self {
         let ServiceError::Records(error) = error;
         error.into()
+    }
+}
+
+/// Work run in a slot of the service: stopping (503), crashed (500), or
+/// failed as its own error says.
+impl<E> From<TaskError<E>> for ApiError
+where
+    ApiError: From<E>,
+{
+    fn from(error: TaskError<E>) -> Self {
+        match error {
+            TaskError::ShuttingDown => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "the service is stopping")
+            }
+            TaskError::Crashed(error) => {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "run_crashed", format!("the run task failed: {error}"))
+            }
+            TaskError::Work(error) => error.into(),
+        }
+    }
+}
+
+/// A page of bridge runs that cannot be listed.
+impl From<PageError> for ApiError {
+    fn from(error: PageError) -> Self {
+        match error {
+            PageError::Invalid(message) => ApiError::new(StatusCode::BAD_REQUEST, "invalid_paging", message),
+            PageError::UnknownAfter(after) => ApiError::not_found("bridge run", &after),
+            PageError::Records(error) => error.into(),
+        }
     }
 }
 

@@ -1,23 +1,17 @@
 //! The HTTP service (`planrun serve`, SPEC §12; the bridge and
 //! controller), behind the cargo feature `server` (on by default).
 //!
+//! The HTTP front end over [`crate::service`], which holds the service's
+//! use cases (bridge and controller runs, adapters, decision backends):
+//!
 //! | file | holds |
 //! |---|---|
 //! | `app.rs` | routes and thin handlers, bearer auth, body limit |
-//! | `bridge.rs` | the bridge run manager: instruction, guard, adapter, records (through the store) |
-//! | `bridge_event.rs` | a bridge run's typed audit events |
-//! | `controller_event.rs` | a controller run's typed audit events |
-//! | `record_status.rs` | the bridge and controller record statuses |
-//! | `approvals.rs` | approve / reject a bridge run whose agent run waits for approval |
-//! | `controller.rs` | the controller loop: decisions, recovery, limits |
-//! | `adapters/` | `stub`, `local_echo`, `agent`, `openai`, `ollama`, `cloudcode` |
-//! | `decision/` | decision backends (`stub`, `ollama`, `openai`): closed choices, structured output, answer validation, evidence |
-//! | `guard.rs` | the prompt guard |
-//! | `config.rs` | environment settings |
-//! | `ids.rs` | the derived ids `bri-ctrl-…-i<n>` and `agent-<bridge id>` |
+//! | `approvals.rs` | approve / reject a bridge run whose agent run waits for approval, and the HTTP code of each refusal |
 //! | `error.rs` | typed errors and their JSON bodies |
 //! | `json_body.rs` | request bodies: one JSON object, never an array of its values |
 //! | `openapi.rs` | the OpenAPI document |
+//! | `mod.rs` | `planrun serve`: start-up (settings, catalog, service policy, store), serving, shutdown |
 //!
 //! Start-up loads and validates the plans, the run policies and the service
 //! policy (`--service-policy`, else `policies/service/service.toml` or
@@ -32,27 +26,11 @@
 //! only after one barrier shared with the concurrent requests has made them
 //! durable (see `app.rs` and `docs/service.md`).
 
-pub mod accepted;
-pub mod adapters;
 pub mod app;
 pub mod approvals;
-pub mod bridge;
-pub mod bridge_event;
-pub mod config;
-pub mod controller;
-pub mod controller_event;
-pub mod controller_recovery;
-pub mod decision;
-pub mod durable_task;
 pub mod error;
-pub mod guard;
-pub mod http_client;
-pub mod ids;
 pub mod json_body;
 pub mod openapi;
-pub mod record_status;
-pub mod run_list;
-pub mod service;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -63,14 +41,15 @@ use clap::Args;
 use tokio::sync::Semaphore;
 
 use crate::diag::{display_path, render_all};
+use crate::exit::{StopSignals, fail};
 use crate::load::Loader;
 use crate::model::ServicePolicy;
 use crate::ops::ExitStatus;
 use crate::runtime::RuntimeEnv;
-use crate::server::adapters::{AdapterKind, Adapters, AgentRunner};
-use crate::server::config::ServiceConfig;
-use crate::server::decision::DecisionBackend;
-use crate::server::service::{MAX_CONCURRENT_RUNS, Service};
+use crate::service::adapters::{AdapterKind, Adapters, AgentRunner};
+use crate::service::config::ServiceConfig;
+use crate::service::decision::DecisionBackend;
+use crate::service::{MAX_CONCURRENT_RUNS, Service};
 
 // Exit status: `Done` stopped cleanly after a signal; `Failed` the address
 // could not be bound or the runtime failed; `InvalidInput` invalid plans,
@@ -171,7 +150,7 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
                 return fail(status, &format!("cannot listen on `{}`: {error}", args.addr));
             }
         };
-        let client = match http_client::client_builder().build() {
+        let client = match crate::service::http_client::client_builder().build() {
             Ok(client) => client,
             Err(error) => return fail(ExitStatus::Failed, &format!("cannot build the HTTP client: {error}")),
         };
@@ -182,7 +161,7 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
         let ollama_up = selection.ollama_up;
         let adapters = Adapters {
             agent,
-            echo_program: adapters::local_echo::find_echo(),
+            echo_program: crate::service::adapters::local_echo::find_echo(),
             client,
             openai: config.openai.clone(),
             ollama: config.ollama.clone(),
@@ -210,7 +189,7 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
         let app = app::router(Arc::clone(&service));
         // Queued bridge runs left by a node that died: taken up now, and
         // (a shared store) every few seconds.
-        let scanner = tokio::spawn(accepted::scan(Arc::clone(&service), shared));
+        let scanner = tokio::spawn(crate::service::accepted::scan(Arc::clone(&service), shared));
         let served = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await;
         scanner.abort();
         if let Err(error) = served {
@@ -293,29 +272,14 @@ fn announce(service: &Service, address: &str) {
     let _ = stdout.flush();
 }
 
+/// Waits for SIGTERM or SIGINT ([`StopSignals`]; forever when they cannot
+/// be installed), then says that in-flight runs are being finished.
 async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+    match StopSignals::install() {
+        Ok(mut signals) => {
+            signals.next().await;
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {},
-        () = terminate => {},
+        Err(_) => std::future::pending::<()>().await,
     }
     eprintln!("planrun serve: shutting down; finishing in-flight runs");
-}
-
-fn fail(code: ExitStatus, message: &str) -> ExitCode {
-    eprintln!("error: {message}");
-    ExitCode::from(code)
 }

@@ -89,7 +89,7 @@ pub use history::{StepRecord, StepRecordStatus};
 pub use lease::Holder;
 pub use location::{LocationError, StoreLocation};
 pub use receipts::{RECEIPT_LINK, Receipt, ReceiptError, ReceiptState};
-pub use run_id::{RunIdError, validate_run_id};
+pub use run_id::{RunId, RunIdError, validate_run_id};
 pub use run_load::{LoadedRun, full_state};
 pub use run_store::{
     CREATE_ATTEMPTS, ClaimsExhausted, LoadedRecord, NewEvent, QueuedClaim, QueuedRun, RecordEvent, RecordHandle,

@@ -1,4 +1,5 @@
-//! Run id validation.
+//! Run ids: [`RunId`], an id checked once where it comes in (a
+//! command-line argument, an HTTP path, a record), and the check itself.
 
 /// Why a run id was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -6,6 +7,39 @@
 pub struct RunIdError {
     pub id: String,
     pub reason: &'static str,
+}
+
+/// A run id that passed [`validate_run_id`]: whatever takes a `RunId` needs
+/// no check of its own.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RunId(String);
+
+impl RunId {
+    /// Checks `id` (see [`validate_run_id`]).
+    pub fn parse(id: &str) -> Result<RunId, RunIdError> {
+        validate_run_id(id)?;
+        Ok(RunId(id.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl std::fmt::Display for RunId {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for RunId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
 }
 
 /// Accepts `[A-Za-z0-9._-]{1,64}` except `.` and `..`: a run id is a

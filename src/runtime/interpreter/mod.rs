@@ -65,7 +65,7 @@ pub enum NotStarted {
 }
 
 /// Runs one plan. Built by [`crate::runtime::execute`] or
-/// [`crate::runtime::resume`].
+/// `ops::resume`.
 pub struct Interpreter<'r> {
     plan: &'r Plan,
     policy: &'r Policy,

@@ -1,7 +1,0 @@
-//! The always-available stub adapter: echoes the instruction, in process.
-
-use crate::server::adapters::{AdapterMode, AdapterResult};
-
-pub fn execute(instruction: &str) -> AdapterResult {
-    AdapterResult::ok(format!("[stub] {instruction}"), AdapterMode::Stub)
-}
