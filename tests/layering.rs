@@ -6,8 +6,8 @@
 //! knows no use case and no front end, `ops` knows no front end, `cli` and
 //! `server` never import each other, and no two top-level modules import
 //! each other. Inside a folder (`src/<a>/<b>.rs`), the modules may not
-//! import each other in a cycle. Outside `src/store/`, no file both names a
-//! statement both names a run folder (`runs`, `bridge`, `.planrun`) and
+//! import each other in a cycle. Outside `src/store/`, no statement both
+//! names a run folder (`runs`, `bridge`, `.planrun`) and
 //! calls the file system to change files: run records go through the store.
 //!
 //! A new top-level module needs a row in [`LAYERS`] (and in the map of

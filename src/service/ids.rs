@@ -26,7 +26,7 @@ mod tests {
     use crate::store::validate_run_id;
 
     #[test]
-    fn ids_follow_the_seed_mapping_and_are_valid_run_ids() {
+    fn ids_are_numbered_per_kind_derive_their_children_and_are_valid_run_ids() {
         let ids = SequentialIds::default();
         assert_eq!(ids.next_id(IdKind::Bridge, &SystemClock), "br-0001");
         assert_eq!(ids.next_id(IdKind::Controller, &SystemClock), "ctrl-0001");

@@ -75,7 +75,7 @@ mod tests {
     }
 
     #[test]
-    fn the_stub_follows_the_seed_table() {
+    fn the_stub_runs_the_offered_plan_then_stops_or_recovers_once() {
         let run = Choices::run_or_stop(OfferedPlan::new("p", "", "g"));
         let choice = |ctx: DecisionContext<'_>| decide(&ctx).0;
         assert_eq!(choice(context(&run, 0, None, false)), Choice::RunPlan("p".into()));
