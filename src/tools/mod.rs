@@ -16,11 +16,11 @@ pub mod tickets;
 
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::confine::{ProgramResolver, Workspace};
 use crate::fence::Fence;
-use crate::model::{Decision, FailureClass, Policy};
+use crate::model::{Decision, FailureClass, FileFacts, FlakyFacts, Policy, ShellFacts, ShellRanFacts, ToolFacts};
 use crate::policy::{display_argv, evaluate_shell};
 use crate::store::SharedSync;
 use crate::tools::children::ChildNote;
@@ -77,11 +77,11 @@ pub struct ToolFailure {
 }
 
 /// A tool call's result plus facts for the records (resolved program,
-/// matched rule, exit code, byte counts). `details` never holds step output.
+/// matched rule, exit code, byte counts). `facts` never hold step output.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutcome {
     pub result: Result<ToolSuccess, ToolFailure>,
-    pub details: Map<String, Value>,
+    pub facts: ToolFacts,
     /// The end of what a program that ran wrote to stderr (see
     /// [`STDERR_TAIL_BYTES`]), whether it succeeded or failed;
     /// `None` for tools that have no stderr.
@@ -199,20 +199,18 @@ impl<'a> Tools<'a> {
             ResolvedAction::WriteFile { path, content } => self.write(path, content),
             ResolvedAction::ReadFile { path } => self.read(path),
             ResolvedAction::Finish { message } => {
-                ToolOutcome::success(message.clone().unwrap_or_default(), None, Map::new())
+                ToolOutcome::success(message.clone().unwrap_or_default(), None, ToolFacts::None)
             }
             ResolvedAction::Flaky { failures, output } => {
-                let mut details = Map::new();
-                details.insert("attempt".into(), attempt.into());
-                details.insert("failures".into(), (*failures).into());
+                let facts = ToolFacts::Flaky(FlakyFacts { attempt, failures: *failures });
                 if attempt <= *failures {
                     ToolOutcome::failure(
                         FailureClass::ExecutionError,
                         format!("flaky: simulated failure on attempt {attempt} (this step fails its first {failures})"),
-                        details,
+                        facts,
                     )
                 } else {
-                    ToolOutcome::success(output.clone(), None, details)
+                    ToolOutcome::success(output.clone(), None, facts)
                 }
             }
         }
@@ -274,16 +272,20 @@ impl<'a> Tools<'a> {
     fn shell(&mut self, argv: &[String], timeout: Duration, approved: bool) -> ToolOutcome {
         let shell = &self.policy.shell;
         let verdict = evaluate_shell(shell, self.workspace, &mut self.resolver, argv);
-        let mut details = Map::new();
-        details.insert("decision".into(), verdict.decision.as_str().into());
-        details.insert("rule".into(), verdict.rule.clone().into());
-        details.insert("reason".into(), verdict.reason.clone().into());
+        let mut facts = ShellFacts {
+            decision: verdict.decision,
+            rule: verdict.rule.clone(),
+            reason: verdict.reason.clone(),
+            program: None,
+            program_canonical: None,
+            ran: None,
+        };
         let name = argv.first().map(String::as_str).unwrap_or("");
         if verdict.decision == Decision::Prompt && !approved {
             return ToolOutcome::failure(
                 FailureClass::SecurityDenied,
                 format!("`{name}` needs a person's approval (rule `{}`)", verdict.rule),
-                details,
+                ToolFacts::Shell(facts),
             );
         }
         if verdict.decision == Decision::Forbidden {
@@ -300,19 +302,19 @@ impl<'a> Tools<'a> {
             return ToolOutcome::failure(
                 FailureClass::SecurityDenied,
                 format!("{subject} {verb} (rule `{}`)", verdict.rule),
-                details,
+                ToolFacts::Shell(facts),
             );
         }
         let Some(program) = verdict.program else {
             return ToolOutcome::failure(
                 FailureClass::ExecutionError,
                 format!("`{name}` was not found in the policy's search path"),
-                details,
+                ToolFacts::Shell(facts),
             );
         };
-        details.insert("program".into(), program.path.to_string_lossy().into_owned().into());
+        facts.program = Some(program.path.to_string_lossy().into_owned());
         if program.canonical != program.path {
-            details.insert("program_canonical".into(), program.canonical.to_string_lossy().into_owned().into());
+            facts.program_canonical = Some(program.canonical.to_string_lossy().into_owned());
         }
         // A child that cannot be guarded is not started: the same failure
         // as one that cannot be spawned.
@@ -343,26 +345,25 @@ impl<'a> Tools<'a> {
                 return ToolOutcome::failure(
                     FailureClass::ExecutionError,
                     format!("`{name}` could not be started: {err}"),
-                    details,
+                    ToolFacts::Shell(facts),
                 );
             }
         };
-        if let Some(code) = run.exit_code {
-            details.insert("exit_code".into(), code.into());
-        }
-        if let Some(signal) = run.signal {
-            details.insert("signal".into(), signal.into());
-        }
-        details.insert("stdout_bytes".into(), run.stdout_bytes.into());
-        details.insert("stderr_bytes".into(), run.stderr_bytes.into());
-        details.insert("truncated".into(), (run.stdout_truncated || run.stderr_truncated).into());
+        // The runtime ends a fenced step as a lost lease; `fenced` says why
+        // the child died, should anything read it.
+        facts.ran = Some(ShellRanFacts {
+            exit_code: run.exit_code,
+            signal: run.signal,
+            stdout_bytes: run.stdout_bytes,
+            stderr_bytes: run.stderr_bytes,
+            truncated: run.stdout_truncated || run.stderr_truncated,
+            fenced: run.fenced,
+            timed_out: run.timed_out && !run.fenced,
+        });
+        let facts = ToolFacts::Shell(facts);
         let message = if run.fenced {
-            // The runtime ends the step as a lost lease; this says why the
-            // child died, should anything read it.
-            details.insert("fenced".into(), true.into());
             Some(format!("`{name}` was killed: this process's lease on the run ran out"))
         } else if run.timed_out {
-            details.insert("timed_out".into(), true.into());
             Some(format!("`{name}` timed out after {} and was killed", format_duration(timeout)))
         } else {
             match (run.exit_code, run.signal) {
@@ -377,9 +378,9 @@ impl<'a> Tools<'a> {
         };
         // Failed or not, the attempt keeps what the program printed.
         let mut outcome = match message {
-            None => ToolOutcome::success(run.stdout, None, details),
+            None => ToolOutcome::success(run.stdout, None, facts),
             Some(message) => {
-                let mut outcome = ToolOutcome::failure(FailureClass::ExecutionError, message, details);
+                let mut outcome = ToolOutcome::failure(FailureClass::ExecutionError, message, facts);
                 if let Err(failure) = &mut outcome.result {
                     failure.output_text = run.stdout;
                 }
@@ -391,28 +392,26 @@ impl<'a> Tools<'a> {
     }
 
     fn write(&self, path: &str, content: &str) -> ToolOutcome {
-        let mut details = Map::new();
-        details.insert("path".into(), path.into());
+        let mut facts = FileFacts { path: path.to_string(), bytes: None, decision: None, rule: None };
         let sync = self.shared_sync.as_deref().map_or(WriteSync::Own, WriteSync::Shared);
         match write_file(self.workspace, path, content, self.policy.files.max_write_bytes, sync) {
             Ok(bytes) => {
-                details.insert("bytes".into(), bytes.into());
-                ToolOutcome::success(written(bytes, path), None, details)
+                facts.bytes = Some(bytes);
+                ToolOutcome::success(written(bytes, path), None, ToolFacts::File(facts))
             }
-            Err(err) => ToolOutcome::file_failure(err, details),
+            Err(err) => ToolOutcome::file_failure(err, facts),
         }
     }
 
     fn read(&self, path: &str) -> ToolOutcome {
-        let mut details = Map::new();
-        details.insert("path".into(), path.into());
+        let mut facts = FileFacts { path: path.to_string(), bytes: None, decision: None, rule: None };
         match read_file(self.workspace, path, self.policy.files.max_read_bytes) {
             Ok(text) => {
-                details.insert("bytes".into(), (text.len() as u64).into());
+                facts.bytes = Some(text.len() as u64);
                 let json = crate::strict_json::parse(&text).ok().filter(|value| value.is_object() || value.is_array());
-                ToolOutcome::success(text, json, details)
+                ToolOutcome::success(text, json, ToolFacts::File(facts))
             }
-            Err(err) => ToolOutcome::file_failure(err, details),
+            Err(err) => ToolOutcome::file_failure(err, facts),
         }
     }
 }
@@ -432,27 +431,27 @@ fn written(bytes: impl std::fmt::Display, path: &str) -> String {
 }
 
 impl ToolOutcome {
-    fn success(output_text: String, output_json: Option<Value>, details: Map<String, Value>) -> Self {
-        ToolOutcome { result: Ok(ToolSuccess { output_text, output_json }), details, stderr_text: None }
+    fn success(output_text: String, output_json: Option<Value>, facts: ToolFacts) -> Self {
+        ToolOutcome { result: Ok(ToolSuccess { output_text, output_json }), facts, stderr_text: None }
     }
 
-    fn failure(class: FailureClass, message: String, details: Map<String, Value>) -> Self {
+    fn failure(class: FailureClass, message: String, facts: ToolFacts) -> Self {
         let failure = ToolFailure { class, message, output_text: String::new() };
-        ToolOutcome { result: Err(failure), details, stderr_text: None }
+        ToolOutcome { result: Err(failure), facts, stderr_text: None }
     }
 
     fn from_result(result: Result<ToolSuccess, ToolFailure>) -> Self {
-        ToolOutcome { result, details: Map::new(), stderr_text: None }
+        ToolOutcome { result, facts: ToolFacts::None, stderr_text: None }
     }
 
-    fn file_failure(err: FileError, mut details: Map<String, Value>) -> Self {
+    fn file_failure(err: FileError, mut facts: FileFacts) -> Self {
         if let FileError::Denied(denied) = &err {
-            details.insert("decision".into(), Decision::Forbidden.as_str().into());
-            details.insert("rule".into(), denied.rule.clone().into());
+            facts.decision = Some(Decision::Forbidden);
+            facts.rule = Some(denied.rule.clone());
             let message = format!("{denied} (rule `{}`)", denied.rule);
-            return ToolOutcome::failure(FailureClass::SecurityDenied, message, details);
+            return ToolOutcome::failure(FailureClass::SecurityDenied, message, ToolFacts::File(facts));
         }
-        ToolOutcome::failure(err.class(), err.to_string(), details)
+        ToolOutcome::failure(err.class(), err.to_string(), ToolFacts::File(facts))
     }
 }
 
@@ -533,6 +532,12 @@ mod tests {
         }
     }
 
+    /// The facts as a step record holds them.
+    fn facts(outcome: &ToolOutcome) -> Value {
+        let details = crate::model::StepDetails::Attempt { tool: outcome.facts.clone(), keyed: None };
+        serde_json::to_value(details).expect("facts")
+    }
+
     fn run(root: &Path, action: ResolvedAction, attempt: u32) -> ToolOutcome {
         let policy = test_policy();
         let ws = Workspace::open(root, &policy.files).expect("open");
@@ -546,14 +551,14 @@ mod tests {
         let outcome = run(tmp.path(), shell(&["echo", "hello-output"]), 1);
         let success = outcome.result.as_ref().expect("success");
         assert_eq!(success.output_text, "hello-output\n");
-        let details = Value::Object(outcome.details.clone()).to_string();
-        assert!(!details.contains("hello-output"), "{details}");
-        assert_eq!(outcome.details["decision"], "allow");
-        assert_eq!(outcome.details["rule"], "allow-echo");
-        assert_eq!(outcome.details["exit_code"], 0);
-        assert_eq!(outcome.details["stdout_bytes"], 13);
-        assert_eq!(outcome.details["truncated"], false);
-        assert!(outcome.details["program"].as_str().expect("program").ends_with("/echo"));
+        let details = facts(&outcome);
+        assert!(!details.to_string().contains("hello-output"), "{details}");
+        assert_eq!(facts(&outcome)["decision"], "allow");
+        assert_eq!(facts(&outcome)["rule"], "allow-echo");
+        assert_eq!(facts(&outcome)["exit_code"], 0);
+        assert_eq!(facts(&outcome)["stdout_bytes"], 13);
+        assert_eq!(facts(&outcome)["truncated"], false);
+        assert!(facts(&outcome)["program"].as_str().expect("program").ends_with("/echo"));
     }
 
     #[test]
@@ -562,7 +567,7 @@ mod tests {
         let outcome = run(tmp.path(), shell(&["seq", "1000"]), 1);
         let success = outcome.result.as_ref().expect("success");
         assert_eq!(success.output_text.len(), 100);
-        assert_eq!(outcome.details["truncated"], true);
+        assert_eq!(facts(&outcome)["truncated"], true);
     }
 
     #[test]
@@ -573,7 +578,7 @@ mod tests {
             failure(&outcome),
             (FailureClass::SecurityDenied, "`bash` is blocked by security policy (rule `shell.blocked`)")
         );
-        assert_eq!(outcome.details["decision"], "forbidden");
+        assert_eq!(facts(&outcome)["decision"], "forbidden");
         let outcome = run(tmp.path(), shell(&["touch", "created"]), 1);
         assert_eq!(
             failure(&outcome),
@@ -582,7 +587,7 @@ mod tests {
         assert!(!tmp.path().join("created").exists());
         let outcome = run(tmp.path(), shell(&["/bin/echo", "x"]), 1);
         assert_eq!(failure(&outcome).0, FailureClass::SecurityDenied);
-        assert_eq!(outcome.details["rule"], "shell.bare-name");
+        assert_eq!(facts(&outcome)["rule"], "shell.bare-name");
         let outcome = run(tmp.path(), shell(&["ls", "../"]), 1);
         assert_eq!(failure(&outcome).0, FailureClass::SecurityDenied);
     }
@@ -594,7 +599,7 @@ mod tests {
         let (class, message) = failure(&outcome);
         assert_eq!(class, FailureClass::ExecutionError);
         assert!(message.starts_with("`ls` exited with status 2: ") && message.contains("missing-file"), "{message}");
-        assert_eq!(outcome.details["exit_code"], 2);
+        assert_eq!(facts(&outcome)["exit_code"], 2);
         let outcome = run(tmp.path(), shell(&["planrun-missing-tool"]), 1);
         assert_eq!(
             failure(&outcome),
@@ -612,7 +617,7 @@ mod tests {
         let outcome = tools.execute(&shell(&["sleep", "5"]), 1, Duration::from_secs(1), false);
         assert!(started.elapsed() < Duration::from_secs(4));
         assert_eq!(failure(&outcome), (FailureClass::ExecutionError, "`sleep` timed out after 1s and was killed"));
-        assert_eq!(outcome.details["timed_out"], true);
+        assert_eq!(facts(&outcome)["timed_out"], true);
     }
 
     #[test]
@@ -623,8 +628,8 @@ mod tests {
         let read = |path: &str| ResolvedAction::ReadFile { path: path.into() };
         let outcome = run(tmp.path(), write("out/data.json", "{\"a\": 1}"), 1);
         assert_eq!(outcome.result.as_ref().expect("ok").output_text, "wrote 8 bytes to out/data.json");
-        assert_eq!(outcome.details["bytes"], 8);
-        assert_eq!(outcome.details["path"], "out/data.json");
+        assert_eq!(facts(&outcome)["bytes"], 8);
+        assert_eq!(facts(&outcome)["path"], "out/data.json");
         let outcome = run(tmp.path(), read("out/data.json"), 1);
         let success = outcome.result.as_ref().expect("ok");
         assert_eq!(success.output_text, "{\"a\": 1}");
@@ -637,10 +642,10 @@ mod tests {
         let (class, message) = failure(&outcome);
         assert_eq!(class, FailureClass::SecurityDenied);
         assert!(message.contains("(rule `files.parent`)"), "{message}");
-        assert_eq!(outcome.details["rule"], "files.parent");
+        assert_eq!(facts(&outcome)["rule"], "files.parent");
         assert!(!tmp.path().parent().expect("parent").join("escape.txt").exists());
         let outcome = run(tmp.path(), write("secret/k", "x"), 1);
-        assert_eq!(outcome.details["rule"], "files.deny[0]");
+        assert_eq!(facts(&outcome)["rule"], "files.deny[0]");
         assert!(!tmp.path().join("secret").exists());
         let outcome = run(tmp.path(), read("missing.txt"), 1);
         assert_eq!(failure(&outcome), (FailureClass::FileError, "`missing.txt` was not found"));

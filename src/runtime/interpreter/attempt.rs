@@ -33,7 +33,7 @@ use crate::tools::{ResolvedAction, ToolFailure, ToolOutcome, Tools};
 use super::budgets::Budgets;
 use super::completion::{Verifier, apply_expect};
 use super::idempotency::{EffectRun, Idempotency, crash_hook};
-use super::outcome::failure;
+use super::outcome::{Attempted, failure};
 use super::outputs::Outputs;
 
 /// The interpreter's parts, borrowed for one attempt.
@@ -95,7 +95,14 @@ impl Attempt<'_, '_> {
                         Ok(true) => {}
                         Ok(false) => return self.skip(index, step, condition, started),
                         Err(failure) => {
-                            return self.finish(index, step, attempt, started, None, ToolOutcome::err(failure));
+                            return self.finish(
+                                index,
+                                step,
+                                attempt,
+                                started,
+                                None,
+                                Attempted::unkeyed(ToolOutcome::err(failure)),
+                            );
                         }
                     }
                 }
@@ -104,7 +111,9 @@ impl Attempt<'_, '_> {
         };
         let action = match action {
             Ok(action) => action,
-            Err(failure) => return self.finish(index, step, attempt, started, None, ToolOutcome::err(failure)),
+            Err(failure) => {
+                return self.finish(index, step, attempt, started, None, Attempted::unkeyed(ToolOutcome::err(failure)));
+            }
         };
 
         if !resuming_pending {
@@ -124,16 +133,16 @@ impl Attempt<'_, '_> {
         }
         let timeout = self.budgets.timeout(step);
         self.tools.at_step(&step.id);
-        let outcome = match &step.idempotency_key {
+        let attempted = match &step.idempotency_key {
             Some(key_template) => match key_template.render(&*self.outputs) {
                 Ok(key) => {
                     let run = EffectRun { attempt, timeout, approved: resuming_pending };
                     self.idempotency.execute(step, key, &action, self.state, self.recorder, self.tools, run)?
                 }
-                Err(_) => ToolOutcome::err(failure(
+                Err(_) => Attempted::unkeyed(ToolOutcome::err(failure(
                     FailureClass::TemplateError,
                     format!("idempotency key `{}` could not be resolved", key_template.source()),
-                )),
+                ))),
             },
             None => {
                 self.recorder.may_act()?;
@@ -144,11 +153,11 @@ impl Attempt<'_, '_> {
                 // this process's to keep.
                 self.recorder.may_act()?;
                 crash_hook(self.env, step, CrashPoint::AfterEffect);
-                outcome
+                Attempted::unkeyed(outcome)
             }
         };
-        let outcome = apply_expect(step, outcome);
-        self.finish(index, step, attempt, started, Some(&action), outcome)
+        let attempted = Attempted { outcome: apply_expect(step, attempted.outcome), keyed: attempted.keyed };
+        self.finish(index, step, attempt, started, Some(&action), attempted)
     }
 
     /// Checks the budgets that stop a run before an attempt starts; an
@@ -189,11 +198,11 @@ impl Attempt<'_, '_> {
         attempt: u32,
         started: Timestamp,
         action: Option<&ResolvedAction>,
-        outcome: ToolOutcome,
+        attempted: Attempted,
     ) -> Result<(), StoreError> {
         let finished = self.env.clock.now();
         let duration_ms = u64::try_from(finished.as_millisecond() - started.as_millisecond()).unwrap_or(0);
-        let ToolOutcome { result, details: tool_details, stderr_text } = outcome;
+        let (ToolOutcome { result, stderr_text, .. }, details) = attempted.split();
         let (status, output_text, success, failure) = match result {
             Ok(success) => (StepRecordStatus::Done, success.output_text.clone(), Some(success), None),
             Err(failure) => (StepRecordStatus::Failed, failure.output_text.clone(), None, Some(failure)),
@@ -209,7 +218,7 @@ impl Attempt<'_, '_> {
             output_json: success.as_ref().and_then(|success| success.output_json.clone()),
             stderr_text: stderr_text.clone(),
             error: failure.as_ref().map(|failure| failure.message.clone()),
-            details: tool_details.clone(),
+            details: details.to_map(),
             started_at: format_timestamp(started),
             finished_at: format_timestamp(finished),
             duration_ms,
@@ -224,7 +233,7 @@ impl Attempt<'_, '_> {
             duration_ms,
             failure_class: record.failure_class,
             error: record.error.clone(),
-            tool: tool_details,
+            tool: details.to_map(),
         };
         let finished_event =
             if attempt == 1 { Event::StepFinished(details) } else { Event::RetryAttemptFinished(details) };

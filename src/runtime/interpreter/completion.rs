@@ -233,7 +233,7 @@ pub(super) fn apply_expect(step: &Step, mut outcome: ToolOutcome) -> ToolOutcome
         message,
         output_text: success.output_text,
     };
-    let exit_code = outcome.details.get("exit_code").and_then(Value::as_i64);
+    let exit_code = outcome.facts.exit_code().map(i64::from);
     if let Some(expected) = expect.exit_code {
         let accepted = exit_code == Some(i64::from(expected));
         outcome.result = match outcome.result {
