@@ -138,7 +138,7 @@ impl StderrProgress {
         }
         match record.kind.as_str() {
             "write_file" => {
-                if let Some(path) = record.details.get("path").and_then(|path| path.as_str())
+                if let Some(path) = record.details.path()
                     && !self.written.iter().any(|known| known == path)
                 {
                     self.written.push(path.to_string());

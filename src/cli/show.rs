@@ -104,13 +104,13 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         if let Some(action) = record.action.as_ref().and_then(summarize_action) {
             anstream::println!("      {}", paint(DIM, action));
         }
-        if let Some(rule) = record.details.get("rule").and_then(|rule| rule.as_str()) {
+        if let Some(rule) = record.details.rule() {
             anstream::println!("      {}", paint(DIM, format!("rule {rule}")));
         }
-        if let Some(receipt) = record.details.get("receipt").and_then(|receipt| receipt.as_str()) {
+        if let Some(receipt) = record.details.receipt() {
             anstream::println!("      {}", paint(DIM, format!("receipt: {receipt}")));
         }
-        if let Some(reason) = record.details.get("reason").and_then(|reason| reason.as_str())
+        if let Some(reason) = record.details.reason()
             && record.status == StepRecordStatus::Skipped
         {
             anstream::println!("      {}", paint(YELLOW, format!("skipped: {reason}")));

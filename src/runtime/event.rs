@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::model::{FailureClass, RunStatus};
+use crate::model::{FailureClass, RunStatus, StepDetails};
 use crate::store::ReceiptState;
 
 /// Every event the runtime writes to `audit.jsonl`.
@@ -210,7 +210,7 @@ pub struct AttemptFinished {
     /// The tool's facts (resolved program, matched rule, exit code, byte
     /// counts, receipt), after the attempt's own keys.
     #[serde(flatten)]
-    pub tool: Map<String, Value>,
+    pub tool: StepDetails,
 }
 
 /// `step_failed`: an attempt failed; whether another one follows.
@@ -441,8 +441,7 @@ mod tests {
 
     #[test]
     fn columns_follow_field_order_and_omit_absent_options() {
-        let mut tool = Map::new();
-        tool.insert("exit_code".into(), json!(3));
+        let tool = StepDetails::Recorded(Map::from_iter([("exit_code".to_string(), json!(3))]));
         let event = Event::RetryAttemptFinished(AttemptFinished {
             step_id: "build".into(),
             kind: "shell".into(),

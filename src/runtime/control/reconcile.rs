@@ -15,9 +15,9 @@
 
 use std::path::Path;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::model::RunStatus;
+use crate::model::{ReconciledFacts, RunStatus, StepDetails};
 use crate::runtime::control::error::ControlError;
 use crate::runtime::control::open::open_in;
 use crate::runtime::event::{Event, ReconciliationSettled};
@@ -73,11 +73,12 @@ pub fn reconcile(
         if let Some(receipt) = &receipt {
             store.put_receipt(receipt)?;
         }
-        let mut details = Map::new();
-        details.insert("idempotency_key".into(), json!(key));
-        details.insert("intent_digest".into(), json!(reconciliation.intent_digest));
-        details.insert("reconciled".into(), json!("applied"));
-        details.insert("settled_by".into(), json!(settled_by));
+        let details = StepDetails::Reconciled(ReconciledFacts {
+            idempotency_key: key.clone(),
+            intent_digest: reconciliation.intent_digest.clone(),
+            reconciled: "applied".to_string(),
+            settled_by: settled_by.clone(),
+        });
         let record = StepRecord {
             step_id: reconciliation.step_id.clone(),
             kind: reconciliation.action.get("kind").and_then(Value::as_str).unwrap_or_default().to_string(),

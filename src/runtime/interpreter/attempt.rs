@@ -15,9 +15,9 @@
 //! attempt; it holds no state of its own beyond them.
 
 use jiff::Timestamp;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::model::{Action, Condition, Decision, FailureClass, Plan, Policy, RunStatus, Step, WhenFalse};
+use crate::model::{Action, Condition, Decision, FailureClass, Plan, Policy, RunStatus, Step, StepDetails, WhenFalse};
 use crate::runtime::approval::fingerprint;
 use crate::runtime::env::CrashPoint;
 use crate::runtime::event::{
@@ -218,7 +218,7 @@ impl Attempt<'_, '_> {
             output_json: success.as_ref().and_then(|success| success.output_json.clone()),
             stderr_text: stderr_text.clone(),
             error: failure.as_ref().map(|failure| failure.message.clone()),
-            details: details.to_map(),
+            details: details.clone(),
             started_at: format_timestamp(started),
             finished_at: format_timestamp(finished),
             duration_ms,
@@ -233,7 +233,7 @@ impl Attempt<'_, '_> {
             duration_ms,
             failure_class: record.failure_class,
             error: record.error.clone(),
-            tool: details.to_map(),
+            tool: details,
         };
         let finished_event =
             if attempt == 1 { Event::StepFinished(details) } else { Event::RetryAttemptFinished(details) };
@@ -348,7 +348,7 @@ impl Attempt<'_, '_> {
             output_json: None,
             stderr_text: None,
             error: None,
-            details: Map::from_iter([("reason".to_string(), json!(reason))]),
+            details: StepDetails::Skipped { reason: reason.to_string() },
             started_at: format_timestamp(started),
             finished_at: format_timestamp(finished),
             duration_ms: u64::try_from(finished.as_millisecond() - started.as_millisecond()).unwrap_or(0),

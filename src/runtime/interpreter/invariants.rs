@@ -18,8 +18,6 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
-
 use crate::model::{Plan, RunStatus};
 use crate::store::{RunState, StepRecord, StepRecordStatus, StoreError};
 
@@ -154,7 +152,7 @@ fn done(plan: &Plan, state: &RunState, last: &HashMap<&str, &StepRecord>) -> Res
         let Some(record) = last.get(step.id.as_str()).filter(|record| record.status == StepRecordStatus::Done) else {
             continue;
         };
-        let key = record.details.get("idempotency_key").and_then(Value::as_str);
+        let key = record.details.idempotency_key();
         let (Some(key), Some(action)) = (key, &record.action) else {
             return Err(format!("the keyed step `{}` ran without its idempotency key on record", step.id));
         };
