@@ -8,7 +8,7 @@ use anstyle::{AnsiColor, Style};
 
 use crate::cli::ColorChoice;
 use crate::diag::{Diagnostic, Severity, SourceMap, display_path, render};
-use crate::model::{Plan, Policy, RunStatus, Step};
+use crate::model::{Plan, Policy, RunStatus, Step, StopReason};
 use crate::ops::{ExitStatus, OpsError};
 use crate::runtime::Progress;
 use crate::store::{RunState, StepRecord, StepRecordStatus};
@@ -205,7 +205,7 @@ impl Progress for StderrProgress {
             "{} run {} {status} ({}) · {} steps · {} tool calls",
             paint(BOLD, "planrun:"),
             paint(BOLD, &state.run_id),
-            state.stop_reason.as_deref().unwrap_or("-"),
+            state.stop_reason.as_ref().map_or("-", StopReason::as_str),
             state.counters.steps,
             state.counters.tool_calls,
         );

@@ -20,7 +20,7 @@ use clap::Args;
 use crate::cli::DirArgs;
 use crate::cli::output::{BOLD, DIM, GREEN, RED, YELLOW, fail_with, paint, record_status, run_status};
 use crate::cli::runs::holder_note;
-use crate::model::{FailureClass, RunStatus};
+use crate::model::{FailureClass, RunStatus, StopReason};
 use crate::ops::{self, ExitStatus};
 use crate::policy::display_argv;
 use crate::runtime::RuntimeEnv;
@@ -72,7 +72,7 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     };
     anstream::println!(
         "status: {status} ({}) · {} steps · {} tool calls · started {} · finished {}",
-        state.stop_reason.as_deref().unwrap_or("-"),
+        state.stop_reason.as_ref().map_or("-", StopReason::as_str),
         state.counters.steps,
         state.counters.tool_calls,
         state.started_at,

@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::model::{FailureClass, RunStatus, StepDetails};
+use crate::model::{FailureClass, RunStatus, StepDetails, StopReason};
 use crate::store::ReceiptState;
 
 /// Every event the runtime writes to `audit.jsonl`.
@@ -249,7 +249,7 @@ pub struct BudgetExhausted {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunFinished {
     pub status: RunStatus,
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<StopReason>,
     pub steps: u64,
     pub tool_calls: u64,
     #[serde(skip_serializing_if = "Option::is_none")]

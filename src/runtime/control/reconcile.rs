@@ -17,7 +17,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::model::{ReconciledFacts, RunStatus, StepDetails};
+use crate::model::{ReconciledFacts, RunStatus, StepDetails, StopReason};
 use crate::runtime::control::error::ControlError;
 use crate::runtime::control::open::open_in;
 use crate::runtime::event::{Event, ReconciliationSettled};
@@ -37,12 +37,12 @@ pub fn reconcile(
     let store = env.store(workspace);
     let (run, loaded) = open_in(store.as_ref(), run_id)?;
     let mut state = loaded.state;
-    let uncertain = state.status == RunStatus::Failed && state.stop_reason.as_deref() == Some("tool_result_uncertain");
+    let uncertain = state.status == RunStatus::Failed && state.stop_reason == Some(StopReason::ToolResultUncertain);
     let Some(reconciliation) = state.reconciliation.clone().filter(|_| uncertain) else {
         return Err(ControlError::Refused(format!(
             "run `{run_id}` has no uncertain write to reconcile (status `{}`, stop reason `{}`)",
             state.status,
-            state.stop_reason.as_deref().unwrap_or("-")
+            state.stop_reason.as_ref().map_or("-", StopReason::as_str)
         )));
     };
     let mut recorder = Recorder::new(run, env.clock.as_ref());

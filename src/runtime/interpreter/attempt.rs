@@ -17,7 +17,9 @@
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use crate::model::{Action, Condition, Decision, FailureClass, Plan, Policy, RunStatus, Step, StepDetails, WhenFalse};
+use crate::model::{
+    Action, Condition, Decision, FailureClass, Plan, Policy, RunStatus, Step, StepDetails, StopReason, WhenFalse,
+};
 use crate::runtime::approval::fingerprint;
 use crate::runtime::env::CrashPoint;
 use crate::runtime::event::{
@@ -260,7 +262,7 @@ impl Attempt<'_, '_> {
         self.state.cursor = Cursor { next_step: index + 1, attempts: 0 };
         self.outputs.record(&step.id, output);
         if matches!(step.action, Action::Finish { .. }) {
-            self.complete("finish_step")?;
+            self.complete(StopReason::FinishStep)?;
         }
         Ok(())
     }
@@ -291,9 +293,9 @@ impl Attempt<'_, '_> {
             exhausted.record(self.plan, self.state, self.recorder)?;
         } else {
             let reason = match failure.class {
-                FailureClass::ToolResultUncertain => "tool_result_uncertain",
-                FailureClass::IdempotencyConflict => "idempotency_conflict",
-                _ => "step_failed",
+                FailureClass::ToolResultUncertain => StopReason::ToolResultUncertain,
+                FailureClass::IdempotencyConflict => StopReason::IdempotencyConflict,
+                _ => StopReason::StepFailed,
             };
             let message = format!("step `{}` failed ({}): {}", step.id, failure.class, failure.message);
             self.recorder.end(self.state, RunStatus::Failed, reason, Some(message));
@@ -302,7 +304,7 @@ impl Attempt<'_, '_> {
     }
 
     /// The run reached its end: `[[verify]]` decides whether it is `done`.
-    fn complete(&mut self, reason: &str) -> Result<(), StoreError> {
+    fn complete(&mut self, reason: StopReason) -> Result<(), StoreError> {
         self.verifier.complete(reason, self.state, self.recorder, self.idempotency.receipts(), self.budgets)
     }
 
@@ -369,7 +371,7 @@ impl Attempt<'_, '_> {
                 passed: true,
                 detail: json!({ "condition": described }),
             });
-            self.complete("already_satisfied")?;
+            self.complete(StopReason::AlreadySatisfied)?;
         }
         Ok(())
     }

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::confine::Workspace;
-use crate::model::{Decision, Plan, Policy, RunStatus};
+use crate::model::{Decision, Plan, Policy, RunStatus, StopReason};
 use crate::runtime::approval::{ApprovalInvalid, check_approval};
 use crate::runtime::env::CrashPoint;
 use crate::runtime::event::{ApprovalVerified, Event, PlanCreated, RunResumed, RunStarted};
@@ -196,7 +196,7 @@ impl<'r> Interpreter<'r> {
         );
         self.state.pending_action = None;
         self.state.approval = None;
-        self.recorder.end(&mut self.state, RunStatus::Failed, "recovery_exhausted", Some(message));
+        self.recorder.end(&mut self.state, RunStatus::Failed, StopReason::RecoveryExhausted, Some(message));
         self.recorder.checkpoint(&mut self.state)?;
         Ok(true)
     }
@@ -303,7 +303,7 @@ impl<'r> Interpreter<'r> {
             match step {
                 Some(step) => self.attempt(progress).run(index, step, None)?,
                 None => self.verifier.complete(
-                    "end_of_plan",
+                    StopReason::EndOfPlan,
                     &mut self.state,
                     &mut self.recorder,
                     self.idempotency.receipts(),
