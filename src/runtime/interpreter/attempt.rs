@@ -34,7 +34,7 @@ use crate::tools::{ResolvedAction, ToolFailure, ToolOutcome, Tools};
 
 use super::budgets::Budgets;
 use super::completion::{Verifier, apply_expect};
-use super::idempotency::{EffectRun, Idempotency, crash_hook};
+use super::idempotency::{EffectRun, Idempotency, KeyedStep, crash_hook};
 use super::outcome::{Attempted, failure};
 use super::outputs::Outputs;
 
@@ -139,7 +139,8 @@ impl Attempt<'_, '_> {
             Some(key_template) => match key_template.render(&*self.outputs) {
                 Ok(key) => {
                     let run = EffectRun { attempt, timeout, approved: resuming_pending };
-                    self.idempotency.execute(step, key, &action, self.state, self.recorder, self.tools, run)?
+                    let keyed = KeyedStep { step, key, action: &action };
+                    self.idempotency.execute(keyed, self.state, self.recorder, self.tools, run)?
                 }
                 Err(_) => Attempted::unkeyed(ToolOutcome::err(failure(
                     FailureClass::TemplateError,

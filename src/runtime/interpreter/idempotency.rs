@@ -30,7 +30,7 @@ use crate::runtime::recorder::Recorder;
 use crate::runtime::{RuntimeEnv, format_timestamp};
 use crate::store::canonical::canonical_digest;
 use crate::store::{Evidence, Receipt, ReceiptError, ReceiptState, Reconciliation, RunState, RunStore, StoreError};
-use crate::tools::{ResolvedAction, ToolOutcome, ToolSuccess, Tools, Vouch};
+use crate::tools::{ActionKey, ResolvedAction, ToolOutcome, ToolSuccess, Tools, Vouch};
 
 use super::outcome::{Attempted, failure};
 
@@ -72,17 +72,15 @@ impl<'r> Idempotency<'r> {
     /// digest when the runtime's note cannot settle it), then the runtime's
     /// validated note. Reuse, conflict, uncertainty, or a first execution
     /// that records its receipt before the checkpoint.
-    #[expect(clippy::too_many_arguments, reason = "the attempt's parts, borrowed for one keyed call")]
     pub(super) fn execute(
         &self,
-        step: &Step,
-        key: String,
-        action: &ResolvedAction,
+        keyed_step: KeyedStep<'_>,
         state: &mut RunState,
         recorder: &mut Recorder<'_>,
         tools: &mut Tools<'_>,
         run: EffectRun,
     ) -> Result<Attempted, StoreError> {
+        let KeyedStep { step, key, action } = keyed_step;
         let action_json = serde_json::to_value(action).unwrap_or(Value::Null);
         let intent = intent_digest(step.action.kind(), &action_json, &key);
         let mut facts = KeyedFacts::new(&key, &intent);
@@ -99,7 +97,7 @@ impl<'r> Idempotency<'r> {
         let note = Note::of(found, &intent, &action_json);
         let ask_effect = matches!(action, ResolvedAction::TicketClose { .. })
             || matches!(note, Note::Started(_) | Note::Unusable(_));
-        let vouch = if ask_effect { tools.vouch(action, &key, &intent) } else { None };
+        let vouch = if ask_effect { tools.vouch(action, ActionKey { key: &key, intent: &intent }) } else { None };
         if self.recovering {
             recorder.emit(Event::ReceiptLookup(ReceiptLookup {
                 step_id: step.id.clone(),
@@ -108,7 +106,15 @@ impl<'r> Idempotency<'r> {
                 effect: vouch.as_ref().map(|vouch| vouch_name(vouch).to_string()),
             }))?;
         }
-        let effect = || tools.execute_keyed(action, (&key, &intent), run.attempt, run.timeout, run.approved);
+        let effect = || {
+            tools.execute_keyed(
+                action,
+                ActionKey { key: &key, intent: &intent },
+                run.attempt,
+                run.timeout,
+                run.approved,
+            )
+        };
         // Under the key the runtime's own `done` receipt is authentic (an
         // edited or forged one is refused when read): where the effect's
         // answer contradicts it, the effect's record was changed and
@@ -345,6 +351,14 @@ impl<'r> Idempotency<'r> {
         let result = Err(failure(FailureClass::ToolResultUncertain, message));
         Ok(Attempted { outcome: ToolOutcome { result, facts: tool, stderr_text: None }, keyed: keyed_facts })
     }
+}
+
+/// A keyed step's attempt: the step, its rendered key and its resolved
+/// action.
+pub(super) struct KeyedStep<'a> {
+    pub(super) step: &'a Step,
+    pub(super) key: String,
+    pub(super) action: &'a ResolvedAction,
 }
 
 /// How a keyed effect runs when it runs: the attempt, its timeout, and
