@@ -64,6 +64,17 @@ pub enum NotStarted {
     Queued,
 }
 
+/// What an interpreter runs with: the plan and policy, the workspace, the
+/// run's handle and store, and the environment.
+struct RunParts<'r> {
+    plan: &'r Plan,
+    policy: &'r Policy,
+    workspace: &'r Workspace,
+    run: Box<dyn RunHandle>,
+    store: Arc<dyn RunStore>,
+    env: &'r RuntimeEnv,
+}
+
 /// Runs one plan. Built by [`crate::runtime::execute`] or
 /// [`crate::runtime::resume`].
 pub struct Interpreter<'r> {
@@ -106,7 +117,7 @@ impl<'r> Interpreter<'r> {
         };
         let state = RunState::started(run.run_id().to_string(), goal, plan_ref, now);
         let outputs = Outputs::new(plan, &state.run_id);
-        Self::build(plan, policy, workspace, (run, store), state, outputs, env, false)
+        Self::build(RunParts { plan, policy, workspace, run, store, env }, state, outputs, false)
     }
 
     /// A run continued from its verified records.
@@ -120,20 +131,12 @@ impl<'r> Interpreter<'r> {
         env: &'r RuntimeEnv,
     ) -> Self {
         let outputs = Outputs::restored(plan, &loaded.state.run_id, &loaded.history);
-        Self::build(plan, policy, workspace, (run, store), loaded.state, outputs, env, true)
+        Self::build(RunParts { plan, policy, workspace, run, store, env }, loaded.state, outputs, true)
     }
 
-    #[expect(clippy::too_many_arguments, reason = "private constructor shared by `new` and `resumed`")]
-    fn build(
-        plan: &'r Plan,
-        policy: &'r Policy,
-        workspace: &'r Workspace,
-        (run, store): (Box<dyn RunHandle>, Arc<dyn RunStore>),
-        state: RunState,
-        outputs: Outputs,
-        env: &'r RuntimeEnv,
-        recovering: bool,
-    ) -> Self {
+    /// The constructor `new` and `resumed` share.
+    fn build(parts: RunParts<'r>, state: RunState, outputs: Outputs, recovering: bool) -> Self {
+        let RunParts { plan, policy, workspace, run, store, env } = parts;
         let clock = env.clock.as_ref();
         let fence = run.fence();
         let children = run.child_note().map(ChildNote::new);
