@@ -8,7 +8,7 @@ use anstyle::{AnsiColor, Style};
 
 use crate::cli::ColorChoice;
 use crate::diag::{Diagnostic, Severity, SourceMap, display_path, render};
-use crate::model::{Plan, Policy, RunStatus, Step};
+use crate::model::{Plan, Policy, RunStatus, Step, StopReason};
 use crate::ops::OpsError;
 use crate::runtime::Progress;
 use crate::store::{RunState, StepRecord, StepRecordStatus};
@@ -134,7 +134,7 @@ impl StderrProgress {
         }
         match record.kind.as_str() {
             "write_file" => {
-                if let Some(path) = record.details.get("path").and_then(|path| path.as_str())
+                if let Some(path) = record.details.path()
                     && !self.written.iter().any(|known| known == path)
                 {
                     self.written.push(path.to_string());
@@ -201,7 +201,7 @@ impl Progress for StderrProgress {
             "{} run {} {status} ({}) · {} steps · {} tool calls",
             paint(BOLD, "planrun:"),
             paint(BOLD, &state.run_id),
-            state.stop_reason.as_deref().unwrap_or("-"),
+            state.stop_reason.as_ref().map_or("-", StopReason::as_str),
             state.counters.steps,
             state.counters.tool_calls,
         );

@@ -20,7 +20,7 @@ use clap::Args;
 use crate::cli::DirArgs;
 use crate::cli::output::{BOLD, DIM, GREEN, RED, YELLOW, fail_with, paint, record_status, run_status};
 use crate::cli::runs::holder_note;
-use crate::model::{FailureClass, RunStatus};
+use crate::model::{FailureClass, RunStatus, StopReason};
 use crate::ops::{self, ExitStatus};
 use crate::policy::display_argv;
 use crate::runtime::RuntimeEnv;
@@ -76,7 +76,7 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     };
     anstream::println!(
         "status: {status} ({}) · {} steps · {} tool calls · started {} · finished {}",
-        state.stop_reason.as_deref().unwrap_or("-"),
+        state.stop_reason.as_ref().map_or("-", StopReason::as_str),
         state.counters.steps,
         state.counters.tool_calls,
         state.started_at,
@@ -108,13 +108,13 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         if let Some(action) = record.action.as_ref().and_then(summarize_action) {
             anstream::println!("      {}", paint(DIM, action));
         }
-        if let Some(rule) = record.details.get("rule").and_then(|rule| rule.as_str()) {
+        if let Some(rule) = record.details.rule() {
             anstream::println!("      {}", paint(DIM, format!("rule {rule}")));
         }
-        if let Some(receipt) = record.details.get("receipt").and_then(|receipt| receipt.as_str()) {
+        if let Some(receipt) = record.details.receipt() {
             anstream::println!("      {}", paint(DIM, format!("receipt: {receipt}")));
         }
-        if let Some(reason) = record.details.get("reason").and_then(|reason| reason.as_str())
+        if let Some(reason) = record.details.reason()
             && record.status == StepRecordStatus::Skipped
         {
             anstream::println!("      {}", paint(YELLOW, format!("skipped: {reason}")));

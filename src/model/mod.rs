@@ -7,6 +7,7 @@
 
 mod condition;
 mod decision_text;
+mod facts;
 mod failure;
 mod plan;
 mod policy;
@@ -16,6 +17,10 @@ mod service_policy;
 
 pub use condition::{BudgetOverride, Condition, ConditionTest, Expect, Risk, VerifyCheck, WhenFalse};
 pub use decision_text::{MAX_APPROVAL_SECS, MAX_NAME_CHARS, MAX_REASON_CHARS, check_decision_text};
+pub use facts::{
+    FileFacts, FlakyFacts, KeyedFacts, ReceiptUse, ReconciledFacts, ShellFacts, ShellRanFacts, StepDetails, StopReason,
+    ToolFacts, VouchedBy,
+};
 pub use failure::FailureClass;
 pub use plan::{Action, DEFAULT_POLICY, Plan, SourceRef, Step};
 pub use policy::{

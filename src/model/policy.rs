@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use regex::Regex;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::{FailureClass, SourceRef};
 
@@ -89,7 +89,7 @@ pub enum SlotKind {
 
 /// A rule's decision. Ordered so that the strictest is the greatest:
 /// `allow` < `prompt` (the step then needs a person's approval) < `forbidden`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     Allow,

@@ -184,7 +184,7 @@ fn summarize(run: &LoadedRun, holder: Option<Holder>) -> RunSummary {
         run_id: state.run_id.clone(),
         plan: state.plan.id.clone(),
         status: state.status,
-        stop_reason: state.stop_reason.clone(),
+        stop_reason: state.stop_reason.as_ref().map(ToString::to_string),
         steps: state.counters.steps,
         started_at: state.started_at.clone(),
         finished_at: state.finished_at.clone(),

@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::model::{FailureClass, RunStatus};
+use crate::model::{FailureClass, RunStatus, StepDetails, StopReason};
 use crate::store::ReceiptState;
 
 /// Every event the runtime writes to `audit.jsonl`.
@@ -210,7 +210,7 @@ pub struct AttemptFinished {
     /// The tool's facts (resolved program, matched rule, exit code, byte
     /// counts, receipt), after the attempt's own keys.
     #[serde(flatten)]
-    pub tool: Map<String, Value>,
+    pub tool: StepDetails,
 }
 
 /// `step_failed`: an attempt failed; whether another one follows.
@@ -249,7 +249,7 @@ pub struct BudgetExhausted {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunFinished {
     pub status: RunStatus,
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<StopReason>,
     pub steps: u64,
     pub tool_calls: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -441,8 +441,7 @@ mod tests {
 
     #[test]
     fn columns_follow_field_order_and_omit_absent_options() {
-        let mut tool = Map::new();
-        tool.insert("exit_code".into(), json!(3));
+        let tool = StepDetails::Recorded(Map::from_iter([("exit_code".to_string(), json!(3))]));
         let event = Event::RetryAttemptFinished(AttemptFinished {
             step_id: "build".into(),
             kind: "shell".into(),

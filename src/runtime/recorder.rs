@@ -20,7 +20,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::model::RunStatus;
+use crate::model::{RunStatus, StopReason};
 use crate::runtime::event::{ChildStopped, Event, RunCancelled, RunFinished, StateSaved};
 use crate::runtime::{Clock, format_timestamp};
 use crate::store::{
@@ -168,9 +168,9 @@ impl<'c> Recorder<'c> {
     }
 
     /// Marks the run ended in memory (the next checkpoint makes it durable).
-    pub fn end(&self, state: &mut RunState, status: RunStatus, reason: &str, error: Option<String>) {
+    pub fn end(&self, state: &mut RunState, status: RunStatus, reason: StopReason, error: Option<String>) {
         state.status = status;
-        state.stop_reason = Some(reason.to_string());
+        state.stop_reason = Some(reason);
         state.current_step_id = None;
         state.error = error;
         state.finished_at = Some(format_timestamp(self.clock.now()));
@@ -207,7 +207,7 @@ impl<'c> Recorder<'c> {
     pub fn end_by_person(&mut self, state: &mut RunState, status: RunStatus, error: String) -> Result<(), StoreError> {
         state.pending_action = None;
         state.approval = None;
-        self.end(state, status, status.as_str(), Some(error));
+        self.end(state, status, StopReason::from(status.as_str()), Some(error));
         self.checkpoint(state)?;
         self.run_finished(state)
     }

@@ -12,9 +12,9 @@ use std::fs::File;
 use std::io::{self, Write};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::model::FailureClass;
+use crate::model::{FailureClass, StepDetails};
 use crate::store::Sealer;
 
 /// How a step attempt ended.
@@ -53,7 +53,7 @@ pub struct StepRecord {
     pub stderr_text: Option<String>,
     pub error: Option<String>,
     /// Facts from the tool and the policy (decision, rule, program, exit code).
-    pub details: Map<String, Value>,
+    pub details: StepDetails,
     pub started_at: String,
     pub finished_at: String,
     pub duration_ms: u64,

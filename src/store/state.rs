@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::model::RunStatus;
+use crate::model::{RunStatus, StopReason};
 
 /// The checkpoint written after every step. Its size does not depend on how
 /// many steps have run: the plan is referenced (and stored once in
@@ -19,7 +19,7 @@ pub struct RunState {
     /// Why the run stopped: `finish_step`, `end_of_plan`, `step_failed`,
     /// `budget_exhausted`, `already_satisfied`, `verification_failed`,
     /// `tool_result_uncertain`, `rejected`; `null` while running or waiting.
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<StopReason>,
     /// The step being executed (or last executed while the run goes on);
     /// `null` once the run has ended.
     pub current_step_id: Option<String>,

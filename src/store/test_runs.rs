@@ -53,7 +53,7 @@ pub(crate) fn step_record(step_id: &str) -> crate::store::StepRecord {
         output_json: None,
         stderr_text: None,
         error: None,
-        details: Map::new(),
+        details: crate::model::StepDetails::default(),
         started_at: "2026-01-01T00:00:00Z".into(),
         finished_at: "2026-01-01T00:00:00Z".into(),
         duration_ms: 0,

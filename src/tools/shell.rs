@@ -17,19 +17,19 @@
 //! wait checks the fence at least every [`FENCE_POLL`]); after the leader
 //! exits, whatever is left of its group is killed too, so a background
 //! grandchild cannot hold the pipes open. No thread is started per step.
+//! The pipes and the wait on them are `pipes.rs`.
 
 use std::collections::BTreeMap;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rustix::event::{PollFd, PollFlags, Timespec, poll};
-use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
+use rustix::process::{Pid, Signal, kill_process_group};
 
 use crate::fence::Fence;
+use crate::tools::pipes::{Keep, Output, exit_watch, leader_exited, min_wait, wait_and_read};
 
 /// How often a running child's fence is checked: the child outlives the
 /// fence by at most this much (plus the kill).
@@ -69,158 +69,6 @@ pub struct ShellRun {
     pub fenced: bool,
 }
 
-/// Which part of a stream that writes more than its cap is kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Keep {
-    /// The first bytes (stdout: what a template reads).
-    Head,
-    /// The last bytes (stderr: where the error is).
-    Tail,
-}
-
-/// One output pipe of the child and what was read from it.
-struct Output {
-    /// `None` once it reached end of file (or failed).
-    pipe: Option<OwnedFd>,
-    /// The bytes kept: at most `max` for [`Keep::Head`], at most twice
-    /// `max` (the last `max` of them count) for [`Keep::Tail`].
-    kept: Vec<u8>,
-    total: u64,
-    max: usize,
-    keep: Keep,
-}
-
-impl Output {
-    /// Takes the read end of a pipe (non-blocking from now on).
-    fn new(pipe: Option<impl Into<OwnedFd>>, max: u64, keep: Keep) -> io::Result<Output> {
-        let pipe = pipe.map(Into::into);
-        if let Some(pipe) = &pipe {
-            rustix::io::ioctl_fionbio(pipe, true)?;
-        }
-        let max = usize::try_from(max).unwrap_or(usize::MAX);
-        Ok(Output { pipe, kept: Vec::new(), total: 0, max, keep })
-    }
-
-    /// Reads what the pipe holds now; closes it at end of file.
-    fn read_available(&mut self, buf: &mut [u8]) {
-        let Some(pipe) = self.pipe.take() else { return };
-        loop {
-            match rustix::io::read(&pipe, &mut *buf) {
-                Ok(0) => break,
-                Ok(n) => self.keep(&buf[..n]),
-                Err(rustix::io::Errno::INTR) => {}
-                Err(rustix::io::Errno::AGAIN) => {
-                    self.pipe = Some(pipe);
-                    return;
-                }
-                Err(_) => break,
-            }
-        }
-    }
-
-    /// Counts `bytes` and keeps what the stream keeps of them.
-    fn keep(&mut self, bytes: &[u8]) {
-        self.total += bytes.len() as u64;
-        match self.keep {
-            Keep::Head => {
-                let room = self.max.saturating_sub(self.kept.len());
-                self.kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
-            }
-            Keep::Tail if bytes.len() >= self.max => {
-                self.kept.clear();
-                self.kept.extend_from_slice(&bytes[bytes.len() - self.max..]);
-            }
-            Keep::Tail => {
-                self.kept.extend_from_slice(bytes);
-                // Moved down only past twice the cap: each byte is moved
-                // at most once, and at most twice the cap is held.
-                if self.kept.len() > self.max.saturating_mul(2) {
-                    self.kept.drain(..self.kept.len() - self.max);
-                }
-            }
-        }
-    }
-
-    /// The lossy text kept, the bytes written, and whether some were cut.
-    /// A tail starts on a character boundary: the rest of a character cut
-    /// in two is dropped.
-    fn take(self) -> (String, u64, bool) {
-        let mut kept = self.kept.as_slice();
-        if self.keep == Keep::Tail {
-            kept = &kept[kept.len().saturating_sub(self.max)..];
-            if self.total > kept.len() as u64 {
-                // At most three continuation bytes (10xxxxxx) end a
-                // character whose first byte was cut off.
-                let partial = kept.iter().take(3).take_while(|byte| *byte & 0xC0 == 0x80).count();
-                kept = &kept[partial..];
-            }
-        }
-        let truncated = self.total > kept.len() as u64;
-        (String::from_utf8_lossy(kept).into_owned(), self.total, truncated)
-    }
-}
-
-/// A pidfd of the leader (Linux): readable once it has exited.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn exit_watch(pid: Pid) -> Option<OwnedFd> {
-    // Kernels before 5.3 have none: the wait then asks every EXIT_POLL.
-    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn exit_watch(_pid: Pid) -> Option<OwnedFd> {
-    None
-}
-
-/// Whether the leader has exited, leaving it unreaped (a zombie).
-fn leader_exited(pid: Pid) -> io::Result<bool> {
-    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
-    loop {
-        match waitid(WaitId::Pid(pid), options) {
-            Ok(status) => return Ok(status.is_some()),
-            Err(rustix::io::Errno::INTR) => {}
-            Err(error) => return Err(error.into()),
-        }
-    }
-}
-
-/// Waits at most `wait` (for ever when `None`) for output on the open
-/// pipes or for `watch` to become readable, then reads what came.
-fn wait_and_read(outputs: &mut [Output; 2], watch: Option<&OwnedFd>, wait: Option<Duration>) -> io::Result<()> {
-    let events = PollFlags::IN | PollFlags::HUP | PollFlags::ERR;
-    let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(3);
-    let mut polled = [false; 2];
-    for (index, output) in outputs.iter().enumerate() {
-        if let Some(pipe) = &output.pipe {
-            fds.push(PollFd::from_borrowed_fd(pipe.as_fd(), events));
-            polled[index] = true;
-        }
-    }
-    if let Some(watch) = watch {
-        fds.push(PollFd::from_borrowed_fd(watch.as_fd(), PollFlags::IN));
-    }
-    let timeout = wait.map(|wait| Timespec {
-        tv_sec: wait.as_secs().try_into().unwrap_or(i64::MAX),
-        tv_nsec: wait.subsec_nanos().into(),
-    });
-    match poll(&mut fds, timeout.as_ref()) {
-        Ok(_) | Err(rustix::io::Errno::INTR) => {}
-        Err(error) => return Err(error.into()),
-    }
-    drop(fds);
-    let mut buf = [0u8; 16 * 1024];
-    for (output, polled) in outputs.iter_mut().zip(polled) {
-        if polled {
-            output.read_available(&mut buf);
-        }
-    }
-    Ok(())
-}
-
-fn min_wait(wait: Option<Duration>, bound: Duration) -> Option<Duration> {
-    Some(wait.map_or(bound, |wait| wait.min(bound)))
-}
-
 /// What [`run_shell`] tells its caller of the child's life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChildEvent {
@@ -235,27 +83,33 @@ pub enum ChildEvent {
     Reaping(u32),
 }
 
-/// Runs `program` with `args` directly (never through a shell), with exactly
-/// `env`, stdin null, in `cwd`, in its own process group, for at most
+/// What to run: a resolved program, its arguments, exactly the environment
+/// it gets, and its working directory.
+#[derive(Debug, Clone, Copy)]
+pub struct ShellCommand<'a> {
+    pub program: &'a Path,
+    pub args: &'a [String],
+    pub env: &'a BTreeMap<String, String>,
+    pub cwd: &'a Path,
+}
+
+/// Runs `command.program` with its `args` directly (never through a shell),
+/// with exactly its `env`, stdin null, in its `cwd`, in its own process group, for at most
 /// `timeout` and while `fence` holds; `report` is told of the child's life
 /// ([`ChildEvent`]).
-#[expect(clippy::too_many_arguments, reason = "the command, its environment and its bounds, each given by the policy")]
 pub fn run_shell(
-    program: &Path,
-    args: &[String],
-    env: &BTreeMap<String, String>,
-    cwd: &Path,
+    command: &ShellCommand<'_>,
     timeout: Duration,
     max_output_bytes: u64,
     fence: &Fence,
     report: &dyn Fn(ChildEvent) -> io::Result<()>,
 ) -> io::Result<ShellRun> {
     let started = Instant::now();
-    let mut child = Command::new(program)
-        .args(args)
+    let mut child = Command::new(command.program)
+        .args(command.args)
         .env_clear()
-        .envs(env)
-        .current_dir(cwd)
+        .envs(command.env)
+        .current_dir(command.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -365,6 +219,7 @@ pub fn run_shell(
         fenced,
     })
 }
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -382,10 +237,12 @@ mod tests {
 
     fn run(program: &str, argv: &[&str], cwd: &Path) -> ShellRun {
         run_shell(
-            Path::new(program),
-            &args(argv),
-            &env(&[("PATH", "/usr/bin:/bin")]),
-            cwd,
+            &ShellCommand {
+                program: Path::new(program),
+                args: &args(argv),
+                env: &env(&[("PATH", "/usr/bin:/bin")]),
+                cwd,
+            },
             Duration::from_secs(10),
             1 << 20,
             &Fence::unbounded(),
@@ -399,10 +256,12 @@ mod tests {
     /// pid to `dir/pid` ([`grandchild`]).
     fn sh(dir: &Path, script: &str, timeout: Duration, fence: &Fence) -> ShellRun {
         run_shell(
-            &which("sh"),
-            &args(&["-c", script]),
-            &env(&[("PATH", "/usr/bin:/bin")]),
-            dir,
+            &ShellCommand {
+                program: &which("sh"),
+                args: &args(&["-c", script]),
+                env: &env(&[("PATH", "/usr/bin:/bin")]),
+                cwd: dir,
+            },
             timeout,
             1 << 20,
             fence,
@@ -429,10 +288,7 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let vars = env(&[("LANG", "C"), ("ONLY", "this")]);
         let out = run_shell(
-            &which("env"),
-            &[],
-            &vars,
-            tmp.path(),
+            &ShellCommand { program: &which("env"), args: &[], env: &vars, cwd: tmp.path() },
             Duration::from_secs(10),
             1 << 20,
             &Fence::unbounded(),
@@ -473,10 +329,15 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         // 200 000 bytes, far more than a pipe buffer: the child must not block.
         let out = run_shell(
-            &which("sh"),
-            &args(&["-c", "i=0; while [ $i -lt 2000 ]; do printf '%0100d' 0; i=$((i+1)); done; echo err >&2"]),
-            &env(&[]),
-            tmp.path(),
+            &ShellCommand {
+                program: &which("sh"),
+                args: &args(&[
+                    "-c",
+                    "i=0; while [ $i -lt 2000 ]; do printf '%0100d' 0; i=$((i+1)); done; echo err >&2",
+                ]),
+                env: &env(&[]),
+                cwd: tmp.path(),
+            },
             Duration::from_secs(20),
             10,
             &Fence::unbounded(),
@@ -499,10 +360,7 @@ mod tests {
         let script =
             "printf x >&2; i=0; while [ $i -lt 500 ]; do printf 'éééééééééé' >&2; i=$((i+1)); done; printf 'ok\\n' >&2";
         let out = run_shell(
-            &which("sh"),
-            &args(&["-c", script]),
-            &env(&[]),
-            tmp.path(),
+            &ShellCommand { program: &which("sh"), args: &args(&["-c", script]), env: &env(&[]), cwd: tmp.path() },
             Duration::from_secs(20),
             1 << 20,
             &Fence::unbounded(),
@@ -519,22 +377,6 @@ mod tests {
             out.stderr.chars().take(8).collect::<String>()
         );
         assert!(!out.stderr.contains('\u{FFFD}'));
-    }
-
-    #[test]
-    fn a_tail_holds_at_most_twice_its_cap_while_it_reads() {
-        let mut tail = Output::new(None::<OwnedFd>, 10, Keep::Tail).expect("output");
-        for chunk in 0..1000u32 {
-            tail.keep(format!("{chunk:03};").as_bytes());
-            assert!(tail.kept.len() <= 20, "{}", tail.kept.len());
-        }
-        tail.keep(&[b'y'; 64]);
-        assert_eq!(tail.kept.len(), 10);
-        tail.keep(b"0123");
-        assert_eq!(tail.take(), ("yyyyyy0123".to_string(), 4068, true));
-        let mut short = Output::new(None::<OwnedFd>, 10, Keep::Tail).expect("output");
-        short.keep("ab\u{e9}".as_bytes());
-        assert_eq!(short.take(), ("ab\u{e9}".to_string(), 4, false), "nothing cut, nothing dropped");
     }
 
     fn alive(pid: i32) -> bool {
@@ -601,10 +443,7 @@ mod tests {
         });
         let started = Instant::now();
         let out = run_shell(
-            &which("sleep"),
-            &args(&["30"]),
-            &env(&[]),
-            tmp.path(),
+            &ShellCommand { program: &which("sleep"), args: &args(&["30"]), env: &env(&[]), cwd: tmp.path() },
             Duration::from_secs(20),
             1 << 20,
             &fence,
@@ -621,10 +460,12 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         assert!(
             run_shell(
-                Path::new("/nonexistent/program"),
-                &[],
-                &env(&[]),
-                tmp.path(),
+                &ShellCommand {
+                    program: Path::new("/nonexistent/program"),
+                    args: &[],
+                    env: &env(&[]),
+                    cwd: tmp.path()
+                },
                 Duration::from_secs(1),
                 10,
                 &Fence::unbounded(),

@@ -15,9 +15,9 @@
 
 use std::path::Path;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::model::RunStatus;
+use crate::model::{ReconciledFacts, RunStatus, StepDetails, StopReason};
 use crate::ops::control::error::ControlError;
 use crate::ops::control::open::open_in;
 use crate::ops::{ExitStatus, OpsError};
@@ -60,12 +60,12 @@ fn settle(input: ReconcileInput<'_>, env: &RuntimeEnv) -> Result<RunState, Contr
     let store = env.store(workspace);
     let (run, loaded) = open_in(store.as_ref(), run_id)?;
     let mut state = loaded.state;
-    let uncertain = state.status == RunStatus::Failed && state.stop_reason.as_deref() == Some("tool_result_uncertain");
+    let uncertain = state.status == RunStatus::Failed && state.stop_reason == Some(StopReason::ToolResultUncertain);
     let Some(reconciliation) = state.reconciliation.clone().filter(|_| uncertain) else {
         return Err(ControlError::Refused(format!(
             "run `{run_id}` has no uncertain write to reconcile (status `{}`, stop reason `{}`)",
             state.status,
-            state.stop_reason.as_deref().unwrap_or("-")
+            state.stop_reason.as_ref().map_or("-", StopReason::as_str)
         )));
     };
     let mut recorder = Recorder::new(run, env.clock.as_ref());
@@ -96,11 +96,12 @@ fn settle(input: ReconcileInput<'_>, env: &RuntimeEnv) -> Result<RunState, Contr
         if let Some(receipt) = &receipt {
             store.put_receipt(receipt)?;
         }
-        let mut details = Map::new();
-        details.insert("idempotency_key".into(), json!(key));
-        details.insert("intent_digest".into(), json!(reconciliation.intent_digest));
-        details.insert("reconciled".into(), json!("applied"));
-        details.insert("settled_by".into(), json!(settled_by));
+        let details = StepDetails::Reconciled(ReconciledFacts {
+            idempotency_key: key.clone(),
+            intent_digest: reconciliation.intent_digest.clone(),
+            reconciled: "applied".to_string(),
+            settled_by: settled_by.clone(),
+        });
         let record = StepRecord {
             step_id: reconciliation.step_id.clone(),
             kind: reconciliation.action.get("kind").and_then(Value::as_str).unwrap_or_default().to_string(),

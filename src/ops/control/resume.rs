@@ -92,7 +92,7 @@ fn continue_run(
             "run `{}` has already ended with status `{}` ({})",
             state.run_id,
             state.status,
-            state.stop_reason.as_deref().unwrap_or("-")
+            state.stop_reason.as_ref().map_or("-", crate::model::StopReason::as_str)
         )));
     }
     let changed_files = if request.allow_changed_files { ChangedFiles::Allow } else { ChangedFiles::RefuseResume };

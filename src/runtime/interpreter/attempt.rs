@@ -15,9 +15,11 @@
 //! attempt; it holds no state of its own beyond them.
 
 use jiff::Timestamp;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::model::{Action, Condition, Decision, FailureClass, Plan, Policy, RunStatus, Step, WhenFalse};
+use crate::model::{
+    Action, Condition, Decision, FailureClass, Plan, Policy, RunStatus, Step, StepDetails, StopReason, WhenFalse,
+};
 use crate::runtime::approval::fingerprint;
 use crate::runtime::env::CrashPoint;
 use crate::runtime::event::{
@@ -32,8 +34,8 @@ use crate::tools::{ResolvedAction, ToolFailure, ToolOutcome, Tools};
 
 use super::budgets::Budgets;
 use super::completion::{Verifier, apply_expect};
-use super::idempotency::{EffectRun, Idempotency, crash_hook};
-use super::outcome::failure;
+use super::idempotency::{EffectRun, Idempotency, KeyedStep, crash_hook};
+use super::outcome::{Attempted, failure};
 use super::outputs::Outputs;
 
 /// The interpreter's parts, borrowed for one attempt.
@@ -95,7 +97,14 @@ impl Attempt<'_, '_> {
                         Ok(true) => {}
                         Ok(false) => return self.skip(index, step, condition, started),
                         Err(failure) => {
-                            return self.finish(index, step, attempt, started, None, ToolOutcome::err(failure));
+                            return self.finish(
+                                index,
+                                step,
+                                attempt,
+                                started,
+                                None,
+                                Attempted::unkeyed(ToolOutcome::err(failure)),
+                            );
                         }
                     }
                 }
@@ -104,7 +113,9 @@ impl Attempt<'_, '_> {
         };
         let action = match action {
             Ok(action) => action,
-            Err(failure) => return self.finish(index, step, attempt, started, None, ToolOutcome::err(failure)),
+            Err(failure) => {
+                return self.finish(index, step, attempt, started, None, Attempted::unkeyed(ToolOutcome::err(failure)));
+            }
         };
 
         if !resuming_pending {
@@ -124,16 +135,17 @@ impl Attempt<'_, '_> {
         }
         let timeout = self.budgets.timeout(step);
         self.tools.at_step(&step.id);
-        let outcome = match &step.idempotency_key {
+        let attempted = match &step.idempotency_key {
             Some(key_template) => match key_template.render(&*self.outputs) {
                 Ok(key) => {
                     let run = EffectRun { attempt, timeout, approved: resuming_pending };
-                    self.idempotency.execute(step, key, &action, self.state, self.recorder, self.tools, run)?
+                    let keyed = KeyedStep { step, key, action: &action };
+                    self.idempotency.execute(keyed, self.state, self.recorder, self.tools, run)?
                 }
-                Err(_) => ToolOutcome::err(failure(
+                Err(_) => Attempted::unkeyed(ToolOutcome::err(failure(
                     FailureClass::TemplateError,
                     format!("idempotency key `{}` could not be resolved", key_template.source()),
-                )),
+                ))),
             },
             None => {
                 self.recorder.may_act()?;
@@ -144,11 +156,11 @@ impl Attempt<'_, '_> {
                 // this process's to keep.
                 self.recorder.may_act()?;
                 crash_hook(self.env, step, CrashPoint::AfterEffect);
-                outcome
+                Attempted::unkeyed(outcome)
             }
         };
-        let outcome = apply_expect(step, outcome);
-        self.finish(index, step, attempt, started, Some(&action), outcome)
+        let attempted = Attempted { outcome: apply_expect(step, attempted.outcome), keyed: attempted.keyed };
+        self.finish(index, step, attempt, started, Some(&action), attempted)
     }
 
     /// Checks the budgets that stop a run before an attempt starts; an
@@ -189,11 +201,11 @@ impl Attempt<'_, '_> {
         attempt: u32,
         started: Timestamp,
         action: Option<&ResolvedAction>,
-        outcome: ToolOutcome,
+        attempted: Attempted,
     ) -> Result<(), StoreError> {
         let finished = self.env.clock.now();
         let duration_ms = u64::try_from(finished.as_millisecond() - started.as_millisecond()).unwrap_or(0);
-        let ToolOutcome { result, details: tool_details, stderr_text } = outcome;
+        let (ToolOutcome { result, stderr_text, .. }, details) = attempted.split();
         let (status, output_text, success, failure) = match result {
             Ok(success) => (StepRecordStatus::Done, success.output_text.clone(), Some(success), None),
             Err(failure) => (StepRecordStatus::Failed, failure.output_text.clone(), None, Some(failure)),
@@ -209,7 +221,7 @@ impl Attempt<'_, '_> {
             output_json: success.as_ref().and_then(|success| success.output_json.clone()),
             stderr_text: stderr_text.clone(),
             error: failure.as_ref().map(|failure| failure.message.clone()),
-            details: tool_details.clone(),
+            details: details.clone(),
             started_at: format_timestamp(started),
             finished_at: format_timestamp(finished),
             duration_ms,
@@ -224,7 +236,7 @@ impl Attempt<'_, '_> {
             duration_ms,
             failure_class: record.failure_class,
             error: record.error.clone(),
-            tool: tool_details,
+            tool: details,
         };
         let finished_event =
             if attempt == 1 { Event::StepFinished(details) } else { Event::RetryAttemptFinished(details) };
@@ -251,7 +263,7 @@ impl Attempt<'_, '_> {
         self.state.cursor = Cursor { next_step: index + 1, attempts: 0 };
         self.outputs.record(&step.id, output);
         if matches!(step.action, Action::Finish { .. }) {
-            self.complete("finish_step")?;
+            self.complete(StopReason::FinishStep)?;
         }
         Ok(())
     }
@@ -282,9 +294,9 @@ impl Attempt<'_, '_> {
             exhausted.record(self.plan, self.state, self.recorder)?;
         } else {
             let reason = match failure.class {
-                FailureClass::ToolResultUncertain => "tool_result_uncertain",
-                FailureClass::IdempotencyConflict => "idempotency_conflict",
-                _ => "step_failed",
+                FailureClass::ToolResultUncertain => StopReason::ToolResultUncertain,
+                FailureClass::IdempotencyConflict => StopReason::IdempotencyConflict,
+                _ => StopReason::StepFailed,
             };
             let message = format!("step `{}` failed ({}): {}", step.id, failure.class, failure.message);
             self.recorder.end(self.state, RunStatus::Failed, reason, Some(message));
@@ -293,7 +305,7 @@ impl Attempt<'_, '_> {
     }
 
     /// The run reached its end: `[[verify]]` decides whether it is `done`.
-    fn complete(&mut self, reason: &str) -> Result<(), StoreError> {
+    fn complete(&mut self, reason: StopReason) -> Result<(), StoreError> {
         self.verifier.complete(reason, self.state, self.recorder, self.idempotency.receipts(), self.budgets)
     }
 
@@ -339,7 +351,7 @@ impl Attempt<'_, '_> {
             output_json: None,
             stderr_text: None,
             error: None,
-            details: Map::from_iter([("reason".to_string(), json!(reason))]),
+            details: StepDetails::Skipped { reason: reason.to_string() },
             started_at: format_timestamp(started),
             finished_at: format_timestamp(finished),
             duration_ms: u64::try_from(finished.as_millisecond() - started.as_millisecond()).unwrap_or(0),
@@ -360,7 +372,7 @@ impl Attempt<'_, '_> {
                 passed: true,
                 detail: json!({ "condition": described }),
             });
-            self.complete("already_satisfied")?;
+            self.complete(StopReason::AlreadySatisfied)?;
         }
         Ok(())
     }

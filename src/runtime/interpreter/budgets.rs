@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::model::{Budget, Plan, Policy, RunStatus, Step};
+use crate::model::{Budget, Plan, Policy, RunStatus, Step, StopReason};
 use crate::runtime::Clock;
 use crate::runtime::event::{self, Event};
 use crate::runtime::recorder::Recorder;
@@ -105,7 +105,7 @@ impl Exhausted {
         let details = event::BudgetExhausted { step_id, budget: budget.to_string(), limit, used };
         recorder.emit(Event::BudgetExhausted(details))?;
         let message = format!("budget `{budget}` ({limit}) exhausted");
-        recorder.end(state, RunStatus::Failed, "budget_exhausted", Some(message));
+        recorder.end(state, RunStatus::Failed, StopReason::BudgetExhausted, Some(message));
         Ok(())
     }
 }

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::confine::Workspace;
-use crate::model::{FailureClass, Plan, Policy, RetryPolicy, RunStatus, Step, VerifyCheck};
+use crate::model::{FailureClass, Plan, Policy, RetryPolicy, RunStatus, Step, StopReason, VerifyCheck};
 use crate::runtime::event::{CheckOutcome, CompletionVerified, Event};
 use crate::runtime::recorder::Recorder;
 use crate::store::{Evidence, ReceiptError, ReceiptState, RunState, RunStore, StoreError};
@@ -53,7 +53,7 @@ impl<'r> Verifier<'r> {
     /// is `done`.
     pub(super) fn complete(
         &self,
-        reason: &str,
+        reason: StopReason,
         state: &mut RunState,
         recorder: &mut Recorder<'_>,
         receipts: &dyn RunStore,
@@ -68,7 +68,7 @@ impl<'r> Verifier<'r> {
         // run that changed nothing because its goal already held is
         // verified whatever the budget: refusing the look-ups would report
         // a failure for a goal that holds (their calls are still counted).
-        let within_budget = reason != "already_satisfied";
+        let within_budget = reason != StopReason::AlreadySatisfied;
         if within_budget && let Some(exhausted) = budgets.tool_calls(state, self.tool_calls) {
             return exhausted.record(self.plan, state, recorder);
         }
@@ -90,7 +90,7 @@ impl<'r> Verifier<'r> {
         recorder.emit(Event::CompletionVerified(CompletionVerified { passed: message.is_none(), checks }))?;
         match message {
             None => recorder.end(state, RunStatus::Done, reason, None),
-            Some(message) => recorder.end(state, RunStatus::Failed, "verification_failed", Some(message)),
+            Some(message) => recorder.end(state, RunStatus::Failed, StopReason::VerificationFailed, Some(message)),
         }
         Ok(())
     }
@@ -233,7 +233,7 @@ pub(super) fn apply_expect(step: &Step, mut outcome: ToolOutcome) -> ToolOutcome
         message,
         output_text: success.output_text,
     };
-    let exit_code = outcome.details.get("exit_code").and_then(Value::as_i64);
+    let exit_code = outcome.facts.exit_code().map(i64::from);
     if let Some(expected) = expect.exit_code {
         let accepted = exit_code == Some(i64::from(expected));
         outcome.result = match outcome.result {

@@ -21,18 +21,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::model::{FailureClass, Step};
+use crate::model::{FailureClass, KeyedFacts, ReceiptUse, Step, ToolFacts, VouchedBy};
 use crate::runtime::env::CrashPoint;
 use crate::runtime::event::{Event, ReceiptLookup, ReceiptRecorded, ReceiptReused, ReconciliationRecorded};
 use crate::runtime::recorder::Recorder;
 use crate::runtime::{RuntimeEnv, format_timestamp};
 use crate::store::canonical::canonical_digest;
 use crate::store::{Evidence, Receipt, ReceiptError, ReceiptState, Reconciliation, RunState, RunStore, StoreError};
-use crate::tools::{ResolvedAction, ToolOutcome, ToolSuccess, Tools, Vouch};
+use crate::tools::{ActionKey, ResolvedAction, ToolOutcome, ToolSuccess, Tools, Vouch};
 
-use super::outcome::failure;
+use super::outcome::{Attempted, failure};
 
 /// Evidence kinds that stand for a keyed write's receipt (`reconciled`: a
 /// person's word, `planrun reconcile --applied`).
@@ -72,22 +72,18 @@ impl<'r> Idempotency<'r> {
     /// digest when the runtime's note cannot settle it), then the runtime's
     /// validated note. Reuse, conflict, uncertainty, or a first execution
     /// that records its receipt before the checkpoint.
-    #[expect(clippy::too_many_arguments, reason = "the attempt's parts, borrowed for one keyed call")]
     pub(super) fn execute(
         &self,
-        step: &Step,
-        key: String,
-        action: &ResolvedAction,
+        keyed_step: KeyedStep<'_>,
         state: &mut RunState,
         recorder: &mut Recorder<'_>,
         tools: &mut Tools<'_>,
         run: EffectRun,
-    ) -> Result<ToolOutcome, StoreError> {
+    ) -> Result<Attempted, StoreError> {
+        let KeyedStep { step, key, action } = keyed_step;
         let action_json = serde_json::to_value(action).unwrap_or(Value::Null);
         let intent = intent_digest(step.action.kind(), &action_json, &key);
-        let mut details = Map::new();
-        details.insert("idempotency_key".into(), json!(key));
-        details.insert("intent_digest".into(), json!(intent));
+        let mut facts = KeyedFacts::new(&key, &intent);
         let keyed = Keyed { step, key: &key, intent: &intent, action: &action_json };
         // Outside recovery the receipt check is part of the write call.
         state.counters.tool_calls += 1;
@@ -101,7 +97,7 @@ impl<'r> Idempotency<'r> {
         let note = Note::of(found, &intent, &action_json);
         let ask_effect = matches!(action, ResolvedAction::TicketClose { .. })
             || matches!(note, Note::Started(_) | Note::Unusable(_));
-        let vouch = if ask_effect { tools.vouch(action, &key, &intent) } else { None };
+        let vouch = if ask_effect { tools.vouch(action, ActionKey { key: &key, intent: &intent }) } else { None };
         if self.recovering {
             recorder.emit(Event::ReceiptLookup(ReceiptLookup {
                 step_id: step.id.clone(),
@@ -110,7 +106,15 @@ impl<'r> Idempotency<'r> {
                 effect: vouch.as_ref().map(|vouch| vouch_name(vouch).to_string()),
             }))?;
         }
-        let effect = || tools.execute_keyed(action, (&key, &intent), run.attempt, run.timeout, run.approved);
+        let effect = || {
+            tools.execute_keyed(
+                action,
+                ActionKey { key: &key, intent: &intent },
+                run.attempt,
+                run.timeout,
+                run.approved,
+            )
+        };
         // Under the key the runtime's own `done` receipt is authentic (an
         // edited or forged one is refused when read): where the effect's
         // answer contradicts it, the effect's record was changed and
@@ -122,19 +126,19 @@ impl<'r> Idempotency<'r> {
                     "the runtime's sealed receipt (run `{}`) says key `{key}` was applied, but the effect keeps no receipt of it",
                     receipt.run_id
                 );
-                self.uncertain(&keyed, reason, details, state, recorder)
+                self.uncertain(&keyed, reason, ToolFacts::None, Some(facts), state, recorder)
             }
             (Some(Vouch::Applied(success)), Note::Done(receipt, noted)) if authentic && success != noted => {
                 let reason = format!(
                     "the effect's receipt for key `{key}` holds another result than the runtime's sealed receipt (run `{}`)",
                     receipt.run_id
                 );
-                self.uncertain(&keyed, reason, details, state, recorder)
+                self.uncertain(&keyed, reason, ToolFacts::None, Some(facts), state, recorder)
             }
             (Some(Vouch::Conflict(message)), _) => {
-                Ok(ToolOutcome::err_with(failure(FailureClass::IdempotencyConflict, message), details))
+                Ok(Attempted::keyed_failure(failure(FailureClass::IdempotencyConflict, message), facts))
             }
-            (_, Note::OtherIntent(receipt)) => Ok(ToolOutcome::err_with(
+            (_, Note::OtherIntent(receipt)) => Ok(Attempted::keyed_failure(
                 failure(
                     FailureClass::IdempotencyConflict,
                     format!(
@@ -142,32 +146,30 @@ impl<'r> Idempotency<'r> {
                         receipt.step_id, receipt.run_id
                     ),
                 ),
-                details,
+                facts,
             )),
             (Some(Vouch::Applied(success)), note) => {
                 let noted = match note {
                     Note::Done(receipt, _) => Some(receipt),
                     _ => None,
                 };
-                details.insert("vouched_by".into(), json!(vouched_by(action)));
-                self.reuse(&keyed, success, noted, details, state, recorder)
+                facts.vouched_by = Some(vouched_by(action));
+                self.reuse(&keyed, success, noted, facts, state, recorder)
             }
             (Some(Vouch::NotApplied), _) | (Some(Vouch::CannotAnswer(_)) | None, Note::None) => {
-                self.first_execution(&keyed, details, state, recorder, effect)
+                self.first_execution(&keyed, facts, state, recorder, effect)
             }
             (Some(Vouch::CannotAnswer(reason)), _) | (None, Note::Unusable(reason)) => {
-                self.uncertain(&keyed, reason, details, state, recorder)
+                self.uncertain(&keyed, reason, ToolFacts::None, Some(facts), state, recorder)
             }
             (None, Note::Started(receipt)) => {
                 let reason = format!(
                     "an earlier attempt (run `{}`) started this write and never recorded its outcome",
                     receipt.run_id
                 );
-                self.uncertain(&keyed, reason, details, state, recorder)
+                self.uncertain(&keyed, reason, ToolFacts::None, Some(facts), state, recorder)
             }
-            (None, Note::Done(receipt, success)) => {
-                self.reuse(&keyed, success, Some(receipt), details, state, recorder)
-            }
+            (None, Note::Done(receipt, success)) => self.reuse(&keyed, success, Some(receipt), facts, state, recorder),
         }
     }
 
@@ -180,10 +182,10 @@ impl<'r> Idempotency<'r> {
         keyed: &Keyed<'_>,
         success: ToolSuccess,
         noted: Option<Receipt>,
-        mut details: Map<String, Value>,
+        mut facts: KeyedFacts,
         state: &mut RunState,
         recorder: &mut Recorder<'_>,
-    ) -> Result<ToolOutcome, StoreError> {
+    ) -> Result<Attempted, StoreError> {
         let Keyed { step, key, intent, action } = *keyed;
         let receipt = match noted {
             Some(receipt) => receipt,
@@ -205,8 +207,9 @@ impl<'r> Idempotency<'r> {
             }
         };
         let run_id = receipt.run_id.clone();
-        let kind = if self.recovering { "recovered_from_receipt" } else { "reused_receipt" };
-        details.insert("receipt".into(), json!(kind));
+        let used = if self.recovering { ReceiptUse::RecoveredFromReceipt } else { ReceiptUse::ReusedReceipt };
+        let kind = used.as_str();
+        facts.receipt = Some(used);
         state.evidence.push(Evidence {
             kind: kind.to_string(),
             step_id: Some(step.id.clone()),
@@ -219,18 +222,19 @@ impl<'r> Idempotency<'r> {
             recovered: self.recovering,
             receipt_link: self.link(&receipt)?,
         }))?;
-        Ok(ToolOutcome { result: Ok(success), details, stderr_text: None })
+        let outcome = ToolOutcome { result: Ok(success), facts: ToolFacts::None, stderr_text: None };
+        Ok(Attempted { outcome, keyed: Some(facts) })
     }
 
     /// No receipt yet: intent receipt, effect, completed receipt.
     fn first_execution(
         &self,
         keyed: &Keyed<'_>,
-        details: Map<String, Value>,
+        facts: KeyedFacts,
         state: &mut RunState,
         recorder: &mut Recorder<'_>,
         effect: impl FnOnce() -> ToolOutcome,
-    ) -> Result<ToolOutcome, StoreError> {
+    ) -> Result<Attempted, StoreError> {
         let Keyed { step, key, intent, action } = *keyed;
         let now = format_timestamp(self.env.clock.now());
         let mut receipt = Receipt {
@@ -253,7 +257,7 @@ impl<'r> Idempotency<'r> {
         // when the effect starts.
         recorder.may_act()?;
         crash_hook(self.env, step, CrashPoint::BeforeEffect);
-        let mut outcome = effect();
+        let outcome = effect();
         crash_hook(self.env, step, CrashPoint::BeforeReceipt);
         match &outcome.result {
             Ok(success) => {
@@ -277,7 +281,8 @@ impl<'r> Idempotency<'r> {
             }
             Err(error) if error.class == FailureClass::ToolResultUncertain => {
                 let reason = error.message.clone();
-                return self.uncertain(keyed, reason, outcome.details, state, recorder);
+                // The record keeps the tool's facts, without the key's.
+                return self.uncertain(keyed, reason, outcome.facts, None, state, recorder);
             }
             Err(_) => {
                 // The tool reports a definite failure: nothing was applied,
@@ -285,8 +290,7 @@ impl<'r> Idempotency<'r> {
                 self.remove_receipt(recorder, key)?;
             }
         }
-        outcome.details.extend(details);
-        Ok(outcome)
+        Ok(Attempted { outcome, keyed: Some(facts) })
     }
 
     /// Writes a receipt while the run's lease holds: past its deadline
@@ -319,10 +323,11 @@ impl<'r> Idempotency<'r> {
         &self,
         keyed: &Keyed<'_>,
         reason: String,
-        details: Map<String, Value>,
+        tool: ToolFacts,
+        keyed_facts: Option<KeyedFacts>,
         state: &mut RunState,
         recorder: &mut Recorder<'_>,
-    ) -> Result<ToolOutcome, StoreError> {
+    ) -> Result<Attempted, StoreError> {
         let Keyed { step, key, intent, action } = *keyed;
         let reconciliation = Reconciliation {
             step_id: step.id.clone(),
@@ -342,11 +347,18 @@ impl<'r> Idempotency<'r> {
             reason: reason.clone(),
         }))?;
         state.reconciliation = Some(reconciliation);
-        Ok(ToolOutcome::err_with(
-            failure(FailureClass::ToolResultUncertain, format!("the outcome of this write is unknown: {reason}")),
-            details,
-        ))
+        let message = format!("the outcome of this write is unknown: {reason}");
+        let result = Err(failure(FailureClass::ToolResultUncertain, message));
+        Ok(Attempted { outcome: ToolOutcome { result, facts: tool, stderr_text: None }, keyed: keyed_facts })
     }
+}
+
+/// A keyed step's attempt: the step, its rendered key and its resolved
+/// action.
+pub(super) struct KeyedStep<'a> {
+    pub(super) step: &'a Step,
+    pub(super) key: String,
+    pub(super) action: &'a ResolvedAction,
 }
 
 /// How a keyed effect runs when it runs: the attempt, its timeout, and
@@ -435,10 +447,10 @@ fn vouch_name(vouch: &Vouch) -> &'static str {
 }
 
 /// Who vouched for an applied effect, for the step's record.
-fn vouched_by(action: &ResolvedAction) -> &'static str {
+fn vouched_by(action: &ResolvedAction) -> VouchedBy {
     match action {
-        ResolvedAction::TicketClose { .. } => "ticket_store",
-        _ => "target_digest",
+        ResolvedAction::TicketClose { .. } => VouchedBy::TicketStore,
+        _ => VouchedBy::TargetDigest,
     }
 }
 

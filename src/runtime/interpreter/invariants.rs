@@ -18,9 +18,7 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
-
-use crate::model::{Plan, RunStatus};
+use crate::model::{Plan, RunStatus, StopReason};
 use crate::store::{RunState, StepRecord, StepRecordStatus, StoreError};
 
 use super::attempt::{Frozen, render_action};
@@ -143,18 +141,18 @@ fn done(plan: &Plan, state: &RunState, last: &HashMap<&str, &StepRecord>) -> Res
             plan.verify.len()
         ));
     }
-    let satisfied = state.stop_reason.as_deref() == Some("already_satisfied");
+    let satisfied = state.stop_reason == Some(StopReason::AlreadySatisfied);
     if satisfied && count("already_satisfied") == 0 {
         return Err("a run `done` as `already_satisfied` without that evidence".to_string());
     }
-    if state.stop_reason.as_deref() == Some("end_of_plan") && state.cursor.next_step != plan.steps.len() {
+    if state.stop_reason == Some(StopReason::EndOfPlan) && state.cursor.next_step != plan.steps.len() {
         return Err(format!("a run `done` at the end of the plan with its cursor at step {}", state.cursor.next_step));
     }
     for step in plan.steps.iter().filter(|step| step.idempotency_key.is_some()) {
         let Some(record) = last.get(step.id.as_str()).filter(|record| record.status == StepRecordStatus::Done) else {
             continue;
         };
-        let key = record.details.get("idempotency_key").and_then(Value::as_str);
+        let key = record.details.idempotency_key();
         let (Some(key), Some(action)) = (key, &record.action) else {
             return Err(format!("the keyed step `{}` ran without its idempotency key on record", step.id));
         };

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::confine::Workspace;
-use crate::model::{Decision, Plan, Policy, RunStatus};
+use crate::model::{Decision, Plan, Policy, RunStatus, StopReason};
 use crate::runtime::approval::{ApprovalInvalid, check_approval};
 use crate::runtime::env::CrashPoint;
 use crate::runtime::event::{ApprovalVerified, Event, PlanCreated, RunResumed, RunStarted};
@@ -62,6 +62,17 @@ pub enum NotStarted {
     Interrupted,
     /// It was queued and withdrawn before a worker started it.
     Queued,
+}
+
+/// What an interpreter runs with: the plan and policy, the workspace, the
+/// run's handle and store, and the environment.
+struct RunParts<'r> {
+    plan: &'r Plan,
+    policy: &'r Policy,
+    workspace: &'r Workspace,
+    run: Box<dyn RunHandle>,
+    store: Arc<dyn RunStore>,
+    env: &'r RuntimeEnv,
 }
 
 /// Runs one plan. Built by [`crate::runtime::execute`] or
@@ -106,7 +117,7 @@ impl<'r> Interpreter<'r> {
         };
         let state = RunState::started(run.run_id().to_string(), goal, plan_ref, now);
         let outputs = Outputs::new(plan, &state.run_id);
-        Self::build(plan, policy, workspace, (run, store), state, outputs, env, false)
+        Self::build(RunParts { plan, policy, workspace, run, store, env }, state, outputs, false)
     }
 
     /// A run continued from its verified records.
@@ -120,20 +131,12 @@ impl<'r> Interpreter<'r> {
         env: &'r RuntimeEnv,
     ) -> Self {
         let outputs = Outputs::restored(plan, &loaded.state.run_id, &loaded.history);
-        Self::build(plan, policy, workspace, (run, store), loaded.state, outputs, env, true)
+        Self::build(RunParts { plan, policy, workspace, run, store, env }, loaded.state, outputs, true)
     }
 
-    #[expect(clippy::too_many_arguments, reason = "private constructor shared by `new` and `resumed`")]
-    fn build(
-        plan: &'r Plan,
-        policy: &'r Policy,
-        workspace: &'r Workspace,
-        (run, store): (Box<dyn RunHandle>, Arc<dyn RunStore>),
-        state: RunState,
-        outputs: Outputs,
-        env: &'r RuntimeEnv,
-        recovering: bool,
-    ) -> Self {
+    /// The constructor `new` and `resumed` share.
+    fn build(parts: RunParts<'r>, state: RunState, outputs: Outputs, recovering: bool) -> Self {
+        let RunParts { plan, policy, workspace, run, store, env } = parts;
         let clock = env.clock.as_ref();
         let fence = run.fence();
         let children = run.child_note().map(ChildNote::new);
@@ -196,7 +199,7 @@ impl<'r> Interpreter<'r> {
         );
         self.state.pending_action = None;
         self.state.approval = None;
-        self.recorder.end(&mut self.state, RunStatus::Failed, "recovery_exhausted", Some(message));
+        self.recorder.end(&mut self.state, RunStatus::Failed, StopReason::RecoveryExhausted, Some(message));
         self.recorder.checkpoint(&mut self.state)?;
         Ok(true)
     }
@@ -303,7 +306,7 @@ impl<'r> Interpreter<'r> {
             match step {
                 Some(step) => self.attempt(progress).run(index, step, None)?,
                 None => self.verifier.complete(
-                    "end_of_plan",
+                    StopReason::EndOfPlan,
                     &mut self.state,
                     &mut self.recorder,
                     self.idempotency.receipts(),

@@ -1,9 +1,8 @@
 //! Tool outcomes the interpreter makes itself, without calling a tool: a
-//! template that cannot be resolved, a failed `expect`, a receipt conflict.
+//! template that cannot be resolved, a failed `expect`, a receipt conflict;
+//! and [`Attempted`], an attempt's outcome with the key it ran under.
 
-use serde_json::{Map, Value};
-
-use crate::model::FailureClass;
+use crate::model::{FailureClass, KeyedFacts, StepDetails, ToolFacts};
 use crate::tools::{ToolFailure, ToolOutcome};
 
 /// A failure with no output of its own.
@@ -14,12 +13,32 @@ pub(super) fn failure(class: FailureClass, message: String) -> ToolFailure {
 impl ToolOutcome {
     /// A failure with no facts for the records.
     pub(super) fn err(failure: ToolFailure) -> Self {
-        ToolOutcome { result: Err(failure), details: Map::new(), stderr_text: None }
+        ToolOutcome { result: Err(failure), facts: ToolFacts::None, stderr_text: None }
+    }
+}
+
+/// An attempt's outcome, and the key it ran under when the step is keyed
+/// (its facts follow the tool's in the record).
+pub(super) struct Attempted {
+    pub(super) outcome: ToolOutcome,
+    pub(super) keyed: Option<KeyedFacts>,
+}
+
+impl Attempted {
+    /// The outcome of a step that is not keyed.
+    pub(super) fn unkeyed(outcome: ToolOutcome) -> Self {
+        Attempted { outcome, keyed: None }
     }
 
-    /// A failure with the facts gathered before it (for example the
-    /// idempotency key and intent digest).
-    pub(super) fn err_with(failure: ToolFailure, details: Map<String, Value>) -> Self {
-        ToolOutcome { result: Err(failure), details, stderr_text: None }
+    /// A keyed step's failure before (or instead of) its effect.
+    pub(super) fn keyed_failure(failure: ToolFailure, keyed: KeyedFacts) -> Self {
+        Attempted { outcome: ToolOutcome::err(failure), keyed: Some(keyed) }
+    }
+
+    /// The step record's `details`, split from the outcome.
+    pub(super) fn split(self) -> (ToolOutcome, StepDetails) {
+        let Attempted { mut outcome, keyed } = self;
+        let tool = std::mem::take(&mut outcome.facts);
+        (outcome, StepDetails::Attempt { tool, keyed })
     }
 }

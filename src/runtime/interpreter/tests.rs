@@ -12,7 +12,7 @@ use jiff::Timestamp;
 
 use crate::confine::Workspace;
 use crate::load::Loader;
-use crate::model::{Action, FailureClass, Plan, Policy, RunStatus};
+use crate::model::{Action, FailureClass, Plan, Policy, RunStatus, StopReason};
 use crate::runtime::interpreter::Interpreter;
 use crate::runtime::{IdKind, NoProgress, RuntimeEnv};
 use crate::store::{AuditEvent, LoadedRun, RunState, StepRecordStatus};
@@ -121,7 +121,7 @@ message = "{{ last.output_text }}"
     );
     let ran = case.run("ws");
     assert_eq!(ran.state.status, RunStatus::Done);
-    assert_eq!(ran.state.stop_reason.as_deref(), Some("finish_step"));
+    assert_eq!(ran.state.stop_reason, Some(StopReason::FinishStep));
     assert_eq!(
         ran.events(),
         opening_then(&[
@@ -181,7 +181,7 @@ output = "second time lucky"
     );
     let ran = case.run("ws");
     assert_eq!(ran.state.status, RunStatus::Done);
-    assert_eq!(ran.state.stop_reason.as_deref(), Some("end_of_plan"));
+    assert_eq!(ran.state.stop_reason, Some(StopReason::EndOfPlan));
     assert_eq!(
         ran.events(),
         opening_then(&[
@@ -231,7 +231,7 @@ content = "must never be written"
     );
     let ran = case.run("ws");
     assert_eq!(ran.state.status, RunStatus::Failed);
-    assert_eq!(ran.state.stop_reason.as_deref(), Some("budget_exhausted"));
+    assert_eq!(ran.state.stop_reason, Some(StopReason::BudgetExhausted));
     assert_eq!(ran.state.error.as_deref(), Some("budget `max_steps` (1) exhausted"));
     assert!(ran.root.join("first.txt").exists(), "the step within the budget ran");
     assert!(!ran.root.join("canary.txt").exists(), "the step beyond the budget must not run");
@@ -279,7 +279,7 @@ retry = 3
     *content = Template::parse("{{ steps.missing.output_text }}").expect("valid template");
     let ran = case.run("ws");
     assert_eq!(ran.state.status, RunStatus::Failed);
-    assert_eq!(ran.state.stop_reason.as_deref(), Some("step_failed"));
+    assert_eq!(ran.state.stop_reason, Some(StopReason::StepFailed));
     assert!(!ran.root.join("canary.txt").exists(), "an unresolved write must not run");
     assert_eq!(
         ran.events(),
@@ -328,7 +328,7 @@ contains = "goodbye"
     );
     let ran = case.run("ws");
     assert_eq!(ran.state.status, RunStatus::Failed);
-    assert_eq!(ran.state.stop_reason.as_deref(), Some("verification_failed"));
+    assert_eq!(ran.state.stop_reason, Some(StopReason::VerificationFailed));
     assert_eq!(
         ran.state.error.as_deref(),
         Some(r#"completion could not be verified: file `a.txt` contains "goodbye""#),

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::load::Catalog;
-use crate::model::{FailureClass, RunStatus};
+use crate::model::{FailureClass, RunStatus, StopReason};
 use crate::ops::{self, ApproveInput, Approved, ExitStatus, OpsError, RunInput, RunTarget};
 use crate::ops::{HeldRun, ResumeRequest};
 use crate::runtime::approval::ApprovalClaims;
@@ -140,7 +140,7 @@ impl AgentRunner {
             None => format!(
                 "agent run `{run_id}` {verb} plan `{}` and ended `{status}` ({})",
                 state.plan.id,
-                state.stop_reason.as_deref().unwrap_or("no stop reason")
+                state.stop_reason.as_ref().map_or("no stop reason", StopReason::as_str)
             ),
         };
         // A paused run is not an error: it waits for a person's decision.
