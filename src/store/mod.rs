@@ -37,32 +37,19 @@
 //! state (see [`full_state`]).
 
 mod approval_decision;
-mod atomic;
-mod audit;
 pub mod backoff;
-pub mod canonical;
-mod child_note;
 #[cfg(test)]
 mod conformance;
-mod envelope;
 mod error;
 #[cfg(feature = "postgres")]
 mod export;
-mod file_store;
-mod group_commit;
-mod head;
-mod history;
-mod lease;
+mod file;
 pub mod location;
 #[cfg(feature = "postgres")]
 pub mod pg;
-mod receipts;
-mod record_dir;
-mod run_dir;
+mod records;
 mod run_id;
-mod run_load;
 mod run_store;
-mod state;
 #[cfg(test)]
 mod test_runs;
 #[cfg(feature = "postgres")]
@@ -70,31 +57,32 @@ mod workspace_id;
 
 // The file store's parts stay inside this module: everything else reaches
 // records through `RunStore`.
-use atomic::write_atomic;
-use audit::AuditLog;
-use history::HistoryLog;
-use lease::Lease;
-use receipts::ReceiptStore;
-use record_dir::RecordDir;
-use run_dir::RunDir;
+use file::atomic::write_atomic;
+use file::lease::Lease;
+use file::record_dir::RecordDir;
+use file::run_dir::RunDir;
+use records::audit::AuditLog;
+use records::history::HistoryLog;
+use records::receipts::ReceiptStore;
 
 pub use approval_decision::{ApprovalDecision, ApprovalUse, Verdict};
-pub use audit::{AuditError, AuditEvent, AuditTail, verify_audit};
-pub use child_note::ChildNoteFile;
-pub use envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
 pub use error::StoreError;
-pub use file_store::{FileStore, FileStores, GroupFileStores};
-pub use group_commit::{Durability, GroupCommit, SharedSync};
-pub use history::{StepRecord, StepRecordStatus};
-pub use lease::Holder;
+pub use file::child_note::ChildNoteFile;
+pub use file::file_store::{FileStore, FileStores, GroupFileStores};
+pub use file::group_commit::{Durability, GroupCommit, SharedSync};
+pub use file::lease::Holder;
+pub use file::run_load::{LoadedRun, full_state};
 pub use location::{LocationError, StoreLocation};
-pub use receipts::{RECEIPT_LINK, Receipt, ReceiptError, ReceiptState};
+pub use records::audit::{AuditError, AuditEvent, AuditTail, verify_audit};
+pub use records::canonical;
+pub use records::envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
+pub use records::history::{StepRecord, StepRecordStatus};
+pub use records::receipts::{RECEIPT_LINK, Receipt, ReceiptError, ReceiptState};
+pub use records::state::{Approval, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState};
 pub use run_id::{RunIdError, validate_run_id};
-pub use run_load::{LoadedRun, full_state};
 pub use run_store::{
     CREATE_ATTEMPTS, ClaimsExhausted, LoadedRecord, NewEvent, QueuedClaim, QueuedRun, RecordEvent, RecordHandle,
     RecordKind, RecordWriter, RunHandle, RunListing, RunStore, Runnable, RunsPlace, StoreFactory, create_unique,
 };
-pub use state::{Approval, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState};
 #[cfg(feature = "postgres")]
 pub use workspace_id::{WorkspaceIdError, workspace_id_path};

@@ -62,15 +62,15 @@ use serde_json::{Value, json};
 
 use crate::fence::Fence;
 use crate::model::RunStatus;
-use crate::store::audit::{LineRef, write_line};
-use crate::store::head::{PendingHead, full_payload, plan_bytes};
-use crate::store::receipts::{check_receipt_references, named_receipts, open_receipt, seal_receipt};
+use crate::store::records::audit::{LineRef, write_line};
+use crate::store::records::head::{PendingHead, full_payload, plan_bytes};
+use crate::store::records::receipts::{check_receipt_references, named_receipts, open_receipt, seal_receipt};
 use tokio_postgres::types::ToSql;
 
 use crate::store::backoff::Backoff;
-use crate::store::canonical::sha256_hex;
+use crate::store::file::run_dir::compare_version;
 use crate::store::location::PgLocation;
-use crate::store::run_dir::compare_version;
+use crate::store::records::canonical::sha256_hex;
 use crate::store::{
     ApprovalDecision, ApprovalUse, ChildNoteFile, ClaimsExhausted, Holder, LoadedRecord, LoadedRun, NewEvent,
     QueuedClaim, QueuedRun, Receipt, ReceiptError, ReceiptState, RecordHandle, RecordKind, RunHandle, RunListing,

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::store::canonical::{canonical_json, parse_strict, sha256_hex};
+use crate::store::records::canonical::{canonical_json, parse_strict, sha256_hex};
 use crate::store::{AuditEvent, EnvelopeError, Sealer, StoreError, write_atomic};
 
 /// The audit `details` field that names the receipt an event used.

@@ -43,10 +43,10 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::model::RunStatus;
-use crate::store::atomic::replace_unsynced;
 use crate::store::error::{io_error, serialize_error};
-use crate::store::head::{PendingHead, full_payload, linked_payload, plan_bytes};
-use crate::store::run_load::{creating_folder, has_checkpoint, load_run, missing_run, runs_folder};
+use crate::store::file::atomic::replace_unsynced;
+use crate::store::file::run_load::{creating_folder, has_checkpoint, load_run, missing_run, runs_folder};
+use crate::store::records::head::{PendingHead, full_payload, linked_payload, plan_bytes};
 use crate::store::{
     AuditLog, ChildNoteFile, Durability, HistoryLog, Lease, LoadedRun, NewEvent, RunHandle, RunState, Sealer,
     SharedSync, StepRecord, StoreError,

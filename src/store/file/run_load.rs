@@ -30,9 +30,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use crate::model::RunStatus;
-use crate::store::audit::{LogFiles, check_seal, verify_audit, verify_checkpointed_log};
-use crate::store::head::{CHECKPOINT_KEY, HeadPayload, full_payload, plan_bytes, split_payload};
-use crate::store::history::history_chain;
+use crate::store::records::audit::{LogFiles, check_seal, verify_audit, verify_checkpointed_log};
+use crate::store::records::head::{CHECKPOINT_KEY, HeadPayload, full_payload, plan_bytes, split_payload};
+use crate::store::records::history::history_chain;
 use crate::store::{AuditEvent, AuditTail, EnvelopeError, RunState, Sealer, StepRecord, StepRecordStatus, StoreError};
 use crate::strict_json;
 

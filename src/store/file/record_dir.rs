@@ -42,10 +42,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use crate::store::atomic::{replace_unsynced, temp_path};
-use crate::store::audit::{LogFiles, verify_checkpointed_log};
 use crate::store::error::{io_error, serialize_error};
-use crate::store::run_dir::{append_event, append_log, compare_version, create_folder, create_log};
+use crate::store::file::atomic::{replace_unsynced, temp_path};
+use crate::store::file::run_dir::{append_event, append_log, compare_version, create_folder, create_log};
+use crate::store::records::audit::{LogFiles, verify_checkpointed_log};
 use crate::store::{
     AuditLog, Durability, Lease, LoadedRecord, NewEvent, RecordHandle, RecordKind, Sealer, StoreError, write_atomic,
 };

@@ -1,0 +1,11 @@
+//! The file store: runs, records and receipts as folders and files under
+//! the workspace.
+
+pub(crate) mod atomic;
+pub(crate) mod child_note;
+pub(crate) mod file_store;
+pub(crate) mod group_commit;
+pub(crate) mod lease;
+pub(crate) mod record_dir;
+pub(crate) mod run_dir;
+pub(crate) mod run_load;
