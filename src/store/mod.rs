@@ -44,6 +44,7 @@ mod error;
 #[cfg(feature = "postgres")]
 mod export;
 mod file;
+mod holder;
 pub mod location;
 #[cfg(feature = "postgres")]
 pub mod pg;
@@ -58,26 +59,26 @@ mod workspace_id;
 // The file store's parts stay inside this module: everything else reaches
 // records through `RunStore`.
 use file::atomic::write_atomic;
+use file::audit_log::AuditLog;
+use file::history_log::HistoryLog;
 use file::lease::Lease;
+use file::receipts::ReceiptStore;
 use file::record_dir::RecordDir;
 use file::run_dir::RunDir;
-use records::audit::AuditLog;
-use records::history::HistoryLog;
-use records::receipts::ReceiptStore;
 
 pub use approval_decision::{ApprovalDecision, ApprovalUse, Verdict};
 pub use error::StoreError;
 pub use file::child_note::ChildNoteFile;
 pub use file::file_store::{FileStore, FileStores, GroupFileStores};
 pub use file::group_commit::{Durability, GroupCommit, SharedSync};
-pub use file::lease::Holder;
-pub use file::run_load::{LoadedRun, full_state};
+pub use holder::Holder;
 pub use location::{LocationError, StoreLocation};
 pub use records::audit::{AuditError, AuditEvent, AuditTail, verify_audit};
 pub use records::canonical;
 pub use records::envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
 pub use records::history::{StepRecord, StepRecordStatus};
 pub use records::receipts::{RECEIPT_LINK, Receipt, ReceiptError, ReceiptState};
+pub use records::run_log::{LoadedRun, full_state};
 pub use records::state::{Approval, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState};
 pub use run_id::{RunIdError, validate_run_id};
 pub use run_store::{

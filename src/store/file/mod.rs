@@ -2,10 +2,13 @@
 //! the workspace.
 
 pub(crate) mod atomic;
+pub(crate) mod audit_log;
 pub(crate) mod child_note;
 pub(crate) mod file_store;
 pub(crate) mod group_commit;
+pub(crate) mod history_log;
 pub(crate) mod lease;
+pub(crate) mod receipts;
 pub(crate) mod record_dir;
 pub(crate) mod run_dir;
 pub(crate) mod run_load;

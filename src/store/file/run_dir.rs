@@ -47,6 +47,7 @@ use crate::store::error::{io_error, serialize_error};
 use crate::store::file::atomic::replace_unsynced;
 use crate::store::file::run_load::{creating_folder, has_checkpoint, load_run, missing_run, runs_folder};
 use crate::store::records::head::{PendingHead, full_payload, linked_payload, plan_bytes};
+use crate::store::records::version::compare_version;
 use crate::store::{
     AuditLog, ChildNoteFile, Durability, HistoryLog, Lease, LoadedRun, NewEvent, RunHandle, RunState, Sealer,
     SharedSync, StepRecord, StoreError,
@@ -134,15 +135,6 @@ pub(crate) fn append_event(
     audit
         .append(event.ts, id, event.event_type, event.step_id, event.status, event.details)
         .map_err(io_error("append to", path))
-}
-
-/// Refuses a checkpoint whose expected version is not the stored one.
-pub(crate) fn compare_version(id: &str, stored: u64, expected: u64) -> Result<(), StoreError> {
-    if stored == expected {
-        Ok(())
-    } else {
-        Err(StoreError::VersionConflict { id: id.to_string(), expected, found: stored })
-    }
 }
 
 impl RunDir {

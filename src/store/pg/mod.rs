@@ -68,9 +68,9 @@ use crate::store::records::receipts::{check_receipt_references, named_receipts, 
 use tokio_postgres::types::ToSql;
 
 use crate::store::backoff::Backoff;
-use crate::store::file::run_dir::compare_version;
 use crate::store::location::PgLocation;
 use crate::store::records::canonical::sha256_hex;
+use crate::store::records::version::compare_version;
 use crate::store::{
     ApprovalDecision, ApprovalUse, ChildNoteFile, ClaimsExhausted, Holder, LoadedRecord, LoadedRun, NewEvent,
     QueuedClaim, QueuedRun, Receipt, ReceiptError, ReceiptState, RecordHandle, RecordKind, RunHandle, RunListing,

@@ -11,9 +11,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::store::file::record_dir::{Checkpoint, read_checkpoint};
-use crate::store::file::run_load::{CheckedLog, Heads, check_compact_head, check_log, read_log};
 use crate::store::records::audit::{LogFiles, verify_checkpointed_log};
+use crate::store::records::record_checkpoint::{Checkpoint, read_checkpoint};
+use crate::store::records::run_log::{CheckedLog, Heads, check_compact_head, check_log, read_log};
 use crate::store::{AuditEvent, AuditTail, EnvelopeError, LoadedRecord, LoadedRun, RecordKind, Sealer, StoreError};
 
 /// The names checks report, in the database's terms.

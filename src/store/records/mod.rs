@@ -8,4 +8,7 @@ pub(crate) mod envelope;
 pub(crate) mod head;
 pub(crate) mod history;
 pub(crate) mod receipts;
+pub(crate) mod record_checkpoint;
+pub(crate) mod run_log;
 pub(crate) mod state;
+pub(crate) mod version;
