@@ -33,11 +33,9 @@ pub use control::{
     ApproveOutcome, ControlError, HeldRun, ResumeRequest, StoryCheck, StoryPlans, approve, cancel, read_checked,
     read_checked_with, reconcile, reject, resume, resume_held,
 };
-#[cfg(feature = "postgres")]
-pub use env::pg_options;
 pub use env::{
-    Clock, CrashAt, CrashPoint, DEFAULT_LEASE_SECS, FixedClock, IdGen, IdKind, RuntimeEnv, SequentialIds, SystemClock,
-    SystemIds, format_timestamp, process_var,
+    Clock, CrashAt, CrashPoint, FixedClock, IdGen, IdKind, RuntimeEnv, SequentialIds, SystemClock, SystemIds,
+    format_timestamp, process_var,
 };
 pub use event::Event;
 pub use progress::{NoProgress, Progress};

@@ -37,6 +37,7 @@
 //! state (see [`full_state`]).
 
 mod approval_decision;
+mod backend;
 pub mod backoff;
 #[cfg(test)]
 mod conformance;
@@ -45,7 +46,7 @@ mod error;
 mod export;
 mod file;
 mod holder;
-pub mod location;
+mod open;
 #[cfg(feature = "postgres")]
 pub mod pg;
 mod records;
@@ -67,12 +68,13 @@ use file::record_dir::RecordDir;
 use file::run_dir::RunDir;
 
 pub use approval_decision::{ApprovalDecision, ApprovalUse, Verdict};
+pub use backend::{LocationError, Migration, OnWait, OpenError, StoreOptions};
 pub use error::StoreError;
 pub use file::child_note::ChildNoteFile;
 pub use file::file_store::{FileStore, FileStores, GroupFileStores};
 pub use file::group_commit::{Durability, GroupCommit, SharedSync};
 pub use holder::Holder;
-pub use location::{LocationError, StoreLocation};
+pub use open::{migrate, open};
 pub use records::audit::{AuditError, AuditEvent, AuditTail, verify_audit};
 pub use records::canonical;
 pub use records::envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};

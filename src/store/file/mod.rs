@@ -12,3 +12,15 @@ pub(crate) mod receipts;
 pub(crate) mod record_dir;
 pub(crate) mod run_dir;
 pub(crate) mod run_load;
+
+use crate::store::backend::{Backend, OpenError, StoreOptions};
+use crate::store::{FileStores, StoreFactory};
+
+/// `--store file` (the default): nothing to parse, connect or migrate.
+pub(crate) struct FileBackend;
+
+impl Backend for FileBackend {
+    fn open(&self, _location: &str, _options: StoreOptions<'_>) -> Result<Box<dyn StoreFactory>, OpenError> {
+        Ok(Box::new(FileStores))
+    }
+}

@@ -43,7 +43,9 @@
 
 mod approvals;
 pub mod error;
+mod location;
 pub mod migrate;
+mod options;
 mod runtime;
 mod sql;
 #[cfg(test)]
@@ -68,7 +70,6 @@ use crate::store::records::receipts::{check_receipt_references, named_receipts, 
 use tokio_postgres::types::ToSql;
 
 use crate::store::backoff::Backoff;
-use crate::store::location::PgLocation;
 use crate::store::records::canonical::sha256_hex;
 use crate::store::records::version::compare_version;
 use crate::store::{
@@ -78,7 +79,9 @@ use crate::store::{
 };
 use approvals::ApprovalRow;
 use error::{PgError, is_transient_pool, pool_error, store_error};
+pub use location::PgLocation;
 pub use migrate::MigrationReport;
+pub(crate) use options::PgBackend;
 use runtime::{Pending, StoreRuntime};
 use verify::{EventRow, RunTexts, verify_record, verify_run};
 
