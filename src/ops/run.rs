@@ -32,8 +32,6 @@ pub struct RunInput<'a> {
 #[derive(Debug)]
 pub struct RunOutcome {
     pub state: RunState,
-    /// The run's record folder.
-    pub run_dir: PathBuf,
 }
 
 impl RunOutcome {
@@ -44,7 +42,7 @@ impl RunOutcome {
 
 impl From<crate::runtime::RunOutcome> for RunOutcome {
     fn from(outcome: crate::runtime::RunOutcome) -> Self {
-        RunOutcome { state: outcome.state, run_dir: outcome.run_dir }
+        RunOutcome { state: outcome.state }
     }
 }
 

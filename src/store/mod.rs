@@ -85,7 +85,8 @@ pub use records::state::{Approval, Counters, Cursor, Evidence, PendingAction, Pl
 pub use run_id::{RunIdError, validate_run_id};
 pub use run_store::{
     CREATE_ATTEMPTS, ClaimsExhausted, LoadedRecord, NewEvent, QueuedClaim, QueuedRun, RecordEvent, RecordHandle,
-    RecordKind, RecordWriter, RunHandle, RunListing, RunStore, Runnable, RunsPlace, StoreFactory, create_unique,
+    RecordKind, RecordWriter, RunHandle, RunListing, RunRecords, RunStore, Runnable, RunsPlace, StoreFactory,
+    create_unique,
 };
 #[cfg(feature = "postgres")]
 pub use workspace_id::{WorkspaceIdError, workspace_id_path};

@@ -86,6 +86,26 @@ pub enum RunsPlace {
     Database { store: String, workspace_id: String },
 }
 
+/// Where one run's records are, for messages such as "records in …".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunRecords {
+    /// The run's folder (`<workspace>/runs/<run_id>`), which holds its
+    /// record files once the run has a checkpoint.
+    Folder(PathBuf),
+    /// A database store: its redacted address and the run there.
+    Database(String),
+}
+
+impl std::fmt::Display for RunRecords {
+    /// The folder's path, or the database's place.
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunRecords::Folder(folder) => write!(formatter, "{}", folder.display()),
+            RunRecords::Database(place) => formatter.write_str(place),
+        }
+    }
+}
+
 /// An agent run a worker may take up: free (or its holder's lease has
 /// expired), and either interrupted (`running`) or approved and waiting to
 /// be resumed. Its `state_version` tells one attempt from the next.
@@ -128,8 +148,8 @@ pub struct LoadedRecord {
 /// An open agent run, locked (or leased) for the holder while it lives.
 pub trait RunHandle: Send {
     fn run_id(&self) -> &str;
-    /// Where the run's records are, for messages (a folder in the file store).
-    fn location(&self) -> &Path;
+    /// Where the run's records are, for messages.
+    fn records(&self) -> RunRecords;
     /// `seq` of the last audit event written (0 before the first).
     fn audit_seq(&self) -> u64;
     /// Hash of the last audit line written.
@@ -293,6 +313,13 @@ pub trait RunStore: Send + Sync {
     /// `resume` on its machine.
     fn runnable_runs(&self) -> Result<Vec<Runnable>, StoreError> {
         Err(StoreError::Unsupported("`worker` needs a database store (`--store postgres://…`)"))
+    }
+    /// Whether the store is shared between processes (and machines), so
+    /// that workers may take up its runs ([`RunStore::runnable_runs`]) and
+    /// runs may be queued. `false` (the default): the file store, whose
+    /// runs are continued on their machine.
+    fn shared(&self) -> bool {
+        false
     }
     /// Waits up to `timeout` for a hint that a run may have become
     /// runnable (another process gave a lease back); `true` when one came.

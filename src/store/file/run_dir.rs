@@ -49,8 +49,8 @@ use crate::store::file::run_load::{creating_folder, has_checkpoint, load_run, mi
 use crate::store::records::head::{PendingHead, full_payload, linked_payload, plan_bytes};
 use crate::store::records::version::compare_version;
 use crate::store::{
-    AuditLog, ChildNoteFile, Durability, HistoryLog, Lease, LoadedRun, NewEvent, RunHandle, RunState, Sealer,
-    SharedSync, StepRecord, StoreError,
+    AuditLog, ChildNoteFile, Durability, HistoryLog, Lease, LoadedRun, NewEvent, RunHandle, RunRecords, RunState,
+    Sealer, SharedSync, StepRecord, StoreError,
 };
 
 /// An open run folder, locked for this process.
@@ -430,10 +430,10 @@ impl RunHandle for RunDir {
         &self.run_id
     }
 
-    fn location(&self) -> &Path {
+    fn records(&self) -> RunRecords {
         // Where the run will be once it has a checkpoint (and is from then
         // on): the folder it is built in is not for messages.
-        &self.final_path
+        RunRecords::Folder(self.final_path.clone())
     }
 
     fn child_note(&self) -> Option<ChildNoteFile> {

@@ -75,7 +75,7 @@ use crate::store::records::version::compare_version;
 use crate::store::{
     ApprovalDecision, ApprovalUse, ChildNoteFile, ClaimsExhausted, Holder, LoadedRecord, LoadedRun, NewEvent,
     QueuedClaim, QueuedRun, Receipt, ReceiptError, ReceiptState, RecordHandle, RecordKind, RunHandle, RunListing,
-    RunState, RunStore, Runnable, RunsPlace, Sealer, StepRecord, StoreError, StoreFactory,
+    RunRecords, RunState, RunStore, Runnable, RunsPlace, Sealer, StepRecord, StoreError, StoreFactory,
 };
 use approvals::ApprovalRow;
 use error::{PgError, is_transient_pool, pool_error, store_error};
@@ -966,6 +966,10 @@ impl RunStore for PgStore {
         }
     }
 
+    fn shared(&self) -> bool {
+        true
+    }
+
     fn runnable_runs(&self) -> Result<Vec<Runnable>, StoreError> {
         let workspace = self.workspace()?;
         let rows = self.shared.call(move |pool| async move {
@@ -1534,8 +1538,8 @@ impl RunHandle for PgRun {
         &self.lease.key.id
     }
 
-    fn location(&self) -> &Path {
-        &self.location
+    fn records(&self) -> RunRecords {
+        RunRecords::Database(self.location.display().to_string())
     }
 
     fn audit_seq(&self) -> u64 {
