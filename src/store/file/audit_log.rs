@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::store::records::audit::{LineRef, write_line};
+use crate::store::records::audit::{EventColumns, LineRef, write_line};
 use crate::store::{AuditTail, Sealer};
 
 /// The open log. Each event is written with one `write` call as soon as it
@@ -51,7 +51,7 @@ impl AuditLog {
         status: Option<&str>,
         details: Map<String, Value>,
     ) -> io::Result<u64> {
-        self.append_line(&ts, run_id, (event_type, step_id, status), &details, false)
+        self.append_line(&ts, run_id, EventColumns { event_type, step_id, status }, &details, false)
     }
 
     /// Appends a head line: an event that ends with its own `seal`.
@@ -59,20 +59,21 @@ impl AuditLog {
         &mut self,
         ts: &str,
         run_id: &str,
-        (event_type, step_id, status): (&str, Option<&str>, Option<&str>),
+        columns: EventColumns<'_>,
         details: &impl Serialize,
     ) -> io::Result<u64> {
-        self.append_line(ts, run_id, (event_type, step_id, status), details, true)
+        self.append_line(ts, run_id, columns, details, true)
     }
 
     fn append_line(
         &mut self,
         ts: &str,
         run_id: &str,
-        (event_type, step_id, status): (&str, Option<&str>, Option<&str>),
+        columns: EventColumns<'_>,
         details: &impl Serialize,
         sealed: bool,
     ) -> io::Result<u64> {
+        let EventColumns { event_type, step_id, status } = columns;
         let event = LineRef {
             seq: self.seq + 1,
             ts,
@@ -101,6 +102,10 @@ impl AuditLog {
 mod tests {
     use super::*;
     use crate::store::records::audit::{AuditError, check_seal, verify_audit, verify_head};
+
+    fn columns<'a>(event_type: &'a str, status: Option<&'a str>) -> EventColumns<'a> {
+        EventColumns { event_type, step_id: None, status }
+    }
 
     fn log_text() -> String {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -148,7 +153,7 @@ mod tests {
             let file = std::fs::OpenOptions::new().append(true).create(true).open(&path).expect("open");
             let mut log = AuditLog::new(file, sealer.clone());
             log.append("t".into(), "r", "run_started", None, None, Map::new()).expect("append");
-            log.append_sealed("t", "r", ("state_saved", None, Some("ok")), &Map::new()).expect("head");
+            log.append_sealed("t", "r", columns("state_saved", Some("ok")), &Map::new()).expect("head");
             let text = std::fs::read_to_string(&path).expect("read");
             let (events, tail) = verify_audit(&text, &sealer).expect("valid log");
             assert!(events[1].seal.is_some() && events[0].seal.is_none());
@@ -163,7 +168,7 @@ mod tests {
         let path = dir.path().join("audit.jsonl");
         let file = std::fs::OpenOptions::new().append(true).create(true).open(&path).expect("open");
         let mut log = AuditLog::new(file, Sealer::plain());
-        log.append_sealed("t", "r", ("state_saved", None, None), &Map::new()).expect("head");
+        log.append_sealed("t", "r", columns("state_saved", None), &Map::new()).expect("head");
         let text = std::fs::read_to_string(&path).expect("read");
         assert_eq!(check_seal(text.trim_end(), &keyed), Some(false), "a plain seal is not a keyed one");
     }

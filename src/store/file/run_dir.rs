@@ -46,7 +46,7 @@ use crate::model::RunStatus;
 use crate::store::error::{io_error, serialize_error};
 use crate::store::file::atomic::replace_unsynced;
 use crate::store::file::run_load::{creating_folder, has_checkpoint, load_run, missing_run, runs_folder};
-use crate::store::records::head::{PendingHead, full_payload, linked_payload, plan_bytes};
+use crate::store::records::head::{Links, PendingHead, full_payload, linked_payload, plan_bytes};
 use crate::store::records::version::compare_version;
 use crate::store::{
     AuditLog, ChildNoteFile, Durability, HistoryLog, Lease, LoadedRun, NewEvent, RunHandle, RunRecords, RunState,
@@ -265,7 +265,7 @@ impl RunDir {
         };
         let checkpoint = self
             .pending
-            .checkpoint(state, (&plan_hash, self.history.hash()))
+            .checkpoint(state, Links { plan_hash: &plan_hash, history_hash: self.history.hash() })
             .map_err(|error| serialize_error(&audit_path, error))?;
         let head = self.pending.line(&checkpoint).map_err(|error| serialize_error(&audit_path, error))?;
         let seq = self
@@ -417,8 +417,11 @@ fn repair_views(path: &Path, loaded: &LoadedRun, sealer: &Sealer) -> Result<(), 
     }
     if loaded.heads.state_behind {
         let state_path = path.join("state.json");
-        let payload = linked_payload(&loaded.state, &loaded.heads.plan_hash, loaded.heads.history_hash.as_deref())
-            .map_err(|error| serialize_error(&state_path, error))?;
+        let payload = linked_payload(
+            &loaded.state,
+            Links { plan_hash: &loaded.heads.plan_hash, history_hash: loaded.heads.history_hash.as_deref() },
+        )
+        .map_err(|error| serialize_error(&state_path, error))?;
         let sealed = seal_bytes(sealer, &state_path, Value::Object(payload), &mut Vec::new())?.to_vec();
         replace_unsynced(&state_path, &sealed, || Ok(())).map_err(io_error("write", &state_path))?;
     }

@@ -32,7 +32,9 @@ use crate::model::RunStatus;
 use crate::store::records::audit::{LogFiles, verify_audit, verify_checkpointed_log};
 use crate::store::records::head::{CHECKPOINT_KEY, split_payload};
 use crate::store::records::history::history_chain;
-use crate::store::records::run_log::{CheckedLog, Heads, Log, check_compact_head, check_log, check_state, read_log};
+use crate::store::records::run_log::{
+    CheckedLog, Heads, Log, LogTexts, check_compact_head, check_log, check_state, read_log,
+};
 use crate::store::{AuditEvent, EnvelopeError, LoadedRun, Sealer, StepRecord, StoreError};
 use crate::strict_json;
 
@@ -138,9 +140,11 @@ pub fn load_run(workspace: &Path, run_id: &str, sealer: &Sealer) -> Result<Loade
     }
     let (_, audit_text) = folder.read("audit.jsonl")?;
     match read_log(&audit_text, run_id, FILES.audit, sealer).map_err(|reason| folder.tampered(reason))? {
-        Some(log) => load_logged(&folder, (compact.as_deref(), &audit_text), log, sealer),
+        Some(log) => load_logged(&folder, LogTexts { compact: compact.as_deref(), audit: &audit_text }, log, sealer),
         None => match compact {
-            Some(state_text) => load_previous_layout(&folder, (&state_text, &audit_text), sealer),
+            Some(state_text) => {
+                load_previous_layout(&folder, LogTexts { compact: Some(&state_text), audit: &audit_text }, sealer)
+            }
             None => Err(folder.tampered("`state.json` is missing".to_string())),
         },
     }
@@ -152,13 +156,13 @@ const FILES: LogFiles = LogFiles { state: "state.json", audit: "audit.jsonl" };
 /// A run in the log layout (see the module docs).
 fn load_logged(
     folder: &RunFolder<'_>,
-    (compact, audit_text): (Option<&str>, &str),
+    texts: LogTexts<'_>,
     log: Log,
     sealer: &Sealer,
 ) -> Result<LoadedRun, StoreError> {
     let tampered = |reason: String| folder.tampered(reason);
     let checked = check_log(folder.run_id, FILES, &folder.dir.join(FILES.audit), log, sealer)?;
-    let compact_seq = check_compact_head(folder.run_id, FILES, (compact, audit_text), &checked, sealer)?;
+    let compact_seq = check_compact_head(folder.run_id, FILES, texts, &checked, sealer)?;
     let CheckedLog { events, tail, state, plan, history, lines, plan_hash, history_hash, .. } = checked;
     let state_behind =
         (state.status == RunStatus::WaitingApproval || state.status.is_terminal()) && compact_seq != Some(tail.seq);
@@ -207,12 +211,10 @@ fn check_history_view(folder: &RunFolder<'_>, lines: &[String]) -> Result<(usize
 
 /// A run recorded in the previous layout: `state.json` after every step is
 /// the head (as that layout was read).
-fn load_previous_layout(
-    folder: &RunFolder<'_>,
-    (state_text, audit_text): (&str, &str),
-    sealer: &Sealer,
-) -> Result<LoadedRun, StoreError> {
+fn load_previous_layout(folder: &RunFolder<'_>, texts: LogTexts<'_>, sealer: &Sealer) -> Result<LoadedRun, StoreError> {
     let tampered = |reason: String| folder.tampered(reason);
+    let LogTexts { compact, audit: audit_text } = texts;
+    let state_text = compact.unwrap_or_default();
     let payload = sealer.open(state_text).map_err(|error| tampered(format!("`state.json`: {error}")))?;
     let Value::Object(payload) = payload else {
         return Err(tampered("`state.json`: the payload is not an object".to_string()));

@@ -65,7 +65,7 @@ use serde_json::{Value, json};
 use crate::fence::Fence;
 use crate::model::RunStatus;
 use crate::store::records::audit::{LineRef, write_line};
-use crate::store::records::head::{PendingHead, full_payload, plan_bytes};
+use crate::store::records::head::{Links, PendingHead, full_payload, plan_bytes};
 use crate::store::records::receipts::{check_receipt_references, named_receipts, open_receipt, seal_receipt};
 use tokio_postgres::types::ToSql;
 
@@ -1318,7 +1318,7 @@ impl PgRun {
         };
         let checkpoint = self
             .pending
-            .checkpoint(state, (plan_hash, self.history_hash.as_deref()))
+            .checkpoint(state, Links { plan_hash, history_hash: self.history_hash.as_deref() })
             .map_err(|error| self.serialize_error(error))?;
         let head = self.pending.line(&checkpoint).map_err(|error| self.serialize_error(error))?;
         let seq = self.audit_seq + 1;
@@ -1326,9 +1326,9 @@ impl PgRun {
             seq,
             ts: &head.held.ts,
             run_id: &self.lease.key.id,
-            event_type: head.columns().0,
-            step_id: head.columns().1,
-            status: head.columns().2,
+            event_type: head.columns().event_type,
+            step_id: head.columns().step_id,
+            status: head.columns().status,
             details: &head.details,
             prev_hash: self.audit_hash.as_deref(),
         };

@@ -45,6 +45,15 @@ pub struct AuditEvent {
 /// the same order (no `seal`: [`write_line`] splices it in), with any
 /// `details` that serialize as a map (a head line's borrow the checkpoint
 /// they carry: `head.rs`).
+/// The columns of an event besides its details: `event_type`, `step_id`,
+/// `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EventColumns<'a> {
+    pub event_type: &'a str,
+    pub step_id: Option<&'a str>,
+    pub status: Option<&'a str>,
+}
+
 #[derive(Serialize)]
 pub(crate) struct LineRef<'a, D: Serialize> {
     pub seq: u64,

@@ -129,6 +129,14 @@ pub(crate) fn read_log(text: &str, run_id: &str, log: &str, sealer: &Sealer) -> 
     Ok(Some(Log { events, tail, heads, whole_lines, torn: torn == 1 }))
 }
 
+/// A run's stored texts, as read: its compact head (`state.json`,
+/// `runs.state`; `None` when there is none) and its log.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LogTexts<'a> {
+    pub compact: Option<&'a str>,
+    pub audit: &'a str,
+}
+
 /// A log whose head lines were checked ([`check_log`]): the run as its
 /// last head says it is.
 pub(crate) struct CheckedLog {
@@ -235,11 +243,12 @@ pub(crate) fn check_state(run_id: &str, state: &RunState, source: &str) -> Resul
 pub(crate) fn check_compact_head(
     run_id: &str,
     files: LogFiles,
-    (compact, audit_text): (Option<&str>, &str),
+    texts: LogTexts<'_>,
     log: &CheckedLog,
     sealer: &Sealer,
 ) -> Result<Option<u64>, StoreError> {
     let tampered = |reason: String| StoreError::Tampered { id: run_id.to_string(), reason };
+    let LogTexts { compact, audit: audit_text } = texts;
     let LogFiles { state: name, audit: log_name } = files;
     let CheckedLog { events, heads, payloads, tail, whole_lines, torn, .. } = log;
     let Some(text) = compact.filter(|text| !text.is_empty()) else {
