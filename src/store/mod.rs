@@ -49,6 +49,7 @@ mod holder;
 mod open;
 #[cfg(feature = "postgres")]
 pub mod pg;
+mod record_handle;
 mod records;
 mod run_id;
 mod run_store;
@@ -75,6 +76,7 @@ pub use file::file_store::{FileStore, FileStores, GroupFileStores};
 pub use file::group_commit::{Durability, GroupCommit, SharedSync};
 pub use holder::Holder;
 pub use open::{migrate, open};
+pub use record_handle::{LoadedRecord, RecordEvent, RecordHandle, RecordKind, RecordWriter};
 pub use records::audit::{AuditError, AuditEvent, AuditTail, verify_audit};
 pub use records::canonical;
 pub use records::envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
@@ -84,9 +86,8 @@ pub use records::run_log::{LoadedRun, full_state};
 pub use records::state::{Approval, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState};
 pub use run_id::{RunIdError, validate_run_id};
 pub use run_store::{
-    CREATE_ATTEMPTS, ClaimsExhausted, LoadedRecord, NewEvent, QueuedClaim, QueuedRun, RecordEvent, RecordHandle,
-    RecordKind, RecordWriter, RunHandle, RunListing, RunRecords, RunStore, Runnable, RunsPlace, StoreFactory,
-    create_unique,
+    CREATE_ATTEMPTS, ClaimsExhausted, NewEvent, QueuedClaim, QueuedRun, RunHandle, RunListing, RunRecords, RunStore,
+    Runnable, RunsPlace, StoreFactory, create_unique,
 };
 #[cfg(feature = "postgres")]
 pub use workspace_id::{WorkspaceIdError, workspace_id_path};
