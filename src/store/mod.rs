@@ -1,9 +1,13 @@
-//! Run records, behind one seam: [`RunStore`], implemented by
-//! [`FileStore`] (the default) and, with the `postgres` feature, by
-//! `pg::PgStore` (`--store postgres://…`, see `pg/mod.rs` and `location.rs`).
+//! Run records, behind one seam: [`RunStore`] (`run_store.rs`,
+//! `record_handle.rs`), implemented by [`FileStore`] (the default,
+//! `file/`) and, with the `postgres` feature, by `pg::PgStore`
+//! (`--store postgres://…`, `pg/`). [`open`] (`open.rs`) is the one place a
+//! `--store` value picks its backend (`backend.rs`: each parses
+//! its own location and options). Both backends write the same record
+//! format, and check it over its bytes with the same code (`records/`).
 //! Everything a run writes goes through it: agent runs
 //! (`<workspace>/runs/<run_id>/`), bridge and controller records
-//! (`<workspace>/bridge/runs/<id>/`, see `record_dir.rs`) and idempotency
+//! (`<workspace>/bridge/runs/<id>/`, see `file/record_dir.rs`) and idempotency
 //! receipts (`<workspace>/.planrun/receipts/`). No code outside this module
 //! opens, renames, syncs or lists files there.
 //!
@@ -19,15 +23,16 @@
 //! Links are SHA-256, or HMAC-SHA256 under `PLANRUN_HMAC_KEY`
 //! ([`Sealer::link`]); a checkpoint is written after the lines it covers,
 //! and lines past the last one are a crash tail, never returned (see
-//! `run_dir.rs`, `head.rs`, `run_load.rs` and `audit.rs`). Runs recorded
+//! `file/run_dir.rs`, `records/head.rs`, `records/run_log.rs` and
+//! `records/audit.rs`). Runs recorded
 //! before the log held the checkpoints (`state.json` after every step) are
-//! still read, and continue in this layout (`run_load.rs`).
+//! still read, and continue in this layout (`file/run_load.rs`).
 //!
 //! Durability: the command line syncs its own log at every checkpoint;
 //! the service's store shares one barrier between concurrent writers
-//! (group commit, see `group_commit.rs`), and there a bridge or controller
+//! (group commit, see `file/group_commit.rs`), and there a bridge or controller
 //! record's state file is written at its first and its last checkpoint of
-//! a request only (see `record_dir.rs`).
+//! a request only (see `file/record_dir.rs`).
 //!
 //! Why this shape: rewriting one file that holds the whole history after
 //! every step makes a run quadratic in its length. Here every step appends

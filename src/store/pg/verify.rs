@@ -77,7 +77,7 @@ fn verify_events(
     Ok((events, tail))
 }
 
-/// Verifies an agent run as the file store reads its folder (`run_load.rs`:
+/// Verifies an agent run as the file store reads its folder (`records/run_log.rs`:
 /// the same checks over the same lines): the log's chain and its head
 /// lines, the last head's checkpoint, the step records and the plan it
 /// vouches for; then that `runs.state` is that last checkpoint, that no
