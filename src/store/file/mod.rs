@@ -5,6 +5,7 @@ pub(crate) mod atomic;
 pub(crate) mod audit_log;
 pub(crate) mod child_note;
 pub(crate) mod file_store;
+pub(crate) mod folders;
 pub(crate) mod group_commit;
 pub(crate) mod history_log;
 pub(crate) mod lease;
@@ -12,6 +13,7 @@ pub(crate) mod receipts;
 pub(crate) mod record_dir;
 pub(crate) mod run_dir;
 pub(crate) mod run_load;
+pub(crate) mod run_repair;
 
 use crate::store::backend::{Backend, OpenError, StoreOptions};
 use crate::store::{FileStores, StoreFactory};

@@ -44,7 +44,7 @@ use serde_json::{Map, Value, json};
 
 use crate::store::error::{io_error, serialize_error};
 use crate::store::file::atomic::{replace_unsynced, temp_path};
-use crate::store::file::run_dir::{append_event, append_log, create_folder, create_log};
+use crate::store::file::folders::{append_event, append_log, create_folder, create_log};
 use crate::store::records::audit::{LogFiles, verify_checkpointed_log};
 use crate::store::records::record_checkpoint::{CHECKPOINT_FIELDS, Checkpoint, read_checkpoint};
 use crate::store::records::version::compare_version;
