@@ -58,11 +58,15 @@
 //!   shell child its holder can no longer stop: the note a later claim on
 //!   the machine reads (`tools::children`) and, on a database store, the
 //!   tool guard that kills it when its holder dies (`tools::guard`).
-//! - [`store`]: the [`store::RunStore`] seam and its file store: sealed
-//!   checkpoints, hash-chained audit logs, history, receipts, bridge and
-//!   controller records, locks; strict verification on load; and (cargo
-//!   feature `postgres`, `--store postgres://…`) the PostgreSQL store with
-//!   the same records in tables, leases and `export` (`store/pg/`).
+//! - [`store`]: the [`store::RunStore`] seam and the one chooser of a
+//!   backend, [`store::open`] (`--store`); the record format every backend
+//!   writes and checks over its bytes (`store/records/`: sealed
+//!   checkpoints, hash-chained audit logs and head lines, history,
+//!   receipts, strict verification); the file store (`store/file/`:
+//!   folders, locks, atomic writes, group commit); and (cargo feature
+//!   `postgres`, `--store postgres://…`) the PostgreSQL store with the same
+//!   records in tables, leases and `export` (`store/pg/`). A new backend is
+//!   one folder, its conformance run and one match arm in `store::open`.
 //! - [`snapshot`]: golden snapshot files in insta's `.snap` format and the
 //!   unified diff of a mismatch (`planrun test`).
 //! - [`runtime`]: the interpreter loop (recorder, budgets, one attempt,

@@ -11,7 +11,7 @@ use crate::diag::{Diagnostic, Severity, SourceMap, display_path, render};
 use crate::model::{Plan, Policy, RunStatus, Step, StopReason};
 use crate::ops::OpsError;
 use crate::runtime::Progress;
-use crate::store::{RunState, StepRecord, StepRecordStatus};
+use crate::store::{RunRecords, RunState, StepRecord, StepRecordStatus};
 
 pub const GREEN: Style = AnsiColor::Green.on_default();
 pub const RED: Style = AnsiColor::Red.on_default().bold();
@@ -146,7 +146,7 @@ impl StderrProgress {
     }
 
     /// `planrun: records in DIR (state.json, …) · wrote WORKSPACE/report.txt`.
-    fn files_line(&self, run_dir: &Path) -> String {
+    fn files_line(&self, records: &RunRecords) -> String {
         let wrote = if self.written.is_empty() {
             "wrote no files".to_string()
         } else {
@@ -154,8 +154,20 @@ impl StderrProgress {
             format!("wrote {}", paths.join(", "))
         };
         // A database store's records are rows, not these files.
-        let files = if run_dir.is_dir() { format!(" ({RECORD_FILES})") } else { String::new() };
-        format!("{} records in {}{files} · {wrote}", paint(BOLD, "planrun:"), display_path(run_dir))
+        let files = match records {
+            RunRecords::Folder(folder) if folder.is_dir() => format!(" ({RECORD_FILES})"),
+            _ => String::new(),
+        };
+        format!("{} records in {}{files} · {wrote}", paint(BOLD, "planrun:"), shown(records))
+    }
+}
+
+/// Where a run's records are, as messages show them: a folder relative to
+/// the working folder where it is below it.
+fn shown(records: &RunRecords) -> String {
+    match records {
+        RunRecords::Folder(folder) => display_path(folder),
+        RunRecords::Database(place) => place.clone(),
     }
 }
 
@@ -167,7 +179,7 @@ impl Progress for StderrProgress {
         );
     }
 
-    fn run_started(&mut self, run_id: &str, plan: &Plan, policy: &Policy, _run_dir: &Path) {
+    fn run_started(&mut self, run_id: &str, plan: &Plan, policy: &Policy, _records: &RunRecords) {
         anstream::eprintln!(
             "{} run {} · plan {} ({}) · policy {}",
             paint(BOLD, "planrun:"),
@@ -195,7 +207,7 @@ impl Progress for StderrProgress {
         self.collect(record);
     }
 
-    fn run_finished(&mut self, state: &RunState, run_dir: &Path) {
+    fn run_finished(&mut self, state: &RunState, records: &RunRecords) {
         let status = run_status(state.status);
         anstream::eprintln!(
             "{} run {} {status} ({}) · {} steps · {} tool calls",
@@ -213,10 +225,10 @@ impl Progress for StderrProgress {
         if let Some(error) = &state.error {
             anstream::eprintln!("  {}", paint(RED, error));
         }
-        anstream::eprintln!("{}", self.files_line(run_dir));
+        anstream::eprintln!("{}", self.files_line(records));
     }
 
-    fn run_paused(&mut self, state: &RunState, run_dir: &Path) {
+    fn run_paused(&mut self, state: &RunState, records: &RunRecords) {
         let Some(pending) = &state.pending_action else { return };
         anstream::eprintln!(
             "{} run {} {} at step {} ({} {}, required by {}) · records in {}",
@@ -227,7 +239,7 @@ impl Progress for StderrProgress {
             pending.kind,
             pending.scope,
             pending.required_by,
-            display_path(run_dir)
+            shown(records)
         );
         anstream::eprintln!("  fingerprint {}", pending.fingerprint);
         anstream::eprintln!(

@@ -3,7 +3,7 @@
 //! nothing.
 
 use crate::ops::OpsError;
-use crate::store::StoreLocation;
+use crate::store::{self, Migration, OpenError, StoreOptions};
 
 /// What `store migrate` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,18 +18,17 @@ pub struct Migrated {
 
 /// Applies the missing migrations to the store at `location`.
 pub fn migrate(location: &str) -> Result<Migrated, OpsError> {
-    match StoreLocation::parse(location).map_err(|error| OpsError::StoreUnavailable(error.to_string()))? {
-        StoreLocation::File => Err(OpsError::Usage(
+    let options = StoreOptions { node_id: None, on_wait: None, var: &crate::runtime::process_var };
+    match store::migrate(location, options) {
+        Ok(Migration { schema, applied, version }) => Ok(Migrated { schema, applied, version }),
+        Err(OpenError::NoSchema) => Err(OpsError::Usage(
             "`store migrate` needs a database store (`--store postgres://user@host:port/database` or \
              `PLANRUN_STORE`): the file store has no schema"
                 .to_string(),
         )),
-        #[cfg(feature = "postgres")]
-        StoreLocation::Postgres(location) => {
-            let options = crate::runtime::pg_options(None).map_err(OpsError::Usage)?;
-            let report = crate::store::pg::PgStores::migrate(&location, options)
-                .map_err(|error| OpsError::StoreUnavailable(error.to_string()))?;
-            Ok(Migrated { schema: report.schema, applied: report.applied, version: report.version })
+        Err(OpenError::Setting(message)) => Err(OpsError::Usage(message)),
+        Err(error @ (OpenError::Location(_) | OpenError::Unavailable(_))) => {
+            Err(OpsError::StoreUnavailable(error.to_string()))
         }
     }
 }

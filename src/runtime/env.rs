@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use jiff::{Timestamp, Unit};
 
-use crate::store::{FileStores, RunStore, Sealer, StoreFactory, StoreLocation};
+use crate::store::{self, FileStores, OnWait, RunStore, Sealer, StoreFactory, StoreOptions};
 
 /// A source of the current time.
 pub trait Clock: Send + Sync {
@@ -265,29 +265,16 @@ impl RuntimeEnv {
     }
 }
 
-/// Told of each failed attempt to reach a store that is not up yet: the
-/// reason and the delay before the next attempt.
-type OnWait<'a> = &'a dyn Fn(&str, std::time::Duration);
-
-/// The default of `PLANRUN_LEASE_SECS`: how long a run's lease lasts
-/// without a heartbeat (renewed at a third of it).
-pub const DEFAULT_LEASE_SECS: u64 = 30;
-
-/// The default of `PLANRUN_MAX_CLAIMS`: how often a run may be taken over
-/// from a holder that died, without a checkpoint in between, before the
-/// next claim ends it `failed` (`recovery_exhausted`).
-#[cfg(feature = "postgres")]
-pub const DEFAULT_MAX_CLAIMS: u64 = 5;
-
 impl RuntimeEnv {
     /// Uses the store at `location` (`file`, or a `postgres://` URL) for
-    /// every run this command touches. Refuses a malformed location, an
-    /// unreachable database and a schema that is not migrated to this
-    /// planrun's version, before anything is written. `node_id` (a
-    /// worker's `--node-id`) prefixes the owner id of the leases this
-    /// process takes, so that an operator sees which machine holds a run.
+    /// every run this command touches ([`store::open`]). Refuses a
+    /// malformed location, an unreachable database and a schema that is
+    /// not migrated to this planrun's version, before anything is written.
+    /// `node_id` (a worker's `--node-id`) prefixes the owner id of the
+    /// leases this process takes, so that an operator sees which machine
+    /// holds a run.
     pub fn select_store(&mut self, location: &str, node_id: Option<&str>) -> Result<(), String> {
-        self.use_store(location, node_id, None)
+        self.use_store(location, StoreOptions { node_id, on_wait: None, var: &process_var })
     }
 
     /// As [`RuntimeEnv::select_store`], for a process that runs until it is
@@ -303,67 +290,13 @@ impl RuntimeEnv {
         node_id: Option<&str>,
         on_wait: OnWait<'_>,
     ) -> Result<(), String> {
-        self.use_store(location, node_id, Some(on_wait))
+        self.use_store(location, StoreOptions { node_id, on_wait: Some(on_wait), var: &process_var })
     }
 
-    fn use_store(&mut self, location: &str, node_id: Option<&str>, on_wait: Option<OnWait<'_>>) -> Result<(), String> {
-        match StoreLocation::parse(location).map_err(|error| error.to_string())? {
-            StoreLocation::File => {
-                let _ = (node_id, on_wait);
-                self.stores = Box::new(FileStores);
-                Ok(())
-            }
-            #[cfg(feature = "postgres")]
-            StoreLocation::Postgres(location) => {
-                use crate::store::pg::PgStores;
-                let options = pg_options(node_id)?;
-                let stores = match on_wait {
-                    None => PgStores::connect(&location, options),
-                    Some(on_wait) => PgStores::connect_waiting(&location, options, &|error, delay| {
-                        on_wait(&error.to_string(), delay);
-                    }),
-                }
-                .map_err(|error| error.to_string())?;
-                self.stores = Box::new(stores);
-                Ok(())
-            }
-        }
+    fn use_store(&mut self, location: &str, options: StoreOptions<'_>) -> Result<(), String> {
+        self.stores = store::open(location, options).map_err(|error| error.to_string())?;
+        Ok(())
     }
-}
-
-/// How this process uses a PostgreSQL store: the lease length
-/// (`PLANRUN_LEASE_SECS`, default [`DEFAULT_LEASE_SECS`]), the takeovers a
-/// run may take without progress (`PLANRUN_MAX_CLAIMS`, default
-/// [`DEFAULT_MAX_CLAIMS`]) and a fresh owner
-/// id (`[<node_id>:]<pid>:<random>`), so that a restarted process never
-/// holds the leases of the one before it.
-#[cfg(feature = "postgres")]
-#[expect(clippy::disallowed_methods, reason = "the one source of fresh random ids")]
-pub fn pg_options(node_id: Option<&str>) -> Result<crate::store::pg::PgOptions, String> {
-    let lease_secs = match process_var("PLANRUN_LEASE_SECS") {
-        None => DEFAULT_LEASE_SECS,
-        Some(text) => match text.trim().parse::<u64>() {
-            Ok(secs) if (1..=86_400).contains(&secs) => secs,
-            _ => {
-                return Err(format!(
-                    "`PLANRUN_LEASE_SECS` must be a whole number of seconds from 1 to 86400, not `{text}`"
-                ));
-            }
-        },
-    };
-    let max_claims = match process_var("PLANRUN_MAX_CLAIMS") {
-        None => DEFAULT_MAX_CLAIMS,
-        Some(text) => match text.trim().parse::<u64>() {
-            Ok(claims) if (1..=1_000).contains(&claims) => claims,
-            _ => return Err(format!("`PLANRUN_MAX_CLAIMS` must be a whole number from 1 to 1000, not `{text}`")),
-        },
-    };
-    let process = format!("{}:{}", std::process::id(), uuid::Uuid::now_v7().simple());
-    let owner_id = match node_id {
-        Some(node) => format!("{node}:{process}"),
-        None => process,
-    };
-    Ok(crate::store::pg::PgOptions { lease_secs, max_claims, owner_id })
 }
 
 /// RFC 3339 in UTC, as written in records.

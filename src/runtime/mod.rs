@@ -31,11 +31,9 @@ mod request;
 mod run_files;
 mod story;
 
-#[cfg(feature = "postgres")]
-pub use env::pg_options;
 pub use env::{
-    Clock, CrashAt, CrashPoint, DEFAULT_LEASE_SECS, FixedClock, IdGen, IdKind, RuntimeEnv, SequentialIds, SystemClock,
-    SystemIds, format_timestamp, process_var,
+    Clock, CrashAt, CrashPoint, FixedClock, IdGen, IdKind, RuntimeEnv, SequentialIds, SystemClock, SystemIds,
+    format_timestamp, process_var,
 };
 pub use event::Event;
 pub use progress::{NoProgress, Progress};

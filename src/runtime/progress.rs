@@ -1,21 +1,19 @@
 //! Progress reporting: the interpreter tells a [`Progress`] what happens as
 //! it happens; the CLI prints it, tests and `--quiet` ignore it.
 
-use std::path::Path;
-
 use crate::model::{Plan, Policy, Step};
-use crate::store::{RunState, StepRecord};
+use crate::store::{RunRecords, RunState, StepRecord};
 
 /// Receives run progress. Every method has an empty default.
 pub trait Progress {
-    fn run_started(&mut self, _run_id: &str, _plan: &Plan, _policy: &Policy, _run_dir: &Path) {}
+    fn run_started(&mut self, _run_id: &str, _plan: &Plan, _policy: &Policy, _records: &RunRecords) {}
     /// `resume` starts again a run whose start was interrupted before its
     /// first checkpoint, from the plan file its log names.
     fn restarting(&mut self, _run_id: &str, _plan_path: &str) {}
     fn step_finished(&mut self, _index: usize, _total: usize, _step: &Step, _record: &StepRecord) {}
-    fn run_finished(&mut self, _state: &RunState, _run_dir: &Path) {}
+    fn run_finished(&mut self, _state: &RunState, _records: &RunRecords) {}
     /// The run stopped at an approval gate (`waiting_approval`).
-    fn run_paused(&mut self, _state: &RunState, _run_dir: &Path) {}
+    fn run_paused(&mut self, _state: &RunState, _records: &RunRecords) {}
 }
 
 /// Reports nothing.

@@ -16,7 +16,7 @@
 //! the head is a crash tail, never trusted, so nothing a run claims may be
 //! written after its last head.
 
-use std::path::Path;
+use std::path::PathBuf;
 
 use serde_json::Value;
 
@@ -24,7 +24,7 @@ use crate::model::{RunStatus, StopReason};
 use crate::runtime::event::{ChildStopped, Event, RunCancelled, RunFinished, StateSaved};
 use crate::runtime::{Clock, format_timestamp};
 use crate::store::{
-    ApprovalDecision, ApprovalUse, ClaimsExhausted, NewEvent, RunHandle, RunState, StepRecord, StoreError,
+    ApprovalDecision, ApprovalUse, ClaimsExhausted, NewEvent, RunHandle, RunRecords, RunState, StepRecord, StoreError,
 };
 use crate::tools::children::Stopped;
 
@@ -50,9 +50,9 @@ impl<'c> Recorder<'c> {
         self.run
     }
 
-    /// Where the run's records are (for progress reports and outcomes).
-    pub fn path(&self) -> &Path {
-        self.run.location()
+    /// Where the run's records are (for progress reports).
+    pub fn records(&self) -> RunRecords {
+        self.run.records()
     }
 
     /// Before an effect (and after one, before its outcome is kept): the
@@ -78,7 +78,7 @@ impl<'c> Recorder<'c> {
     pub fn emit(&mut self, event: Event) -> Result<(), StoreError> {
         let columns = event.columns().map_err(|error| StoreError::Io {
             action: "serialize an event of",
-            path: self.run.location().to_path_buf(),
+            path: PathBuf::from(self.run.records().to_string()),
             source: error.into(),
         })?;
         let ts = format_timestamp(self.clock.now());

@@ -26,7 +26,6 @@ pub struct RunRequest<'a> {
 #[derive(Debug)]
 pub struct RunOutcome {
     pub state: RunState,
-    pub run_dir: PathBuf,
 }
 
 /// Why a run could not start, or could not keep its records.
@@ -96,8 +95,7 @@ pub(crate) fn create_and(
             .map(|(_, run)| run),
     }
     .map_err(RunError::Start)?;
-    let path = run.location().to_path_buf();
     let interpreter = Interpreter::new(request.plan, request.policy, &workspace, run, store, request.goal, env);
     let state = go(interpreter)?;
-    Ok(RunOutcome { state, run_dir: path })
+    Ok(RunOutcome { state })
 }

@@ -127,7 +127,7 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
     let env = Arc::new(env);
     let store = env.store(&workspace);
     // Only a shared (database) store has runs for workers.
-    let shared = store.runnable_runs().is_ok();
+    let shared = store.shared();
     let works_agent_runs = !args.no_worker && shared;
     let worker = works_agent_runs.then(|| start_worker(&env, &workspace));
     let agent = Arc::new(AgentRunner {

@@ -9,7 +9,7 @@
 //! run's checkpoint that pauses or ends it waits for a barrier, and so does
 //! a record's last checkpoint, before its rename (a crash that loses only
 //! the rename leaves the synced temp file, which is read as the newer
-//! state: see `store/record_dir.rs`), and the work is answered as it ends
+//! state: see `store/file/record_dir.rs`), and the work is answered as it ends
 //! ([`Then::Answer`]). The one write that is not durable on return is a new
 //! record's first checkpoint (it names no log line and waits for nothing):
 //! work that answers right after it (a run accepted with `"wait": false`)

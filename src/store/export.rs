@@ -16,7 +16,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::store::error::io_error;
-use crate::store::receipts::ReceiptStore;
+use crate::store::file::receipts::ReceiptStore;
 use crate::store::{Receipt, Sealer, StoreError, write_atomic};
 
 /// The bytes of a run's files.

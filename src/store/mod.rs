@@ -1,9 +1,13 @@
-//! Run records, behind one seam: [`RunStore`], implemented by
-//! [`FileStore`] (the default) and, with the `postgres` feature, by
-//! `pg::PgStore` (`--store postgres://…`, see `pg/mod.rs` and `location.rs`).
+//! Run records, behind one seam: [`RunStore`] (`run_store.rs`,
+//! `record_handle.rs`), implemented by [`FileStore`] (the default,
+//! `file/`) and, with the `postgres` feature, by `pg::PgStore`
+//! (`--store postgres://…`, `pg/`). [`open`] (`open.rs`) is the one place a
+//! `--store` value picks its backend (`backend.rs`: each parses
+//! its own location and options). Both backends write the same record
+//! format, and check it over its bytes with the same code (`records/`).
 //! Everything a run writes goes through it: agent runs
 //! (`<workspace>/runs/<run_id>/`), bridge and controller records
-//! (`<workspace>/bridge/runs/<id>/`, see `record_dir.rs`) and idempotency
+//! (`<workspace>/bridge/runs/<id>/`, see `file/record_dir.rs`) and idempotency
 //! receipts (`<workspace>/.planrun/receipts/`). No code outside this module
 //! opens, renames, syncs or lists files there.
 //!
@@ -19,15 +23,16 @@
 //! Links are SHA-256, or HMAC-SHA256 under `PLANRUN_HMAC_KEY`
 //! ([`Sealer::link`]); a checkpoint is written after the lines it covers,
 //! and lines past the last one are a crash tail, never returned (see
-//! `run_dir.rs`, `head.rs`, `run_load.rs` and `audit.rs`). Runs recorded
+//! `file/run_dir.rs`, `records/head.rs`, `records/run_log.rs` and
+//! `records/audit.rs`). Runs recorded
 //! before the log held the checkpoints (`state.json` after every step) are
-//! still read, and continue in this layout (`run_load.rs`).
+//! still read, and continue in this layout (`file/run_load.rs`).
 //!
 //! Durability: the command line syncs its own log at every checkpoint;
 //! the service's store shares one barrier between concurrent writers
-//! (group commit, see `group_commit.rs`), and there a bridge or controller
+//! (group commit, see `file/group_commit.rs`), and there a bridge or controller
 //! record's state file is written at its first and its last checkpoint of
-//! a request only (see `record_dir.rs`).
+//! a request only (see `file/record_dir.rs`).
 //!
 //! Why this shape: rewriting one file that holds the whole history after
 //! every step makes a run quadratic in its length. Here every step appends
@@ -37,32 +42,22 @@
 //! state (see [`full_state`]).
 
 mod approval_decision;
-mod atomic;
-mod audit;
+mod backend;
 pub mod backoff;
-pub mod canonical;
-mod child_note;
 #[cfg(test)]
 mod conformance;
-mod envelope;
 mod error;
 #[cfg(feature = "postgres")]
 mod export;
-mod file_store;
-mod group_commit;
-mod head;
-mod history;
-mod lease;
-pub mod location;
+mod file;
+mod holder;
+mod open;
 #[cfg(feature = "postgres")]
 pub mod pg;
-mod receipts;
-mod record_dir;
-mod run_dir;
+mod record_handle;
+mod records;
 mod run_id;
-mod run_load;
 mod run_store;
-mod state;
 #[cfg(test)]
 mod test_runs;
 #[cfg(feature = "postgres")]
@@ -70,31 +65,34 @@ mod workspace_id;
 
 // The file store's parts stay inside this module: everything else reaches
 // records through `RunStore`.
-use atomic::write_atomic;
-use audit::AuditLog;
-use history::HistoryLog;
-use lease::Lease;
-use receipts::ReceiptStore;
-use record_dir::RecordDir;
-use run_dir::RunDir;
+use file::atomic::write_atomic;
+use file::audit_log::AuditLog;
+use file::history_log::HistoryLog;
+use file::lease::Lease;
+use file::receipts::ReceiptStore;
+use file::record_dir::RecordDir;
+use file::run_dir::RunDir;
 
 pub use approval_decision::{ApprovalDecision, ApprovalUse, Verdict};
-pub use audit::{AuditError, AuditEvent, AuditTail, verify_audit};
-pub use child_note::ChildNoteFile;
-pub use envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
+pub use backend::{LocationError, Migration, OnWait, OpenError, StoreOptions};
 pub use error::StoreError;
-pub use file_store::{FileStore, FileStores, GroupFileStores};
-pub use group_commit::{Durability, GroupCommit, SharedSync};
-pub use history::{StepRecord, StepRecordStatus};
-pub use lease::Holder;
-pub use location::{LocationError, StoreLocation};
-pub use receipts::{RECEIPT_LINK, Receipt, ReceiptError, ReceiptState};
+pub use file::child_note::ChildNoteFile;
+pub use file::file_store::{FileStore, FileStores, GroupFileStores};
+pub use file::group_commit::{Durability, GroupCommit, SharedSync};
+pub use holder::Holder;
+pub use open::{migrate, open};
+pub use record_handle::{LoadedRecord, RecordEvent, RecordHandle, RecordKind, RecordWriter};
+pub use records::audit::{AuditError, AuditEvent, AuditTail, verify_audit};
+pub use records::canonical;
+pub use records::envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
+pub use records::history::{StepRecord, StepRecordStatus};
+pub use records::receipts::{RECEIPT_LINK, Receipt, ReceiptError, ReceiptState};
+pub use records::run_log::{LoadedRun, full_state};
+pub use records::state::{Approval, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState};
 pub use run_id::{RunId, RunIdError, validate_run_id};
-pub use run_load::{LoadedRun, full_state};
 pub use run_store::{
-    CREATE_ATTEMPTS, ClaimsExhausted, LoadedRecord, NewEvent, QueuedClaim, QueuedRun, RecordEvent, RecordHandle,
-    RecordKind, RecordWriter, RunHandle, RunListing, RunStore, Runnable, RunsPlace, StoreFactory, create_unique,
+    CREATE_ATTEMPTS, ClaimsExhausted, NewEvent, QueuedClaim, QueuedRun, RunHandle, RunListing, RunRecords, RunStore,
+    Runnable, RunsPlace, StoreFactory, create_unique,
 };
-pub use state::{Approval, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState};
 #[cfg(feature = "postgres")]
 pub use workspace_id::{WorkspaceIdError, workspace_id_path};

@@ -22,14 +22,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::fence::Fence;
-use crate::store::error::serialize_error;
 use crate::store::{
-    ApprovalDecision, ApprovalUse, AuditEvent, AuditTail, ChildNoteFile, Holder, LoadedRun, Receipt, ReceiptError,
-    RunState, Sealer, SharedSync, StepRecord, StoreError,
+    ApprovalDecision, ApprovalUse, ChildNoteFile, Holder, LoadedRecord, LoadedRun, Receipt, ReceiptError, RecordHandle,
+    RecordKind, RunState, Sealer, SharedSync, StepRecord, StoreError,
 };
 
 /// How many ids [`create_unique`] tries before it gives up.
@@ -44,25 +42,6 @@ pub struct NewEvent<'a> {
     pub step_id: Option<&'a str>,
     pub status: Option<&'a str>,
     pub details: Map<String, Value>,
-}
-
-/// The top-level records the service keeps besides agent runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecordKind {
-    /// A bridge run (`POST /runs`, or one iteration of a controller run).
-    Bridge,
-    /// A controller run (`POST /controller/runs`).
-    Controller,
-}
-
-impl RecordKind {
-    /// The field of the record's state that holds its own id.
-    pub fn id_field(self) -> &'static str {
-        match self {
-            RecordKind::Bridge => "run_id",
-            RecordKind::Controller => "controller_run_id",
-        }
-    }
 }
 
 /// One entry of [`RunStore::list_runs`] or [`RunStore::list_records`].
@@ -84,6 +63,26 @@ pub enum RunsPlace {
     /// A database store (its redacted address) and the workspace's id there
     /// (or why the workspace has none).
     Database { store: String, workspace_id: String },
+}
+
+/// Where one run's records are, for messages such as "records in …".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunRecords {
+    /// The run's folder (`<workspace>/runs/<run_id>`), which holds its
+    /// record files once the run has a checkpoint.
+    Folder(PathBuf),
+    /// A database store: its redacted address and the run there.
+    Database(String),
+}
+
+impl std::fmt::Display for RunRecords {
+    /// The folder's path, or the database's place.
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunRecords::Folder(folder) => write!(formatter, "{}", folder.display()),
+            RunRecords::Database(place) => formatter.write_str(place),
+        }
+    }
 }
 
 /// An agent run a worker may take up: free (or its holder's lease has
@@ -114,22 +113,11 @@ pub struct QueuedClaim {
     pub request: String,
 }
 
-/// A bridge or controller record read back and verified.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LoadedRecord {
-    /// The record's own state, without the store's checkpoint fields.
-    pub state: Value,
-    /// One more per checkpoint.
-    pub state_version: u64,
-    pub audit: Vec<AuditEvent>,
-    pub audit_tail: AuditTail,
-}
-
 /// An open agent run, locked (or leased) for the holder while it lives.
 pub trait RunHandle: Send {
     fn run_id(&self) -> &str;
-    /// Where the run's records are, for messages (a folder in the file store).
-    fn location(&self) -> &Path;
+    /// Where the run's records are, for messages.
+    fn records(&self) -> RunRecords;
     /// `seq` of the last audit event written (0 before the first).
     fn audit_seq(&self) -> u64;
     /// Hash of the last audit line written.
@@ -228,41 +216,6 @@ pub struct ClaimsExhausted {
     pub max_claims: u64,
 }
 
-/// An open bridge or controller record, locked for the holder while it lives.
-pub trait RecordHandle: Send {
-    fn id(&self) -> &str;
-    fn kind(&self) -> RecordKind;
-    /// The `state_version` of the stored checkpoint (0 before the first).
-    fn stored_version(&self) -> u64;
-    /// Appends one audit event; returns its `seq`.
-    fn append_event(&mut self, event: NewEvent<'_>) -> Result<u64, StoreError>;
-    /// Replaces the record's checkpoint with `state` (a JSON object) if the
-    /// stored `state_version` is `expected`; returns the new version. A
-    /// store may keep a checkpoint in memory until [`RecordHandle::commit`]
-    /// (the file store under group commit does, for all but a new record's
-    /// first).
-    fn checkpoint(&mut self, state: &Value, expected: u64) -> Result<u64, StoreError>;
-    /// [`RecordHandle::checkpoint`] for a new record whose whole work is
-    /// done in memory and ends in the same request: even its first
-    /// checkpoint may be kept until [`RecordHandle::commit`], so the record
-    /// writes one state, its last. A crash before then leaves a record
-    /// without a state (not listed, its id still taken) while nothing ran
-    /// and nothing was answered. The default writes it as `checkpoint` does.
-    fn checkpoint_held(&mut self, state: &Value, expected: u64) -> Result<u64, StoreError> {
-        self.checkpoint(state, expected)
-    }
-    /// Writes the last checkpoint if it was kept in memory: called when the
-    /// request holding the record ends or pauses. A no-op where every
-    /// checkpoint is written when taken (the default).
-    fn commit(&mut self) -> Result<(), StoreError> {
-        Ok(())
-    }
-    /// Gives the record's lock or lease back (see [`RunHandle::release`]).
-    fn release(self: Box<Self>) -> Result<(), StoreError> {
-        Ok(())
-    }
-}
-
 /// Where runs, records and receipts are kept.
 pub trait RunStore: Send + Sync {
     /// Creates agent run `run_id` and locks it; [`StoreError::RunExists`]
@@ -293,6 +246,13 @@ pub trait RunStore: Send + Sync {
     /// `resume` on its machine.
     fn runnable_runs(&self) -> Result<Vec<Runnable>, StoreError> {
         Err(StoreError::Unsupported("`worker` needs a database store (`--store postgres://…`)"))
+    }
+    /// Whether the store is shared between processes (and machines), so
+    /// that workers may take up its runs ([`RunStore::runnable_runs`]) and
+    /// runs may be queued. `false` (the default): the file store, whose
+    /// runs are continued on their machine.
+    fn shared(&self) -> bool {
+        false
     }
     /// Waits up to `timeout` for a hint that a run may have become
     /// runnable (another process gave a lease back); `true` when one came.
@@ -396,78 +356,6 @@ pub trait StoreFactory: Send + Sync {
     /// default: every write durable on its own). The service asks for it.
     fn group_commit(&self, _workspace: &Path) -> std::io::Result<Option<Box<dyn StoreFactory>>> {
         Ok(None)
-    }
-}
-
-/// An event of a service record (bridge or controller), typed by its
-/// owner: an enum serialised as `{"event_type": …, "details": {…}}`
-/// (`#[serde(tag = "event_type", content = "details")]`), which knows its
-/// `status` column. The store names no event of its own, so the owner's
-/// enum stays the one place a record's events are spelled.
-pub trait RecordEvent: Serialize {
-    /// The `status` column (`None` writes `null`).
-    fn status(&self) -> Option<&'static str>;
-}
-
-/// The `event_type` and `details` columns of a [`RecordEvent`].
-#[derive(Deserialize)]
-struct RecordEventColumns {
-    event_type: String,
-    details: Map<String, Value>,
-}
-
-/// A typed writer over a [`RecordHandle`]: serialises the caller's state
-/// and checkpoints it against the version this writer last wrote or read,
-/// so that a write based on a stale read is refused.
-pub struct RecordWriter {
-    handle: Box<dyn RecordHandle>,
-    version: u64,
-}
-
-impl RecordWriter {
-    pub fn new(handle: Box<dyn RecordHandle>) -> Self {
-        let version = handle.stored_version();
-        RecordWriter { handle, version }
-    }
-
-    pub fn id(&self) -> &str {
-        self.handle.id()
-    }
-
-    /// Appends one event (records have no steps: `step_id` is `null`).
-    pub fn event<E: RecordEvent>(&mut self, ts: String, event: &E) -> Result<(), StoreError> {
-        let not_an_event = |error: serde_json::Error| serialize_error(Path::new(self.handle.id()), error);
-        let value = serde_json::to_value(event).map_err(not_an_event)?;
-        let RecordEventColumns { event_type, details } = serde_json::from_value(value).map_err(not_an_event)?;
-        let status = event.status();
-        self.handle.append_event(NewEvent { ts, event_type: &event_type, step_id: None, status, details }).map(|_| ())
-    }
-
-    /// Checkpoints `state` (which must serialise to a JSON object).
-    pub fn save<T: Serialize>(&mut self, state: &T) -> Result<(), StoreError> {
-        let value = self.value_of(state)?;
-        self.version = self.handle.checkpoint(&value, self.version)?;
-        Ok(())
-    }
-
-    /// Checkpoints `state` as a new record's first, which the store may
-    /// hold until the request's last ([`RecordHandle::checkpoint_held`]):
-    /// only for work done wholly in memory.
-    pub fn save_held<T: Serialize>(&mut self, state: &T) -> Result<(), StoreError> {
-        let value = self.value_of(state)?;
-        self.version = self.handle.checkpoint_held(&value, self.version)?;
-        Ok(())
-    }
-
-    fn value_of<T: Serialize>(&self, state: &T) -> Result<Value, StoreError> {
-        serde_json::to_value(state).map_err(|error| serialize_error(Path::new(self.handle.id()), error))
-    }
-
-    /// Checkpoints `state` as the last one of this request (it ends or
-    /// pauses) and writes it ([`RecordHandle::commit`]).
-    pub fn save_last<T: Serialize>(&mut self, state: &T) -> Result<(), StoreError> {
-        self.save(state)?;
-        self.handle.commit()
     }
 }
 

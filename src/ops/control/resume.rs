@@ -102,11 +102,10 @@ fn continue_run(
         ControlError::Store(StoreError::Io { action: "open", path: request.workspace.clone(), source })
     })?;
     let discarded = (loaded.discarded_history, loaded.discarded_events);
-    let path = run.location().to_path_buf();
     let interpreter = Interpreter::resumed(&plan, &policy, &workspace, run, store, loaded, env);
     let state = interpreter.resume(discarded, progress).map_err(|error| match error {
         ResumeError::Approval(invalid) => ControlError::from(invalid),
         ResumeError::Store(store) => ControlError::Store(store),
     })?;
-    Ok(RunOutcome { state, run_dir: path })
+    Ok(RunOutcome { state })
 }

@@ -161,7 +161,7 @@ impl<'r> Interpreter<'r> {
 
     /// Starts a new run and runs it until it ends or pauses for approval.
     pub fn run(mut self, progress: &mut dyn Progress) -> Result<RunState, StoreError> {
-        progress.run_started(&self.state.run_id, self.plan, self.policy, self.recorder.path());
+        progress.run_started(&self.state.run_id, self.plan, self.policy, &self.recorder.records());
         self.start()?;
         // A queued run claimed again and again before its first checkpoint
         // (each claimer died before it): the claims count as takeovers.
@@ -233,7 +233,7 @@ impl<'r> Interpreter<'r> {
     /// checkpoint that opening the run dropped (a crash tail).
     pub fn resume(mut self, discarded: (usize, u64), progress: &mut dyn Progress) -> Result<RunState, ResumeError> {
         let (discarded_history, discarded_events) = discarded;
-        progress.run_started(&self.state.run_id, self.plan, self.policy, self.recorder.path());
+        progress.run_started(&self.state.run_id, self.plan, self.policy, &self.recorder.records());
         let now = self.env.clock.now();
         let pending = match self.state.status {
             RunStatus::WaitingApproval => {
@@ -328,11 +328,11 @@ impl<'r> Interpreter<'r> {
         // No child of this run runs any more (it paused or ended).
         self.tools.forget_children();
         if self.state.status == RunStatus::WaitingApproval {
-            progress.run_paused(&self.state, self.recorder.path());
+            progress.run_paused(&self.state, &self.recorder.records());
             return Ok(self.state);
         }
         self.recorder.run_finished(&self.state)?;
-        progress.run_finished(&self.state, self.recorder.path());
+        progress.run_finished(&self.state, &self.recorder.records());
         Ok(self.state)
     }
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::store::audit::{LineRef, write_line};
+use crate::store::records::audit::{LineRef, write_line};
 use crate::store::{NewEvent, Sealer, StoreError};
 
 /// Lines as a JSON Lines file: each followed by a newline.

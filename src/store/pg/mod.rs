@@ -43,7 +43,8 @@
 //!
 //! The rooms: `stores.rs` opens the process's one session (`session.rs`:
 //! the pool, the store's runtime `runtime.rs`, waiting for and retrying a
-//! database that went away; TLS in `tls.rs`, errors in `error.rs`) and
+//! database that went away; TLS in `tls.rs`, errors in `error.rs`; its `--store` URL in
+//! `location.rs`, this process's settings in `options.rs`) and
 //! hands out the [`PgStore`] of each workspace (`store.rs`: the
 //! [`crate::store::RunStore`] impl; its snapshot reads in `read.rs`, the
 //! checks over what it read in `verify.rs`, the approval rows in
@@ -57,7 +58,9 @@ mod approvals;
 pub mod error;
 mod lease;
 mod lines;
+mod location;
 pub mod migrate;
+mod options;
 mod read;
 mod record;
 mod run;
@@ -74,6 +77,8 @@ mod tls;
 mod verify;
 mod wake;
 
+pub use location::PgLocation;
 pub use migrate::MigrationReport;
+pub(crate) use options::PgBackend;
 pub use store::PgStore;
 pub use stores::{PgOptions, PgStores};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio_postgres::types::ToSql;
 
-use crate::store::run_dir::compare_version;
+use crate::store::records::version::compare_version;
 use crate::store::{LoadedRecord, NewEvent, RecordHandle, RecordKind, Sealer, StoreError};
 
 use super::lease::{HandleParts, HeldLease, refusal};

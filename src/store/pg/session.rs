@@ -11,7 +11,7 @@ use tokio_postgres::types::ToSql;
 
 use crate::store::StoreError;
 use crate::store::backoff::Backoff;
-use crate::store::location::PgLocation;
+use crate::store::pg::location::PgLocation;
 
 use super::error::{self, PgError, is_transient_pool, pool_error, store_error};
 use super::migrate::{self};

@@ -9,8 +9,8 @@ use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
 use crate::model::RunStatus;
-use crate::store::canonical::sha256_hex;
-use crate::store::receipts::{check_receipt_references, named_receipts, open_receipt, seal_receipt};
+use crate::store::records::canonical::sha256_hex;
+use crate::store::records::receipts::{check_receipt_references, named_receipts, open_receipt, seal_receipt};
 use crate::store::{
     Holder, LoadedRecord, LoadedRun, QueuedClaim, QueuedRun, Receipt, ReceiptError, ReceiptState, RecordHandle,
     RecordKind, RunHandle, RunListing, RunStore, Runnable, RunsPlace, Sealer, StoreError,
@@ -211,6 +211,10 @@ impl RunStore for PgStore {
 
     fn wait_for_runnable(&self, timeout: Duration) -> bool {
         self.session.wait_for_runnable(&self.workspace_id, timeout)
+    }
+
+    fn shared(&self) -> bool {
+        true
     }
 
     fn runnable_runs(&self) -> Result<Vec<Runnable>, StoreError> {

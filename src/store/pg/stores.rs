@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::store::backoff::Backoff;
-use crate::store::location::PgLocation;
+use crate::store::pg::location::PgLocation;
 use crate::store::{RunStore, Sealer, StoreFactory};
 
 use super::error::{self, PgError};

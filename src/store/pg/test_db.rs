@@ -11,7 +11,7 @@ use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::store::Sealer;
-use crate::store::location::PgLocation;
+use crate::store::pg::location::PgLocation;
 use crate::store::pg::{PgOptions, PgStore, PgStores};
 
 static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -125,7 +125,8 @@ impl TestSchema {
 pub fn location(conninfo: &str, name: &str) -> PgLocation {
     let config: tokio_postgres::Config = conninfo.parse().expect("PLANRUN_TEST_PG is a libpq key/value string");
     // The test server speaks plain TCP (the TLS tests start their own).
-    let tls = crate::store::location::TlsOptions { mode: crate::store::location::TlsMode::Disable, root_cert: None };
+    let tls =
+        crate::store::pg::location::TlsOptions { mode: crate::store::pg::location::TlsMode::Disable, root_cert: None };
     PgLocation { config, display: format!("postgres test schema {name}"), tls }
 }
 

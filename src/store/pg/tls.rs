@@ -26,8 +26,8 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-use crate::store::location::{PgLocation, TlsMode, TlsOptions};
 use crate::store::pg::error::PgError;
+use crate::store::pg::location::{PgLocation, TlsMode, TlsOptions};
 
 /// How the store's sessions are made: plain, or through rustls.
 #[derive(Clone)]

@@ -11,9 +11,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::store::audit::{LogFiles, verify_checkpointed_log};
-use crate::store::record_dir::{Checkpoint, read_checkpoint};
-use crate::store::run_load::{CheckedLog, Heads, check_compact_head, check_log, read_log};
+use crate::store::records::audit::{LogFiles, verify_checkpointed_log};
+use crate::store::records::record_checkpoint::{Checkpoint, read_checkpoint};
+use crate::store::records::run_log::{CheckedLog, Heads, LogTexts, check_compact_head, check_log, read_log};
 use crate::store::{AuditEvent, AuditTail, EnvelopeError, LoadedRecord, LoadedRun, RecordKind, Sealer, StoreError};
 
 /// The names checks report, in the database's terms.
@@ -77,7 +77,7 @@ fn verify_events(
     Ok((events, tail))
 }
 
-/// Verifies an agent run as the file store reads its folder (`run_load.rs`:
+/// Verifies an agent run as the file store reads its folder (`records/run_log.rs`:
 /// the same checks over the same lines): the log's chain and its head
 /// lines, the last head's checkpoint, the step records and the plan it
 /// vouches for; then that `runs.state` is that last checkpoint, that no
@@ -102,7 +102,13 @@ pub fn verify_run(run_id: &str, texts: &RunTexts, sealer: &Sealer) -> Result<Loa
     }
     check_rows(run_id, &texts.events, &log.events, &log.tail.hashes)?;
     let checked = check_log(run_id, FILES, Path::new(FILES.audit), log, sealer)?;
-    let seen = check_compact_head(run_id, FILES, (Some(&texts.state), &audit_text), &checked, sealer)?;
+    let seen = check_compact_head(
+        run_id,
+        FILES,
+        LogTexts { compact: Some(&texts.state), audit: &audit_text },
+        &checked,
+        sealer,
+    )?;
     if seen != Some(checked.tail.seq) {
         return Err(tampered(format!(
             "`runs.state` is not the checkpoint of the last head line (event {})",

@@ -9,8 +9,8 @@ use deadpool_postgres::GenericClient;
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
-use crate::store::head::full_payload;
-use crate::store::run_dir::compare_version;
+use crate::store::records::head::full_payload;
+use crate::store::records::version::compare_version;
 use crate::store::{ApprovalDecision, RunState, StoreError};
 
 use super::PgRun;

@@ -4,7 +4,7 @@
 
 mod checkpoint;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,12 +12,12 @@ use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
 use crate::fence::Fence;
-use crate::store::audit::LineRef;
-use crate::store::head::{PendingHead, plan_bytes};
-use crate::store::run_dir::compare_version;
+use crate::store::records::audit::LineRef;
+use crate::store::records::head::{Links, PendingHead, plan_bytes};
+use crate::store::records::version::compare_version;
 use crate::store::{
-    ApprovalDecision, ApprovalUse, ChildNoteFile, ClaimsExhausted, LoadedRun, NewEvent, RunHandle, RunState, Sealer,
-    StepRecord, StoreError,
+    ApprovalDecision, ApprovalUse, ChildNoteFile, ClaimsExhausted, LoadedRun, NewEvent, RunHandle, RunRecords,
+    RunState, Sealer, StepRecord, StoreError,
 };
 
 use super::approvals;
@@ -139,7 +139,7 @@ impl PgRun {
 
     /// The head line of checkpoint `state` (not added yet), its link, and
     /// the checkpoint it carries (the compact head is made of it when sent:
-    /// [`full_payload`](crate::store::head::full_payload)).
+    /// [`full_payload`](crate::store::records::head::full_payload)).
     pub(super) fn head_line(
         &self,
         state: &RunState,
@@ -149,7 +149,7 @@ impl PgRun {
         };
         let checkpoint = self
             .pending
-            .checkpoint(state, (plan_hash, self.history_hash.as_deref()))
+            .checkpoint(state, Links { plan_hash, history_hash: self.history_hash.as_deref() })
             .map_err(|error| self.serialize_error(error))?;
         let head = self.pending.line(&checkpoint).map_err(|error| self.serialize_error(error))?;
         let seq = self.audit_seq + 1;
@@ -157,9 +157,9 @@ impl PgRun {
             seq,
             ts: &head.held.ts,
             run_id: self.lease.id(),
-            event_type: head.columns().0,
-            step_id: head.columns().1,
-            status: head.columns().2,
+            event_type: head.columns().event_type,
+            step_id: head.columns().step_id,
+            status: head.columns().status,
             details: &head.details,
             prev_hash: self.audit_hash.as_deref(),
         };
@@ -175,8 +175,8 @@ impl RunHandle for PgRun {
         self.lease.id()
     }
 
-    fn location(&self) -> &Path {
-        &self.location
+    fn records(&self) -> RunRecords {
+        RunRecords::Database(self.location.display().to_string())
     }
 
     fn audit_seq(&self) -> u64 {

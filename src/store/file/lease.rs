@@ -17,8 +17,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::store::StoreError;
 use crate::store::error::io_error;
+use crate::store::{Holder, StoreError};
 
 /// An exclusive, non-blocking lock on one folder.
 #[derive(Debug)]
@@ -68,37 +68,6 @@ impl Lease {
 /// how long it waits before each: longer than a probe holds it.
 const PROBE_RETRIES: u32 = 3;
 const PROBE_WAIT: Duration = Duration::from_millis(2);
-
-/// Who holds a run's lock or lease, as seen by a reader.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Holder {
-    /// Nobody: the run is not being driven (its process ended or died).
-    Nobody,
-    /// A process of this machine, with its pid where it can be known.
-    Process(Option<u32>),
-    /// A node of a database store: its owner id (`<node>:<pid>:<token>`
-    /// with `--node-id`, else `<pid>:<token>`), while its lease is valid.
-    Node(String),
-}
-
-impl std::fmt::Display for Holder {
-    /// `pid 4242`, `another process`, `node n1 (pid 4242)`.
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Holder::Nobody => formatter.write_str("nobody"),
-            Holder::Process(Some(pid)) => write!(formatter, "pid {pid}"),
-            Holder::Process(None) => formatter.write_str("another process"),
-            Holder::Node(owner) => {
-                let mut parts = owner.rsplitn(3, ':').skip(1);
-                match (parts.next(), parts.next()) {
-                    (Some(pid), Some(node)) => write!(formatter, "node {node} (pid {pid})"),
-                    (Some(pid), None) => write!(formatter, "pid {pid} (a node without `--node-id`)"),
-                    _ => write!(formatter, "owner `{owner}`"),
-                }
-            }
-        }
-    }
-}
 
 /// The pid of the process whose `flock` is on the file `dev`/`ino`, from
 /// `/proc/locks` (`1: FLOCK  ADVISORY  WRITE 4242 fe:00:5505150 0 EOF`);

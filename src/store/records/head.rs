@@ -14,6 +14,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
+use crate::store::records::audit::EventColumns;
 use crate::store::{NewEvent, RunState, StepRecord};
 
 /// The events a checkpoint ends with (written by the runtime's recorder
@@ -122,15 +123,11 @@ impl PendingHead {
     /// The checkpoint the head line of a checkpoint of `state` carries,
     /// with the store's links (`plan_hash`, `history_hash`); refused when
     /// no head event is held.
-    pub(crate) fn checkpoint(
-        &self,
-        state: &RunState,
-        (plan_hash, history_hash): (&str, Option<&str>),
-    ) -> Result<Map<String, Value>, String> {
+    pub(crate) fn checkpoint(&self, state: &RunState, links: Links<'_>) -> Result<Map<String, Value>, String> {
         if self.held.is_none() {
             return Err(NO_HEAD_EVENT.to_string());
         }
-        linked_payload(state, plan_hash, history_hash).map(head_state).map_err(|e| e.to_string())
+        linked_payload(state, links).map(head_state).map_err(|e| e.to_string())
     }
 
     /// The head line that carries `checkpoint`: the held event, its columns
@@ -160,8 +157,12 @@ pub(crate) struct HeadLine<'a> {
 
 impl HeadLine<'_> {
     /// `event_type`, `step_id`, `status`.
-    pub(crate) fn columns(&self) -> (&str, Option<&str>, Option<&str>) {
-        (self.held.event_type.as_str(), self.held.step_id.as_deref(), self.held.status.as_deref())
+    pub(crate) fn columns(&self) -> EventColumns<'_> {
+        EventColumns {
+            event_type: self.held.event_type.as_str(),
+            step_id: self.held.step_id.as_deref(),
+            status: self.held.status.as_deref(),
+        }
     }
 }
 
@@ -227,13 +228,19 @@ impl HeldEvent {
     }
 }
 
+/// The store's links in a checkpoint: of the plan copy (`plan_hash`) and
+/// after the last step record it covers (`history_hash`, `None` before the
+/// first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Links<'a> {
+    pub plan_hash: &'a str,
+    pub history_hash: Option<&'a str>,
+}
+
 /// `state` as a checkpoint payload with the store's links: the shape of
 /// `state.json`'s payload.
-pub(crate) fn linked_payload(
-    state: &RunState,
-    plan_hash: &str,
-    history_hash: Option<&str>,
-) -> Result<Map<String, Value>, serde_json::Error> {
+pub(crate) fn linked_payload(state: &RunState, links: Links<'_>) -> Result<Map<String, Value>, serde_json::Error> {
+    let Links { plan_hash, history_hash } = links;
     let Value::Object(mut payload) = serde_json::to_value(state)? else {
         return Err(serde::ser::Error::custom("a run state is an object"));
     };
@@ -353,13 +360,18 @@ mod tests {
         with_key.insert("after".into(), json!([1, 2.5, null]));
         for details in [Map::new(), own, with_key] {
             let (head, state) = pending(details);
-            let checkpoint = head.checkpoint(&state, (&"2".repeat(64), None)).expect("a checkpoint");
+            let checkpoint = head
+                .checkpoint(&state, Links { plan_hash: &"2".repeat(64), history_hash: None })
+                .expect("a checkpoint");
             let line = head.line(&checkpoint).expect("a head line");
             let borrowed = serde_json::to_string(&line.details).expect("text");
             assert_eq!(borrowed, inserted(&head, &checkpoint));
             let value: Value = serde_json::from_str(&borrowed).expect("json");
             assert_eq!(value["checkpoint"]["history"][0]["step_id"], "step-2");
         }
-        assert_eq!(PendingHead::default().checkpoint(&pending(Map::new()).1, ("h", None)), Err(NO_HEAD_EVENT.into()));
+        assert_eq!(
+            PendingHead::default().checkpoint(&pending(Map::new()).1, Links { plan_hash: "h", history_hash: None }),
+            Err(NO_HEAD_EVENT.into())
+        );
     }
 }

@@ -15,8 +15,8 @@ use std::path::Path;
 
 use crate::digest::{hex, sha256_hex};
 use crate::store::StoreError;
-use crate::store::canonical::{CanonicalError, canonical_json, parse_strict};
 use crate::store::error::serialize_error;
+use crate::store::records::canonical::{CanonicalError, canonical_json, parse_strict};
 
 /// The only envelope version this planrun reads and writes.
 pub const SCHEMA_VERSION: u64 = 1;

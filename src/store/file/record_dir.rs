@@ -42,16 +42,15 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use crate::store::atomic::{replace_unsynced, temp_path};
-use crate::store::audit::{LogFiles, verify_checkpointed_log};
 use crate::store::error::{io_error, serialize_error};
-use crate::store::run_dir::{append_event, append_log, compare_version, create_folder, create_log};
+use crate::store::file::atomic::{replace_unsynced, temp_path};
+use crate::store::file::folders::{append_event, append_log, create_folder, create_log};
+use crate::store::records::audit::{LogFiles, verify_checkpointed_log};
+use crate::store::records::record_checkpoint::{CHECKPOINT_FIELDS, Checkpoint, read_checkpoint};
+use crate::store::records::version::compare_version;
 use crate::store::{
     AuditLog, Durability, Lease, LoadedRecord, NewEvent, RecordHandle, RecordKind, Sealer, StoreError, write_atomic,
 };
-
-/// The fields the store adds to a record's state in its checkpoint.
-const CHECKPOINT_FIELDS: [&str; 3] = ["state_version", "audit_seq", "audit_hash"];
 
 /// `<workspace>/bridge/runs`.
 pub(crate) fn records_folder(workspace: &Path) -> PathBuf {
@@ -276,15 +275,6 @@ enum Source {
     TempFile,
 }
 
-/// A record's checkpoint as a state file (or its temp file, or the
-/// PostgreSQL store's `runs.state`) holds it.
-pub(crate) struct Checkpoint {
-    pub state: Map<String, Value>,
-    pub state_version: u64,
-    pub audit_seq: u64,
-    pub audit_hash: Option<String>,
-}
-
 fn load_newest(
     workspace: &Path,
     kind: RecordKind,
@@ -333,36 +323,4 @@ fn read_optional(path: &Path) -> Result<Option<String>, StoreError> {
         Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(StoreError::Io { action: "read", path: path.to_path_buf(), source }),
     }
-}
-
-/// Opens a record's sealed checkpoint `text` (named `state_name` in the
-/// reasons) and takes the store's fields out of it; checks that it is the
-/// state of record `id`.
-pub(crate) fn read_checkpoint(
-    text: &str,
-    kind: RecordKind,
-    id: &str,
-    state_name: &str,
-    sealer: &Sealer,
-) -> Result<Checkpoint, String> {
-    let payload = sealer.open(text).map_err(|error| format!("`{state_name}`: {error}"))?;
-    let Value::Object(mut state) = payload else {
-        return Err(format!("`{state_name}`: the payload is not an object"));
-    };
-    let mut take = |field: &str| state.remove(field);
-    let state_version = take("state_version").and_then(|value| value.as_u64());
-    let audit_seq = take("audit_seq").and_then(|value| value.as_u64());
-    let audit_hash = match take("audit_hash") {
-        Some(Value::Null) => Some(None),
-        Some(Value::String(hash)) => Some(Some(hash)),
-        _ => None,
-    };
-    let (Some(state_version), Some(audit_seq), Some(audit_hash)) = (state_version, audit_seq, audit_hash) else {
-        return Err(format!("`{state_name}`: `state_version`, `audit_seq` or `audit_hash` is missing or invalid"));
-    };
-    let id_field = kind.id_field();
-    if state.get(id_field).and_then(Value::as_str) != Some(id) {
-        return Err(format!("`{state_name}` is not the state of `{id}` (`{id_field}`)"));
-    }
-    Ok(Checkpoint { state, state_version, audit_seq, audit_hash })
 }

@@ -8,9 +8,6 @@
 //! The view is written without a sync: the log is the durable record, and
 //! a view behind it is written again from it.
 
-use std::fs::File;
-use std::io::{self, Write};
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -59,38 +56,7 @@ pub struct StepRecord {
     pub duration_ms: u64,
 }
 
-/// The open history view (appended as records come, never synced).
-pub struct HistoryLog {
-    file: File,
-    line: Vec<u8>,
-    sealer: Sealer,
-    /// The chain's link after the last line written (`None` before the first).
-    hash: Option<String>,
-}
-
 /// The chain link after `lines` (each without its newline), from `None`.
 pub(crate) fn history_chain<'l>(sealer: &Sealer, lines: impl IntoIterator<Item = &'l str>) -> Option<String> {
     lines.into_iter().fold(None, |previous, line| Some(sealer.chain(previous.as_deref(), line.as_bytes())))
-}
-
-impl HistoryLog {
-    /// Continues (or starts, with `hash = None`) a chain.
-    pub(crate) fn new(file: File, hash: Option<String>, sealer: Sealer) -> Self {
-        HistoryLog { file, line: Vec::with_capacity(1024), sealer, hash }
-    }
-
-    /// The chain's link after the last line written.
-    pub fn hash(&self) -> Option<&str> {
-        self.hash.as_deref()
-    }
-
-    pub fn append(&mut self, record: &StepRecord) -> io::Result<()> {
-        self.line.clear();
-        serde_json::to_writer(&mut self.line, record)?;
-        let hash = self.sealer.chain(self.hash.as_deref(), &self.line);
-        self.line.push(b'\n');
-        self.file.write_all(&self.line)?;
-        self.hash = Some(hash);
-        Ok(())
-    }
 }

@@ -36,20 +36,22 @@
 //! group commit (the service) it is one barrier shared with concurrent runs
 //! (`group_commit.rs`), which covers the folder entries too.
 
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use crate::model::RunStatus;
-use crate::store::atomic::replace_unsynced;
 use crate::store::error::{io_error, serialize_error};
-use crate::store::head::{PendingHead, full_payload, linked_payload, plan_bytes};
-use crate::store::run_load::{creating_folder, has_checkpoint, load_run, missing_run, runs_folder};
+use crate::store::file::atomic::replace_unsynced;
+use crate::store::file::folders::{append_event, append_log, create_folder, create_log, seal_bytes};
+use crate::store::file::run_load::{creating_folder, load_run, runs_folder};
+use crate::store::file::run_repair::{adopt_interrupted_start, repair_views, truncate_to};
+use crate::store::records::head::{Links, PendingHead, full_payload, plan_bytes};
+use crate::store::records::version::compare_version;
 use crate::store::{
-    AuditLog, ChildNoteFile, Durability, HistoryLog, Lease, LoadedRun, NewEvent, RunHandle, RunState, Sealer,
-    SharedSync, StepRecord, StoreError,
+    AuditLog, ChildNoteFile, Durability, HistoryLog, Lease, LoadedRun, NewEvent, RunHandle, RunRecords, RunState,
+    Sealer, SharedSync, StepRecord, StoreError,
 };
 
 /// An open run folder, locked for this process.
@@ -83,66 +85,17 @@ pub struct RunDir {
     _lease: Lease,
 }
 
-/// Creates `folder` with one `mkdir`, so the check and the creation are
-/// one step and two processes cannot both win; [`StoreError::RunExists`]
-/// when it exists.
-pub(crate) fn create_folder(parent: &Path, id: &str) -> Result<PathBuf, StoreError> {
-    fs::create_dir_all(parent).map_err(io_error("create", parent))?;
-    let path = parent.join(id);
-    match fs::create_dir(&path) {
-        Ok(()) => Ok(path),
-        Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {
-            Err(StoreError::RunExists { id: id.to_string(), path })
-        }
-        Err(error) => Err(StoreError::Io { action: "create", path, source: error }),
-    }
-}
-
-/// Creates `<folder>/<name>` for appending; it must not exist.
-pub(crate) fn create_log(folder: &Path, name: &str) -> Result<fs::File, StoreError> {
-    let path = folder.join(name);
-    OpenOptions::new().append(true).create_new(true).open(&path).map_err(io_error("create", &path))
-}
-
-/// Opens the existing `<folder>/<name>` for appending.
-pub(crate) fn append_log(folder: &Path, name: &str) -> Result<fs::File, StoreError> {
-    let path = folder.join(name);
-    OpenOptions::new().append(true).open(&path).map_err(io_error("open", &path))
-}
-
-/// `payload` sealed in its envelope, pretty-printed, in `buffer`.
-fn seal_bytes<'b>(
-    sealer: &Sealer,
-    path: &Path,
-    payload: Value,
-    buffer: &'b mut Vec<u8>,
-) -> Result<&'b [u8], StoreError> {
-    let envelope = sealer.seal(payload).map_err(|error| serialize_error(path, error))?;
-    buffer.clear();
-    serde_json::to_writer_pretty(&mut *buffer, &envelope).map_err(|error| serialize_error(path, error))?;
-    buffer.push(b'\n');
-    Ok(buffer)
-}
-
-/// Appends `event` to `audit` for `id`, naming `path` on failure.
-pub(crate) fn append_event(
-    audit: &mut AuditLog,
-    id: &str,
-    event: NewEvent<'_>,
-    path: &Path,
-) -> Result<u64, StoreError> {
-    audit
-        .append(event.ts, id, event.event_type, event.step_id, event.status, event.details)
-        .map_err(io_error("append to", path))
-}
-
-/// Refuses a checkpoint whose expected version is not the stored one.
-pub(crate) fn compare_version(id: &str, stored: u64, expected: u64) -> Result<(), StoreError> {
-    if stored == expected {
-        Ok(())
-    } else {
-        Err(StoreError::VersionConflict { id: id.to_string(), expected, found: stored })
-    }
+/// What [`RunDir::assemble`] builds an open run from: its folder (and
+/// where it will be once published), its logs, the plan's link, the
+/// stored version and the lock.
+struct Parts {
+    path: PathBuf,
+    final_path: PathBuf,
+    audit: AuditLog,
+    history: HistoryLog,
+    plan_hash: Option<String>,
+    stored_version: u64,
+    lease: Lease,
 }
 
 impl RunDir {
@@ -176,18 +129,12 @@ impl RunDir {
         let lease = Lease::take(&path, run_id).map_err(|_| exists())?;
         let audit = AuditLog::new(create_log(&path, "audit.jsonl")?, sealer.clone());
         let history = HistoryLog::new(create_log(&path, "history.jsonl")?, None, sealer.clone());
-        Ok(RunDir::assemble(path, final_path, run_id, (audit, history, None), (sealer, durability), 0, lease))
+        let parts = Parts { path, final_path, audit, history, plan_hash: None, stored_version: 0, lease };
+        Ok(RunDir::assemble(run_id, parts, sealer, durability))
     }
 
-    fn assemble(
-        path: PathBuf,
-        final_path: PathBuf,
-        run_id: &str,
-        (audit, history, plan_hash): (AuditLog, HistoryLog, Option<String>),
-        (sealer, durability): (Sealer, Durability),
-        stored_version: u64,
-        lease: Lease,
-    ) -> RunDir {
+    fn assemble(run_id: &str, parts: Parts, sealer: Sealer, durability: Durability) -> RunDir {
+        let Parts { path, final_path, audit, history, plan_hash, stored_version, lease } = parts;
         RunDir {
             path,
             final_path,
@@ -236,9 +183,10 @@ impl RunDir {
         let audit = AuditLog::resume(append_log(&path, "audit.jsonl")?, &loaded.audit_tail, sealer.clone());
         let history =
             HistoryLog::new(append_log(&path, "history.jsonl")?, loaded.heads.history_hash.clone(), sealer.clone());
-        let version = loaded.state.state_version;
-        let logs = (audit, history, Some(loaded.heads.plan_hash.clone()));
-        let mut dir = RunDir::assemble(path.clone(), path, run_id, logs, (sealer, durability), version, lease);
+        let plan_hash = Some(loaded.heads.plan_hash.clone());
+        let stored_version = loaded.state.state_version;
+        let parts = Parts { path: path.clone(), final_path: path, audit, history, plan_hash, stored_version, lease };
+        let mut dir = RunDir::assemble(run_id, parts, sealer, durability);
         if !loaded.heads.logged {
             dir.pending = PendingHead::carrying(loaded.history.clone(), loaded.plan.clone());
         }
@@ -273,7 +221,7 @@ impl RunDir {
         };
         let checkpoint = self
             .pending
-            .checkpoint(state, (&plan_hash, self.history.hash()))
+            .checkpoint(state, Links { plan_hash: &plan_hash, history_hash: self.history.hash() })
             .map_err(|error| serialize_error(&audit_path, error))?;
         let head = self.pending.line(&checkpoint).map_err(|error| serialize_error(&audit_path, error))?;
         let seq = self
@@ -366,82 +314,15 @@ impl RunDir {
     }
 }
 
-/// A start killed between its first checkpoint line and the folder's
-/// publication left a log with a plan and a head (nothing ran yet):
-/// publishes it as `runs/<id>/` under its lock (a creator still alive
-/// holds the lock: [`StoreError::Locked`]), so the run is opened like any
-/// other. Anything less is no run ([`missing_run`]).
-fn adopt_interrupted_start(workspace: &Path, run_id: &str, path: &Path, sealer: &Sealer) -> Result<Lease, StoreError> {
-    let creating = creating_folder(workspace, run_id);
-    if !creating.is_dir() {
-        return Err(missing_run(workspace, run_id, sealer));
-    }
-    // The lock is on the folder itself, so it moves with it.
-    let lease = Lease::take(&creating, run_id)?;
-    if !has_checkpoint(&creating) {
-        return Err(missing_run(workspace, run_id, sealer));
-    }
-    rustix::fs::renameat_with(rustix::fs::CWD, &creating, rustix::fs::CWD, path, rustix::fs::RenameFlags::NOREPLACE)
-        .map_err(|error| StoreError::Io { action: "publish", path: path.to_path_buf(), source: error.into() })?;
-    Ok(lease)
-}
-
-/// Cuts `path` to its first `len` bytes (a crash tail past the head), if
-/// it is longer (not synced: see [`RunDir::open`]).
-fn truncate_to(path: &Path, len: usize) -> Result<(), StoreError> {
-    let file = OpenOptions::new().write(true).open(path).map_err(io_error("open", path))?;
-    let size = file.metadata().map_err(io_error("read", path))?.len();
-    if size > len as u64 {
-        file.set_len(len as u64).map_err(io_error("truncate", path))?;
-    }
-    Ok(())
-}
-
-/// Brings the views of an opened run up to the log: `history.jsonl` cut
-/// to the covered records it holds (a crash tail past them dropped) and
-/// the ones it lacks appended; a missing `plan.json` written again. Not
-/// synced: the log is the record, and the views are checked against it on
-/// every read.
-fn repair_views(path: &Path, loaded: &LoadedRun, sealer: &Sealer) -> Result<(), StoreError> {
-    let history_path = path.join("history.jsonl");
-    if !history_path.exists() {
-        fs::File::create(&history_path).map_err(io_error("create", &history_path))?;
-    }
-    truncate_to(&history_path, loaded.heads.history_len)?;
-    let missing = &loaded.history[loaded.history.len() - loaded.heads.history_behind..];
-    if !missing.is_empty() {
-        let mut bytes = Vec::new();
-        for record in missing {
-            serde_json::to_writer(&mut bytes, record).map_err(|error| serialize_error(&history_path, error))?;
-            bytes.push(b'\n');
-        }
-        let mut file = append_log(path, "history.jsonl")?;
-        file.write_all(&bytes).map_err(io_error("append to", &history_path))?;
-    }
-    if loaded.heads.plan_behind {
-        let plan_path = path.join("plan.json");
-        let bytes = plan_bytes(&loaded.plan).map_err(|error| serialize_error(&plan_path, error))?;
-        replace_unsynced(&plan_path, &bytes, || Ok(())).map_err(io_error("write", &plan_path))?;
-    }
-    if loaded.heads.state_behind {
-        let state_path = path.join("state.json");
-        let payload = linked_payload(&loaded.state, &loaded.heads.plan_hash, loaded.heads.history_hash.as_deref())
-            .map_err(|error| serialize_error(&state_path, error))?;
-        let sealed = seal_bytes(sealer, &state_path, Value::Object(payload), &mut Vec::new())?.to_vec();
-        replace_unsynced(&state_path, &sealed, || Ok(())).map_err(io_error("write", &state_path))?;
-    }
-    Ok(())
-}
-
 impl RunHandle for RunDir {
     fn run_id(&self) -> &str {
         &self.run_id
     }
 
-    fn location(&self) -> &Path {
+    fn records(&self) -> RunRecords {
         // Where the run will be once it has a checkpoint (and is from then
         // on): the folder it is built in is not for messages.
-        &self.final_path
+        RunRecords::Folder(self.final_path.clone())
     }
 
     fn child_note(&self) -> Option<ChildNoteFile> {

@@ -1,29 +1,20 @@
-//! `--store URL` / `PLANRUN_STORE`: where runs are kept.
-//!
-//! - `file` (the default): the folders under `--workspace` (`runs/`,
-//!   `bridge/`, `.planrun/`), as the README documents;
-//! - `postgres://user[:password]@host[:port]/database[?option=value&…]`
-//!   (or `postgresql://`): the shared PostgreSQL store, with the usual
-//!   libpq-style options (`sslmode`, `sslrootcert`, `connect_timeout`,
-//!   `application_name`, `options`, …). `sslmode` and `sslrootcert` are
-//!   taken out of the URL here ([`TlsOptions`]; the driver knows neither
-//!   `verify-ca` nor `verify-full` nor a CA file), the rest is the driver's.
+//! A PostgreSQL store's `--store` value:
+//! `postgres://user[:password]@host[:port]/database[?option=value&…]` (or
+//! `postgresql://`), with the usual libpq-style options (`sslmode`,
+//! `sslrootcert`, `connect_timeout`, `application_name`, `options`, …).
+//! `sslmode` and `sslrootcert` are taken out of the URL here
+//! ([`TlsOptions`]; the driver knows neither `verify-ca` nor `verify-full`
+//! nor a CA file), the rest is the driver's.
 //!
 //! Parsing touches nothing (the CA file is read when the store connects):
 //! a malformed location is refused before any command reads or writes a
 //! run.
 
-/// A parsed store location.
-#[derive(Debug, Clone)]
-pub enum StoreLocation {
-    File,
-    #[cfg(feature = "postgres")]
-    Postgres(Box<PgLocation>),
-}
+use crate::store::LocationError;
+use crate::store::backend::without_password;
 
 /// A PostgreSQL location: the driver's configuration and a display form
 /// without the password (for messages and `run_state_location`).
-#[cfg(feature = "postgres")]
 #[derive(Debug, Clone)]
 pub struct PgLocation {
     pub config: tokio_postgres::Config,
@@ -33,7 +24,6 @@ pub struct PgLocation {
 
 /// libpq's `sslmode`: whether the session is encrypted and what of the
 /// server's certificate is checked.
-#[cfg(feature = "postgres")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TlsMode {
     /// Plain TCP.
@@ -50,7 +40,6 @@ pub enum TlsMode {
     VerifyFull,
 }
 
-#[cfg(feature = "postgres")]
 impl TlsMode {
     fn parse(text: &str) -> Option<TlsMode> {
         Some(match text {
@@ -76,7 +65,6 @@ impl TlsMode {
 }
 
 /// The TLS part of a PostgreSQL URL.
-#[cfg(feature = "postgres")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsOptions {
     pub mode: TlsMode,
@@ -88,7 +76,6 @@ pub struct TlsOptions {
 /// What the driver could not read in `url` (the driver only says "invalid
 /// connection string"): the address part, or the first option of the query
 /// it refuses on its own.
-#[cfg(feature = "postgres")]
 fn culprit(url: &str, error: &tokio_postgres::Error) -> String {
     let reads = |text: &str| text.parse::<tokio_postgres::Config>().is_ok();
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
@@ -105,7 +92,6 @@ fn culprit(url: &str, error: &tokio_postgres::Error) -> String {
 /// Takes `sslmode` and `sslrootcert` out of the query of `url` (the last
 /// one wins, as in libpq); returns the URL without them and their values,
 /// percent-decoded.
-#[cfg(feature = "postgres")]
 fn split_tls_options(url: &str) -> Result<(String, Option<String>, Option<String>), String> {
     let Some((base, query)) = url.split_once('?') else { return Ok((url.to_string(), None, None)) };
     let (mut mode, mut root_cert, mut kept) = (None, None, Vec::new());
@@ -127,7 +113,6 @@ fn split_tls_options(url: &str) -> Result<(String, Option<String>, Option<String
     Ok((rest, mode, root_cert))
 }
 
-#[cfg(feature = "postgres")]
 fn tls_options(mode: Option<String>, root_cert: Option<String>) -> Result<TlsOptions, String> {
     let mode = match mode {
         None => TlsMode::Prefer,
@@ -157,52 +142,9 @@ fn tls_options(mode: Option<String>, root_cert: Option<String>) -> Result<TlsOpt
     Ok(TlsOptions { mode, root_cert })
 }
 
-/// Why a store location was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LocationError {
-    #[error("unknown store `{0}`: use `file` or `postgres://user@host:port/database`")]
-    Unknown(String),
-    #[error("malformed PostgreSQL store URL `{url}`: {reason}")]
-    Malformed { url: String, reason: String },
-    #[error(
-        "this planrun was built without PostgreSQL support: `{0}` cannot be used (build it with `--features postgres`, e.g. `cargo install --path . --features postgres`)"
-    )]
-    NoPostgres(String),
-}
-
-/// Hides the password of a URL, for messages.
-fn without_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let (authority, tail) = rest.find(['/', '?']).map_or((rest, ""), |at| rest.split_at(at));
-    match authority.rsplit_once('@') {
-        Some((credentials, host)) => match credentials.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
-    }
-}
-
-impl StoreLocation {
-    /// Parses `file` or a `postgres://` URL.
-    pub fn parse(text: &str) -> Result<StoreLocation, LocationError> {
-        let text = text.trim();
-        if text == "file" || text.is_empty() {
-            return Ok(StoreLocation::File);
-        }
-        if !(text.starts_with("postgres://") || text.starts_with("postgresql://")) {
-            return Err(LocationError::Unknown(without_password(text)));
-        }
-        Self::parse_postgres(text)
-    }
-
-    #[cfg(not(feature = "postgres"))]
-    fn parse_postgres(text: &str) -> Result<StoreLocation, LocationError> {
-        Err(LocationError::NoPostgres(without_password(text)))
-    }
-
-    #[cfg(feature = "postgres")]
-    fn parse_postgres(text: &str) -> Result<StoreLocation, LocationError> {
+impl PgLocation {
+    /// Parses a `postgres://` (or `postgresql://`) URL.
+    pub fn parse(text: &str) -> Result<PgLocation, LocationError> {
         let display = without_password(text);
         let malformed = |reason: String| LocationError::Malformed { url: display.clone(), reason };
         let (rest, mode, root_cert) = split_tls_options(text).map_err(malformed)?;
@@ -216,12 +158,7 @@ impl StoreLocation {
         if config.get_user().is_none() {
             return Err(malformed("it names no user (`postgres://user@host:port/database`)".to_string()));
         }
-        Ok(StoreLocation::Postgres(Box::new(PgLocation { config, display, tls })))
-    }
-
-    /// Whether this is the file store.
-    pub fn is_file(&self) -> bool {
-        matches!(self, StoreLocation::File)
+        Ok(PgLocation { config, display, tls })
     }
 }
 
@@ -230,51 +167,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn file_and_postgres_urls_parse_and_bad_ones_are_refused_with_the_password_hidden() {
-        assert!(StoreLocation::parse("file").expect("file").is_file());
-        let unknown = StoreLocation::parse("mysql://u:secret@h/db").expect_err("unknown");
-        assert_eq!(unknown, LocationError::Unknown("mysql://u:***@h/db".to_string()));
-        #[cfg(feature = "postgres")]
-        {
-            let parsed =
-                StoreLocation::parse("postgres://planrun:secret@db.example:5433/runs?sslmode=disable").expect("a URL");
-            let StoreLocation::Postgres(location) = parsed else { panic!("postgres") };
-            assert_eq!(location.display, "postgres://planrun:***@db.example:5433/runs?sslmode=disable");
-            assert_eq!(location.config.get_ports(), [5433]);
-            assert_eq!(location.tls, TlsOptions { mode: TlsMode::Disable, root_cert: None });
-            for bad in [
-                "postgres://u@h/db?sslmode=verify-full",
-                "postgres://u@h/db?sslmode=verify-ca&application_name=x",
-                "postgres://u@h/db?sslmode=allow",
-                "postgres://u@h/db?sslmode=disable&sslrootcert=/ca.pem",
-                "postgres://u@h/db?sslmode=require&sslrootcert=system",
-                "postgres://u@h/db?sslcert=/client.pem",
-                "postgres://u@h/db?no_such_option=1",
-                "postgres://u@h:notaport/db",
-                "postgres:///db",
-                "postgres://h/db",
-            ] {
-                let refused = StoreLocation::parse(bad);
-                assert!(matches!(refused, Err(LocationError::Malformed { .. })), "{bad}: {refused:?}");
-            }
-            // The driver says only "invalid connection string": the message
-            // names what it could not read.
-            for (bad, named) in [
-                ("postgres://u@h/db?application_name=a&foo=bar", "option `foo=bar` is unknown"),
-                ("postgres://u@h/db?connect_timeout=abc", "option `connect_timeout=abc`"),
-                ("postgres://u@h:99999/db", "the address `user@host:port/database` cannot be read"),
-            ] {
-                let message = StoreLocation::parse(bad).expect_err(bad).to_string();
-                assert!(message.contains(named), "{bad}: {message}");
-            }
+    fn postgres_urls_parse_and_bad_ones_are_refused_with_the_password_hidden() {
+        let location =
+            PgLocation::parse("postgres://planrun:secret@db.example:5433/runs?sslmode=disable").expect("a URL");
+        assert_eq!(location.display, "postgres://planrun:***@db.example:5433/runs?sslmode=disable");
+        assert_eq!(location.config.get_ports(), [5433]);
+        assert_eq!(location.tls, TlsOptions { mode: TlsMode::Disable, root_cert: None });
+        for bad in [
+            "postgres://u@h/db?sslmode=verify-full",
+            "postgres://u@h/db?sslmode=verify-ca&application_name=x",
+            "postgres://u@h/db?sslmode=allow",
+            "postgres://u@h/db?sslmode=disable&sslrootcert=/ca.pem",
+            "postgres://u@h/db?sslmode=require&sslrootcert=system",
+            "postgres://u@h/db?sslcert=/client.pem",
+            "postgres://u@h/db?no_such_option=1",
+            "postgres://u@h:notaport/db",
+            "postgres:///db",
+            "postgres://h/db",
+        ] {
+            let refused = PgLocation::parse(bad);
+            assert!(matches!(refused, Err(LocationError::Malformed { .. })), "{bad}: {refused:?}");
+        }
+        // The driver says only "invalid connection string": the message
+        // names what it could not read.
+        for (bad, named) in [
+            ("postgres://u@h/db?application_name=a&foo=bar", "option `foo=bar` is unknown"),
+            ("postgres://u@h/db?connect_timeout=abc", "option `connect_timeout=abc`"),
+            ("postgres://u@h:99999/db", "the address `user@host:port/database` cannot be read"),
+        ] {
+            let message = PgLocation::parse(bad).expect_err(bad).to_string();
+            assert!(message.contains(named), "{bad}: {message}");
         }
     }
 
-    #[cfg(feature = "postgres")]
     #[test]
     fn tls_modes_and_the_ca_file_are_taken_out_of_the_url() {
-        let tls = |url: &str| match StoreLocation::parse(url) {
-            Ok(StoreLocation::Postgres(location)) => (location.tls, location.config),
+        let tls = |url: &str| match PgLocation::parse(url) {
+            Ok(location) => (location.tls, location.config),
             other => panic!("{url}: {other:?}"),
         };
         let (default, config) = tls("postgres://u@h/db");
@@ -293,7 +222,7 @@ mod tests {
         assert_eq!(require.mode, TlsMode::Require, "the last one wins");
         let (ca, _) = tls("postgres://u@h/db?sslmode=verify-ca&sslrootcert=ca.pem");
         assert_eq!(ca, TlsOptions { mode: TlsMode::VerifyCa, root_cert: Some("ca.pem".into()) });
-        let Err(LocationError::Malformed { reason, .. }) = StoreLocation::parse("postgres://u@h/db?sslmode=verify-ca")
+        let Err(LocationError::Malformed { reason, .. }) = PgLocation::parse("postgres://u@h/db?sslmode=verify-ca")
         else {
             panic!("refused")
         };

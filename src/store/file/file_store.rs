@@ -21,8 +21,8 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::store::error::io_error;
-use crate::store::record_dir::{RecordOptions, files, load_record, records_folder};
-use crate::store::run_load::{load_run, run_started_at, runs_folder};
+use crate::store::file::record_dir::{RecordOptions, files, load_record, records_folder};
+use crate::store::file::run_load::{load_run, run_started_at, runs_folder};
 use crate::store::{
     Durability, GroupCommit, Holder, Lease, LoadedRecord, LoadedRun, Receipt, ReceiptError, ReceiptStore, RecordDir,
     RecordHandle, RecordKind, RunDir, RunHandle, RunListing, RunStore, RunsPlace, Sealer, StoreError, StoreFactory,
