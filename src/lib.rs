@@ -6,9 +6,8 @@
 //! ```text
 //!  front ends   cli (one file per command)          server (axum routes, bodies, OpenAPI, HTTP errors)
 //!                    │                                   │
-//!  service           │                    service (bridge and controller runs, adapters, decisions)
-//!                    │                                   │
 //!  use cases    ops: run · resume · approve · reject · cancel · show · preview · check · route
+//!                    │   ops::service: bridge and controller runs, adapters, decisions (no HTTP)
 //!                    │     (typed inputs and outcomes, one ExitStatus)
 //!  engine       load ──▶ model ◀── router, preview
 //!                │                       │
@@ -17,9 +16,9 @@
 //!                                       (and exit, the front ends' error line and stop signals)
 //! ```
 //!
-//! Imports only run down: a front end may use `ops` and the engine (and
-//! `server` the `service` below it); `service` uses `ops` and the engine;
-//! `ops` uses the engine; the engine knows no front end and no use case; no two
+//! Imports only run down: a front end may use `ops` (and `server` the
+//! service's use cases, `ops::service`) and the engine; `ops` uses the
+//! engine; the engine knows no front end and no use case; no two
 //! modules import each other. `tests/layering.rs` checks it on every test
 //! run (each top-level module's layer is a row of its table; a new module
 //! needs one), and also that no folder's modules import each other in a
@@ -80,8 +79,8 @@
 //!
 //! [`ops`] holds the use cases (the commands on existing runs in
 //! `ops/control/`); [`cli`] the command line (`main.rs` only calls
-//! [`cli::main`]). With the feature `server` (on by default), `service`
-//! holds the service's use cases: bridge runs, accepted runs and durable
+//! [`cli::main`]). With the feature `server` (on by default),
+//! `ops::service` holds the service's use cases: bridge runs, accepted runs and durable
 //! tasks, adapters (the agent adapter runs goals through [`ops::run`], as
 //! the CLI does), prompt guard, controller loop with its recovery and
 //! decision backends, their events and statuses, run listing; it knows no
@@ -96,7 +95,7 @@
 //! | `tools` | workspace files (confined) | workspace files (confined) |
 //! | `store` | `<workspace>/runs/<id>/*`, `<workspace>/bridge/runs/<id>/*`, `<workspace>/.planrun/receipts/*` | `<workspace>/runs/<id>/{plan.json,state.json,history.jsonl,audit.jsonl}`, `<workspace>/bridge/runs/<id>/{state.json,audit.jsonl,controller_state.json,controller_audit.jsonl}`, `<workspace>/.planrun/receipts/<sha256>.json` |
 //! | `tools::tickets` | `<workspace>/tickets.json` | `<workspace>/tickets.json` |
-//! | `service`, `server` | — (files through `load`, records through `store`) | — |
+//! | `ops::service`, `server` | — (files through `load`, records through `store`) | — |
 //! | `load` (scenarios), `ops::test` | `plans/*.scenarios.{toml,yaml,yml}`, their fixtures, `snapshots/**/*.snap` | a sandbox `/tmp/planrun??????/` per scenario (removed after), `snapshots/<folder>/<name>.snap` (`--accept`, `--review`) or `.snap.new` (pending) |
 //! | `cli::demo` | `plans/ticket_close.toml`, `plans/ticket_close.tickets.json` | a new demo folder |
 
@@ -115,8 +114,6 @@ pub mod router;
 pub mod runtime;
 #[cfg(feature = "server")]
 pub mod server;
-#[cfg(feature = "server")]
-pub mod service;
 pub mod snapshot;
 pub mod store;
 pub mod strict_json;

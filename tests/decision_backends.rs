@@ -14,11 +14,11 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use planrun::model::DecisionSettings;
+use planrun::ops::service::config::{OllamaSettings, OpenAiSettings};
+use planrun::ops::service::decision::choices::{Choices, OfferedPlan};
+use planrun::ops::service::decision::evidence::Verdict;
+use planrun::ops::service::decision::{Action, DecisionBackend, DecisionContext, ModelApi, ModelBackend};
 use planrun::runtime::FixedClock;
-use planrun::service::config::{OllamaSettings, OpenAiSettings};
-use planrun::service::decision::choices::{Choices, OfferedPlan};
-use planrun::service::decision::evidence::Verdict;
-use planrun::service::decision::{Action, DecisionBackend, DecisionContext, ModelApi, ModelBackend};
 use serde_json::{Value, json};
 
 use crate::common::snapshot_settings;

@@ -44,6 +44,7 @@
 //! | `seeing_runs` | `runs` (newest first, `--status`, `--json`, a tampered run listed as unreadable, an empty workspace), `show --full`, `show latest`, the finish message, the run's last line naming its files | |
 //! | `authoring` | `list`, `policy check`, `schema` (and the committed `schemas/`), `show` of documented runs | `cli/list`, `cli/policy_check_*`, `cli/show_*` |
 //! | `layering` | the layering rule of `src/`: each top-level module's layer, imports only downwards, no cycle inside a folder, run-folder writes only in `store` (and the checker finds each kind of breach) | |
+//! | `structure` | the shape of `src/` a newcomer relies on: no file over 700 lines but tests and key tables, no fact read or written by key (`details.insert(`, `stop_reason == Some("`) in the runtime and front ends, the control commands in `ops`, the service's use cases in `ops/service/` without axum, one store chooser (`store::open`), a `RunId` type, the layering check in `.ci/run`, no "seed" in `src/`, `docs/`, `README.md` | |
 //! | `docs` | the reference in `docs/` names every subcommand, plan/policy/service policy key, exit code and `PLANRUN_*` variable | |
 //! | `shell_completions` | `completions bash\|zsh\|fish` and `man` (stdout and `--out-dir`) name every subcommand | |
 //! | `server` | `planrun serve` over loopback HTTP: bridge runs per adapter, guard, concurrency, shutdown, health, auth, errors, OpenAPI, startup checks | `server/` |
@@ -117,6 +118,7 @@ mod shell_completions;
 mod snapshot_stability;
 mod step_output;
 mod story_invariants;
+mod structure;
 mod syncs;
 mod tamper;
 mod tamper_matrix;

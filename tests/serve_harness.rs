@@ -242,7 +242,11 @@ pub fn audit_events(server: &Server, run_id: &str) -> Vec<String> {
 }
 
 pub fn client() -> reqwest::Client {
-    planrun::service::http_client::client_builder().no_proxy().timeout(Duration::from_secs(60)).build().expect("client")
+    planrun::ops::service::http_client::client_builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client")
 }
 
 /// Sends a request that must fail; returns its status and the `error.code`

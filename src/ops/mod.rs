@@ -28,7 +28,10 @@
 //! | take up the runnable and queued runs of a database store | [`work`] | [`WorkedRun`]s |
 //!
 //! The commands on existing runs (`resume`, `approve`, `reject`, `cancel`,
-//! `reconcile`) are in `control/`, one file each.
+//! `reconcile`) are in `control/`, one file each. The service's own use
+//! cases (feature `server`: bridge runs, accepted runs, the controller loop,
+//! adapters and decision backends) are in [`service`], which knows no HTTP:
+//! `server` is its front end, and the command line could drive it alike.
 //!
 //! Adding a use case: one file here with its input, outcome and function,
 //! re-exported below; then a thin `cli/` command and, if the service offers
@@ -49,6 +52,8 @@ mod run;
 mod runs;
 mod scenario_run;
 mod scenario_sandbox;
+#[cfg(feature = "server")]
+pub mod service;
 mod show;
 mod store_admin;
 mod test;

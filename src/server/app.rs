@@ -27,17 +27,17 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::model::{MAX_APPROVAL_SECS, MAX_NAME_CHARS, MAX_REASON_CHARS, check_decision_text};
+use crate::ops::service::Service;
+use crate::ops::service::accepted;
+use crate::ops::service::adapters::AdapterKind;
+use crate::ops::service::bridge::{self, BridgeState, BridgeStatus, Origin};
+use crate::ops::service::controller;
+use crate::ops::service::durable_task::{Then, run_in_slot};
+use crate::ops::service::run_list::{self, PageError, Paging, RunPage};
 use crate::server::approvals::{self, ApprovalRequest};
 use crate::server::error::ApiError;
 use crate::server::json_body::ObjectBody;
 use crate::server::openapi;
-use crate::service::Service;
-use crate::service::accepted;
-use crate::service::adapters::AdapterKind;
-use crate::service::bridge::{self, BridgeState, BridgeStatus, Origin};
-use crate::service::controller;
-use crate::service::durable_task::{Then, run_in_slot};
-use crate::service::run_list::{self, PageError, Paging, RunPage};
 use crate::store::{RecordKind, RunId};
 
 /// The largest request body accepted, in bytes.

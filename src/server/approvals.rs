@@ -34,11 +34,11 @@ use axum::http::StatusCode;
 
 use crate::ops::ControlError;
 use crate::ops::OpsError;
+use crate::ops::service::Service;
+use crate::ops::service::bridge::{self, BridgeState, BridgeStatus};
+use crate::ops::service::bridge_event::{ApprovalGranted, ApprovalRejected, BridgeEvent, ResumeRefused, RunResumed};
 use crate::runtime::approval::ApprovalClaims;
 use crate::server::error::ApiError;
-use crate::service::Service;
-use crate::service::bridge::{self, BridgeState, BridgeStatus};
-use crate::service::bridge_event::{ApprovalGranted, ApprovalRejected, BridgeEvent, ResumeRefused, RunResumed};
 use crate::store::{RecordWriter, StoreError};
 
 /// What `POST /runs/{id}/approve` asks for.

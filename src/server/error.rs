@@ -29,9 +29,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::service::ServiceError;
-use crate::service::durable_task::TaskError;
-use crate::service::run_list::PageError;
+use crate::ops::service::ServiceError;
+use crate::ops::service::durable_task::TaskError;
+use crate::ops::service::run_list::PageError;
 use crate::store::StoreError;
 
 /// An error answered to the client.

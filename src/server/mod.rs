@@ -1,7 +1,7 @@
 //! The HTTP service (`planrun serve`, SPEC §12; the bridge and
 //! controller), behind the cargo feature `server` (on by default).
 //!
-//! The HTTP front end over [`crate::service`], which holds the service's
+//! The HTTP front end over [`crate::ops::service`], which holds the service's
 //! use cases (bridge and controller runs, adapters, decision backends):
 //!
 //! | file | holds |
@@ -45,11 +45,11 @@ use crate::exit::{StopSignals, fail};
 use crate::load::Loader;
 use crate::model::ServicePolicy;
 use crate::ops::ExitStatus;
+use crate::ops::service::adapters::{AdapterKind, Adapters, AgentRunner};
+use crate::ops::service::config::ServiceConfig;
+use crate::ops::service::decision::DecisionBackend;
+use crate::ops::service::{MAX_CONCURRENT_RUNS, Service};
 use crate::runtime::RuntimeEnv;
-use crate::service::adapters::{AdapterKind, Adapters, AgentRunner};
-use crate::service::config::ServiceConfig;
-use crate::service::decision::DecisionBackend;
-use crate::service::{MAX_CONCURRENT_RUNS, Service};
 
 // Exit status: `Done` stopped cleanly after a signal; `Failed` the address
 // could not be bound or the runtime failed; `InvalidInput` invalid plans,
@@ -150,7 +150,7 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
                 return fail(status, &format!("cannot listen on `{}`: {error}", args.addr));
             }
         };
-        let client = match crate::service::http_client::client_builder().build() {
+        let client = match crate::ops::service::http_client::client_builder().build() {
             Ok(client) => client,
             Err(error) => return fail(ExitStatus::Failed, &format!("cannot build the HTTP client: {error}")),
         };
@@ -161,7 +161,7 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
         let ollama_up = selection.ollama_up;
         let adapters = Adapters {
             agent,
-            echo_program: crate::service::adapters::local_echo::find_echo(),
+            echo_program: crate::ops::service::adapters::local_echo::find_echo(),
             client,
             openai: config.openai.clone(),
             ollama: config.ollama.clone(),
@@ -189,7 +189,7 @@ pub fn serve(args: &ServeArgs, workspace: &Path, plans: &Path, policies: &Path, 
         let app = app::router(Arc::clone(&service));
         // Queued bridge runs left by a node that died: taken up now, and
         // (a shared store) every few seconds.
-        let scanner = tokio::spawn(crate::service::accepted::scan(Arc::clone(&service), shared));
+        let scanner = tokio::spawn(crate::ops::service::accepted::scan(Arc::clone(&service), shared));
         let served = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await;
         scanner.abort();
         if let Err(error) = served {

@@ -6,14 +6,14 @@
 //! for the rewritten goal, under the rule (`recovery_applied`); otherwise
 //! `recovery_skipped` says why. A plan run in place of the user's is a
 //! substitute: its outcome is never the controller run's
-//! ([`crate::service::controller`]).
+//! ([`crate::ops::service::controller`]).
 
 use serde::Serialize;
 
 use crate::model::FailureClass;
+use crate::ops::service::Service;
+use crate::ops::service::controller_event::{ControllerEvent, RecoveryApplied, RecoveryConsidered, RecoverySkipped};
 use crate::router::select;
-use crate::service::Service;
-use crate::service::controller_event::{ControllerEvent, RecoveryApplied, RecoveryConsidered, RecoverySkipped};
 use crate::store::{RecordWriter, StoreError};
 
 /// A recovery rule that applied: the goal it rewrote to and the plan that

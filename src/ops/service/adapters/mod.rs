@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::RunStatus;
 use crate::ops::ExitStatus;
-use crate::service::config::{OllamaSettings, OpenAiSettings};
+use crate::ops::service::config::{OllamaSettings, OpenAiSettings};
 
 pub use agent::AgentRunner;
 

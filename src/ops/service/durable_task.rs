@@ -18,7 +18,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::service::Service;
+use crate::ops::service::Service;
 use crate::store::StoreError;
 
 /// What [`run_in_slot`] does once the work is done, before its result is

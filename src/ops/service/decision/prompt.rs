@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use crate::service::decision::DecisionContext;
+use crate::ops::service::decision::DecisionContext;
 
 /// The longest excerpt of a run's error put into a prompt, in characters.
 const MAX_ERROR_CHARS: usize = 300;
@@ -67,7 +67,7 @@ fn run_data(context: &DecisionContext<'_>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::decision::choices::{Choices, OfferedPlan};
+    use crate::ops::service::decision::choices::{Choices, OfferedPlan};
 
     #[test]
     fn run_output_is_quoted_data_never_instructions() {

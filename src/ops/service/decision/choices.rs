@@ -7,7 +7,7 @@
 //! that plan declares; or only `stop`), and the schema's enums are exactly
 //! that set. The schema is sent with every request (structured output) and the
 //! answer is validated against the same set after decoding
-//! ([`crate::service::decision::answer`]).
+//! ([`crate::ops::service::decision::answer`]).
 
 use serde::Serialize;
 use serde_json::{Value, json};

@@ -5,9 +5,9 @@
 use serde_json::{Value, json};
 
 use crate::model::DecisionSettings;
-use crate::service::config::OllamaSettings;
-use crate::service::decision::evidence::{Reply, Usage};
-use crate::service::decision::http::{BackendError, post_json, probe as get_probe};
+use crate::ops::service::config::OllamaSettings;
+use crate::ops::service::decision::evidence::{Reply, Usage};
+use crate::ops::service::decision::http::{BackendError, post_json, probe as get_probe};
 
 /// Whether Ollama answers `GET /api/tags` within the probe timeout.
 pub async fn probe(

@@ -42,13 +42,13 @@ use serde::Serialize;
 
 use crate::model::DecisionSettings;
 use crate::model::FailureClass;
+use crate::ops::service::config::{BackendChoice, OllamaSettings, OpenAiSettings, ServiceConfig};
+use crate::ops::service::decision::answer::{Choice, parse_decision};
+use crate::ops::service::decision::choices::Choices;
+use crate::ops::service::decision::evidence::{Evidence, Reply, Verdict, cap};
+use crate::ops::service::decision::http::BackendError;
+use crate::ops::service::decision::openai::ResponseFormat;
 use crate::runtime::Clock;
-use crate::service::config::{BackendChoice, OllamaSettings, OpenAiSettings, ServiceConfig};
-use crate::service::decision::answer::{Choice, parse_decision};
-use crate::service::decision::choices::Choices;
-use crate::service::decision::evidence::{Evidence, Reply, Verdict, cap};
-use crate::service::decision::http::BackendError;
-use crate::service::decision::openai::ResponseFormat;
 
 /// What the controller does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -17,14 +17,14 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::model::RunStatus;
-use crate::service::Service;
-use crate::service::ServiceError;
-use crate::service::adapters::{AdapterKind, AdapterResult};
-use crate::service::bridge::{self, BridgeState, BridgeStatus};
-use crate::service::bridge_event::{AgentRunObserved, BridgeEvent, RunInterrupted};
-use crate::service::controller::{self, ControllerStatus};
-use crate::service::durable_task::{Then, run_in_slot};
-use crate::service::ids::agent_run_id;
+use crate::ops::service::Service;
+use crate::ops::service::ServiceError;
+use crate::ops::service::adapters::{AdapterKind, AdapterResult};
+use crate::ops::service::bridge::{self, BridgeState, BridgeStatus};
+use crate::ops::service::bridge_event::{AgentRunObserved, BridgeEvent, RunInterrupted};
+use crate::ops::service::controller::{self, ControllerStatus};
+use crate::ops::service::durable_task::{Then, run_in_slot};
+use crate::ops::service::ids::agent_run_id;
 use crate::store::{RecordKind, RecordWriter};
 
 /// How often a service on a database store looks for queued bridge runs

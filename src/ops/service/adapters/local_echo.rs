@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::service::adapters::{AdapterMode, AdapterResult};
+use crate::ops::service::adapters::{AdapterMode, AdapterResult};
 
 /// The `echo` program, looked up in fixed folders (never `PATH`).
 pub fn find_echo() -> Option<PathBuf> {

@@ -1,5 +1,5 @@
 //! The deterministic stub rules (a fixed table of goals, plus recovery), within
-//! the offered [`Choices`](crate::service::decision::choices::Choices): the
+//! the offered [`Choices`](crate::ops::service::decision::choices::Choices): the
 //! stub never runs a plan that is not offered.
 //!
 //! | condition | choice | reason |
@@ -11,8 +11,8 @@
 //! | last run failed, a recovery rewrite was just applied | `run_plan` (the plan the rule offers) | retry with the rewritten goal |
 //! | last run failed | `stop` | no controller-level retry |
 
-use crate::service::decision::DecisionContext;
-use crate::service::decision::answer::Choice;
+use crate::ops::service::decision::DecisionContext;
+use crate::ops::service::decision::answer::Choice;
 
 /// The stub's choice and reason.
 pub fn decide(context: &DecisionContext<'_>) -> (Choice, String) {
@@ -51,7 +51,7 @@ fn nothing_to_run(context: &DecisionContext<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::decision::choices::{Choices, OfferedPlan};
+    use crate::ops::service::decision::choices::{Choices, OfferedPlan};
 
     fn context<'a>(
         choices: &'a Choices,

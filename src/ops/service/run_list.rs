@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::service::Service;
+use crate::ops::service::Service;
 use crate::store::{RecordKind, RunId, StoreError};
 
 /// Runs per page when `limit` is not given.

@@ -14,9 +14,9 @@
 use serde::Serialize;
 
 use crate::model::RunStatus;
-use crate::service::adapters::AdapterMode;
-use crate::service::guard::GuardViolation;
-use crate::service::record_status::BridgeStatus;
+use crate::ops::service::adapters::AdapterMode;
+use crate::ops::service::guard::GuardViolation;
+use crate::ops::service::record_status::BridgeStatus;
 use crate::store::RecordEvent;
 
 /// Every event a bridge run's record holds.

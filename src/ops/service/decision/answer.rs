@@ -16,7 +16,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::service::decision::choices::{Choices, MAX_REASON_CHARS, REASON_DESCRIPTION};
+use crate::ops::service::decision::choices::{Choices, MAX_REASON_CHARS, REASON_DESCRIPTION};
 use crate::strict_json;
 
 /// What a valid answer chose.
@@ -257,7 +257,7 @@ fn quoted(items: Vec<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::decision::choices::OfferedPlan;
+    use crate::ops::service::decision::choices::OfferedPlan;
 
     fn run_or_stop() -> Choices {
         Choices::run_or_stop(OfferedPlan::new("flow_pwd", "pwd", "g"))

@@ -7,7 +7,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::service::decision::answer::Stripped;
+use crate::ops::service::decision::answer::Stripped;
 
 /// The most of a raw answer kept, in bytes (cut at a character boundary).
 pub const MAX_RAW_ANSWER_BYTES: usize = 4096;

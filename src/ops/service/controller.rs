@@ -18,7 +18,7 @@
 //! run paused for approval stops the loop (`"waiting_approval"`).
 //!
 //! After a failed bridge run the recovery rules of the service policy are
-//! considered (once per controller run, [`crate::service::controller_recovery`]).
+//! considered (once per controller run, [`crate::ops::service::controller_recovery`]).
 //! The controller run's status is the outcome for the user's goal: the last
 //! run of the plan it routes to, never a substitute's ([`finish`]). Ids trace
 //! `ctrl-…` → `bri-ctrl-…-i<n>` → `agent-bri-ctrl-…-i<n>`; records live in
@@ -29,23 +29,23 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::model::{FailureClass, RunStatus};
-use crate::router::select;
-use crate::runtime::IdKind;
-use crate::service::Service;
-use crate::service::ServiceError;
-use crate::service::adapters::AdapterKind;
-use crate::service::bridge::{self, BridgeStatus, Origin};
-pub use crate::service::controller_event::LinkedRun;
-use crate::service::controller_event::{
+use crate::ops::service::Service;
+use crate::ops::service::ServiceError;
+use crate::ops::service::adapters::AdapterKind;
+use crate::ops::service::bridge::{self, BridgeStatus, Origin};
+pub use crate::ops::service::controller_event::LinkedRun;
+use crate::ops::service::controller_event::{
     BridgeRunFinished, BridgeRunStarted, ControllerEvent, ControllerFinished, ControllerInterrupted, ControllerStarted,
     DecisionMade, DecisionRepeated,
 };
-use crate::service::controller_recovery::{AppliedRecovery, Failed, consider_recovery};
-use crate::service::decision::choices::{Choices, OfferedPlan};
-use crate::service::decision::{Action, Decision, DecisionContext};
-use crate::service::guard;
-use crate::service::ids::{agent_run_id, controller_bridge_id};
-pub use crate::service::record_status::ControllerStatus;
+use crate::ops::service::controller_recovery::{AppliedRecovery, Failed, consider_recovery};
+use crate::ops::service::decision::choices::{Choices, OfferedPlan};
+use crate::ops::service::decision::{Action, Decision, DecisionContext};
+use crate::ops::service::guard;
+use crate::ops::service::ids::{agent_run_id, controller_bridge_id};
+pub use crate::ops::service::record_status::ControllerStatus;
+use crate::router::select;
+use crate::runtime::IdKind;
 use crate::store::{LoadedRecord, RecordKind, RecordWriter, StoreError};
 
 /// The state of a controller run, checkpointed in

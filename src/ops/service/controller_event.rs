@@ -12,9 +12,9 @@
 use serde::Serialize;
 
 use crate::model::{FailureClass, RunStatus};
-use crate::service::bridge_event::PromptBlocked;
-use crate::service::decision::Decision;
-use crate::service::record_status::{BridgeStatus, ControllerStatus};
+use crate::ops::service::bridge_event::PromptBlocked;
+use crate::ops::service::decision::Decision;
+use crate::ops::service::record_status::{BridgeStatus, ControllerStatus};
 use crate::store::RecordEvent;
 
 /// Every event a controller run's record holds.

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use crate::service::adapters::{AdapterMode, AdapterResult};
-use crate::service::config::OpenAiSettings;
-use crate::service::decision::openai::chat;
+use crate::ops::service::adapters::{AdapterMode, AdapterResult};
+use crate::ops::service::config::OpenAiSettings;
+use crate::ops::service::decision::openai::chat;
 
 pub async fn execute(
     client: &reqwest::Client,

@@ -23,17 +23,17 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{FailureClass, RunStatus};
-use crate::runtime::IdKind;
-use crate::service::Service;
-use crate::service::ServiceError;
-use crate::service::adapters::{AdapterKind, AdapterMode, AdapterResult, Task};
-use crate::service::bridge_event::{
+use crate::ops::service::Service;
+use crate::ops::service::ServiceError;
+use crate::ops::service::adapters::{AdapterKind, AdapterMode, AdapterResult, Task};
+use crate::ops::service::bridge_event::{
     AgentRunObserved, ApprovalRequested, BridgeEvent, InstructionGenerated, ResponseReceived, RunCreated, RunFinished,
     TaskSent,
 };
-use crate::service::guard;
-use crate::service::ids::{agent_run_id, controller_bridge_id};
-pub use crate::service::record_status::BridgeStatus;
+use crate::ops::service::guard;
+use crate::ops::service::ids::{agent_run_id, controller_bridge_id};
+pub use crate::ops::service::record_status::BridgeStatus;
+use crate::runtime::IdKind;
 use crate::store::{Holder, PendingAction, RecordKind, RecordWriter, StoreError};
 
 /// The state of a bridge run, checkpointed in `bridge/runs/<run_id>/state.json`

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use crate::service::adapters::{AdapterMode, AdapterResult};
-use crate::service::config::OllamaSettings;
-use crate::service::decision::ollama::generate_text;
+use crate::ops::service::adapters::{AdapterMode, AdapterResult};
+use crate::ops::service::config::OllamaSettings;
+use crate::ops::service::decision::ollama::generate_text;
 
 pub async fn execute(
     client: &reqwest::Client,

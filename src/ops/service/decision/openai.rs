@@ -15,9 +15,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::model::DecisionSettings;
-use crate::service::config::OpenAiSettings;
-use crate::service::decision::evidence::{Reply, Usage};
-use crate::service::decision::http::{BackendError, post_json, probe as get_probe};
+use crate::ops::service::config::OpenAiSettings;
+use crate::ops::service::decision::evidence::{Reply, Usage};
+use crate::ops::service::decision::http::{BackendError, post_json, probe as get_probe};
 
 /// The schema's name in `response_format.json_schema`.
 const SCHEMA_NAME: &str = "planrun_decision";

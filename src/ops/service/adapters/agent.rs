@@ -18,12 +18,12 @@ use std::time::Duration;
 
 use crate::load::Catalog;
 use crate::model::{FailureClass, RunStatus, StopReason};
+use crate::ops::service::adapters::{AdapterMode, AdapterResult, AgentMetadata};
+use crate::ops::service::ids::agent_run_id;
 use crate::ops::{self, ApproveInput, Approved, ExitStatus, OpsError, RunInput, RunTarget};
 use crate::ops::{HeldRun, ResumeRequest};
 use crate::runtime::approval::ApprovalClaims;
 use crate::runtime::{NoProgress, RuntimeEnv};
-use crate::service::adapters::{AdapterMode, AdapterResult, AgentMetadata};
-use crate::service::ids::agent_run_id;
 use crate::store::{RunId, RunState, RunStore, StepRecordStatus};
 
 /// What agent runs need: the validated catalog, the workspace, the clock

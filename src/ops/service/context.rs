@@ -8,9 +8,9 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use crate::model::ServicePolicy;
+use crate::ops::service::adapters::Adapters;
+use crate::ops::service::decision::DecisionBackend;
 use crate::runtime::{IdKind, RuntimeEnv, format_timestamp};
-use crate::service::adapters::Adapters;
-use crate::service::decision::DecisionBackend;
 use crate::store::{RecordKind, RecordWriter, RunStore, StoreError, create_unique};
 
 /// How many runs may execute at once; further requests wait for a slot.
