@@ -24,6 +24,7 @@ use crate::model::{FailureClass, RunStatus, StopReason};
 use crate::ops::{self, ExitStatus};
 use crate::policy::display_argv;
 use crate::runtime::RuntimeEnv;
+use crate::runtime::event::{ChildStopped, RunResumed};
 use crate::store::{AuditEvent, Holder, StepRecord, StepRecordStatus, StoreError, full_state};
 
 #[derive(Debug, Args)]
@@ -177,14 +178,18 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
 /// What the timeline says of a `run_resumed` or `child_stopped` event
 /// (`None` for any other event).
 fn interruption(event: &AuditEvent) -> Option<String> {
-    let number = |key: &str| event.details.get(key).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    fn details<T: serde::de::DeserializeOwned>(event: &AuditEvent) -> Option<T> {
+        serde_json::from_value(serde_json::Value::Object(event.details.clone())).ok()
+    }
     match event.event_type.as_str() {
         "run_resumed" => {
-            let from = event.details.get("from_status").and_then(|status| status.as_str()).unwrap_or("-");
-            let version = number("from_state_version");
-            Some(if from == RunStatus::Running.as_str() {
-                let (lines, records) = (number("events_after_checkpoint"), number("discarded_history_records"));
-                let set_aside = if lines + records > 0 {
+            let Some(resumed) = details::<RunResumed>(event) else {
+                return Some("resumed (its details are not in a shape this version reads)".to_string());
+            };
+            let (from, version) = (resumed.from_status, resumed.from_state_version);
+            Some(if from == RunStatus::Running {
+                let (lines, records) = (resumed.events_after_checkpoint, resumed.discarded_history_records);
+                let set_aside = if lines > 0 || records > 0 {
                     format!(" ({lines} log line(s) and {records} history record(s) after it set aside)")
                 } else {
                     String::new()
@@ -194,9 +199,10 @@ fn interruption(event: &AuditEvent) -> Option<String> {
                 format!("resumed from `{from}` at state version {version}")
             })
         }
-        "child_stopped" => {
-            Some(format!("stopped the child (pid {}) the interrupted process left running", number("pid")))
-        }
+        "child_stopped" => Some(match details::<ChildStopped>(event) {
+            Some(stopped) => format!("stopped the child (pid {}) the interrupted process left running", stopped.pid),
+            None => "stopped the child the interrupted process left running".to_string(),
+        }),
         _ => None,
     }
 }
