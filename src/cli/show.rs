@@ -26,6 +26,7 @@ use crate::policy::display_argv;
 use crate::runtime::RuntimeEnv;
 use crate::runtime::event::{ChildStopped, RunResumed};
 use crate::store::{AuditEvent, Holder, StepRecord, StepRecordStatus, StoreError, full_state};
+use crate::tools::ResolvedAction;
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
@@ -299,17 +300,17 @@ fn first_line(output: &str) -> Option<String> {
     Some(shown)
 }
 
+/// A step's resolved action in a few words (`None` for an action that
+/// says nothing worth showing, or one this version does not read).
 fn summarize_action(action: &serde_json::Value) -> Option<String> {
-    let kind = action.get("kind")?.as_str()?;
-    Some(match kind {
-        "shell" => {
-            let argv: Vec<String> =
-                action.get("argv")?.as_array()?.iter().filter_map(|token| token.as_str().map(str::to_string)).collect();
-            format!("$ {}", display_argv(&argv))
-        }
-        "write_file" | "read_file" => format!("{kind} {}", action.get("path")?.as_str()?),
-        "ticket_lookup" | "ticket_close" => format!("{kind} {}", action.get("ticket_id")?.as_str()?),
-        _ => return None,
+    let action: ResolvedAction = serde_json::from_value(action.clone()).ok()?;
+    Some(match action {
+        ResolvedAction::Shell { argv } => format!("$ {}", display_argv(&argv)),
+        ResolvedAction::WriteFile { path, .. } => format!("write_file {path}"),
+        ResolvedAction::ReadFile { path } => format!("read_file {path}"),
+        ResolvedAction::TicketLookup { ticket_id } => format!("ticket_lookup {ticket_id}"),
+        ResolvedAction::TicketClose { ticket_id } => format!("ticket_close {ticket_id}"),
+        ResolvedAction::Finish { .. } | ResolvedAction::Flaky { .. } => return None,
     })
 }
 

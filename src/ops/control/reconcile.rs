@@ -107,7 +107,7 @@ fn settle(input: ReconcileInput<'_>, env: &RuntimeEnv) -> Result<RunState, Contr
         });
         let record = StepRecord {
             step_id: reconciliation.step_id.clone(),
-            kind: reconciliation.action.get("kind").and_then(Value::as_str).unwrap_or_default().to_string(),
+            kind: action_kind(&reconciliation.action),
             status: StepRecordStatus::Done,
             attempt: state.cursor.attempts.max(1),
             failure_class: None,
@@ -147,4 +147,13 @@ fn settle(input: ReconcileInput<'_>, env: &RuntimeEnv) -> Result<RunState, Contr
     state.counters.consecutive_failures = 0;
     recorder.checkpoint(&mut state)?;
     Ok(state)
+}
+
+/// The `kind` of a frozen action (empty when it has none).
+fn action_kind(action: &Value) -> String {
+    #[derive(serde::Deserialize)]
+    struct Tagged {
+        kind: String,
+    }
+    <Tagged as serde::Deserialize>::deserialize(action).map(|tagged| tagged.kind).unwrap_or_default()
 }
