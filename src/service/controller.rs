@@ -447,3 +447,35 @@ pub fn settle_interrupted(
     records.save_last(&state)?;
     Ok(state)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ControllerState;
+
+    /// Every controller state the snapshots hold reads as a
+    /// [`ControllerState`] and writes back to the same bytes.
+    #[test]
+    fn snapshot_states_read_as_the_type_and_keep_their_bytes() {
+        let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/server");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&folder).expect("snapshots") {
+            let path = entry.expect("entry").path();
+            if !path.to_string_lossy().ends_with("@controller_state.json.snap") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("snapshot");
+            let body = text.splitn(3, "---\n").nth(2).expect("a snapshot body");
+            let sealed: serde_json::Value = serde_json::from_str(body).expect("json");
+            let serde_json::Value::Object(mut payload) = sealed["payload"].clone() else { panic!("a payload") };
+            // The store's checkpoint fields, which a loaded record's state leaves out.
+            for field in ["state_version", "audit_seq", "audit_hash"] {
+                payload.shift_remove(field);
+            }
+            let state: ControllerState = serde_json::from_value(payload.clone().into()).expect("a controller state");
+            let written = serde_json::to_string(&state).expect("json");
+            assert_eq!(written, serde_json::to_string(&payload).expect("json"), "{}", path.display());
+            read += 1;
+        }
+        assert!(read >= 3, "only {read} controller states found in {}", folder.display());
+    }
+}
