@@ -38,8 +38,9 @@
 //! - [`model`]: validated plans, policies and the service policy; invariants
 //!   hold by construction; failure classes and run statuses; the typed
 //!   facts of a run's records (a tool's facts, a step record's details,
-//!   stop reasons), which the tools write, the store keeps and the runtime
-//!   and front ends read.
+//!   stop reasons, completion evidence, a receipt's result), which the
+//!   tools and the runtime write, the store keeps and the runtime and
+//!   front ends read.
 //! - [`confine`]: the workspace confinement (path rules, the cap-std
 //!   handle) and the program resolver, below everything that checks a path
 //!   or a program.

@@ -16,7 +16,7 @@ use jiff::Timestamp;
 use planrun::model::DecisionSettings;
 use planrun::ops::service::config::{OllamaSettings, OpenAiSettings};
 use planrun::ops::service::decision::choices::{Choices, OfferedPlan};
-use planrun::ops::service::decision::evidence::Verdict;
+use planrun::ops::service::decision::evidence::{Trust, Verdict};
 use planrun::ops::service::decision::{Action, DecisionBackend, DecisionContext, ModelApi, ModelBackend};
 use planrun::runtime::FixedClock;
 use serde_json::{Value, json};
@@ -105,7 +105,7 @@ async fn ollama_answers_are_validated_or_fall_back() {
                 assert_eq!(decision.reason, "the goal has not run yet");
                 assert_eq!((evidence.verdict, evidence.finish_reason.as_deref()), (Verdict::Accepted, Some("stop")));
                 assert_eq!(evidence.usage.and_then(|usage| usage.total_tokens), Some(140));
-                assert_eq!(evidence.raw_answer_trust, "untrusted");
+                assert_eq!(evidence.raw_answer_trust, Trust::Untrusted);
                 assert!(evidence.raw_answer.is_some_and(|raw| raw.contains("\"run_plan\"")));
                 // Text around the object is stripped, and the evidence says so.
                 let stripped =

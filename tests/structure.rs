@@ -38,7 +38,7 @@ fn no_room_outgrows_a_sitting() {
         if is_test_file(&relative) || LONG_FILES_ALLOWED.contains(&relative.as_str()) {
             continue;
         }
-        let lines = fs::read_to_string(&file).unwrap().lines().count();
+        let lines = read(&file).lines().count();
         if lines > MAX_LINES {
             long.push(format!("{relative}: {lines} lines"));
         }
@@ -52,7 +52,7 @@ fn the_runtime_and_front_ends_read_facts_as_types() {
     let mut found = Vec::new();
     for folder in TYPED_FACT_FOLDERS {
         for file in rust_files(&root.join(folder)) {
-            let text = fs::read_to_string(&file).unwrap();
+            let text = read(&file);
             for (number, line) in text.lines().enumerate() {
                 let code = line.split("//").next().unwrap_or("");
                 for pattern in FACT_BY_KEY {
@@ -73,7 +73,7 @@ fn the_use_cases_sit_below_the_front_ends() {
     assert!(root.join("src/ops/service/mod.rs").is_file(), "the service's use cases live in src/ops/service/");
     let mut axum_in_service = Vec::new();
     for file in rust_files(&root.join("src/ops/service")) {
-        let text = code_of(&fs::read_to_string(&file).unwrap());
+        let text = code_of(&read(&file));
         if text.contains("axum") || text.contains("crate::server") {
             axum_in_service.push(relative(&root, &file));
         }
@@ -90,13 +90,13 @@ fn one_place_opens_a_store_and_run_ids_are_a_type() {
         if relative.starts_with("src/store/") || is_test_file(&relative) {
             continue;
         }
-        let text = code_of(&fs::read_to_string(&file).unwrap());
+        let text = code_of(&read(&file));
         if ["PgStores", "PgBackend", "PgLocation", "StoreLocation"].iter().any(|name| text.contains(name)) {
             openers.push(relative);
         }
     }
     assert!(openers.is_empty(), "only `store::open` chooses a backend; also chosen in: {openers:?}");
-    let all: String = rust_files(&root.join("src")).iter().map(|file| fs::read_to_string(file).unwrap()).collect();
+    let all: String = rust_files(&root.join("src")).iter().map(|file| read(file)).collect();
     assert!(all.contains("pub struct RunId"), "a run id is parsed once, into `RunId`");
 }
 
@@ -108,7 +108,7 @@ const SERDE_SEED_NAMES: &[&str] = &["DeserializeSeed", "next_element_seed", "nex
 fn the_code_and_docs_say_what_they_mean() {
     let root = root();
     let mut files = rust_files(&root.join("src"));
-    files.extend(fs::read_dir(root.join("docs")).unwrap().map(|entry| entry.unwrap().path()));
+    files.extend(fs::read_dir(root.join("docs")).expect("docs/").map(|entry| entry.expect("a docs/ entry").path()));
     files.push(root.join("README.md"));
     let mut found = Vec::new();
     for file in files {
@@ -132,7 +132,7 @@ fn the_code_and_docs_say_what_they_mean() {
 
 #[test]
 fn ci_runs_the_layering_check() {
-    let ci = fs::read_to_string(root().join(".ci/run")).unwrap();
+    let ci = read(&root().join(".ci/run"));
     assert!(ci.contains("--test main layering::"), ".ci/run runs tests/layering.rs by name");
 }
 
@@ -141,12 +141,16 @@ fn code_of(text: &str) -> String {
     text.lines().filter(|line| !line.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
 }
 
+fn read(file: &Path) -> String {
+    fs::read_to_string(file).unwrap_or_else(|error| panic!("{}: {error}", file.display()))
+}
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn relative(root: &Path, file: &Path) -> String {
-    file.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/")
+    file.strip_prefix(root).expect("under the root").to_string_lossy().replace('\\', "/")
 }
 
 fn is_test_file(relative: &str) -> bool {
@@ -160,7 +164,7 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
         return files;
     };
     for entry in entries {
-        let path = entry.unwrap().path();
+        let path = entry.expect("a folder entry").path();
         if path.is_dir() {
             files.extend(rust_files(&path));
         } else if path.extension().is_some_and(|ext| ext == "rs") {

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use crate::cli::DirArgs;
 use crate::cli::output::fail;
 use crate::diag::display_path;
+use crate::model::EvidenceKind;
 use crate::ops::ExitStatus;
 use crate::runtime::RuntimeEnv;
 use crate::tools::tickets::TICKETS_FILE;
@@ -113,7 +114,7 @@ fn stages(plan: &Path, policies: &Path, workspace: &Path, env: &RuntimeEnv) -> R
             event_types.push(&event.event_type);
         }
     }
-    let recovered = state.evidence.iter().any(|evidence| evidence.kind == "recovered_from_receipt");
+    let recovered = state.evidence.iter().any(|evidence| evidence.kind == EvidenceKind::RecoveredFromReceipt);
     let phase = match state.status {
         crate::model::RunStatus::Done => "completed",
         other => other.as_str(),
@@ -125,8 +126,8 @@ fn stages(plan: &Path, policies: &Path, workspace: &Path, env: &RuntimeEnv) -> R
         "process_died_after_the_close": crashed_by_hook && after_crash == 1,
         "resumed_without_a_second_close": resumed && after_recovery == 1,
         "evidence_recovered_from_receipt": recovered,
-        "completion_verified": state.evidence.iter().any(|evidence| evidence.kind == "verify")
-            && state.evidence.iter().filter(|evidence| evidence.kind == "verify").all(|evidence| evidence.passed),
+        "completion_verified": state.evidence.iter().any(|evidence| evidence.kind == EvidenceKind::Verify)
+            && state.evidence.iter().filter(|evidence| evidence.kind == EvidenceKind::Verify).all(|evidence| evidence.passed),
     });
     let all = checklist.as_object().is_some_and(|items| items.values().all(|value| value == &json!(true)));
     Ok(json!({

@@ -24,7 +24,9 @@ use crate::model::{FailureClass, RunStatus, StopReason};
 use crate::ops::{self, ExitStatus};
 use crate::policy::display_argv;
 use crate::runtime::RuntimeEnv;
+use crate::runtime::event::{ChildStopped, RunResumed};
 use crate::store::{AuditEvent, Holder, StepRecord, StepRecordStatus, StoreError, full_state};
+use crate::tools::ResolvedAction;
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
@@ -177,14 +179,18 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
 /// What the timeline says of a `run_resumed` or `child_stopped` event
 /// (`None` for any other event).
 fn interruption(event: &AuditEvent) -> Option<String> {
-    let number = |key: &str| event.details.get(key).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    fn details<T: serde::de::DeserializeOwned>(event: &AuditEvent) -> Option<T> {
+        serde_json::from_value(serde_json::Value::Object(event.details.clone())).ok()
+    }
     match event.event_type.as_str() {
         "run_resumed" => {
-            let from = event.details.get("from_status").and_then(|status| status.as_str()).unwrap_or("-");
-            let version = number("from_state_version");
-            Some(if from == RunStatus::Running.as_str() {
-                let (lines, records) = (number("events_after_checkpoint"), number("discarded_history_records"));
-                let set_aside = if lines + records > 0 {
+            let Some(resumed) = details::<RunResumed>(event) else {
+                return Some("resumed (its details are not in a shape this version reads)".to_string());
+            };
+            let (from, version) = (resumed.from_status, resumed.from_state_version);
+            Some(if from == RunStatus::Running {
+                let (lines, records) = (resumed.events_after_checkpoint, resumed.discarded_history_records);
+                let set_aside = if lines > 0 || records > 0 {
                     format!(" ({lines} log line(s) and {records} history record(s) after it set aside)")
                 } else {
                     String::new()
@@ -194,9 +200,10 @@ fn interruption(event: &AuditEvent) -> Option<String> {
                 format!("resumed from `{from}` at state version {version}")
             })
         }
-        "child_stopped" => {
-            Some(format!("stopped the child (pid {}) the interrupted process left running", number("pid")))
-        }
+        "child_stopped" => Some(match details::<ChildStopped>(event) {
+            Some(stopped) => format!("stopped the child (pid {}) the interrupted process left running", stopped.pid),
+            None => "stopped the child the interrupted process left running".to_string(),
+        }),
         _ => None,
     }
 }
@@ -293,17 +300,17 @@ fn first_line(output: &str) -> Option<String> {
     Some(shown)
 }
 
+/// A step's resolved action in a few words (`None` for an action that
+/// says nothing worth showing, or one this version does not read).
 fn summarize_action(action: &serde_json::Value) -> Option<String> {
-    let kind = action.get("kind")?.as_str()?;
-    Some(match kind {
-        "shell" => {
-            let argv: Vec<String> =
-                action.get("argv")?.as_array()?.iter().filter_map(|token| token.as_str().map(str::to_string)).collect();
-            format!("$ {}", display_argv(&argv))
-        }
-        "write_file" | "read_file" => format!("{kind} {}", action.get("path")?.as_str()?),
-        "ticket_lookup" | "ticket_close" => format!("{kind} {}", action.get("ticket_id")?.as_str()?),
-        _ => return None,
+    let action: ResolvedAction = serde_json::from_value(action.clone()).ok()?;
+    Some(match action {
+        ResolvedAction::Shell { argv } => format!("$ {}", display_argv(&argv)),
+        ResolvedAction::WriteFile { path, .. } => format!("write_file {path}"),
+        ResolvedAction::ReadFile { path } => format!("read_file {path}"),
+        ResolvedAction::TicketLookup { ticket_id } => format!("ticket_lookup {ticket_id}"),
+        ResolvedAction::TicketClose { ticket_id } => format!("ticket_close {ticket_id}"),
+        ResolvedAction::Finish { .. } | ResolvedAction::Flaky { .. } => return None,
     })
 }
 

@@ -7,6 +7,7 @@
 
 mod condition;
 mod decision_text;
+mod evidence;
 mod facts;
 mod failure;
 mod plan;
@@ -17,6 +18,9 @@ mod service_policy;
 
 pub use condition::{BudgetOverride, Condition, ConditionTest, Expect, Risk, VerifyCheck, WhenFalse};
 pub use decision_text::{MAX_APPROVAL_SECS, MAX_NAME_CHARS, MAX_REASON_CHARS, check_decision_text};
+pub use evidence::{
+    EvidenceDetail, EvidenceKind, ReceiptEvidence, ReceiptResult, ReconciledEvidence, SatisfiedEvidence,
+};
 pub use facts::{
     FileFacts, FlakyFacts, KeyedFacts, ReceiptUse, ReconciledFacts, ShellFacts, ShellRanFacts, StepDetails, StopReason,
     ToolFacts, VouchedBy,

@@ -257,7 +257,7 @@ pub struct RunFinished {
 }
 
 /// `run_resumed`: a paused or interrupted run continues.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResumed {
     #[serde(skip)]
     pub step_id: Option<String>,
@@ -270,7 +270,7 @@ pub struct RunResumed {
 /// `child_stopped`: the shell child of the step a killed process was
 /// running was still running, and its process group was killed before the
 /// run went on (or was cancelled).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChildStopped {
     #[serde(skip)]
     pub step_id: Option<String>,

@@ -15,9 +15,12 @@
 
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::model::{ReconciledFacts, RunStatus, StepDetails, StopReason};
+use crate::model::{
+    EvidenceDetail, EvidenceKind, ReceiptResult, ReconciledEvidence, ReconciledFacts, RunStatus, StepDetails,
+    StopReason,
+};
 use crate::ops::control::error::ControlError;
 use crate::ops::control::open::open_in;
 use crate::ops::{ExitStatus, OpsError};
@@ -80,7 +83,7 @@ fn settle(input: ReconcileInput<'_>, env: &RuntimeEnv) -> Result<RunState, Contr
         run_id: state.run_id.clone(),
         step_id: reconciliation.step_id.clone(),
         action: reconciliation.action.clone(),
-        result: Some(json!({"output_text": "", "output_json": null})),
+        result: Some(ReceiptResult { output_text: String::new(), output_json: None }.to_value()),
         started_at: reconciliation.recorded_at.clone(),
         completed_at: Some(now.clone()),
     });
@@ -104,7 +107,7 @@ fn settle(input: ReconcileInput<'_>, env: &RuntimeEnv) -> Result<RunState, Contr
         });
         let record = StepRecord {
             step_id: reconciliation.step_id.clone(),
-            kind: reconciliation.action.get("kind").and_then(Value::as_str).unwrap_or_default().to_string(),
+            kind: action_kind(&reconciliation.action),
             status: StepRecordStatus::Done,
             attempt: state.cursor.attempts.max(1),
             failure_class: None,
@@ -120,13 +123,13 @@ fn settle(input: ReconcileInput<'_>, env: &RuntimeEnv) -> Result<RunState, Contr
         };
         recorder.append_history(&mut state, &record)?;
         state.evidence.push(Evidence {
-            kind: "reconciled".to_string(),
+            kind: EvidenceKind::Reconciled,
             step_id: Some(reconciliation.step_id.clone()),
             passed: true,
-            detail: json!({
-                "idempotency_key": key,
-                "intent_digest": reconciliation.intent_digest,
-                "settled_by": settled_by,
+            detail: EvidenceDetail::Reconciled(ReconciledEvidence {
+                idempotency_key: key,
+                intent_digest: reconciliation.intent_digest.clone(),
+                settled_by: settled_by.clone(),
             }),
         });
         state.cursor = Cursor { next_step: state.cursor.next_step + 1, attempts: 0 };
@@ -144,4 +147,13 @@ fn settle(input: ReconcileInput<'_>, env: &RuntimeEnv) -> Result<RunState, Contr
     state.counters.consecutive_failures = 0;
     recorder.checkpoint(&mut state)?;
     Ok(state)
+}
+
+/// The `kind` of a frozen action (empty when it has none).
+fn action_kind(action: &Value) -> String {
+    #[derive(serde::Deserialize)]
+    struct Tagged {
+        kind: String,
+    }
+    <Tagged as serde::Deserialize>::deserialize(action).map(|tagged| tagged.kind).unwrap_or_default()
 }

@@ -213,9 +213,14 @@ fn settle_interrupted(
 /// is settled on its own.
 fn settle_interrupted_controllers(service: &Service) {
     let Ok(listed) = service.store.unfinished_records(RecordKind::Controller) else { return };
+    // Only the status is read here: the whole state is read (as a type)
+    // when the run is settled.
+    #[derive(serde::Deserialize)]
+    struct Status {
+        status: ControllerStatus,
+    }
     let running = |state: &serde_json::Value| {
-        state.get("status").and_then(|status| ControllerStatus::deserialize(status).ok())
-            == Some(ControllerStatus::Running)
+        Status::deserialize(state).is_ok_and(|state| state.status == ControllerStatus::Running)
     };
     for run_id in listed {
         // Held: a service is driving it.

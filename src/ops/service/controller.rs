@@ -25,8 +25,7 @@
 //! `bridge/runs/<ctrl id>/controller_state.json` and
 //! `controller_audit.jsonl`.
 
-use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
 
 use crate::model::{FailureClass, RunStatus};
 use crate::ops::service::Service;
@@ -43,14 +42,14 @@ use crate::ops::service::decision::choices::{Choices, OfferedPlan};
 use crate::ops::service::decision::{Action, Decision, DecisionContext};
 use crate::ops::service::guard;
 use crate::ops::service::ids::{agent_run_id, controller_bridge_id};
-pub use crate::ops::service::record_status::ControllerStatus;
+pub use crate::ops::service::record_status::{ControllerStatus, ControllerStopReason};
 use crate::router::select;
 use crate::runtime::IdKind;
 use crate::store::{LoadedRecord, RecordKind, RecordWriter, StoreError};
 
 /// The state of a controller run, checkpointed in
 /// `bridge/runs/<id>/controller_state.json` (sealed by the run store). Field order is the file's.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ControllerState {
     pub controller_run_id: String,
     pub goal: String,
@@ -67,7 +66,7 @@ pub struct ControllerState {
     /// `decision_stop`, `max_iterations`, `consecutive_failures`, `prompt_blocked`,
     /// `waiting_approval` (the last bridge run waits for a person),
     /// `interrupted` (the service driving it stopped: [`settle_interrupted`]).
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<ControllerStopReason>,
     /// The backend chosen at start-up: `stub`, `ollama` or `openai`.
     pub decision_mode: String,
     pub decision_model: Option<String>,
@@ -87,14 +86,14 @@ pub struct ControllerState {
     pub updated_at: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DecisionRecord {
     pub iteration: u32,
     #[serde(flatten)]
     pub decision: Decision,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BridgeResult {
     pub iteration: u32,
     pub bridge_run_id: String,
@@ -155,17 +154,17 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
     if let Err(violation) = guard::check(&service.policy.guard, goal) {
         state.error = Some(format!("prompt blocked: {}", violation.reason));
         records.event(service.now(), &ControllerEvent::PromptBlocked(violation.into()))?;
-        return finish(service, &mut records, state, "prompt_blocked");
+        return finish(service, &mut records, state, ControllerStopReason::PromptBlocked);
     }
 
     let mut recovery_pending = false;
     let mut iteration: u32 = 0;
     let stop_reason = loop {
         if iteration >= limits.max_iterations {
-            break "max_iterations";
+            break ControllerStopReason::MaxIterations;
         }
         if state.consecutive_failures >= limits.max_consecutive_failures {
-            break "consecutive_failures";
+            break ControllerStopReason::ConsecutiveFailures;
         }
         let last = state.bridge_results.last();
         let choices = offer(service, &state);
@@ -213,7 +212,7 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
         state.updated_at = service.now();
         records.save(&state)?;
         if action == Action::Stop {
-            break "decision_stop";
+            break ControllerStopReason::DecisionStop;
         }
         if repeated {
             state.consecutive_failures += 1;
@@ -227,7 +226,7 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
             )?;
             records.save(&state)?;
             if state.consecutive_failures >= limits.max_consecutive_failures {
-                break "consecutive_failures";
+                break ControllerStopReason::ConsecutiveFailures;
             }
         }
 
@@ -276,7 +275,7 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
         if waiting {
             state.updated_at = service.now();
             records.save(&state)?;
-            break "waiting_approval";
+            break ControllerStopReason::WaitingApproval;
         }
         if failed {
             state.consecutive_failures += 1;
@@ -343,7 +342,7 @@ fn finish(
     service: &Service,
     records: &mut RecordWriter,
     mut state: ControllerState,
-    stop_reason: &str,
+    stop_reason: ControllerStopReason,
 ) -> Result<ControllerState, ServiceError> {
     // The outcome for the user's goal: its plan's last run. A substitute
     // (another plan, run under a recovery rule) is recorded, never taken.
@@ -369,13 +368,13 @@ fn finish(
     }
     state.status = final_status;
     state.final_status = Some(final_status);
-    state.stop_reason = Some(stop_reason.to_string());
+    state.stop_reason = Some(stop_reason.clone());
     state.updated_at = service.now();
     records.event(
         state.updated_at.clone(),
         &ControllerEvent::ControllerFinished(ControllerFinished {
             final_status,
-            stop_reason: stop_reason.to_string(),
+            stop_reason,
             iterations: state.iterations,
             linked_runs: state.linked_runs.clone(),
         }),
@@ -397,20 +396,19 @@ pub fn settle_interrupted(
     service: &Service,
     mut records: RecordWriter,
     loaded: LoadedRecord,
-) -> Result<Map<String, Value>, ServiceError> {
-    let Value::Object(mut state) = loaded.state else {
-        return Err(StoreError::Tampered {
-            id: records.id().to_string(),
-            reason: "its state is not an object".to_string(),
-        }
-        .into());
-    };
+) -> Result<ControllerState, ServiceError> {
+    let mut state: ControllerState = serde_json::from_value(loaded.state).map_err(|error| StoreError::Tampered {
+        id: records.id().to_string(),
+        reason: format!("its state is not a controller run's state: {error}"),
+    })?;
     let logged = |event_type: &'static str| loaded.audit.iter().filter(move |event| event.event_type == event_type);
     let linked_runs: Vec<LinkedRun> = logged("bridge_run_started")
-        .filter_map(|event| event.details.get("bridge_run_id").and_then(Value::as_str))
-        .map(|bridge_run_id| LinkedRun {
-            bridge_run_id: bridge_run_id.to_string(),
-            agent_run_id: agent_run_id(bridge_run_id),
+        .filter_map(|event| {
+            serde_json::from_value::<BridgeRunStarted>(serde_json::Value::Object(event.details.clone())).ok()
+        })
+        .map(|started| LinkedRun {
+            agent_run_id: agent_run_id(&started.bridge_run_id),
+            bridge_run_id: started.bridge_run_id,
         })
         .collect();
     let iterations = u32::try_from(logged("bridge_run_finished").count()).unwrap_or(u32::MAX);
@@ -434,19 +432,50 @@ pub fn settle_interrupted(
         now.clone(),
         &ControllerEvent::ControllerFinished(ControllerFinished {
             final_status: ControllerStatus::Failed,
-            stop_reason: "interrupted".to_string(),
+            stop_reason: ControllerStopReason::Interrupted,
             iterations,
             linked_runs: linked_runs.clone(),
         }),
     )?;
-    let failed = json!(ControllerStatus::Failed.as_str());
-    state.insert("status".into(), failed.clone());
-    state.insert("final_status".into(), failed);
-    state.insert("stop_reason".into(), json!("interrupted"));
-    state.insert("iterations".into(), json!(iterations));
-    state.insert("linked_runs".into(), json!(linked_runs));
-    state.insert("error".into(), json!(reason));
-    state.insert("updated_at".into(), json!(now));
+    state.status = ControllerStatus::Failed;
+    state.final_status = Some(ControllerStatus::Failed);
+    state.stop_reason = Some(ControllerStopReason::Interrupted);
+    state.iterations = iterations;
+    state.linked_runs = linked_runs;
+    state.error = Some(reason);
+    state.updated_at = now;
     records.save_last(&state)?;
     Ok(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ControllerState;
+
+    /// Every controller state the snapshots hold reads as a
+    /// [`ControllerState`] and writes back to the same bytes.
+    #[test]
+    fn snapshot_states_read_as_the_type_and_keep_their_bytes() {
+        let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/server");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&folder).expect("snapshots") {
+            let path = entry.expect("entry").path();
+            if !path.to_string_lossy().ends_with("@controller_state.json.snap") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("snapshot");
+            let body = text.splitn(3, "---\n").nth(2).expect("a snapshot body");
+            let sealed: serde_json::Value = serde_json::from_str(body).expect("json");
+            let serde_json::Value::Object(mut payload) = sealed["payload"].clone() else { panic!("a payload") };
+            // The store's checkpoint fields, which a loaded record's state leaves out.
+            for field in ["state_version", "audit_seq", "audit_hash"] {
+                payload.shift_remove(field);
+            }
+            let state: ControllerState = serde_json::from_value(payload.clone().into()).expect("a controller state");
+            let written = serde_json::to_string(&state).expect("json");
+            assert_eq!(written, serde_json::to_string(&payload).expect("json"), "{}", path.display());
+            read += 1;
+        }
+        assert!(read >= 3, "only {read} controller states found in {}", folder.display());
+    }
 }

@@ -9,12 +9,12 @@
 //! with its details in the order they are written, a variant, and its arm
 //! in `status`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::{FailureClass, RunStatus};
 use crate::ops::service::bridge_event::PromptBlocked;
 use crate::ops::service::decision::Decision;
-use crate::ops::service::record_status::{BridgeStatus, ControllerStatus};
+use crate::ops::service::record_status::{BridgeStatus, ControllerStatus, ControllerStopReason};
 use crate::store::RecordEvent;
 
 /// Every event a controller run's record holds.
@@ -78,7 +78,7 @@ pub struct DecisionRepeated {
 }
 
 /// `bridge_run_started`: an iteration's bridge run begins.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BridgeRunStarted {
     pub iteration: u32,
     pub bridge_run_id: String,
@@ -144,13 +144,13 @@ pub struct ControllerInterrupted {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ControllerFinished {
     pub final_status: ControllerStatus,
-    pub stop_reason: String,
+    pub stop_reason: ControllerStopReason,
     pub iterations: u32,
     pub linked_runs: Vec<LinkedRun>,
 }
 
 /// One hop of run-id traceability: bridge run → agent run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LinkedRun {
     pub bridge_run_id: String,
     pub agent_run_id: String,

@@ -8,7 +8,7 @@
 //! substitute: its outcome is never the controller run's
 //! ([`crate::ops::service::controller`]).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::FailureClass;
 use crate::ops::service::Service;
@@ -18,7 +18,7 @@ use crate::store::{RecordWriter, StoreError};
 
 /// A recovery rule that applied: the goal it rewrote to and the plan that
 /// goal routes to.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppliedRecovery {
     pub rule_id: String,
     pub goal: String,

@@ -1,6 +1,6 @@
 //! The statuses of the service's records: [`BridgeStatus`] (a bridge
-//! run's `state.json`) and [`ControllerStatus`] (a controller run's
-//! `controller_state.json`). They live apart from the run managers so that
+//! run's `state.json`), [`ControllerStatus`] and [`ControllerStopReason`] (a
+//! controller run's `controller_state.json`). They live apart from the run managers so that
 //! the records' typed events (`bridge_event`, `controller_event`) can name
 //! them without importing the managers that write those events.
 
@@ -60,5 +60,84 @@ impl ControllerStatus {
             ControllerStatus::Done => "done",
             ControllerStatus::Failed => "failed",
         }
+    }
+}
+
+/// Why a controller run stopped (its state's and `controller_finished`'s
+/// `stop_reason`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControllerStopReason {
+    /// The decision was `stop`.
+    DecisionStop,
+    /// `max_iterations` bridge runs were started.
+    MaxIterations,
+    /// `max_consecutive_failures` runs in a row failed (or were repeated).
+    ConsecutiveFailures,
+    /// The guard refused the goal.
+    PromptBlocked,
+    /// The last bridge run waits for a person.
+    WaitingApproval,
+    /// The service driving it stopped before it ended.
+    Interrupted,
+    /// A reason this version does not write, kept as recorded.
+    Other(String),
+}
+
+impl ControllerStopReason {
+    const KNOWN: [ControllerStopReason; 6] = [
+        ControllerStopReason::DecisionStop,
+        ControllerStopReason::MaxIterations,
+        ControllerStopReason::ConsecutiveFailures,
+        ControllerStopReason::PromptBlocked,
+        ControllerStopReason::WaitingApproval,
+        ControllerStopReason::Interrupted,
+    ];
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            ControllerStopReason::DecisionStop => "decision_stop",
+            ControllerStopReason::MaxIterations => "max_iterations",
+            ControllerStopReason::ConsecutiveFailures => "consecutive_failures",
+            ControllerStopReason::PromptBlocked => "prompt_blocked",
+            ControllerStopReason::WaitingApproval => "waiting_approval",
+            ControllerStopReason::Interrupted => "interrupted",
+            ControllerStopReason::Other(reason) => reason,
+        }
+    }
+}
+
+impl From<&str> for ControllerStopReason {
+    fn from(reason: &str) -> Self {
+        ControllerStopReason::KNOWN
+            .into_iter()
+            .find(|known| known.as_str() == reason)
+            .unwrap_or_else(|| ControllerStopReason::Other(reason.to_string()))
+    }
+}
+
+impl Serialize for ControllerStopReason {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ControllerStopReason {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(|reason| ControllerStopReason::from(reason.as_str()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controller_stop_reasons_keep_their_words() {
+        for known in ControllerStopReason::KNOWN {
+            let text = serde_json::to_string(&known).expect("json");
+            assert_eq!(serde_json::from_str::<ControllerStopReason>(&text).expect("reason"), known);
+        }
+        let other: ControllerStopReason = serde_json::from_str(r#""made_up""#).expect("reason");
+        assert_eq!(serde_json::to_string(&other).expect("json"), r#""made_up""#);
     }
 }

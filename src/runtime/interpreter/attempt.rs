@@ -15,10 +15,11 @@
 //! attempt; it holds no state of its own beyond them.
 
 use jiff::Timestamp;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::model::{
-    Action, Condition, Decision, FailureClass, Plan, Policy, RunStatus, Step, StepDetails, StopReason, WhenFalse,
+    Action, Condition, Decision, EvidenceDetail, EvidenceKind, FailureClass, Plan, Policy, RunStatus,
+    SatisfiedEvidence, Step, StepDetails, StopReason, WhenFalse,
 };
 use crate::runtime::approval::fingerprint;
 use crate::runtime::env::CrashPoint;
@@ -367,10 +368,10 @@ impl Attempt<'_, '_> {
         self.state.cursor = Cursor { next_step: index + 1, attempts: 0 };
         if condition.otherwise == WhenFalse::AlreadySatisfied {
             self.state.evidence.push(Evidence {
-                kind: "already_satisfied".to_string(),
+                kind: EvidenceKind::AlreadySatisfied,
                 step_id: Some(step.id.clone()),
                 passed: true,
-                detail: json!({ "condition": described }),
+                detail: EvidenceDetail::AlreadySatisfied(SatisfiedEvidence { condition: described }),
             });
             self.complete(StopReason::AlreadySatisfied)?;
         }

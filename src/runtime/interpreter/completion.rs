@@ -5,14 +5,15 @@
 use serde_json::{Value, json};
 
 use crate::confine::Workspace;
-use crate::model::{FailureClass, Plan, Policy, RetryPolicy, RunStatus, Step, StopReason, VerifyCheck};
+use crate::model::{
+    EvidenceDetail, EvidenceKind, FailureClass, Plan, Policy, RetryPolicy, RunStatus, Step, StopReason, VerifyCheck,
+};
 use crate::runtime::event::{CheckOutcome, CompletionVerified, Event};
 use crate::runtime::recorder::Recorder;
 use crate::store::{Evidence, ReceiptError, ReceiptState, RunState, RunStore, StoreError};
 use crate::tools::{ToolFailure, ToolOutcome, ToolSuccess, tickets};
 
 use super::budgets::Budgets;
-use super::idempotency::RECEIPT_EVIDENCE;
 
 /// Runs the plan's `[[verify]]` checks when the run reaches its end.
 pub(super) struct Verifier<'r> {
@@ -81,8 +82,8 @@ impl<'r> Verifier<'r> {
             let bound = within_budget.then_some(RetryBound { budgets, reserved });
             let outcome = self.verify(check, state, receipts, bound)?;
             // A struct of strings, a bool and a JSON value always serialises.
-            let detail = serde_json::to_value(&outcome).unwrap_or(Value::Null);
-            state.evidence.push(Evidence { kind: "verify".to_string(), step_id: None, passed: outcome.passed, detail });
+            let detail = EvidenceDetail::Other(serde_json::to_value(&outcome).unwrap_or(Value::Null));
+            state.evidence.push(Evidence { kind: EvidenceKind::Verify, step_id: None, passed: outcome.passed, detail });
             checks.push(outcome);
         }
         let failed: Vec<&str> = checks.iter().filter(|check| !check.passed).map(|check| check.check.as_str()).collect();
@@ -142,12 +143,13 @@ impl<'r> Verifier<'r> {
             }
             VerifyCheck::Receipt { step } => {
                 let label = format!("receipt of step `{step}` matches its intent");
-                let recorded = state.evidence.iter().rev().find(|evidence| {
-                    evidence.step_id.as_deref() == Some(step.as_str())
-                        && RECEIPT_EVIDENCE.contains(&evidence.kind.as_str())
-                });
+                let recorded =
+                    state.evidence.iter().rev().find(|evidence| {
+                        evidence.step_id.as_deref() == Some(step.as_str()) && evidence.kind.is_receipt()
+                    });
                 let Some(recorded) = recorded else {
-                    let satisfied = state.evidence.iter().any(|evidence| evidence.kind == "already_satisfied");
+                    let satisfied =
+                        state.evidence.iter().any(|evidence| evidence.kind == EvidenceKind::AlreadySatisfied);
                     let observed = if satisfied {
                         "not applicable: the goal already held, the step did not run"
                     } else {
@@ -155,8 +157,8 @@ impl<'r> Verifier<'r> {
                     };
                     return Ok(check_outcome(label, satisfied, json!(observed), "receipt_store"));
                 };
-                let key = recorded.detail["idempotency_key"].as_str().unwrap_or_default().to_string();
-                let intent = recorded.detail["intent_digest"].as_str().unwrap_or_default().to_string();
+                let (key, intent) = recorded.detail.receipt_binding().unwrap_or_default();
+                let (key, intent) = (key.unwrap_or_default().to_string(), intent.to_string());
                 let (passed, observed) = match receipts.get_receipt(&key) {
                     Ok(Some(receipt)) => (
                         receipt.state == ReceiptState::Done && receipt.intent_digest == intent,

@@ -23,7 +23,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::model::{FailureClass, KeyedFacts, ReceiptUse, Step, ToolFacts, VouchedBy};
+use crate::model::{
+    EvidenceDetail, EvidenceKind, FailureClass, KeyedFacts, ReceiptEvidence, ReceiptResult, ReceiptUse, Step,
+    ToolFacts, VouchedBy,
+};
 use crate::runtime::env::CrashPoint;
 use crate::runtime::event::{Event, ReceiptLookup, ReceiptRecorded, ReceiptReused, ReconciliationRecorded};
 use crate::runtime::recorder::Recorder;
@@ -33,10 +36,6 @@ use crate::store::{Evidence, Receipt, ReceiptError, ReceiptState, Reconciliation
 use crate::tools::{ActionKey, ResolvedAction, ToolOutcome, ToolSuccess, Tools, Vouch};
 
 use super::outcome::{Attempted, failure};
-
-/// Evidence kinds that stand for a keyed write's receipt (`reconciled`: a
-/// person's word, `planrun reconcile --applied`).
-pub(super) const RECEIPT_EVIDENCE: [&str; 4] = ["receipt", "recovered_from_receipt", "reused_receipt", "reconciled"];
 
 /// The run store (for its receipts) and whether the run is recovering.
 pub(super) struct Idempotency<'r> {
@@ -208,13 +207,20 @@ impl<'r> Idempotency<'r> {
         };
         let run_id = receipt.run_id.clone();
         let used = if self.recovering { ReceiptUse::RecoveredFromReceipt } else { ReceiptUse::ReusedReceipt };
-        let kind = used.as_str();
+        let kind = match used {
+            ReceiptUse::RecoveredFromReceipt => EvidenceKind::RecoveredFromReceipt,
+            ReceiptUse::ReusedReceipt => EvidenceKind::ReusedReceipt,
+        };
         facts.receipt = Some(used);
         state.evidence.push(Evidence {
-            kind: kind.to_string(),
+            kind,
             step_id: Some(step.id.clone()),
             passed: true,
-            detail: json!({"idempotency_key": key, "intent_digest": intent, "run_id": run_id}),
+            detail: EvidenceDetail::Receipt(ReceiptEvidence {
+                idempotency_key: key.to_string(),
+                intent_digest: intent.to_string(),
+                run_id: Some(run_id),
+            }),
         });
         recorder.emit(Event::ReceiptReused(ReceiptReused {
             step_id: step.id.clone(),
@@ -266,10 +272,14 @@ impl<'r> Idempotency<'r> {
                 receipt.completed_at = Some(format_timestamp(self.env.clock.now()));
                 self.put_receipt(recorder, &receipt)?;
                 state.evidence.push(Evidence {
-                    kind: "receipt".to_string(),
+                    kind: EvidenceKind::Receipt,
                     step_id: Some(step.id.clone()),
                     passed: true,
-                    detail: json!({"idempotency_key": key, "intent_digest": intent}),
+                    detail: EvidenceDetail::Receipt(ReceiptEvidence {
+                        idempotency_key: key.to_string(),
+                        intent_digest: intent.to_string(),
+                        run_id: None,
+                    }),
                 });
                 recorder.emit(Event::ReceiptRecorded(ReceiptRecorded {
                     step_id: step.id.clone(),
@@ -418,22 +428,14 @@ impl Note {
 
 /// A tool result as a receipt keeps it.
 fn result_json(success: &ToolSuccess) -> Value {
-    json!({"output_text": success.output_text, "output_json": success.output_json})
+    ReceiptResult { output_text: success.output_text.clone(), output_json: success.output_json.clone() }.to_value()
 }
 
-/// A receipt's result, when it has exactly the shape a tool result has:
-/// `output_text` (a string) and `output_json` (an object, an array or null).
+/// A receipt's result, when it has exactly the shape a tool result has
+/// ([`ReceiptResult::from_value`]).
 fn result_of(result: &Value) -> Option<ToolSuccess> {
-    let Value::Object(fields) = result else {
-        return None;
-    };
-    let text = fields.get("output_text")?.as_str()?;
-    let json = fields.get("output_json")?;
-    let well_formed = fields.len() == 2 && (json.is_object() || json.is_array() || json.is_null());
-    well_formed.then(|| ToolSuccess {
-        output_text: text.to_string(),
-        output_json: Some(json.clone()).filter(|value| !value.is_null()),
-    })
+    ReceiptResult::from_value(result)
+        .map(|result| ToolSuccess { output_text: result.output_text, output_json: result.output_json })
 }
 
 /// The effect's answer as the `receipt_lookup` event names it.

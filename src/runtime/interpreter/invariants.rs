@@ -18,11 +18,11 @@
 
 use std::collections::HashMap;
 
-use crate::model::{Plan, RunStatus, StopReason};
+use crate::model::{EvidenceKind, Plan, RunStatus, StopReason};
 use crate::store::{RunState, StepRecord, StepRecordStatus, StoreError};
 
 use super::attempt::{Frozen, render_action};
-use super::idempotency::{RECEIPT_EVIDENCE, intent_digest};
+use super::idempotency::intent_digest;
 use super::outputs::Outputs;
 
 /// Checks that `state` and its verified `history` tell a story `plan` could
@@ -133,16 +133,16 @@ fn waiting(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Result<(), 
 
 /// A `done` run's evidence path is complete and bound to what ran.
 fn done(plan: &Plan, state: &RunState, last: &HashMap<&str, &StepRecord>) -> Result<(), String> {
-    let count = |kind: &str| state.evidence.iter().filter(|evidence| evidence.kind == kind).count();
-    if count("verify") != plan.verify.len() {
+    let count = |kind: EvidenceKind| state.evidence.iter().filter(|evidence| evidence.kind == kind).count();
+    if count(EvidenceKind::Verify) != plan.verify.len() {
         return Err(format!(
             "a `done` run with {} verify evidence for the plan's {} `[[verify]]` checks",
-            count("verify"),
+            count(EvidenceKind::Verify),
             plan.verify.len()
         ));
     }
     let satisfied = state.stop_reason == Some(StopReason::AlreadySatisfied);
-    if satisfied && count("already_satisfied") == 0 {
+    if satisfied && count(EvidenceKind::AlreadySatisfied) == 0 {
         return Err("a run `done` as `already_satisfied` without that evidence".to_string());
     }
     if state.stop_reason == Some(StopReason::EndOfPlan) && state.cursor.next_step != plan.steps.len() {
@@ -159,9 +159,8 @@ fn done(plan: &Plan, state: &RunState, last: &HashMap<&str, &StepRecord>) -> Res
         let intent = intent_digest(&record.kind, action, key);
         let bound = state.evidence.iter().any(|evidence| {
             evidence.step_id.as_deref() == Some(step.id.as_str())
-                && RECEIPT_EVIDENCE.contains(&evidence.kind.as_str())
-                && evidence.detail["idempotency_key"] == key
-                && evidence.detail["intent_digest"] == intent.as_str()
+                && evidence.kind.is_receipt()
+                && evidence.detail.receipt_binding() == Some((Some(key), intent.as_str()))
         });
         if !bound {
             return Err(format!(

@@ -348,5 +348,9 @@ contains = "goodbye"
     let evidence: Vec<(&str, bool)> =
         ran.state.evidence.iter().map(|evidence| (evidence.kind.as_str(), evidence.passed)).collect();
     assert_eq!(evidence, [("verify", true), ("verify", false)]);
-    assert_eq!(ran.state.evidence[1].detail, verified.details["checks"][1], "evidence and event agree");
+    assert_eq!(
+        serde_json::to_value(&ran.state.evidence[1].detail).expect("json"),
+        verified.details["checks"][1],
+        "evidence and event agree"
+    );
 }

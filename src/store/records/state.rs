@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::model::{RunStatus, StopReason};
+use crate::model::{EvidenceDetail, EvidenceKind, RunStatus, StopReason};
 
 /// The checkpoint written after every step. Its size does not depend on how
 /// many steps have run: the plan is referenced (and stored once in
@@ -132,11 +132,12 @@ pub struct Approval {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Evidence {
-    /// `receipt`, `recovered_from_receipt`, `reused_receipt`, `verify`, `already_satisfied`.
-    pub kind: String,
+    /// `receipt`, `recovered_from_receipt`, `reused_receipt`, `reconciled`,
+    /// `verify`, `already_satisfied`.
+    pub kind: EvidenceKind,
     pub step_id: Option<String>,
     pub passed: bool,
-    pub detail: Value,
+    pub detail: EvidenceDetail,
 }
 
 /// What to check by hand after an uncertain write.

@@ -38,7 +38,7 @@ pub struct ParsedDecision {
 /// The text around an answer's one JSON object that validation stripped:
 /// characters of prose before and after it (inside and outside the fence,
 /// white space not counted) and whether it was in a markdown fence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Stripped {
     pub chars_before: usize,
     pub chars_after: usize,

@@ -4,7 +4,7 @@
 //! it was accepted or rejected. `controller_state.json`, the
 //! `decision_made` audit event and `GET /controller/runs/{id}` all show it.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ops::service::decision::answer::Stripped;
@@ -13,7 +13,7 @@ use crate::ops::service::decision::answer::Stripped;
 pub const MAX_RAW_ANSWER_BYTES: usize = 4096;
 
 /// Token counts as the server reported them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
@@ -60,8 +60,16 @@ impl Reply {
     }
 }
 
+/// How far a raw answer is trusted: never (model output is data, never
+/// instructions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trust {
+    Untrusted,
+}
+
 /// Whether the decision used the answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Accepted,
@@ -69,7 +77,7 @@ pub enum Verdict {
 }
 
 /// The evidence of one model call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Evidence {
     /// `ollama` or `openai`.
     pub backend: String,
@@ -88,7 +96,7 @@ pub struct Evidence {
     pub raw_answer: Option<String>,
     pub raw_answer_truncated: bool,
     /// Always `untrusted`: model output is data, never instructions.
-    pub raw_answer_trust: &'static str,
+    pub raw_answer_trust: Trust,
     pub verdict: Verdict,
     /// Why the answer was accepted or rejected.
     pub verdict_reason: String,

@@ -38,20 +38,20 @@ pub mod stub;
 
 use std::sync::Mutex;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::DecisionSettings;
 use crate::model::FailureClass;
 use crate::ops::service::config::{BackendChoice, OllamaSettings, OpenAiSettings, ServiceConfig};
 use crate::ops::service::decision::answer::{Choice, parse_decision};
 use crate::ops::service::decision::choices::Choices;
-use crate::ops::service::decision::evidence::{Evidence, Reply, Verdict, cap};
+use crate::ops::service::decision::evidence::{Evidence, Reply, Trust, Verdict, cap};
 use crate::ops::service::decision::http::BackendError;
 use crate::ops::service::decision::openai::ResponseFormat;
 use crate::runtime::Clock;
 
 /// What the controller does next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     RunPlan,
@@ -91,9 +91,9 @@ pub struct DecisionContext<'a> {
 }
 
 /// The choices a decision was offered, as recorded.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Offered {
-    pub actions: Vec<&'static str>,
+    pub actions: Vec<String>,
     pub plan_ids: Vec<String>,
     /// Why `run_plan` was not offered.
     pub run_withheld: Option<String>,
@@ -102,7 +102,7 @@ pub struct Offered {
 impl Offered {
     fn of(choices: &Choices) -> Self {
         Offered {
-            actions: choices.actions(),
+            actions: choices.actions().into_iter().map(str::to_string).collect(),
             plan_ids: choices.plan_ids().into_iter().map(str::to_string).collect(),
             run_withheld: choices.run_withheld.clone(),
         }
@@ -110,7 +110,7 @@ impl Offered {
 }
 
 /// A decision as recorded in controller state and audit.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     pub action: Action,
     /// The plan `run_plan` runs; `null` for `stop`.
@@ -325,7 +325,7 @@ impl DecisionBackend {
             usage: reply.as_ref().and_then(|reply| reply.usage.clone()),
             raw_answer,
             raw_answer_truncated,
-            raw_answer_trust: "untrusted",
+            raw_answer_trust: Trust::Untrusted,
             verdict: Verdict::Accepted,
             verdict_reason: String::new(),
             stripped: None,
