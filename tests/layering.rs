@@ -134,17 +134,17 @@ fn run_folder_writes_outside_the_store_are_found() {
     assert_eq!(check(&files), ["run-folder I/O outside the store: src/ops/clean.rs"]);
 }
 
-struct SourceFile {
+pub(crate) struct SourceFile {
     /// Path from the repository root, with `/`.
-    path: String,
-    text: String,
+    pub(crate) path: String,
+    pub(crate) text: String,
 }
 
 fn file(path: &str, text: &str) -> SourceFile {
     SourceFile { path: path.to_owned(), text: text.to_owned() }
 }
 
-fn source_files(root: &Path) -> Vec<SourceFile> {
+pub(crate) fn source_files(root: &Path) -> Vec<SourceFile> {
     let mut out = Vec::new();
     let mut stack = vec![root.join("src")];
     while let Some(dir) = stack.pop() {
@@ -337,7 +337,7 @@ fn cycles_of(graph: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<Vec<Stri
 /// the run-folder names). Inline `mod name {` blocks are marked in
 /// `text` as `\u{1}name{` so `super::` can be resolved against them.
 struct Code {
-    text: String,
+    pub(crate) text: String,
     with_strings: String,
 }
 

@@ -11,6 +11,7 @@
 
 use std::fmt;
 
+use crate::model::open_words::open_words;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
@@ -65,33 +66,6 @@ impl EvidenceKind {
                 | EvidenceKind::ReusedReceipt
                 | EvidenceKind::Reconciled
         )
-    }
-}
-
-impl From<&str> for EvidenceKind {
-    fn from(kind: &str) -> Self {
-        EvidenceKind::KNOWN
-            .into_iter()
-            .find(|known| known.as_str() == kind)
-            .unwrap_or_else(|| EvidenceKind::Other(kind.to_string()))
-    }
-}
-
-impl fmt::Display for EvidenceKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for EvidenceKind {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for EvidenceKind {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        String::deserialize(deserializer).map(|kind| EvidenceKind::from(kind.as_str()))
     }
 }
 
@@ -212,6 +186,8 @@ impl ReceiptResult {
         (json_shape && result.to_value() == *value).then_some(result)
     }
 }
+
+open_words!(EvidenceKind);
 
 #[cfg(test)]
 mod tests {

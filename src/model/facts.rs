@@ -13,12 +13,11 @@
 //! unchanged, and a stop reason this version does not know loads as
 //! [`StopReason::Other`].
 
-use std::fmt;
-
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::model::Decision;
+use crate::model::open_words::open_words;
 
 /// What a `shell` attempt established: the policy's verdict, then (once
 /// the program was found) where it lives, then (once it ran) how it ended.
@@ -387,32 +386,7 @@ impl StopReason {
     }
 }
 
-impl From<&str> for StopReason {
-    fn from(reason: &str) -> Self {
-        StopReason::KNOWN
-            .into_iter()
-            .find(|known| known.as_str() == reason)
-            .unwrap_or_else(|| StopReason::Other(reason.to_string()))
-    }
-}
-
-impl fmt::Display for StopReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for StopReason {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for StopReason {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        String::deserialize(deserializer).map(|reason| StopReason::from(reason.as_str()))
-    }
-}
+open_words!(StopReason);
 
 #[cfg(test)]
 mod tests {

@@ -10,6 +10,7 @@ mod decision_text;
 mod evidence;
 mod facts;
 mod failure;
+pub(crate) mod open_words;
 mod plan;
 mod policy;
 mod run_status;

@@ -4,6 +4,7 @@
 //! the records' typed events (`bridge_event`, `controller_event`) can name
 //! them without importing the managers that write those events.
 
+use crate::model::open_words::open_words;
 use serde::{Deserialize, Serialize};
 
 /// Where a bridge run stands.
@@ -106,26 +107,7 @@ impl ControllerStopReason {
     }
 }
 
-impl From<&str> for ControllerStopReason {
-    fn from(reason: &str) -> Self {
-        ControllerStopReason::KNOWN
-            .into_iter()
-            .find(|known| known.as_str() == reason)
-            .unwrap_or_else(|| ControllerStopReason::Other(reason.to_string()))
-    }
-}
-
-impl Serialize for ControllerStopReason {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for ControllerStopReason {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        String::deserialize(deserializer).map(|reason| ControllerStopReason::from(reason.as_str()))
-    }
-}
+open_words!(ControllerStopReason);
 
 #[cfg(test)]
 mod tests {
