@@ -24,11 +24,18 @@ fn field_never_produced(plan: &Plan, site: usize, reference: &Reference, span: S
         RefTarget::Step { id, field } => {
             (plan.steps.iter().position(|step| &step.id == id).filter(|at| *at < site)?, field)
         }
-        RefTarget::RunId => return None,
+        RefTarget::RunId | RefTarget::RunGoal | RefTarget::Input(_) | RefTarget::Secret(_) => return None,
     };
     let step = &plan.steps[target];
     let (reads, produced_by, label, help) = match field {
-        Field::OutputText => return None,
+        Field::OutputText | Field::Status => return None,
+        Field::ExitCode if matches!(step.action, Action::Shell { .. }) => return None,
+        Field::ExitCode => (
+            "an exit code",
+            "`exit_code`",
+            "always fails with `template_error`",
+            "use `status`, or refer to a `shell` step (the kind with `exit_code`)",
+        ),
         Field::OutputJson(_) if step.action.may_produce_json() => return None,
         Field::StderrText if matches!(step.action, Action::Shell { .. }) => return None,
         Field::OutputJson(_) => (
@@ -101,6 +108,22 @@ pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mu
                 found.push(diagnostic);
             }
             match &reference.target {
+                RefTarget::Input(name) => found.push(
+                    Diagnostic::error(
+                        "template-unknown-input",
+                        format!("`{{{{ {} }}}}` names no input of plan `{}`", reference.expr, plan.id),
+                    )
+                    .with_span(span)
+                    .with_help(format!("declare it: `[inputs.{name}]` with its `type`")),
+                ),
+                RefTarget::Secret(name) => found.push(
+                    Diagnostic::error(
+                        "template-unknown-secret",
+                        format!("`{{{{ {} }}}}` names no secret of the plan's policy", reference.expr),
+                    )
+                    .with_span(span)
+                    .with_help(format!("declare it in the policy: `[secrets.{name}]` with `from_env` or `from_file`")),
+                ),
                 RefTarget::Last(_) if site.step == 0 => found.push(
                     Diagnostic::error(
                         "template-last-in-first-step",

@@ -10,5 +10,5 @@
 mod parse;
 mod render;
 
-pub use parse::{Field, RefTarget, Reference, Segment, Template, TemplateSyntaxError};
-pub use render::{RenderContext, StepOutput, TemplateError};
+pub use parse::{Field, Filter, RefTarget, Reference, Segment, Template, TemplateSyntaxError};
+pub use render::{RenderContext, StepOutput, StepState, TemplateError};

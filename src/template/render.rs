@@ -2,15 +2,38 @@
 
 use serde_json::Value;
 
-use crate::template::{Field, RefTarget, Reference, Segment, Template};
+use crate::template::{Field, Filter, RefTarget, Reference, Segment, Template};
 
-/// What a completed step left for later steps.
+/// What a step left for later steps.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct StepOutput {
     pub output_text: String,
     pub output_json: Option<Value>,
     /// The end of a shell step's stderr; empty for the other kinds.
     pub stderr_text: String,
+    /// How the step's latest attempt ended.
+    pub status: StepState,
+    /// A shell step's exit code, when its program exited.
+    pub exit_code: Option<i32>,
+}
+
+/// How a step's latest attempt ended, as `{{ steps.<id>.status }}` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StepState {
+    #[default]
+    Done,
+    Failed,
+    Skipped,
+}
+
+impl StepState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepState::Done => "done",
+            StepState::Failed => "failed",
+            StepState::Skipped => "skipped",
+        }
+    }
 }
 
 /// What rendering may look up.
@@ -20,6 +43,18 @@ pub trait RenderContext {
     fn last(&self) -> Option<&StepOutput>;
     /// Output of the latest completed attempt of step `id`.
     fn step(&self, id: &str) -> Option<&StepOutput>;
+    /// The goal the run was started with, when it was started by goal.
+    fn goal(&self) -> Option<&str> {
+        None
+    }
+    /// The value of a declared input (given or defaulted).
+    fn input(&self, _name: &str) -> Option<&Value> {
+        None
+    }
+    /// The value of a declared secret, when the run was given it.
+    fn secret(&self, _name: &str) -> Option<&str> {
+        None
+    }
 }
 
 /// A reference that could not be resolved at run time.
@@ -33,6 +68,29 @@ pub enum TemplateError {
     NoJsonOutput { expr: String },
     #[error("`{{{{ {expr} }}}}`: the structured output has no field `{field}`")]
     MissingJsonField { expr: String, field: String },
+    #[error("`{{{{ {expr} }}}}`: the run was given no input `{name}`")]
+    MissingInput { expr: String, name: String },
+    #[error("`{{{{ {expr} }}}}`: the run was given no secret `{name}`")]
+    MissingSecret { expr: String, name: String },
+    #[error("`{{{{ {expr} }}}}`: the step's program did not exit with a code")]
+    NoExitCode { expr: String },
+}
+
+/// A resolved reference before it becomes text: structured values keep
+/// their shape until a filter or the final rendering decides.
+enum Resolved {
+    Text(String),
+    Json(Value),
+}
+
+impl Resolved {
+    fn into_text(self) -> String {
+        match self {
+            Resolved::Text(text) => text,
+            Resolved::Json(Value::String(text)) => text,
+            Resolved::Json(other) => other.to_string(),
+        }
+    }
 }
 
 impl Template {
@@ -43,25 +101,93 @@ impl Template {
         for segment in self.segments() {
             match segment {
                 Segment::Literal(text) => out.push_str(text),
-                Segment::Ref(reference) => out.push_str(&resolve(reference, context)?),
+                Segment::Ref(reference) => out.push_str(&render_reference(reference, context)?),
             }
         }
         Ok(out)
     }
+
+    /// The value of a template that is exactly one reference, keeping a
+    /// structured value's shape (`json = { items = "{{ steps.a.output_json.items }}" }`
+    /// puts the list itself, not its text); any other template renders to
+    /// a JSON string.
+    pub fn render_value(&self, context: &dyn RenderContext) -> Result<Value, TemplateError> {
+        match self.segments() {
+            [Segment::Ref(reference)] if reference.filters.is_empty() => Ok(match resolve(reference, context)? {
+                Resolved::Text(text) => Value::String(text),
+                Resolved::Json(value) => value,
+            }),
+            _ => Ok(Value::String(self.render(context)?)),
+        }
+    }
 }
 
-fn resolve(reference: &Reference, context: &dyn RenderContext) -> Result<String, TemplateError> {
+fn render_reference(reference: &Reference, context: &dyn RenderContext) -> Result<String, TemplateError> {
+    let mut value = match resolve(reference, context) {
+        Ok(value) => Some(value),
+        Err(error) if reference.filters.iter().any(|filter| matches!(filter, Filter::Default(_))) => {
+            // Only a missing value may be defaulted; a secret never is.
+            match error {
+                TemplateError::MissingSecret { .. } => return Err(error),
+                _ => None,
+            }
+        }
+        Err(error) => return Err(error),
+    };
+    for filter in &reference.filters {
+        value = match (filter, value.take()) {
+            (Filter::Default(text), None) => Some(Resolved::Text(text.clone())),
+            (Filter::Default(text), Some(found)) => {
+                let found = found.into_text();
+                Some(Resolved::Text(if found.is_empty() { text.clone() } else { found }))
+            }
+            // A filter before `default` sees nothing to work on: it passes
+            // the absence on.
+            (_, None) => None,
+            (Filter::Json, Some(Resolved::Text(text))) => Some(Resolved::Text(Value::String(text).to_string())),
+            (Filter::Json, Some(Resolved::Json(value))) => Some(Resolved::Text(value.to_string())),
+            (Filter::Trim, Some(found)) => Some(Resolved::Text(found.into_text().trim().to_string())),
+            (Filter::FirstLine, Some(found)) => {
+                Some(Resolved::Text(found.into_text().lines().next().unwrap_or_default().to_string()))
+            }
+            (Filter::Lines(count), Some(found)) => {
+                Some(Resolved::Text(found.into_text().lines().take(*count).collect::<Vec<_>>().join("\n")))
+            }
+        };
+    }
+    Ok(value.map(Resolved::into_text).unwrap_or_default())
+}
+
+fn resolve(reference: &Reference, context: &dyn RenderContext) -> Result<Resolved, TemplateError> {
     let expr = || reference.expr.clone();
     let (output, field) = match &reference.target {
-        RefTarget::RunId => return Ok(context.run_id().to_string()),
+        RefTarget::RunId => return Ok(Resolved::Text(context.run_id().to_string())),
+        RefTarget::RunGoal => return Ok(Resolved::Text(context.goal().unwrap_or_default().to_string())),
+        RefTarget::Input(name) => {
+            return context
+                .input(name)
+                .map(|value| Resolved::Json(value.clone()))
+                .ok_or_else(|| TemplateError::MissingInput { expr: expr(), name: name.clone() });
+        }
+        RefTarget::Secret(name) => {
+            return context
+                .secret(name)
+                .map(|value| Resolved::Text(value.to_string()))
+                .ok_or_else(|| TemplateError::MissingSecret { expr: expr(), name: name.clone() });
+        }
         RefTarget::Last(field) => (context.last().ok_or_else(|| TemplateError::NoLastStep { expr: expr() })?, field),
         RefTarget::Step { id, field } => {
             (context.step(id).ok_or_else(|| TemplateError::StepNotCompleted { expr: expr(), id: id.clone() })?, field)
         }
     };
     match field {
-        Field::OutputText => Ok(output.output_text.clone()),
-        Field::StderrText => Ok(output.stderr_text.clone()),
+        Field::OutputText => Ok(Resolved::Text(output.output_text.clone())),
+        Field::StderrText => Ok(Resolved::Text(output.stderr_text.clone())),
+        Field::Status => Ok(Resolved::Text(output.status.as_str().to_string())),
+        Field::ExitCode => output
+            .exit_code
+            .map(|code| Resolved::Json(Value::from(code)))
+            .ok_or_else(|| TemplateError::NoExitCode { expr: expr() }),
         Field::OutputJson(path) => {
             let mut value = output.output_json.as_ref().ok_or_else(|| TemplateError::NoJsonOutput { expr: expr() })?;
             for part in path {
@@ -72,10 +198,7 @@ fn resolve(reference: &Reference, context: &dyn RenderContext) -> Result<String,
                 };
                 value = next.ok_or_else(|| TemplateError::MissingJsonField { expr: expr(), field: part.clone() })?;
             }
-            Ok(match value {
-                Value::String(text) => text.clone(),
-                other => other.to_string(),
-            })
+            Ok(Resolved::Json(value.clone()))
         }
     }
 }
@@ -108,11 +231,14 @@ mod tests {
             output_text: "{}".to_string(),
             output_json: Some(serde_json::json!({"ticket": {"status": "open", "n": 3}})),
             stderr_text: String::new(),
+            ..StepOutput::default()
         };
         let text = StepOutput {
             output_text: "{{ run.id }}".to_string(),
             output_json: None,
             stderr_text: "Ran 3 tests\nOK\n".to_string(),
+            status: StepState::Failed,
+            exit_code: Some(1),
         };
         Context {
             outputs: BTreeMap::from([("a".to_string(), json), ("b".to_string(), text.clone())]),
@@ -138,6 +264,30 @@ mod tests {
         let template = Template::parse("{{ steps.a.output_json.ticket.status }}/{{ steps.a.output_json.ticket.n }}")
             .expect("valid");
         assert_eq!(template.render(&context()).expect("renders"), "open/3");
+    }
+
+    #[test]
+    fn filters_build_data_safely() {
+        let cases = [
+            ("{{ steps.b.stderr_text | json }}", "\"Ran 3 tests\\nOK\\n\""),
+            ("{{ steps.a.output_json.ticket | json }}", "{\"status\":\"open\",\"n\":3}"),
+            ("{{ steps.a.output_json.ticket.n | json }}", "3"),
+            ("{{ steps.b.stderr_text | trim }}", "Ran 3 tests\nOK"),
+            ("{{ steps.b.stderr_text | first_line }}", "Ran 3 tests"),
+            ("{{ steps.b.stderr_text | lines(1) | json }}", "\"Ran 3 tests\""),
+            ("{{ steps.zzz.output_text | default(\"none\") }}", "none"),
+            ("{{ steps.a.stderr_text | default('empty') }}", "empty"),
+            ("{{ steps.a.output_json.nope | trim | default(\"-\") }}", "-"),
+            ("{{ steps.b.status }}:{{ steps.b.exit_code }}:{{ steps.a.status }}", "failed:1:done"),
+        ];
+        for (text, expected) in cases {
+            let rendered = Template::parse(text).expect("valid").render(&context()).expect(text);
+            assert_eq!(rendered, expected, "{text}");
+        }
+        let error = Template::parse("{{ steps.a.exit_code }}").expect("valid").render(&context()).expect_err("no code");
+        assert!(matches!(error, TemplateError::NoExitCode { .. }));
+        let whole = Template::parse("{{ steps.a.output_json.ticket }}").expect("valid");
+        assert_eq!(whole.render_value(&context()).expect("value"), serde_json::json!({"status": "open", "n": 3}));
     }
 
     #[test]

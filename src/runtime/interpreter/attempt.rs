@@ -250,6 +250,7 @@ impl Attempt<'_, '_> {
                     output_text: success.output_text,
                     output_json: success.output_json,
                     stderr_text: stderr_text.unwrap_or_default(),
+                    ..StepOutput::default()
                 };
                 self.succeeded(index, step, output)?
             }

@@ -33,6 +33,7 @@ impl Outputs {
                 output_text: record.output_text.clone(),
                 output_json: record.output_json.clone(),
                 stderr_text: record.stderr_text.clone().unwrap_or_default(),
+                ..StepOutput::default()
             };
             outputs.record(&record.step_id, output);
         }
