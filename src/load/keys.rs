@@ -23,8 +23,8 @@ use crate::load::defaults::{
     DEFAULT_MAX_BYTES, DEFAULT_RETRY_CAP, DEFAULT_SEARCH_PATH, default_attempts, default_rule_id,
 };
 use crate::model::{
-    DEFAULT_CLOCK, DEFAULT_CONTROLLER_LIMITS, DEFAULT_DECISION_TIMEOUT_SECS, DEFAULT_FOLDER, DEFAULT_MAX_GOAL_CHARS,
-    DEFAULT_MAX_TOKENS, DEFAULT_POLICY, DEFAULT_TEMPERATURE, FailureClass,
+    DEFAULT_CLOCK, DEFAULT_CONTROLLER_LIMITS, DEFAULT_DECISION_TIMEOUT_SECS, DEFAULT_FOLDER, DEFAULT_GIT_BRANCH,
+    DEFAULT_MAX_GOAL_CHARS, DEFAULT_MAX_TOKENS, DEFAULT_POLICY, DEFAULT_TEMPERATURE, FailureClass,
 };
 use DefaultValue::{Code, Computed, Float, Number};
 
@@ -605,6 +605,11 @@ pub(crate) static SCENARIO: Section = Section {
         ),
         key("fixtures", Type::Array(&Type::Table(&FIXTURE)), "files written into the fresh workspace before the run"),
         key(
+            "git",
+            Type::Array(&Type::Table(&GIT_FIXTURE)),
+            "git repositories built with the real `git` in the fresh workspace, after the fixtures",
+        ),
+        key(
             "records",
             Type::Array(&Type::Enum(RECORD_FILES)),
             "record files of the run to snapshot (default all four)",
@@ -624,6 +629,31 @@ pub(crate) static FIXTURE: Section = Section {
         required("path", STRING, "workspace-relative path"),
         key("content", STRING, "the file's text"),
         key("source", STRING, "a file to copy, relative to the scenario file, with its modification time"),
+    ],
+    variants: &[],
+};
+
+/// One git repository of a scenario's workspace.
+pub(crate) static GIT_FIXTURE: Section = Section {
+    title: "git fixture",
+    doc: "a git repository built commit by commit with a fixed author, committer and dates, so its commit ids are stable",
+    keys: &[
+        required("path", STRING, "the repository's folder, workspace-relative"),
+        key("branch", STRING, "the branch the commits go on").defaults_to(Code(&[DEFAULT_GIT_BRANCH])),
+        required("commits", Type::NonEmptyArray(&Type::Table(&GIT_COMMIT)), "the commits, oldest first"),
+    ],
+    variants: &[],
+};
+
+/// One commit of a git fixture.
+pub(crate) static GIT_COMMIT: Section = Section {
+    title: "git fixture commit",
+    doc: "one commit: files written and removed, then committed, then optionally tagged",
+    keys: &[
+        required("message", STRING, "the commit message"),
+        key("files", Type::Map(&Type::String), "files written before the commit: repository-relative path to text"),
+        key("remove", STRINGS, "files an earlier commit added, deleted before this commit"),
+        key("tag", STRING, "a lightweight tag on the commit"),
     ],
     variants: &[],
 };

@@ -18,6 +18,7 @@ use crate::load::read_file::EXTENSIONS;
 use crate::load::table::{
     TableReader, check_version, compile_regex, error_count, expect_array, expect_string, name_or_error, string_map,
 };
+use crate::load::validate_scenario_git::git_fixtures;
 use crate::model::{
     DEFAULT_CLOCK, DEFAULT_FOLDER, DEFAULT_RECORDS, Fixture, FixtureContent, Normalize, RunStatus, Scenario,
     ScenarioFile, SourceRef, Stage, file_snapshot_name,
@@ -141,6 +142,7 @@ fn scenario(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Opt
         Some(items) => items.iter().enumerate().filter_map(|(at, item)| fixture(item, at, diagnostics)).collect(),
         None => Vec::new(),
     };
+    let git = reader.array("git", diagnostics).map(|items| git_fixtures(items, diagnostics)).unwrap_or_default();
     let records: Vec<String> = match reader.array("records", diagnostics) {
         Some(items) => items.iter().filter_map(|item| record(item, diagnostics)).collect(),
         None => DEFAULT_RECORDS.iter().map(|record| (*record).to_string()).collect(),
@@ -180,6 +182,7 @@ fn scenario(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Opt
         run_id: run_id?,
         expect_status,
         fixtures,
+        git,
         records,
         files,
         normalize,
@@ -223,7 +226,7 @@ fn record(node: &Node, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
 }
 
 /// A workspace-relative path with no `..`, not absolute and not in `runs/`.
-fn workspace_path(node: &Node, what: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
+pub(super) fn workspace_path(node: &Node, what: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
     let text = expect_string(node, what, diagnostics)?;
     let path = Path::new(text);
     let inside = !text.is_empty() && path.components().all(|component| matches!(component, Component::Normal(_)));
@@ -330,13 +333,13 @@ fn follow_up(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Op
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::diag::render;
     use crate::load::Loader;
 
     /// Loads `text` as `plans/x.scenarios.toml`: the file and every finding.
-    fn load(text: &str) -> (Option<ScenarioFile>, Vec<String>) {
+    pub(in crate::load) fn load(text: &str) -> (Option<ScenarioFile>, Vec<String>) {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("x.scenarios.toml");
         std::fs::write(&path, text).expect("write");

@@ -33,8 +33,8 @@ pub use policy::{
 };
 pub use run_status::RunStatus;
 pub use scenario::{
-    DEFAULT_CLOCK, DEFAULT_FOLDER, DEFAULT_RECORDS, Fixture, FixtureContent, Normalize, Scenario, ScenarioFile, Stage,
-    file_snapshot_name,
+    DEFAULT_CLOCK, DEFAULT_FOLDER, DEFAULT_GIT_BRANCH, DEFAULT_RECORDS, Fixture, FixtureContent, GIT_FIXTURE_AUTHOR,
+    GIT_FIXTURE_EPOCH, GitCommit, GitFixture, Normalize, Scenario, ScenarioFile, Stage, file_snapshot_name,
 };
 pub use service_policy::{
     ControllerLimits, DEFAULT_CONTROLLER_LIMITS, DEFAULT_DECISION_TIMEOUT_SECS, DEFAULT_MAX_GOAL_CHARS,

@@ -49,6 +49,8 @@ pub struct Scenario {
     pub expect_status: Option<RunStatus>,
     /// Files written into the fresh workspace before the run.
     pub fixtures: Vec<Fixture>,
+    /// Git repositories built in the fresh workspace, after the fixtures.
+    pub git: Vec<GitFixture>,
     /// Record files of `runs/<run_id>/` to snapshot.
     pub records: Vec<String>,
     /// Workspace files to snapshot after the last stage.
@@ -97,6 +99,46 @@ pub enum FixtureContent {
     /// A file relative to the scenario file's folder, copied with its
     /// modification time.
     Source(PathBuf),
+}
+
+/// The author and committer of every commit of a git fixture.
+pub const GIT_FIXTURE_AUTHOR: (&str, &str) = ("planrun fixture", "fixture@planrun.invalid");
+
+/// The author and committer date of a git fixture's first commit (Unix
+/// seconds, `2026-01-01T00:00:00Z`); each later commit is one hour later.
+pub const GIT_FIXTURE_EPOCH: i64 = 1_767_225_600;
+
+/// The branch a git fixture's commits go on unless it names one.
+pub const DEFAULT_GIT_BRANCH: &str = "main";
+
+/// A git repository a scenario builds in its workspace with the real `git`
+/// program, commit by commit, with a fixed author, committer and dates and
+/// no global or system configuration, so its commit ids are the same on
+/// every machine.
+///
+/// Invariants: `path` is workspace-relative; `branch` and every tag are
+/// valid ref names, tags unique; every file path is relative to the
+/// repository, outside `.git`; a removed file was added by an earlier
+/// commit and not removed since.
+#[derive(Debug, Clone)]
+pub struct GitFixture {
+    /// The repository's folder, workspace-relative.
+    pub path: String,
+    pub branch: String,
+    /// At least one.
+    pub commits: Vec<GitCommit>,
+}
+
+/// One commit of a git fixture.
+#[derive(Debug, Clone)]
+pub struct GitCommit {
+    pub message: String,
+    /// Files written (created or replaced) before the commit: repository-relative path → text.
+    pub files: BTreeMap<String, String>,
+    /// Files deleted before the commit.
+    pub remove: Vec<String>,
+    /// A lightweight tag on the commit.
+    pub tag: Option<String>,
 }
 
 /// A rule for volatile text: every match of `regex` becomes `replacement`

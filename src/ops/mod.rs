@@ -50,6 +50,7 @@ mod queue;
 mod route;
 mod run;
 mod runs;
+mod scenario_git;
 mod scenario_run;
 mod scenario_sandbox;
 #[cfg(feature = "server")]

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::collections::BTreeMap;
 
 use crate::model::{Normalize, Scenario, ScenarioFile, Stage, file_snapshot_name};
+use crate::ops::scenario_git::build_git_fixture;
 use crate::ops::scenario_sandbox::{Sandbox, SandboxError};
 use crate::snapshot::{hash_placeholders, render_record};
 
@@ -67,6 +68,9 @@ pub fn run_scenario(
 ) -> Result<ScenarioRun, SandboxError> {
     let sandbox = Sandbox::new(&context.program, &context.plans, &context.policies)?;
     sandbox.fill(&scenario.fixtures, &file.dir)?;
+    for git in &scenario.git {
+        build_git_fixture(&sandbox.workspace(), git)?;
+    }
     let mut problems = Vec::new();
     let mut cli = String::new();
     for stage in std::iter::once(&scenario.run).chain(&scenario.steps) {

@@ -34,6 +34,9 @@ pub enum SandboxError {
     /// plan.
     #[error("fixture `{path}` is not strict JSON: {error}")]
     FixtureJson { path: String, error: JsonError },
+    /// A git fixture could not be built: `git` is missing or refused a command.
+    #[error("cannot build git fixture `{path}`: {message}")]
+    GitFixture { path: String, message: String },
     #[error("cannot start `{program}`: {source}")]
     Spawn { program: String, source: std::io::Error },
 }
