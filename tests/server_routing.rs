@@ -33,7 +33,11 @@ kind = "finish"
 /// the ticket demo's `tickets.json`; returns it and its plans folder.
 fn sandbox_with_wrapper_plan() -> (Sandbox, PathBuf) {
     let sandbox = Sandbox::new();
+    // The plan files only: `plans/fixtures/` holds the example plans' data.
     for entry in std::fs::read_dir(Path::new(ROOT).join("plans")).expect("plans").flatten() {
+        if entry.path().is_dir() {
+            continue;
+        }
         let name = entry.file_name().to_string_lossy().into_owned();
         let text = std::fs::read_to_string(entry.path()).expect("plan file");
         sandbox.write(&format!("plans/{name}"), &text);

@@ -51,6 +51,7 @@ mod validate_scenario;
 mod validate_scenario_git;
 mod validate_service_policy;
 mod validate_step;
+mod workspace_path;
 
 pub use catalog::Catalog;
 pub use checked::{CheckedFile, FileKind};

@@ -9,7 +9,7 @@
 //! fixture and snapshot paths that stay inside the workspace.
 
 use std::collections::HashSet;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use crate::diag::Diagnostic;
 use crate::load::keys::{FIXTURE, NORMALIZE, RECORD_FILES, SCENARIO, SCENARIO_FILE, SCENARIO_STEP};
@@ -19,6 +19,7 @@ use crate::load::table::{
     TableReader, check_version, compile_regex, error_count, expect_array, expect_string, name_or_error, string_map,
 };
 use crate::load::validate_scenario_git::git_fixtures;
+use crate::load::workspace_path::workspace_path;
 use crate::model::{
     DEFAULT_CLOCK, DEFAULT_FOLDER, DEFAULT_RECORDS, Fixture, FixtureContent, Normalize, RunStatus, Scenario,
     ScenarioFile, SourceRef, Stage, file_snapshot_name,
@@ -225,24 +226,6 @@ fn record(node: &Node, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
     None
 }
 
-/// A workspace-relative path with no `..`, not absolute and not in `runs/`.
-pub(super) fn workspace_path(node: &Node, what: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
-    let text = expect_string(node, what, diagnostics)?;
-    let path = Path::new(text);
-    let inside = !text.is_empty() && path.components().all(|component| matches!(component, Component::Normal(_)));
-    let records = path.components().next().is_some_and(|first| first.as_os_str() == "runs");
-    if inside && !records {
-        return Some(text.to_string());
-    }
-    diagnostics.push(
-        Diagnostic::error("invalid-path", format!("{what} `{text}` is not a workspace file"))
-            .with_span(node.span)
-            .with_label("expected a relative path inside the workspace")
-            .with_help("write a path such as `tickets.json`, without `..`, `/` at the start, or `runs/`"),
-    );
-    None
-}
-
 fn fixture(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Option<Fixture> {
     let errors_before = error_count(diagnostics);
     let what = format!("`fixtures[{index}]`");
@@ -333,13 +316,13 @@ fn follow_up(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Op
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::*;
     use crate::diag::render;
     use crate::load::Loader;
 
     /// Loads `text` as `plans/x.scenarios.toml`: the file and every finding.
-    pub(in crate::load) fn load(text: &str) -> (Option<ScenarioFile>, Vec<String>) {
+    fn load(text: &str) -> (Option<ScenarioFile>, Vec<String>) {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("x.scenarios.toml");
         std::fs::write(&path, text).expect("write");

@@ -1,13 +1,14 @@
 //! Loader and validator tests: one case per diagnostic code with its
 //! position, TOML/YAML equivalence, defaults and rendering, by topic
 //! (`reading.rs`, `plans.rs`, `policies.rs`, `catalog.rs`,
-//! `service_policy.rs`). This file holds their helpers and the plan written
+//! `service_policy.rs`, `scenario_git.rs`). This file holds their helpers and the plan written
 //! in both formats.
 
 mod catalog;
 mod plans;
 mod policies;
 mod reading;
+mod scenario_git;
 mod service_policy;
 
 use std::path::{Path, PathBuf};
