@@ -427,3 +427,39 @@ fn a_json_fixture_or_scenario_value_that_is_not_strict_json_is_refused_by_name()
     assert!(output.stderr.contains("plans/greet.scenarios.toml:7:15"), "{}", output.stderr);
     assert!(output.stderr.contains("must be an integer, found a float"), "{}", output.stderr);
 }
+
+/// A git fixture that `git` itself cannot build (a file where a later
+/// commit needs a folder: the loader cannot know) stops `planrun test`
+/// with exit 2 naming the repository and what failed; nothing runs.
+#[test]
+fn a_git_fixture_that_cannot_be_built_stops_the_scenario_by_name() {
+    let sandbox = Sandbox::new();
+    project_copy(&sandbox, &[]);
+    sandbox.write("plans/greet.toml", NEW_PLAN);
+    sandbox.write(
+        "plans/greet.scenarios.toml",
+        r#"version = 1
+
+[[scenarios]]
+name = "greet"
+plan = "plans/greet.toml"
+run_id = "greet"
+expect_code = 0
+
+[[scenarios.git]]
+path = "repo"
+commits = [
+    { message = "a file", files = { "notes" = "x\n" } },
+    { message = "a folder of the same name", files = { "notes/today.txt" = "y\n" } },
+]
+"#,
+    );
+    let output = planrun_test(&sandbox, &["plans/greet.toml"], false);
+    assert_eq!(output.code, 2, "{}", output.snapshot());
+    assert!(
+        output.stderr.contains("cannot build git fixture `repo`: cannot create the folder of `notes/today.txt`"),
+        "{}",
+        output.stderr
+    );
+    assert!(!sandbox.path().join("snapshots").exists(), "nothing ran");
+}
