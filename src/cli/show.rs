@@ -69,6 +69,9 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         state.plan.path,
         state.plan.policy
     );
+    for (name, value) in &state.inputs {
+        anstream::println!("input: {name} = {value}");
+    }
     if let Some(goal) = &state.goal {
         anstream::println!("goal: {goal:?}");
     }

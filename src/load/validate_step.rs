@@ -240,11 +240,28 @@ impl ActionBuilder<'_, '_, '_> {
     fn run_id_only(&mut self, node: &Node, key: &str, field: [&str; 2], help: &str) -> Option<Template> {
         let [message_field, label_field] = field;
         let template = self.template(node, key)?;
-        if let Some(reference) = template.references().find(|reference| reference.target != RefTarget::RunId) {
+        // A path may also take an input; `lint_plan` checks that the input
+        // is `path`-typed (the declarations are the plan's).
+        let is_path = key == "`path`";
+        if let Some(site) = self.sites.last_mut()
+            && is_path
+        {
+            site.path = true;
+        }
+        let allowed = |target: &RefTarget| match target {
+            RefTarget::RunId => true,
+            RefTarget::Input(_) => is_path,
+            _ => false,
+        };
+        if let Some(reference) = template.references().find(|reference| !allowed(&reference.target)) {
             self.diagnostics.push(
                 Diagnostic::error("untrusted-control-field", format!("step output may not flow into {message_field}"))
                     .with_span(value_span(&self.file.text, node, reference.start, reference.end))
-                    .with_label(format!("only `{{{{ run.id }}}}` may appear in {label_field}"))
+                    .with_label(if is_path {
+                        format!("only `{{{{ run.id }}}}` and `path` inputs may appear in {label_field}")
+                    } else {
+                        format!("only `{{{{ run.id }}}}` may appear in {label_field}")
+                    })
                     .with_help(help),
             );
             return None;
@@ -320,7 +337,12 @@ impl ActionBuilder<'_, '_, '_> {
         let text = node.as_str()?;
         match Template::parse(text) {
             Ok(template) => {
-                self.sites.push(TemplateSite { step: self.step, template: template.clone(), node: node.clone() });
+                self.sites.push(TemplateSite {
+                    step: self.step,
+                    template: template.clone(),
+                    node: node.clone(),
+                    path: false,
+                });
                 Some(template)
             }
             Err(error) => {

@@ -10,6 +10,7 @@ mod decision_text;
 mod evidence;
 mod facts;
 mod failure;
+mod inputs;
 pub(crate) mod open_words;
 mod plan;
 mod policy;
@@ -27,6 +28,10 @@ pub use facts::{
     ToolFacts, VouchedBy,
 };
 pub use failure::FailureClass;
+pub use inputs::{
+    GivenInput, GivenValue, InputError, InputSource, InputSpec, InputType, InputValues, check_relative_path,
+    inputs_from_object, json_type, parse_input_flag, resolve_inputs,
+};
 pub use plan::{Action, DEFAULT_POLICY, Plan, SourceRef, Step};
 pub use policy::{
     ArgMatcher, ArgPattern, Budget, Decision, FilePolicy, Policy, RetryPolicy, ShellPolicy, ShellRule, SlotKind,

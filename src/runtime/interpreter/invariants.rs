@@ -89,7 +89,8 @@ fn waiting(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Result<(), 
     let Some(step) = plan.steps.get(index).filter(|step| step.id == pending.step_id) else {
         return Err(format!("the pending step `{}` is not step {} of the plan", pending.step_id, index + 1));
     };
-    let outputs = Outputs::restored(plan, &state.run_id, history);
+    let mut outputs = Outputs::restored(plan, &state.run_id, history);
+    outputs.set_run_data(state.goal.clone(), state.inputs.clone());
     if let Some(condition) = &step.when {
         let value = condition.value.render(&outputs).map_err(|error| {
             format!("the condition of step `{}` cannot be evaluated from the verified record: {error}", step.id)

@@ -6,13 +6,17 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::model::Plan;
+use crate::model::{InputValues, Plan};
 use crate::store::{StepRecord, StepRecordStatus};
 use crate::template::{RefTarget, RenderContext, StepOutput};
 
 /// Outputs later templates may read.
 pub(super) struct Outputs {
     run_id: String,
+    /// The goal the run was started with (`{{ run.goal }}`).
+    goal: Option<String>,
+    /// The run's inputs (`{{ inputs.NAME }}`), as recorded.
+    inputs: InputValues,
     last: Option<StepOutput>,
     named: HashMap<String, StepOutput>,
     /// Step ids that some `steps.<id>` reference names.
@@ -22,7 +26,20 @@ pub(super) struct Outputs {
 impl Outputs {
     /// A new run: nothing has run yet.
     pub(super) fn new(plan: &Plan, run_id: &str) -> Self {
-        Outputs { run_id: run_id.to_string(), last: None, named: HashMap::new(), referenced: referenced_steps(plan) }
+        Outputs {
+            run_id: run_id.to_string(),
+            goal: None,
+            inputs: InputValues::new(),
+            last: None,
+            named: HashMap::new(),
+            referenced: referenced_steps(plan),
+        }
+    }
+
+    /// The run's goal and inputs, as its state records them.
+    pub(super) fn set_run_data(&mut self, goal: Option<String>, inputs: InputValues) {
+        self.goal = goal;
+        self.inputs = inputs;
     }
 
     /// A resumed run: the outputs of the completed steps in its history.
@@ -59,6 +76,12 @@ impl RenderContext for Outputs {
     }
     fn step(&self, id: &str) -> Option<&StepOutput> {
         self.named.get(id)
+    }
+    fn goal(&self) -> Option<&str> {
+        self.goal.as_deref()
+    }
+    fn input(&self, name: &str) -> Option<&serde_json::Value> {
+        self.inputs.get(name)
     }
 }
 

@@ -14,6 +14,10 @@ pub struct RunState {
     pub run_id: String,
     /// The goal text that routed to the plan; `null` for `--plan` runs.
     pub goal: Option<String>,
+    /// The plan's inputs as the run was given them (defaults applied);
+    /// absent when the plan declares none.
+    #[serde(default, skip_serializing_if = "crate::model::InputValues::is_empty")]
+    pub inputs: crate::model::InputValues,
     pub plan: PlanRef,
     pub status: RunStatus,
     /// Why the run stopped: `finish_step`, `end_of_plan`, `step_failed`,
@@ -160,6 +164,7 @@ impl RunState {
         RunState {
             run_id,
             goal,
+            inputs: crate::model::InputValues::new(),
             plan,
             status: RunStatus::Running,
             stop_reason: None,
