@@ -36,13 +36,13 @@ fn a_continued_failure_is_recorded_and_later_steps_read_it() {
     assert!(report.contains("No such file or directory"), "{report}");
     assert!(report.contains("missing.txt"), "{report}");
 
-    let show = sandbox.planrun().in_sandbox().args(["show", "t"]).run();
-    assert!(show.stdout.contains("failed steps (on_failure = \"continue\"): test"), "{}", show.stdout);
-    let runs = sandbox.planrun().in_sandbox().args(["runs"]).run();
-    assert!(runs.stdout.contains("end_of_plan, 1 failed"), "{}", runs.stdout);
-    let listed = sandbox.planrun().in_sandbox().args(["runs", "--json"]).run();
-    assert!(listed.stdout.contains("\"failed_steps\""), "{}", listed.stdout);
-    let verify = sandbox.planrun().in_sandbox().args(["verify", "t"]).run();
+    let show = sandbox.planrun().args(["show", "t"]).run();
+    assert!(show.stdout.contains("failed steps (on_failure = \"continue\"): test"), "{}", show.snapshot());
+    let runs = sandbox.planrun().args(["runs"]).run();
+    assert!(runs.stdout.contains("end_of_plan, 1 failed"), "{}", runs.snapshot());
+    let listed = sandbox.planrun().args(["runs", "--json"]).run();
+    assert!(listed.stdout.contains("\"failed_steps\""), "{}", listed.snapshot());
+    let verify = sandbox.planrun().args(["verify", "t"]).run();
     assert_eq!(verify.code, 0, "{}", verify.snapshot());
 }
 
