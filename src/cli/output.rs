@@ -220,7 +220,7 @@ impl Progress for StderrProgress {
         if !state.failed_steps.is_empty() {
             anstream::eprintln!(
                 "  {}",
-                paint(YELLOW, &format!("ended with failed steps: {}", state.failed_steps.join(", ")))
+                paint(YELLOW, format!("ended with failed steps: {}", state.failed_steps.join(", ")))
             );
         }
         if let Some(message) = self.finish_message.as_deref().filter(|message| !message.is_empty()) {
