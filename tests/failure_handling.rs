@@ -141,3 +141,19 @@ fn the_loader_refuses_bad_failure_keys_with_their_place() {
         assert!(!sandbox.workspace().join("runs").join("t").exists(), "a refused plan started a run");
     }
 }
+
+#[test]
+fn a_resumed_run_reads_the_continued_failure_from_its_history() {
+    let sandbox = Sandbox::new();
+    let gate = "[[steps]]\nid = \"gate\"\nkind = \"write_file\"\napproval = \"required\"\npath = \"gate.txt\"\ncontent = \"g\"\n";
+    let body = format!("{FAILING}on_failure = \"continue\"\n\n{gate}\n{REPORT}");
+    let output = sandbox.run_plan(&plan(&body), TEST_POLICY);
+    assert_eq!(output.code, 3, "{}", output.snapshot());
+    assert!(!sandbox.workspace().join("report.txt").exists(), "the report ran before the approval");
+    sandbox.planrun().in_sandbox().args(["approve", "t"]).expect_code(0).run();
+    sandbox.planrun().in_sandbox().args(["resume", "t"]).expect_code(0).run();
+    let report = std::fs::read_to_string(sandbox.workspace().join("report.txt")).expect("the report was written");
+    assert!(report.starts_with("status=failed code=1 err="), "{report}");
+    assert!(report.contains("missing.txt"), "{report}");
+    assert_eq!(sandbox.state("t")["failed_steps"], serde_json::json!(["test"]));
+}
