@@ -87,6 +87,9 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         state.started_at,
         state.finished_at.as_deref().unwrap_or("-")
     );
+    if !state.failed_steps.is_empty() {
+        anstream::println!("failed steps (on_failure = \"continue\"): {}", state.failed_steps.join(", "));
+    }
     if let Some(holder) = &holder {
         anstream::println!("{}", holder_note(&state.run_id, holder));
     }

@@ -317,6 +317,11 @@ pub(crate) static EXPECT: Section = Section {
     doc: "post-conditions on the step's result; a failed one is `verification_failed`",
     keys: &[
         key("exit_code", Type::Integer { min: 0 }, "for `shell`: the exit code that counts as success (default 0)"),
+        key(
+            "exit_codes",
+            Type::NonEmptyArray(&Type::Integer { min: 0 }),
+            "for `shell`: the exit codes that count as success; not with `exit_code`",
+        ),
         key("output_contains", STRING, "the output must contain this text"),
         key("output_matches", STRING, "the output must match this regex"),
     ],
@@ -336,6 +341,11 @@ pub(crate) static STEP: Section = Section {
             "per-step timeout in seconds; never above the policy's `budget.step_timeout_secs`",
         ),
         key("retry", POSITIVE, "max attempts for this step; never above the policy's `retry.cap`"),
+        key(
+            "on_failure",
+            Type::Enum(&["fail", "continue"]),
+            "after the last attempt fails: end the run `failed` (`fail`, default) or record the failure and go on (`continue`)",
+        ),
         key(
             "approval",
             Type::Enum(&["required"]),

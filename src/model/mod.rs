@@ -18,7 +18,7 @@ mod run_status;
 mod scenario;
 mod service_policy;
 
-pub use condition::{BudgetOverride, Condition, ConditionTest, Expect, Risk, VerifyCheck, WhenFalse};
+pub use condition::{BudgetOverride, Condition, ConditionTest, Expect, OnFailure, Risk, VerifyCheck, WhenFalse};
 pub use decision_text::{MAX_APPROVAL_SECS, MAX_NAME_CHARS, MAX_REASON_CHARS, check_decision_text};
 pub use evidence::{
     EvidenceDetail, EvidenceKind, ReceiptEvidence, ReceiptResult, ReconciledEvidence, SatisfiedEvidence,

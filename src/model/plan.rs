@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::diag::Span;
-use crate::model::{BudgetOverride, Condition, Expect, InputSpec, Risk, RunStatus, VerifyCheck};
+use crate::model::{BudgetOverride, Condition, Expect, InputSpec, OnFailure, Risk, RunStatus, VerifyCheck};
 use crate::template::Template;
 
 /// Where a model came from: the path as the user named it (relative to the
@@ -72,6 +72,9 @@ pub struct Step {
     /// Max attempts for this step; never above the policy's `retry.cap`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry: Option<u32>,
+    /// What the step's final failure does: end the run (default) or go on.
+    #[serde(skip_serializing_if = "OnFailure::is_fail")]
+    pub on_failure: OnFailure,
     /// `approval = "required"`: the run pauses before this step until a
     /// person approves the frozen action.
     #[serde(skip_serializing_if = "std::ops::Not::not")]

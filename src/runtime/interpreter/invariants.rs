@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use crate::model::{EvidenceKind, Plan, RunStatus, StopReason};
+use crate::model::{EvidenceKind, OnFailure, Plan, RunStatus, StopReason};
 use crate::store::{RunState, StepRecord, StepRecordStatus, StoreError};
 
 use super::attempt::{Frozen, render_action};
@@ -59,10 +59,26 @@ fn story(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Vec<String> {
     for step in plan.steps.iter().take(cursor) {
         match last.get(step.id.as_str()).map(|record| record.status) {
             Some(StepRecordStatus::Done | StepRecordStatus::Skipped) => {}
+            // A step that says `on_failure = "continue"` may have failed
+            // when the state names it among its failed steps.
+            Some(StepRecordStatus::Failed)
+                if step.on_failure == OnFailure::Continue && state.failed_steps.contains(&step.id) => {}
             Some(StepRecordStatus::Failed) => {
                 violations.push(format!("step `{}` is before the cursor but its last record failed", step.id));
             }
             None => violations.push(format!("step `{}` is before the cursor but has no record", step.id)),
+        }
+    }
+    for id in &state.failed_steps {
+        let continued = plan.steps.iter().take(cursor).any(|step| {
+            step.id == *id
+                && step.on_failure == OnFailure::Continue
+                && last.get(id.as_str()).is_some_and(|record| record.status == StepRecordStatus::Failed)
+        });
+        if !continued {
+            violations.push(format!(
+                "`failed_steps` names `{id}`, which is not a failed `on_failure = \"continue\"` step before the cursor"
+            ));
         }
     }
     let by_status = match state.status {

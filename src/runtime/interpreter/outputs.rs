@@ -6,9 +6,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::model::{InputValues, Plan};
+use crate::model::{InputValues, Plan, StepDetails};
 use crate::store::{StepRecord, StepRecordStatus};
-use crate::template::{RefTarget, RenderContext, StepOutput};
+use crate::template::{RefTarget, RenderContext, StepOutput, StepState};
 
 /// Outputs later templates may read.
 pub(super) struct Outputs {
@@ -45,14 +45,30 @@ impl Outputs {
     /// A resumed run: the outputs of the completed steps in its history.
     pub(super) fn restored(plan: &Plan, run_id: &str, history: &[StepRecord]) -> Self {
         let mut outputs = Outputs::new(plan, run_id);
-        for record in history.iter().filter(|record| record.status == StepRecordStatus::Done) {
+        for record in history {
+            let exit_code = match &record.details {
+                StepDetails::Attempt { tool, .. } => tool.exit_code(),
+                _ => None,
+            };
+            let status = match record.status {
+                StepRecordStatus::Done => StepState::Done,
+                StepRecordStatus::Failed => StepState::Failed,
+                _ => continue,
+            };
             let output = StepOutput {
                 output_text: record.output_text.clone(),
                 output_json: record.output_json.clone(),
                 stderr_text: record.stderr_text.clone().unwrap_or_default(),
-                ..StepOutput::default()
+                status,
+                exit_code,
             };
-            outputs.record(&record.step_id, output);
+            // A failed attempt is readable by name only (a later attempt
+            // of the same step replaces it); `last` stays the last step
+            // that succeeded.
+            match status {
+                StepState::Failed => outputs.record_failed(&record.step_id, output),
+                _ => outputs.record(&record.step_id, output),
+            }
         }
         outputs
     }
@@ -64,6 +80,16 @@ impl Outputs {
             self.named.insert(step_id.to_string(), output.clone());
         }
         self.last = Some(output);
+    }
+}
+
+impl Outputs {
+    /// Keeps a failed attempt's output, by name only: `last` is the last
+    /// step that succeeded, never a failed one.
+    pub(super) fn record_failed(&mut self, step_id: &str, output: StepOutput) {
+        if self.referenced.contains(step_id) {
+            self.named.insert(step_id.to_string(), output);
+        }
     }
 }
 

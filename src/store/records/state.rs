@@ -31,6 +31,11 @@ pub struct RunState {
     pub counters: Counters,
     /// The message of the failure that ended the run, if any.
     pub error: Option<String>,
+    /// Steps whose last attempt failed while the step said
+    /// `on_failure = "continue"`, in the order they failed: a run may end
+    /// `done` with failed steps. Left out when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_steps: Vec<String>,
     /// The frozen action a person must approve; set exactly while the
     /// status is `waiting_approval`.
     pub pending_action: Option<PendingAction>,
@@ -172,6 +177,7 @@ impl RunState {
             cursor: Cursor::default(),
             counters: Counters::default(),
             error: None,
+            failed_steps: Vec::new(),
             pending_action: None,
             approval: None,
             evidence: Vec::new(),
