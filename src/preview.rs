@@ -47,6 +47,9 @@ pub struct PlanSummary {
     /// The plan's `[[verify]]` completion checks, one line each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub verify: Vec<String>,
+    /// The plan's declared inputs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<crate::model::InputSpec>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -168,6 +171,7 @@ impl Preview {
                 keywords: plan.keywords.clone(),
                 expected_status: plan.expected_status.to_string(),
                 verify: plan.verify.iter().map(describe_check).collect(),
+                inputs: plan.inputs.clone(),
             },
             route: route.map(|decision| RoutePreview { why: decision.explanation(), decision }),
             policy: PolicySummary {

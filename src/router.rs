@@ -172,6 +172,7 @@ mod tests {
             policy: "default".to_string(),
             default,
             expected_status: RunStatus::Done,
+            inputs: Vec::new(),
             steps: Vec::new(),
             budget: Default::default(),
             verify: Vec::new(),

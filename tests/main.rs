@@ -29,6 +29,7 @@
 //! | `budget_paths` | budgets on every path: the approved action of a paused run, its receipt look-up, the verifier's look-ups (kept in reserve from the first effect on); nothing over budget is applied | |
 //! | `reconcile` | `planrun reconcile --applied\|--not-applied` settles a `tool_result_uncertain` run (audited, recorded), `resume` continues past it or runs it again; anything else refused | |
 //! | `budgets` | `max_steps`, `max_tool_calls`, `max_run_secs`, plan budgets below the policy's, the deadline across a pause | |
+//! | `failure_handling` | `on_failure = "continue"` (a real failing shell step read by a later step: `status`, `exit_code`, `stderr_text`, also after an approval and `resume`; `failed_steps` in the state, `show`, `runs`, the final line), the default `fail`, `max_consecutive_failures` across continued failures, a security denial never continued, `expect.exit_codes`, loader refusals with `file:line:column` | |
 //! | `completion` | `when` skips, `expect` (exit code, output), `verify` checks deciding `done` | |
 //! | `story_invariants` | a re-sealed checkpoint whose story the plan could not produce (re-targeted frozen action, missing look-up, `done` without evidence, empty pending step) refused by `approve`/`resume` and alike by `verify`, `show` and `runs` (exit 2, the check named); an approval not bound to the frozen action; `approved_at <= now < expires_at` | |
 //! | `syncs` | where a command-line run syncs (`strace -f`): once per step that may change the world, before the next one starts; the checkpoint after a read waits for the next sync; the end is synced. The service's bridge state files (`strace -p`): a stub request writes one, an agent request two | |
@@ -40,6 +41,7 @@
 //! | `check_catalog` | `check` of one file against the rest of the catalog, unresolvable template references refused before anything runs, the blocked-program hint, the broken-plan error every goal gets | |
 //! | `diagnostics` | `check` output for each broken file in `tests/fixtures/broken/` (one snapshot per fixture, by `insta::glob!`) | `diagnostics/` |
 //! | `preview` | `plan` previews; a preview executes and creates nothing | `preview/` |
+//! | `inputs` | a plan's `[inputs.NAME]`: declarations refused with their position; values from `--input`, `--inputs FILE` and scenarios checked before anything runs (exit 2, no run, the canary absent); recorded, shown and read again on `resume`; a `path` input confined | |
 //! | `step_output` | what an attempt keeps of its program's output, failed or not: stdout and the end of stderr (`stderr_text`, the last 8 KiB) in the record and `show --full`, the output a failed `expect` refused, `{{ steps.<id>.stderr_text }}` in a later step and after `resume` | |
 //! | `seeing_runs` | `runs` (newest first, `--status`, `--json`, a tampered run listed as unreadable, an empty workspace), `show --full`, `show latest`, the finish message, the run's last line naming its files | |
 //! | `authoring` | `list`, `policy check`, `schema` (and the committed `schemas/`), `show` of documented runs | `cli/list`, `cli/policy_check_*`, `cli/show_*` |
@@ -80,7 +82,9 @@ mod decision_backends;
 mod diagnostics;
 mod docs;
 mod effect_receipts;
+mod failure_handling;
 mod idempotency;
+mod inputs;
 mod integrity;
 mod layering;
 mod left_over_children;

@@ -140,6 +140,12 @@ pub struct RunArgs {
     /// Name the run (`[A-Za-z0-9._-]{1,64}`); an existing run is never overwritten.
     #[arg(long, value_name = "ID")]
     pub run_id: Option<String>,
+    /// Give the plan's input NAME this value (repeatable; checked against its `[inputs.NAME]` before anything runs).
+    #[arg(long = "input", value_name = "NAME=VALUE", value_parser = crate::model::parse_input_flag)]
+    pub inputs: Vec<crate::model::GivenInput>,
+    /// Read the plan's inputs from a JSON, YAML or TOML file (an object of names and values); `--input` wins.
+    #[arg(long = "inputs", value_name = "FILE")]
+    pub inputs_file: Option<PathBuf>,
     /// Print the final state as JSON to stdout.
     #[arg(long)]
     pub json: bool,
@@ -160,7 +166,14 @@ pub struct RunArgs {
 impl RunArgs {
     /// Whether any option of a run was given.
     fn is_given(&self) -> bool {
-        self.plan.is_some() || self.goal.is_some() || self.run_id.is_some() || self.json || self.quiet || self.queue
+        self.plan.is_some()
+            || self.goal.is_some()
+            || self.run_id.is_some()
+            || !self.inputs.is_empty()
+            || self.inputs_file.is_some()
+            || self.json
+            || self.quiet
+            || self.queue
     }
 }
 

@@ -217,6 +217,12 @@ impl Progress for StderrProgress {
             state.counters.steps,
             state.counters.tool_calls,
         );
+        if !state.failed_steps.is_empty() {
+            anstream::eprintln!(
+                "  {}",
+                paint(YELLOW, format!("ended with failed steps: {}", state.failed_steps.join(", ")))
+            );
+        }
         if let Some(message) = self.finish_message.as_deref().filter(|message| !message.is_empty()) {
             for line in message.lines() {
                 anstream::eprintln!("  {line}");

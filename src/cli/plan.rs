@@ -66,6 +66,9 @@ fn print_preview(preview: &Preview) {
         let keywords = plan.keywords.iter().map(|keyword| format!("{keyword:?}")).collect::<Vec<_>>().join(", ");
         anstream::println!("keywords: {keywords}");
     }
+    for input in &plan.inputs {
+        anstream::println!("input: {}", describe_input(input));
+    }
     if plan.expected_status == "failed" {
         anstream::println!(
             "expected: the run ends {} (this plan documents a negative scenario)",
@@ -197,4 +200,36 @@ fn attempts_text(attempts: &std::collections::BTreeMap<FailureClass, u32>) -> St
         .collect();
     parts.push(if parts.is_empty() { "1 whatever fails".to_string() } else { "1 otherwise".to_string() });
     parts.join("; ")
+}
+
+/// `folder (path, required): the folder to measure` and the like.
+fn describe_input(input: &crate::model::InputSpec) -> String {
+    let mut facts = vec![input.ty.as_str().to_string()];
+    if input.required {
+        facts.push("required".to_string());
+    }
+    if let Some(default) = &input.default {
+        facts.push(format!("default {default}"));
+    }
+    if !input.one_of.is_empty() {
+        let values: Vec<String> = input.one_of.iter().map(ToString::to_string).collect();
+        facts.push(format!("one of {}", values.join(", ")));
+    }
+    if let (Some(min), Some(max)) = (input.min, input.max) {
+        facts.push(format!("{min} to {max}"));
+    } else if let Some(min) = input.min {
+        facts.push(format!("at least {min}"));
+    } else if let Some(max) = input.max {
+        facts.push(format!("at most {max}"));
+    }
+    if let Some(max) = input.max_length {
+        facts.push(format!("at most {max} characters"));
+    }
+    if let Some(pattern) = &input.pattern {
+        let shown =
+            pattern.as_str().strip_prefix("^(?:").and_then(|rest| rest.strip_suffix(")$")).unwrap_or(pattern.as_str());
+        facts.push(format!("matching /{shown}/"));
+    }
+    let description = if input.description.is_empty() { String::new() } else { format!(": {}", input.description) };
+    format!("{} ({}){description}", input.name, facts.join(", "))
 }

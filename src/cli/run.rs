@@ -21,7 +21,11 @@ pub fn run(args: &RunArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     } else {
         return fail_with(&OpsError::NothingToRun);
     };
-    let input = RunInput { target, run_id: args.run_id.clone(), workspace: dirs.workspace.clone() };
+    let inputs = match ops::given_inputs(args.inputs_file.as_deref(), &args.inputs) {
+        Ok(inputs) => inputs,
+        Err(error) => return fail_with(&error),
+    };
+    let input = RunInput { target, run_id: args.run_id.clone(), workspace: dirs.workspace.clone(), inputs };
     if args.queue {
         return queue(input, args, env);
     }

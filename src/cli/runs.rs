@@ -70,11 +70,7 @@ fn print_table(runs: &[ListedRun]) {
     let summaries =
         || runs.iter().filter_map(|run| if let ListedRun::Readable(summary) = run { Some(summary) } else { None });
     let plan_width = runs.iter().filter_map(listed_plan).map(|plan| plan.chars().count()).max().unwrap_or(0).max(4);
-    let stop_width = summaries()
-        .map(|summary| summary.stop_reason.as_deref().map_or(1, str::len))
-        .max()
-        .unwrap_or(0)
-        .max("STOP REASON".len());
+    let stop_width = summaries().map(|summary| stop_shown(summary).len()).max().unwrap_or(0).max("STOP REASON".len());
     let header = format!(
         "{:<id_width$}  {:<plan_width$}  {:<16}  {:<stop_width$}  {:>5}  {:<24}  DURATION",
         "ID", "PLAN", "STATUS", "STOP REASON", "STEPS", "STARTED"
@@ -91,7 +87,7 @@ fn print_table(runs: &[ListedRun]) {
                     "{:<id_width$}  {:<plan_width$}  {status}{padding}  {:<stop_width$}  {:>5}  {:<24}  {}",
                     summary.run_id,
                     summary.plan,
-                    summary.stop_reason.as_deref().unwrap_or("-"),
+                    stop_shown(summary),
                     summary.steps,
                     column_time(&summary.started_at),
                     summary.duration_ms.map_or_else(|| "-".to_string(), duration)
@@ -172,6 +168,16 @@ fn duration(ms: u64) -> String {
     }
 }
 
+/// The stop reason as the table shows it, marked when the run ended with
+/// failed steps (`end_of_plan, 1 failed`).
+fn stop_shown(summary: &RunSummary) -> String {
+    let reason = summary.stop_reason.as_deref().unwrap_or("-");
+    match summary.failed_steps.len() {
+        0 => reason.to_string(),
+        failed => format!("{reason}, {failed} failed"),
+    }
+}
+
 fn listed_json(run: &ListedRun) -> Value {
     match run {
         ListedRun::Readable(RunSummary {
@@ -179,17 +185,24 @@ fn listed_json(run: &ListedRun) -> Value {
             plan,
             status,
             stop_reason,
+            failed_steps,
             steps,
             started_at,
             finished_at,
             duration_ms,
             holder,
-        }) => json!({
-            "run_id": run_id, "plan": plan, "status": status, "stop_reason": stop_reason, "steps": steps,
-            "started_at": started_at, "finished_at": finished_at, "duration_ms": duration_ms,
-            "interrupted": holder.as_ref() == Some(&Holder::Nobody),
-            "driven_by": holder.as_ref().filter(|holder| **holder != Holder::Nobody).map(Holder::to_string),
-        }),
+        }) => {
+            let mut value = json!({
+                "run_id": run_id, "plan": plan, "status": status, "stop_reason": stop_reason, "steps": steps,
+                "started_at": started_at, "finished_at": finished_at, "duration_ms": duration_ms,
+                "interrupted": holder.as_ref() == Some(&Holder::Nobody),
+                "driven_by": holder.as_ref().filter(|holder| **holder != Holder::Nobody).map(Holder::to_string),
+            });
+            if !failed_steps.is_empty() {
+                value["failed_steps"] = json!(failed_steps);
+            }
+            value
+        }
         ListedRun::Unreadable { run_id, error } => json!({"run_id": run_id, "status": "unreadable", "error": error}),
         ListedRun::Queued(queued) => json!({
             "run_id": queued.run_id, "status": "queued", "plan_path": queued.plan_path, "goal": queued.goal,

@@ -69,6 +69,9 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         state.plan.path,
         state.plan.policy
     );
+    for (name, value) in &state.inputs {
+        anstream::println!("input: {name} = {value}");
+    }
     if let Some(goal) = &state.goal {
         anstream::println!("goal: {goal:?}");
     }
@@ -84,6 +87,9 @@ pub fn show(args: &ShowArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         state.started_at,
         state.finished_at.as_deref().unwrap_or("-")
     );
+    if !state.failed_steps.is_empty() {
+        anstream::println!("failed steps (on_failure = \"continue\"): {}", state.failed_steps.join(", "));
+    }
     if let Some(holder) = &holder {
         anstream::println!("{}", holder_note(&state.run_id, holder));
     }

@@ -181,6 +181,12 @@ pub(crate) static PLAN: Section = Section {
             Type::Enum(&["done", "failed"]),
             "how a run of this plan is documented to end; `failed` turns its check warnings into notes",
         ),
+        key(
+            "inputs",
+            Type::Map(&Type::Table(&INPUT)),
+            "the values a run takes (`[inputs.NAME]`), given with `--input NAME=VALUE`, `--inputs FILE`, a request's \
+             `inputs` or a scenario's `inputs`; read as `{{ inputs.NAME }}`",
+        ),
         required("steps", Type::NonEmptyArray(&Type::Table(&STEP)), "the steps, run in order"),
         key("budget", Type::Table(&PLAN_BUDGET), "limits that may only lower the policy's budget for this plan"),
         key(
@@ -194,6 +200,50 @@ pub(crate) static PLAN: Section = Section {
             "ids of other plans the service's controller may run instead when a run of this plan failed and a \
              recovery rule rewrites the goal to one of them (default none)",
         ),
+    ],
+    variants: &[],
+};
+
+/// One `[inputs.NAME]` of a plan.
+pub(crate) static INPUT: Section = Section {
+    title: "plan input",
+    doc: "a value a run takes, checked before anything runs",
+    keys: &[
+        required(
+            "type",
+            Type::Enum(crate::model::InputType::NAMES),
+            "the value's type; only a `path` may fill a step's `path`",
+        ),
+        key("description", STRING, "one line shown by `planrun plan` and in the missing-input message"),
+        key("required", Type::Boolean, "whether a run must give it (never with `default`)"),
+        key(
+            "default",
+            Type::AnyOf(&[
+                Type::String,
+                Type::Integer { min: i64::MIN },
+                Type::Number { min: f64::MIN, max: f64::MAX },
+                Type::Boolean,
+            ]),
+            "the value when a run gives none; must fit the type and constraints",
+        ),
+        key(
+            "one_of",
+            Type::NonEmptyArray(&Type::AnyOf(&[
+                Type::String,
+                Type::Integer { min: i64::MIN },
+                Type::Number { min: f64::MIN, max: f64::MAX },
+                Type::Boolean,
+            ])),
+            "the closed set of accepted values",
+        ),
+        key("pattern", STRING, "`string` and `path`: a regex the whole value must match"),
+        key(
+            "min",
+            Type::Number { min: f64::MIN, max: f64::MAX },
+            "`integer` and `number`: the smallest accepted value",
+        ),
+        key("max", Type::Number { min: f64::MIN, max: f64::MAX }, "`integer` and `number`: the largest accepted value"),
+        key("max_length", POSITIVE, "`string` and `path`: at most this many characters"),
     ],
     variants: &[],
 };
@@ -267,6 +317,11 @@ pub(crate) static EXPECT: Section = Section {
     doc: "post-conditions on the step's result; a failed one is `verification_failed`",
     keys: &[
         key("exit_code", Type::Integer { min: 0 }, "for `shell`: the exit code that counts as success (default 0)"),
+        key(
+            "exit_codes",
+            Type::NonEmptyArray(&Type::Integer { min: 0 }),
+            "for `shell`: the exit codes that count as success; not with `exit_code`",
+        ),
         key("output_contains", STRING, "the output must contain this text"),
         key("output_matches", STRING, "the output must match this regex"),
     ],
@@ -286,6 +341,11 @@ pub(crate) static STEP: Section = Section {
             "per-step timeout in seconds; never above the policy's `budget.step_timeout_secs`",
         ),
         key("retry", POSITIVE, "max attempts for this step; never above the policy's `retry.cap`"),
+        key(
+            "on_failure",
+            Type::Enum(&["fail", "continue"]),
+            "after the last attempt fails: end the run `failed` (`fail`, default) or record the failure and go on (`continue`)",
+        ),
         key(
             "approval",
             Type::Enum(&["required"]),
@@ -592,6 +652,16 @@ pub(crate) static SCENARIO: Section = Section {
         key("goal", STRING, "run this goal (`planrun --goal`)"),
         key("plan", STRING, "run this plan file (`planrun --plan`), relative to the project root"),
         required("run_id", Type::Name { max: 64 }, "the run's id (`--run-id`)"),
+        key(
+            "inputs",
+            Type::Map(&Type::AnyOf(&[
+                Type::String,
+                Type::Integer { min: i64::MIN },
+                Type::Number { min: f64::MIN, max: f64::MAX },
+                Type::Boolean,
+            ])),
+            "the plan's inputs for the run, each given as `--input NAME=VALUE`",
+        ),
         required("expect_code", EXIT_CODE, "the exit code of the run"),
         key("expect_status", RUN_STATUSES, "the run's status in `state.json` after the last command"),
         key("folder", Type::Name { max: 64 }, "the snapshot folder below the snapshots root")

@@ -11,7 +11,7 @@ use crate::diag::{Diagnostic, SourceFile, Span};
 use crate::load::did_you_mean::did_you_mean;
 use crate::load::loaded_plan::LoadedPlan;
 use crate::load::table::value_span;
-use crate::model::{Action, Plan};
+use crate::model::{Action, InputType, Plan};
 use crate::template::{Field, RefTarget, Reference};
 
 /// `template-field-never-produced`: an `output_json` reference to a step
@@ -108,14 +108,35 @@ pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mu
                 found.push(diagnostic);
             }
             match &reference.target {
-                RefTarget::Input(name) => found.push(
-                    Diagnostic::error(
-                        "template-unknown-input",
-                        format!("`{{{{ {} }}}}` names no input of plan `{}`", reference.expr, plan.id),
-                    )
-                    .with_span(span)
-                    .with_help(format!("declare it: `[inputs.{name}]` with its `type`")),
-                ),
+                RefTarget::Input(name) => match plan.input(name) {
+                    None => {
+                        let mut diagnostic = Diagnostic::error(
+                            "template-unknown-input",
+                            format!("`{{{{ {} }}}}` names no input of plan `{}`", reference.expr, plan.id),
+                        )
+                        .with_span(span)
+                        .with_help(format!("declare it: `[inputs.{name}]` with its `type`"));
+                        if let Some(suggestion) =
+                            did_you_mean(name, plan.inputs.iter().map(|input| input.name.as_str()))
+                        {
+                            diagnostic = diagnostic.with_label(format!("did you mean `{suggestion}`?"));
+                        }
+                        found.push(diagnostic);
+                    }
+                    Some(input) if site.path && input.ty != InputType::Path => found.push(
+                        Diagnostic::error(
+                            "untrusted-control-field",
+                            format!(
+                                "input `{name}` is {}, and only a `path` input may fill a path",
+                                input.ty.with_article()
+                            ),
+                        )
+                        .with_span(span)
+                        .with_label("a path input is confined to the workspace before the run starts")
+                        .with_help(format!("declare it with `type = \"path\"` in `[inputs.{name}]`")),
+                    ),
+                    Some(_) => {}
+                },
                 RefTarget::Secret(name) => found.push(
                     Diagnostic::error(
                         "template-unknown-secret",

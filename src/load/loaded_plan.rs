@@ -44,6 +44,9 @@ pub(crate) struct TemplateSite {
     pub(crate) step: usize,
     pub(crate) template: Template,
     pub(crate) node: Node,
+    /// Whether the template is a step's `path` (where only `{{ run.id }}`
+    /// and `path`-typed inputs may appear).
+    pub(crate) path: bool,
 }
 
 impl LoadedPlan {

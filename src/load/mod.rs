@@ -30,6 +30,7 @@
 mod catalog;
 mod checked;
 mod cross_check;
+mod data_file;
 mod defaults;
 mod did_you_mean;
 mod keys;
@@ -45,6 +46,7 @@ mod read_file;
 mod route_checks;
 mod schema;
 mod table;
+mod validate_inputs;
 mod validate_plan;
 mod validate_policy;
 mod validate_scenario;

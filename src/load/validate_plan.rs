@@ -20,6 +20,7 @@ use crate::load::keys::{PLAN, PLAN_BUDGET, VERIFY};
 use crate::load::loaded_plan::{LoadedPlan, PlanSpans};
 use crate::load::node::Node;
 use crate::load::table::{TableReader, check_version, error_count, expect_string, name_or_error, wrong_type};
+use crate::load::validate_inputs::inputs;
 use crate::load::validate_step::step;
 use crate::model::{BudgetOverride, DEFAULT_POLICY, Plan, RunStatus, SourceRef, Step, VerifyCheck};
 
@@ -80,6 +81,7 @@ pub(crate) fn validate_plan(
         )
         .map(|status| status.unwrap_or(RunStatus::Done));
 
+    let inputs = inputs(reader.get("inputs"), diagnostics);
     spans.steps_key = reader.key_span("steps");
     let mut steps = Vec::new();
     if let Some(node) = reader.required("steps", diagnostics) {
@@ -126,8 +128,8 @@ pub(crate) fn validate_plan(
     if error_count(diagnostics) > errors_before {
         return None;
     }
-    let (Some(id), Some(policy), Some(expected_status), Some(budget), Some(verify)) =
-        (id, policy, expected_status, budget, verify)
+    let (Some(id), Some(policy), Some(expected_status), Some(inputs), Some(budget), Some(verify)) =
+        (id, policy, expected_status, inputs, budget, verify)
     else {
         return None;
     };
@@ -139,6 +141,7 @@ pub(crate) fn validate_plan(
             policy,
             default,
             expected_status,
+            inputs,
             steps,
             budget,
             verify,

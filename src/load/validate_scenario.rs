@@ -13,10 +13,11 @@ use std::path::{Path, PathBuf};
 
 use crate::diag::Diagnostic;
 use crate::load::keys::{FIXTURE, NORMALIZE, RECORD_FILES, SCENARIO, SCENARIO_FILE, SCENARIO_STEP};
-use crate::load::node::Node;
+use crate::load::node::{Node, NodeValue};
 use crate::load::read_file::EXTENSIONS;
 use crate::load::table::{
     TableReader, check_version, compile_regex, error_count, expect_array, expect_string, name_or_error, string_map,
+    wrong_type,
 };
 use crate::load::validate_scenario_git::git_fixtures;
 use crate::load::workspace_path::workspace_path;
@@ -121,6 +122,9 @@ fn scenario(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Opt
         .and_then(|(id, node)| name_or_error(id, node, "run id", 64, diagnostics));
     if let Some(run_id) = &run_id {
         args.extend(["--run-id".to_string(), run_id.clone()]);
+    }
+    if let Some(node) = reader.get("inputs") {
+        args.extend(scenario_inputs(node, diagnostics));
     }
     let expect_code = reader.required_integer("expect_code", -1, diagnostics).map(|(code, _)| code as i32);
     let statuses = [
@@ -313,6 +317,31 @@ fn follow_up(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Op
         expect_code,
         normalize,
     })
+}
+
+/// A scenario's `inputs` as the `--input NAME=VALUE` arguments of its run
+/// (checked by the plan's declarations when the run starts, as from the
+/// command line).
+fn scenario_inputs(node: &Node, diagnostics: &mut Vec<Diagnostic>) -> Vec<String> {
+    let Some(entries) = node.as_table() else {
+        diagnostics.push(wrong_type(node, "`inputs`", "a table of input values"));
+        return Vec::new();
+    };
+    let mut args = Vec::new();
+    for (key, value) in entries {
+        let text = match &value.value {
+            NodeValue::String(text) => text.clone(),
+            NodeValue::Integer(number) => number.to_string(),
+            NodeValue::Float(number) => number.to_string(),
+            NodeValue::Bool(flag) => flag.to_string(),
+            _ => {
+                diagnostics.push(wrong_type(value, &format!("`inputs.{}`", key.name), "a string, number or boolean"));
+                continue;
+            }
+        };
+        args.extend(["--input".to_string(), format!("{}={text}", key.name)]);
+    }
+    args
 }
 
 #[cfg(test)]

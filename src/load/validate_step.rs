@@ -1,5 +1,5 @@
 //! One `[[steps]]` table → [`Step`]: the common keys (`id`, `kind`,
-//! `timeout_secs`, `retry`, `approval`, `risk`, `idempotency_key`, `when`,
+//! `timeout_secs`, `retry`, `on_failure`, `approval`, `risk`, `idempotency_key`, `when`,
 //! `expect`) and each kind's payload, with every template parsed and
 //! control fields (program, paths, targets, keys) kept literal.
 
@@ -8,11 +8,11 @@ use crate::load::defaults::{DEFAULT_FLAKY_FAILURES, DEFAULT_FLAKY_OUTPUT};
 use crate::load::did_you_mean::did_you_mean;
 use crate::load::keys::{EXPECT, STEP, WHEN};
 use crate::load::loaded_plan::{PlanSpans, StepSpans, TemplateSite};
-use crate::load::node::Node;
+use crate::load::node::{Node, NodeValue};
 use crate::load::table::{
     TableReader, compile_regex, error_count, expect_string, name_or_error, value_span, wrong_type,
 };
-use crate::model::{Action, Condition, ConditionTest, Expect, Risk, Step, WhenFalse};
+use crate::model::{Action, Condition, ConditionTest, Expect, OnFailure, Risk, Step, WhenFalse};
 use crate::template::{RefTarget, Template};
 
 /// Characters the string form of `command` may not hold: a shell would give
@@ -79,6 +79,15 @@ pub(super) fn step(
             false
         }
     };
+    let on_failure = reader
+        .choice(
+            "on_failure",
+            "`on_failure`",
+            &[("fail", OnFailure::Fail), ("continue", OnFailure::Continue)],
+            diagnostics,
+        )
+        .flatten()
+        .unwrap_or_default();
     let declared_risk =
         reader.choice("risk", "`risk`", &[("read", Risk::Read), ("write", Risk::Write)], diagnostics).flatten();
 
@@ -99,15 +108,23 @@ pub(super) fn step(
         builder.reader.allow(variant.keys);
         builder.action(variant.name)
     });
-    if let (Some(variant), Some(Expect { exit_code: Some(_), .. })) = (kind, &expect)
+    if let (Some(variant), Some(expect)) = (kind, &expect)
+        && expect.accepted_exit_codes().is_some()
         && variant.name != "shell"
     {
         let span = reader.key_span("expect").unwrap_or(node.span);
         diagnostics.push(
-            Diagnostic::error("invalid-value", format!("`expect.exit_code` on a `{}` step", variant.name))
-                .with_span(span)
-                .with_label("only `shell` steps have an exit code")
-                .with_help("use `output_contains` or `output_matches`, or remove `exit_code`"),
+            Diagnostic::error(
+                "invalid-value",
+                format!(
+                    "`expect.{}` on a `{}` step",
+                    if expect.exit_codes.is_some() { "exit_codes" } else { "exit_code" },
+                    variant.name
+                ),
+            )
+            .with_span(span)
+            .with_label("only `shell` steps have an exit code")
+            .with_help("use `output_contains` or `output_matches`, or remove `exit_code`"),
         );
     }
     // With an unknown kind the payload keys cannot be judged; say nothing.
@@ -122,6 +139,7 @@ pub(super) fn step(
         action: action?,
         timeout_secs,
         retry,
+        on_failure,
         approval,
         declared_risk,
         idempotency_key,
@@ -240,11 +258,28 @@ impl ActionBuilder<'_, '_, '_> {
     fn run_id_only(&mut self, node: &Node, key: &str, field: [&str; 2], help: &str) -> Option<Template> {
         let [message_field, label_field] = field;
         let template = self.template(node, key)?;
-        if let Some(reference) = template.references().find(|reference| reference.target != RefTarget::RunId) {
+        // A path may also take an input; `lint_plan` checks that the input
+        // is `path`-typed (the declarations are the plan's).
+        let is_path = key == "`path`";
+        if let Some(site) = self.sites.last_mut()
+            && is_path
+        {
+            site.path = true;
+        }
+        let allowed = |target: &RefTarget| match target {
+            RefTarget::RunId => true,
+            RefTarget::Input(_) => is_path,
+            _ => false,
+        };
+        if let Some(reference) = template.references().find(|reference| !allowed(&reference.target)) {
             self.diagnostics.push(
                 Diagnostic::error("untrusted-control-field", format!("step output may not flow into {message_field}"))
                     .with_span(value_span(&self.file.text, node, reference.start, reference.end))
-                    .with_label(format!("only `{{{{ run.id }}}}` may appear in {label_field}"))
+                    .with_label(if is_path {
+                        format!("only `{{{{ run.id }}}}` and `path` inputs may appear in {label_field}")
+                    } else {
+                        format!("only `{{{{ run.id }}}}` may appear in {label_field}")
+                    })
                     .with_help(help),
             );
             return None;
@@ -301,12 +336,48 @@ impl ActionBuilder<'_, '_, '_> {
             .integer("exit_code", 0, self.diagnostics)
             .and_then(|(code, node)| small(code, node, "`exit_code`", self.diagnostics))
             .map(|code| i32::try_from(code).unwrap_or(i32::MAX));
+        let exit_codes = self.exit_codes(&mut reader);
+        if let (Some(_), Some(_)) = (exit_code, &exit_codes) {
+            self.diagnostics.push(
+                Diagnostic::error("invalid-value", "`expect` has both `exit_code` and `exit_codes`")
+                    .with_span(reader.key_span("exit_codes").unwrap_or(node.span))
+                    .with_label("set one of them")
+                    .with_help("list every accepted code in `exit_codes`, e.g. `exit_codes = [0, 1]`"),
+            );
+        }
         let output_contains = reader.string("output_contains", self.diagnostics).map(|(text, _)| text.to_string());
         let output_matches = reader
             .string("output_matches", self.diagnostics)
             .and_then(|(text, node)| compile_regex(text, false, node, self.diagnostics));
         reader.finish(self.diagnostics);
-        Some(Expect { exit_code, output_contains, output_matches })
+        Some(Expect { exit_code, exit_codes, output_contains, output_matches })
+    }
+
+    /// `exit_codes = [0, 1, …]`: a non-empty array of exit codes (0 to 255).
+    fn exit_codes(&mut self, reader: &mut TableReader<'_>) -> Option<Vec<i32>> {
+        let items = reader.array("exit_codes", self.diagnostics)?;
+        let span = reader.key_span("exit_codes");
+        if items.is_empty() {
+            self.diagnostics.push(
+                Diagnostic::error("invalid-value", "`expect.exit_codes` is empty")
+                    .with_span(span.unwrap_or_default())
+                    .with_label("list at least one exit code"),
+            );
+            return None;
+        }
+        let mut codes = Vec::new();
+        for (index, item) in items.iter().enumerate() {
+            match item.value {
+                NodeValue::Integer(code) if (0..=255).contains(&code) => codes.push(i32::try_from(code).ok()?),
+                NodeValue::Integer(code) => self.diagnostics.push(
+                    Diagnostic::error("invalid-value", format!("`expect.exit_codes[{index}]` is {code}"))
+                        .with_span(item.span)
+                        .with_label("an exit code is 0 to 255"),
+                ),
+                _ => self.diagnostics.push(wrong_type(item, &format!("`expect.exit_codes[{index}]`"), "an integer")),
+            }
+        }
+        (codes.len() == items.len()).then_some(codes)
     }
 
     fn required_template(&mut self, key: &str) -> Option<Template> {
@@ -320,7 +391,12 @@ impl ActionBuilder<'_, '_, '_> {
         let text = node.as_str()?;
         match Template::parse(text) {
             Ok(template) => {
-                self.sites.push(TemplateSite { step: self.step, template: template.clone(), node: node.clone() });
+                self.sites.push(TemplateSite {
+                    step: self.step,
+                    template: template.clone(),
+                    node: node.clone(),
+                    path: false,
+                });
                 Some(template)
             }
             Err(error) => {

@@ -72,6 +72,25 @@ impl ConditionTest {
     }
 }
 
+/// What a step's final failure (after its retries) does to the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnFailure {
+    /// The run ends `failed` (the default).
+    #[default]
+    Fail,
+    /// The failure is recorded (the run's `failed_steps`) and the run goes
+    /// on with the next step; later steps may read the failed step's
+    /// `status`, `exit_code`, `output_text` and `stderr_text`.
+    Continue,
+}
+
+impl OnFailure {
+    pub fn is_fail(&self) -> bool {
+        *self == OnFailure::Fail
+    }
+}
+
 /// What happens when a `when` condition is false.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -90,10 +109,25 @@ pub struct Expect {
     /// For `shell`: the exit code that counts as success (default 0).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// For `shell`: the exit codes that count as success (`exit_codes`);
+    /// never set together with `exit_code` (the loader refuses both).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_codes: Option<Vec<i32>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_contains: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "optional_regex")]
     pub output_matches: Option<Regex>,
+}
+
+impl Expect {
+    /// The exit codes that count as success, when the step names any.
+    pub fn accepted_exit_codes(&self) -> Option<Vec<i32>> {
+        match (&self.exit_codes, self.exit_code) {
+            (Some(codes), _) => Some(codes.clone()),
+            (None, Some(code)) => Some(vec![code]),
+            (None, None) => None,
+        }
+    }
 }
 
 fn optional_regex<S: Serializer>(regex: &Option<Regex>, serializer: S) -> Result<S::Ok, S::Error> {

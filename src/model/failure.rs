@@ -87,6 +87,17 @@ impl FailureClass {
     pub fn is_retryable(self) -> bool {
         matches!(self, FailureClass::FileError | FailureClass::ExecutionError | FailureClass::UnknownError)
     }
+
+    /// Whether a step with `on_failure = "continue"` may go on after a
+    /// failure of this class. A security denial, an idempotency conflict and
+    /// an uncertain write always end the run: each needs a person (a
+    /// policy or plan to fix, a record to reconcile), never a next step.
+    pub fn may_continue(self) -> bool {
+        !matches!(
+            self,
+            FailureClass::SecurityDenied | FailureClass::IdempotencyConflict | FailureClass::ToolResultUncertain
+        )
+    }
 }
 
 impl std::fmt::Display for FailureClass {

@@ -10,6 +10,7 @@ mod decision_text;
 mod evidence;
 mod facts;
 mod failure;
+mod inputs;
 pub(crate) mod open_words;
 mod plan;
 mod policy;
@@ -17,7 +18,7 @@ mod run_status;
 mod scenario;
 mod service_policy;
 
-pub use condition::{BudgetOverride, Condition, ConditionTest, Expect, Risk, VerifyCheck, WhenFalse};
+pub use condition::{BudgetOverride, Condition, ConditionTest, Expect, OnFailure, Risk, VerifyCheck, WhenFalse};
 pub use decision_text::{MAX_APPROVAL_SECS, MAX_NAME_CHARS, MAX_REASON_CHARS, check_decision_text};
 pub use evidence::{
     EvidenceDetail, EvidenceKind, ReceiptEvidence, ReceiptResult, ReconciledEvidence, SatisfiedEvidence,
@@ -27,6 +28,10 @@ pub use facts::{
     ToolFacts, VouchedBy,
 };
 pub use failure::FailureClass;
+pub use inputs::{
+    GivenInput, GivenValue, InputError, InputSource, InputSpec, InputType, InputValues, check_relative_path,
+    inputs_from_object, json_type, parse_input_flag, resolve_inputs,
+};
 pub use plan::{Action, DEFAULT_POLICY, Plan, SourceRef, Step};
 pub use policy::{
     ArgMatcher, ArgPattern, Budget, Decision, FilePolicy, Policy, RetryPolicy, ShellPolicy, ShellRule, SlotKind,

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::diag::Span;
-use crate::model::{BudgetOverride, Condition, Expect, Risk, RunStatus, VerifyCheck};
+use crate::model::{BudgetOverride, Condition, Expect, InputSpec, OnFailure, Risk, RunStatus, VerifyCheck};
 use crate::template::Template;
 
 /// Where a model came from: the path as the user named it (relative to the
@@ -38,6 +38,9 @@ pub struct Plan {
     /// demonstrate a negative scenario (a denied command, a bad template) say
     /// `failed`; `planrun check` then reports their expected findings as notes.
     pub expected_status: RunStatus,
+    /// The values a run takes (`[inputs.NAME]`), in file order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputSpec>,
     pub steps: Vec<Step>,
     /// Limits that lower the policy's budget for this plan.
     #[serde(skip_serializing_if = "BudgetOverride::is_empty")]
@@ -69,6 +72,9 @@ pub struct Step {
     /// Max attempts for this step; never above the policy's `retry.cap`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry: Option<u32>,
+    /// What the step's final failure does: end the run (default) or go on.
+    #[serde(skip_serializing_if = "OnFailure::is_fail")]
+    pub on_failure: OnFailure,
     /// `approval = "required"`: the run pauses before this step until a
     /// person approves the frozen action.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -183,6 +189,11 @@ impl Step {
 }
 
 impl Plan {
+    /// The declared input with this name.
+    pub fn input(&self, name: &str) -> Option<&InputSpec> {
+        self.inputs.iter().find(|input| input.name == name)
+    }
+
     /// The step with this id.
     pub fn step(&self, id: &str) -> Option<&Step> {
         self.steps.iter().find(|step| step.id == id)

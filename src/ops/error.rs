@@ -5,6 +5,7 @@ use std::path::Path;
 
 use crate::diag::{Diagnostic, SourceMap};
 use crate::load::Loader;
+use crate::model::InputError;
 use crate::ops::ControlError;
 use crate::ops::ExitStatus;
 use crate::runtime::RunError;
@@ -37,6 +38,10 @@ pub enum OpsError {
     /// A bad argument (exit 2).
     #[error("{0}")]
     Usage(String),
+    /// The plan's inputs were refused: unknown, missing, or a value that
+    /// does not fit (exit 2; nothing ran).
+    #[error(transparent)]
+    Inputs(#[from] InputError),
     /// A bad run id (exit 2).
     #[error(transparent)]
     InvalidRunId(#[from] RunIdError),
@@ -115,6 +120,7 @@ impl OpsError {
             | OpsError::NoRoute(_)
             | OpsError::NothingToRun
             | OpsError::Usage(_)
+            | OpsError::Inputs(_)
             | OpsError::InvalidRunId(_)
             | OpsError::StoreUnavailable(_)
             | OpsError::Records(_) => ExitStatus::InvalidInput,

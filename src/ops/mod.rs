@@ -76,7 +76,7 @@ pub use policy_check::{PolicyCheckInput, PolicyVerdict, policy_check};
 pub use preview::{PreviewTarget, preview};
 pub use queue::{Queued, QueuedSummary, queue, queued_run};
 pub use route::{Routed, route};
-pub use run::{RunInput, RunOutcome, RunTarget, run};
+pub use run::{RunInput, RunOutcome, RunTarget, given_inputs, run};
 pub use runs::{ListedRun, RunSummary, RunsInput, RunsOutcome, StatusFilter, runs};
 pub use scenario_run::{Captured, ScenarioContext, ScenarioRun, run_scenario};
 pub use scenario_sandbox::SandboxError;

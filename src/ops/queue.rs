@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::load::Loader;
-use crate::model::{Plan, Policy};
+use crate::model::{InputValues, Plan, Policy, resolve_inputs};
 use crate::ops::catalog::load_plan_file_with;
 use crate::ops::run::parse_run_id;
 use crate::ops::{OpsError, RunInput, RunTarget};
@@ -28,7 +28,8 @@ pub fn queue(input: RunInput<'_>, env: &RuntimeEnv) -> Result<Queued, OpsError> 
         RunTarget::PlanFile { plan, policies } => {
             let (loader, (plan, policy)) = load_plan_file_with(plan, policies, &input.workspace)?;
             let path = plan.source.path.clone();
-            (request(&loader, &plan, &policy, None)?, path)
+            let inputs = resolve_inputs(&plan.id, &plan.inputs, &input.inputs)?;
+            (request(&loader, &plan, &policy, None, inputs)?, path)
         }
         RunTarget::Goal { goal, catalog } => {
             let (routed, routed_policy) = select(catalog, goal).map_err(OpsError::NoRoute)?;
@@ -44,7 +45,8 @@ pub fn queue(input: RunInput<'_>, env: &RuntimeEnv) -> Result<Queued, OpsError> 
                 )));
             }
             let path = plan.source.path.clone();
-            (request(&loader, &plan, &policy, Some(goal.to_string()))?, path)
+            let inputs = resolve_inputs(&plan.id, &plan.inputs, &input.inputs)?;
+            (request(&loader, &plan, &policy, Some(goal.to_string()), inputs)?, path)
         }
     };
     let run_id = submit(&start, parse_run_id(input.run_id.as_deref())?, &input.workspace, env)?;
@@ -53,7 +55,13 @@ pub fn queue(input: RunInput<'_>, env: &RuntimeEnv) -> Result<Queued, OpsError> 
 
 /// The queued request: the texts the loader validated, under the paths
 /// the records name.
-fn request(loader: &Loader, plan: &Plan, policy: &Policy, goal: Option<String>) -> Result<QueuedStart, OpsError> {
+fn request(
+    loader: &Loader,
+    plan: &Plan,
+    policy: &Policy,
+    goal: Option<String>,
+    inputs: InputValues,
+) -> Result<QueuedStart, OpsError> {
     let text = |path: &str| {
         loader
             .sources()
@@ -61,7 +69,9 @@ fn request(loader: &Loader, plan: &Plan, policy: &Policy, goal: Option<String>) 
             .map(|file| file.text.clone())
             .ok_or_else(|| OpsError::Usage(format!("`{path}` was validated but its text is not at hand")))
     };
-    Ok(QueuedStart::new(plan, policy, (text(&plan.source.path)?, text(&policy.source.path)?), goal))
+    let mut start = QueuedStart::new(plan, policy, (text(&plan.source.path)?, text(&policy.source.path)?), goal);
+    start.inputs = inputs;
+    Ok(start)
 }
 
 /// A queued run as `show` and `runs` present it.

@@ -69,6 +69,8 @@ pub struct RunSummary {
     pub plan: String,
     pub status: RunStatus,
     pub stop_reason: Option<String>,
+    /// Steps that failed with `on_failure = "continue"` (empty for most runs).
+    pub failed_steps: Vec<String>,
     pub steps: u64,
     pub started_at: String,
     pub finished_at: Option<String>,
@@ -185,6 +187,7 @@ fn summarize(run: &LoadedRun, holder: Option<Holder>) -> RunSummary {
         plan: state.plan.id.clone(),
         status: state.status,
         stop_reason: state.stop_reason.as_ref().map(ToString::to_string),
+        failed_steps: state.failed_steps.clone(),
         steps: state.counters.steps,
         started_at: state.started_at.clone(),
         finished_at: state.finished_at.clone(),

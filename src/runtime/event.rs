@@ -156,6 +156,10 @@ pub struct RunStarted {
     pub policy: String,
     /// The goal that routed to the plan (`null` for `--plan`).
     pub goal: Option<String>,
+    /// The plan's inputs as given (defaults applied); absent when it
+    /// declares none.
+    #[serde(default, skip_serializing_if = "crate::model::InputValues::is_empty")]
+    pub inputs: crate::model::InputValues,
 }
 
 /// `plan_created`: `plan.json` was written (read back like [`RunStarted`]).

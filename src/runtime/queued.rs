@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::load::{Copies, Loader};
-use crate::model::{Plan, Policy};
+use crate::model::{InputValues, Plan, Policy};
 use crate::runtime::interpreter::NotStarted;
 use crate::runtime::request::create_and;
 use crate::runtime::{IdKind, Progress, RunError, RunOutcome, RunRequest, RuntimeEnv};
@@ -34,6 +34,9 @@ pub struct QueuedStart {
     pub version: u32,
     /// The goal that routed to the plan (`None` for `--plan`).
     pub goal: Option<String>,
+    /// The plan's inputs, checked when the run was submitted.
+    #[serde(default, skip_serializing_if = "InputValues::is_empty")]
+    pub inputs: InputValues,
     pub plan: FileCopy,
     pub policy: FileCopy,
 }
@@ -66,6 +69,7 @@ impl QueuedStart {
         QueuedStart {
             version: REQUEST_VERSION,
             goal,
+            inputs: InputValues::new(),
             plan: FileCopy { path: plan.source.path.clone(), text: texts.0 },
             policy: FileCopy { path: policy.source.path.clone(), text: texts.1 },
         }
@@ -160,6 +164,7 @@ fn run_claimed(
         plan: &plan,
         policy: &policy,
         goal: start.goal,
+        inputs: start.inputs,
         run_id: Some(RunId::parse(&run_id).map_err(RunError::InvalidRunId)?),
         workspace: workspace.into(),
     };

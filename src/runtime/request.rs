@@ -5,7 +5,7 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::confine::Workspace;
-use crate::model::{Plan, Policy};
+use crate::model::{InputValues, Plan, Policy};
 use crate::runtime::interpreter::{Interpreter, NotStarted};
 use crate::runtime::{IdKind, Progress, RuntimeEnv};
 use crate::store::{RunHandle, RunId, RunIdError, RunState, StoreError, create_unique};
@@ -16,6 +16,9 @@ pub struct RunRequest<'a> {
     pub policy: &'a Policy,
     /// The goal that routed to the plan (`None` for `--plan`).
     pub goal: Option<String>,
+    /// The plan's inputs, already checked against its declarations
+    /// ([`crate::model::resolve_inputs`]).
+    pub inputs: InputValues,
     /// An explicit run id; `None` takes one from the [`RuntimeEnv`].
     pub run_id: Option<RunId>,
     /// The workspace folder; created when missing.
@@ -95,7 +98,8 @@ pub(crate) fn create_and(
             .map(|(_, run)| run),
     }
     .map_err(RunError::Start)?;
-    let interpreter = Interpreter::new(request.plan, request.policy, &workspace, run, store, request.goal, env);
+    let interpreter = Interpreter::new(request.plan, request.policy, &workspace, run, store, request.goal, env)
+        .with_inputs(request.inputs);
     let state = go(interpreter)?;
     Ok(RunOutcome { state })
 }

@@ -101,6 +101,7 @@ impl InterruptedStart {
             plan,
             policy,
             goal: self.started.goal.clone(),
+            inputs: self.started.inputs.clone(),
             run_id: Some(self.run_id.clone()),
             workspace: workspace.to_path_buf(),
         }

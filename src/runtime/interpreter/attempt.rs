@@ -18,7 +18,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::model::{
-    Action, Condition, Decision, EvidenceDetail, EvidenceKind, FailureClass, Plan, Policy, RunStatus,
+    Action, Condition, Decision, EvidenceDetail, EvidenceKind, FailureClass, OnFailure, Plan, Policy, RunStatus,
     SatisfiedEvidence, Step, StepDetails, StopReason, WhenFalse,
 };
 use crate::runtime::approval::fingerprint;
@@ -30,7 +30,7 @@ use crate::runtime::event::{
 use crate::runtime::recorder::Recorder;
 use crate::runtime::{Progress, RuntimeEnv, format_timestamp};
 use crate::store::{Cursor, Evidence, PendingAction, RunState, StepRecord, StepRecordStatus, StoreError};
-use crate::template::{StepOutput, TemplateError};
+use crate::template::{StepOutput, StepState, TemplateError};
 use crate::tools::{ResolvedAction, ToolFailure, ToolOutcome, Tools};
 
 use super::budgets::Budgets;
@@ -207,6 +207,10 @@ impl Attempt<'_, '_> {
         let finished = self.env.clock.now();
         let duration_ms = u64::try_from(finished.as_millisecond() - started.as_millisecond()).unwrap_or(0);
         let (ToolOutcome { result, stderr_text, .. }, details) = attempted.split();
+        let exit_code = match &details {
+            StepDetails::Attempt { tool, .. } => tool.exit_code(),
+            _ => None,
+        };
         let (status, output_text, success, failure) = match result {
             Ok(success) => (StepRecordStatus::Done, success.output_text.clone(), Some(success), None),
             Err(failure) => (StepRecordStatus::Failed, failure.output_text.clone(), None, Some(failure)),
@@ -250,11 +254,21 @@ impl Attempt<'_, '_> {
                     output_text: success.output_text,
                     output_json: success.output_json,
                     stderr_text: stderr_text.unwrap_or_default(),
-                    ..StepOutput::default()
+                    status: StepState::Done,
+                    exit_code,
                 };
                 self.succeeded(index, step, output)?
             }
-            (None, Some(failure)) => self.failed(step, attempt, failure)?,
+            (None, Some(failure)) => {
+                let output = StepOutput {
+                    output_text: failure.output_text.clone(),
+                    output_json: None,
+                    stderr_text: stderr_text.unwrap_or_default(),
+                    status: StepState::Failed,
+                    exit_code,
+                };
+                self.failed(index, step, attempt, failure, output)?
+            }
             (None, None) => {}
         }
         Ok(())
@@ -270,13 +284,21 @@ impl Attempt<'_, '_> {
         Ok(())
     }
 
-    fn failed(&mut self, step: &Step, attempt: u32, failure: ToolFailure) -> Result<(), StoreError> {
+    fn failed(
+        &mut self,
+        index: usize,
+        step: &Step,
+        attempt: u32,
+        failure: ToolFailure,
+        output: StepOutput,
+    ) -> Result<(), StoreError> {
         self.state.counters.consecutive_failures += 1;
         self.state.cursor.attempts = attempt;
         let max_attempts = self.policy.retry.attempts_for(failure.class, step.retry);
         let retry_allowed = attempt < max_attempts;
         let exhausted = self.budgets.after_failure(&self.state.counters);
         let retry_scheduled = retry_allowed && exhausted.is_none();
+        let continues = step.on_failure == OnFailure::Continue && failure.class.may_continue();
         self.recorder.emit(Event::StepFailed(StepFailed {
             step_id: step.id.clone(),
             failure_class: failure.class,
@@ -292,8 +314,17 @@ impl Attempt<'_, '_> {
                 next_attempt: attempt + 1,
                 max_attempts,
             }))?;
-        } else if let (true, Some(exhausted)) = (retry_allowed, exhausted) {
+        } else if let Some(exhausted) = exhausted.filter(|_| retry_allowed || continues) {
             exhausted.record(self.plan, self.state, self.recorder)?;
+        } else if continues {
+            // The failure is the step's last: recorded, readable by later
+            // steps, and the run goes on. The consecutive-failure count is
+            // not reset, so continued failures in a row still exhaust
+            // `max_consecutive_failures` (the run then ends
+            // `budget_exhausted`).
+            self.state.failed_steps.push(step.id.clone());
+            self.state.cursor = Cursor { next_step: index + 1, attempts: 0 };
+            self.outputs.record_failed(&step.id, output);
         } else {
             let reason = match failure.class {
                 FailureClass::ToolResultUncertain => StopReason::ToolResultUncertain,

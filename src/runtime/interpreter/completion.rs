@@ -236,8 +236,12 @@ pub(super) fn apply_expect(step: &Step, mut outcome: ToolOutcome) -> ToolOutcome
         output_text: success.output_text,
     };
     let exit_code = outcome.facts.exit_code().map(i64::from);
-    if let Some(expected) = expect.exit_code {
-        let accepted = exit_code == Some(i64::from(expected));
+    if let Some(expected) = expect.accepted_exit_codes() {
+        let accepted = exit_code.is_some_and(|code| expected.iter().any(|want| i64::from(*want) == code));
+        let expected = match expected.as_slice() {
+            [one] => one.to_string(),
+            many => format!("one of {}", many.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
+        };
         outcome.result = match outcome.result {
             Err(failure) if accepted && failure.class == FailureClass::ExecutionError => {
                 Ok(ToolSuccess { output_text: failure.output_text, output_json: None })

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use crate::model::{EvidenceKind, Plan, RunStatus, StopReason};
+use crate::model::{EvidenceKind, OnFailure, Plan, RunStatus, StopReason};
 use crate::store::{RunState, StepRecord, StepRecordStatus, StoreError};
 
 use super::attempt::{Frozen, render_action};
@@ -59,10 +59,26 @@ fn story(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Vec<String> {
     for step in plan.steps.iter().take(cursor) {
         match last.get(step.id.as_str()).map(|record| record.status) {
             Some(StepRecordStatus::Done | StepRecordStatus::Skipped) => {}
+            // A step that says `on_failure = "continue"` may have failed
+            // when the state names it among its failed steps.
+            Some(StepRecordStatus::Failed)
+                if step.on_failure == OnFailure::Continue && state.failed_steps.contains(&step.id) => {}
             Some(StepRecordStatus::Failed) => {
                 violations.push(format!("step `{}` is before the cursor but its last record failed", step.id));
             }
             None => violations.push(format!("step `{}` is before the cursor but has no record", step.id)),
+        }
+    }
+    for id in &state.failed_steps {
+        let continued = plan.steps.iter().take(cursor).any(|step| {
+            step.id == *id
+                && step.on_failure == OnFailure::Continue
+                && last.get(id.as_str()).is_some_and(|record| record.status == StepRecordStatus::Failed)
+        });
+        if !continued {
+            violations.push(format!(
+                "`failed_steps` names `{id}`, which is not a failed `on_failure = \"continue\"` step before the cursor"
+            ));
         }
     }
     let by_status = match state.status {
@@ -89,7 +105,8 @@ fn waiting(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Result<(), 
     let Some(step) = plan.steps.get(index).filter(|step| step.id == pending.step_id) else {
         return Err(format!("the pending step `{}` is not step {} of the plan", pending.step_id, index + 1));
     };
-    let outputs = Outputs::restored(plan, &state.run_id, history);
+    let mut outputs = Outputs::restored(plan, &state.run_id, history);
+    outputs.set_run_data(state.goal.clone(), state.inputs.clone());
     if let Some(condition) = &step.when {
         let value = condition.value.render(&outputs).map_err(|error| {
             format!("the condition of step `{}` cannot be evaluated from the verified record: {error}", step.id)

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::confine::Workspace;
-use crate::model::{Decision, Plan, Policy, RunStatus, StopReason};
+use crate::model::{Decision, InputValues, Plan, Policy, RunStatus, StopReason};
 use crate::runtime::approval::{ApprovalInvalid, check_approval};
 use crate::runtime::env::CrashPoint;
 use crate::runtime::event::{ApprovalVerified, Event, PlanCreated, RunResumed, RunStarted};
@@ -134,8 +134,17 @@ impl<'r> Interpreter<'r> {
         Self::build(RunParts { plan, policy, workspace, run, store, env }, loaded.state, outputs, true)
     }
 
+    /// A new run given these inputs (checked against the plan by the
+    /// caller): recorded in its state, read by `{{ inputs.NAME }}`.
+    pub fn with_inputs(mut self, inputs: InputValues) -> Self {
+        self.state.inputs = inputs;
+        self.outputs.set_run_data(self.state.goal.clone(), self.state.inputs.clone());
+        self
+    }
+
     /// The constructor `new` and `resumed` share.
-    fn build(parts: RunParts<'r>, state: RunState, outputs: Outputs, recovering: bool) -> Self {
+    fn build(parts: RunParts<'r>, state: RunState, mut outputs: Outputs, recovering: bool) -> Self {
+        outputs.set_run_data(state.goal.clone(), state.inputs.clone());
         let RunParts { plan, policy, workspace, run, store, env } = parts;
         let clock = env.clock.as_ref();
         let fence = run.fence();
@@ -212,6 +221,7 @@ impl<'r> Interpreter<'r> {
             plan_path: self.plan.source.path.clone(),
             policy: self.policy.name.clone(),
             goal: self.state.goal.clone(),
+            inputs: self.state.inputs.clone(),
         }))?;
         let mut plan_json = serde_json::to_value(self.plan).unwrap_or(Value::Null);
         if let Value::Object(map) = &mut plan_json {

@@ -6,13 +6,17 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::model::Plan;
+use crate::model::{InputValues, Plan, StepDetails};
 use crate::store::{StepRecord, StepRecordStatus};
-use crate::template::{RefTarget, RenderContext, StepOutput};
+use crate::template::{RefTarget, RenderContext, StepOutput, StepState};
 
 /// Outputs later templates may read.
 pub(super) struct Outputs {
     run_id: String,
+    /// The goal the run was started with (`{{ run.goal }}`).
+    goal: Option<String>,
+    /// The run's inputs (`{{ inputs.NAME }}`), as recorded.
+    inputs: InputValues,
     last: Option<StepOutput>,
     named: HashMap<String, StepOutput>,
     /// Step ids that some `steps.<id>` reference names.
@@ -22,20 +26,49 @@ pub(super) struct Outputs {
 impl Outputs {
     /// A new run: nothing has run yet.
     pub(super) fn new(plan: &Plan, run_id: &str) -> Self {
-        Outputs { run_id: run_id.to_string(), last: None, named: HashMap::new(), referenced: referenced_steps(plan) }
+        Outputs {
+            run_id: run_id.to_string(),
+            goal: None,
+            inputs: InputValues::new(),
+            last: None,
+            named: HashMap::new(),
+            referenced: referenced_steps(plan),
+        }
+    }
+
+    /// The run's goal and inputs, as its state records them.
+    pub(super) fn set_run_data(&mut self, goal: Option<String>, inputs: InputValues) {
+        self.goal = goal;
+        self.inputs = inputs;
     }
 
     /// A resumed run: the outputs of the completed steps in its history.
     pub(super) fn restored(plan: &Plan, run_id: &str, history: &[StepRecord]) -> Self {
         let mut outputs = Outputs::new(plan, run_id);
-        for record in history.iter().filter(|record| record.status == StepRecordStatus::Done) {
+        for record in history {
+            let exit_code = match &record.details {
+                StepDetails::Attempt { tool, .. } => tool.exit_code(),
+                _ => None,
+            };
+            let status = match record.status {
+                StepRecordStatus::Done => StepState::Done,
+                StepRecordStatus::Failed => StepState::Failed,
+                _ => continue,
+            };
             let output = StepOutput {
                 output_text: record.output_text.clone(),
                 output_json: record.output_json.clone(),
                 stderr_text: record.stderr_text.clone().unwrap_or_default(),
-                ..StepOutput::default()
+                status,
+                exit_code,
             };
-            outputs.record(&record.step_id, output);
+            // A failed attempt is readable by name only (a later attempt
+            // of the same step replaces it); `last` stays the last step
+            // that succeeded.
+            match status {
+                StepState::Failed => outputs.record_failed(&record.step_id, output),
+                _ => outputs.record(&record.step_id, output),
+            }
         }
         outputs
     }
@@ -50,6 +83,16 @@ impl Outputs {
     }
 }
 
+impl Outputs {
+    /// Keeps a failed attempt's output, by name only: `last` is the last
+    /// step that succeeded, never a failed one.
+    pub(super) fn record_failed(&mut self, step_id: &str, output: StepOutput) {
+        if self.referenced.contains(step_id) {
+            self.named.insert(step_id.to_string(), output);
+        }
+    }
+}
+
 impl RenderContext for Outputs {
     fn run_id(&self) -> &str {
         &self.run_id
@@ -59,6 +102,12 @@ impl RenderContext for Outputs {
     }
     fn step(&self, id: &str) -> Option<&StepOutput> {
         self.named.get(id)
+    }
+    fn goal(&self) -> Option<&str> {
+        self.goal.as_deref()
+    }
+    fn input(&self, name: &str) -> Option<&serde_json::Value> {
+        self.inputs.get(name)
     }
 }
 

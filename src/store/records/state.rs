@@ -14,6 +14,10 @@ pub struct RunState {
     pub run_id: String,
     /// The goal text that routed to the plan; `null` for `--plan` runs.
     pub goal: Option<String>,
+    /// The plan's inputs as the run was given them (defaults applied);
+    /// absent when the plan declares none.
+    #[serde(default, skip_serializing_if = "crate::model::InputValues::is_empty")]
+    pub inputs: crate::model::InputValues,
     pub plan: PlanRef,
     pub status: RunStatus,
     /// Why the run stopped: `finish_step`, `end_of_plan`, `step_failed`,
@@ -27,6 +31,11 @@ pub struct RunState {
     pub counters: Counters,
     /// The message of the failure that ended the run, if any.
     pub error: Option<String>,
+    /// Steps whose last attempt failed while the step said
+    /// `on_failure = "continue"`, in the order they failed: a run may end
+    /// `done` with failed steps. Left out when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_steps: Vec<String>,
     /// The frozen action a person must approve; set exactly while the
     /// status is `waiting_approval`.
     pub pending_action: Option<PendingAction>,
@@ -160,6 +169,7 @@ impl RunState {
         RunState {
             run_id,
             goal,
+            inputs: crate::model::InputValues::new(),
             plan,
             status: RunStatus::Running,
             stop_reason: None,
@@ -167,6 +177,7 @@ impl RunState {
             cursor: Cursor::default(),
             counters: Counters::default(),
             error: None,
+            failed_steps: Vec::new(),
             pending_action: None,
             approval: None,
             evidence: Vec::new(),

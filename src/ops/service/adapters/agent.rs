@@ -60,6 +60,7 @@ impl AgentRunner {
             target: RunTarget::Goal { goal, catalog: &self.catalog },
             run_id: Some(run_id.to_string()),
             workspace: self.workspace.clone(),
+            inputs: Vec::new(),
         };
         match ops::run(input, &self.env, &mut NoProgress) {
             Ok(outcome) => self.result(run_id, &outcome.state, "ran"),
