@@ -36,6 +36,8 @@ pub(crate) struct StepSpans {
     pub retry: Option<Span>,
     pub path: Option<Span>,
     pub command: Option<Span>,
+    /// The span of each name of the step's `env`.
+    pub env: std::collections::BTreeMap<String, Span>,
 }
 
 /// A template of a step and where its text starts in the file.
@@ -44,6 +46,9 @@ pub(crate) struct TemplateSite {
     pub(crate) step: usize,
     pub(crate) template: Template,
     pub(crate) node: Node,
+    /// Whether the template is a value of the step's `env` (the only place
+    /// a secret may appear).
+    pub(crate) in_env: bool,
 }
 
 impl LoadedPlan {

@@ -48,6 +48,7 @@ mod table;
 mod validate_plan;
 mod validate_policy;
 mod validate_scenario;
+mod validate_secrets;
 mod validate_service_policy;
 mod validate_step;
 

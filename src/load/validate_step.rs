@@ -9,9 +9,12 @@ use crate::load::did_you_mean::did_you_mean;
 use crate::load::keys::{EXPECT, STEP, WHEN};
 use crate::load::loaded_plan::{PlanSpans, StepSpans, TemplateSite};
 use crate::load::node::Node;
+use std::collections::BTreeMap;
+
 use crate::load::table::{
     TableReader, compile_regex, error_count, expect_string, name_or_error, value_span, wrong_type,
 };
+use crate::load::validate_secrets::is_env_name;
 use crate::model::{Action, Condition, ConditionTest, Expect, Risk, Step, WhenFalse};
 use crate::template::{RefTarget, Template};
 
@@ -95,6 +98,8 @@ pub(super) fn step(
     let idempotency_key = builder.idempotency_key();
     let when = builder.when();
     let expect = builder.expect();
+    let (env, env_spans) = builder.env(kind.map(|variant| variant.name));
+    spans.env = env_spans;
     let action = kind.and_then(|variant| {
         builder.reader.allow(variant.keys);
         builder.action(variant.name)
@@ -127,6 +132,7 @@ pub(super) fn step(
         idempotency_key,
         when,
         expect,
+        env,
         span: node.span,
     };
     Some((step, spans))
@@ -320,7 +326,12 @@ impl ActionBuilder<'_, '_, '_> {
         let text = node.as_str()?;
         match Template::parse(text) {
             Ok(template) => {
-                self.sites.push(TemplateSite { step: self.step, template: template.clone(), node: node.clone() });
+                self.sites.push(TemplateSite {
+                    step: self.step,
+                    template: template.clone(),
+                    node: node.clone(),
+                    in_env: false,
+                });
                 Some(template)
             }
             Err(error) => {
@@ -332,6 +343,49 @@ impl ActionBuilder<'_, '_, '_> {
                 None
             }
         }
+    }
+
+    /// A step's `env`: variable names and template values (on `shell`
+    /// steps only; the names are checked against the policy later).
+    fn env(&mut self, kind: Option<&str>) -> (BTreeMap<String, Template>, BTreeMap<String, Span>) {
+        let (mut env, mut spans) = (BTreeMap::new(), BTreeMap::new());
+        let Some(node) = self.reader.get("env") else {
+            return (env, spans);
+        };
+        if let Some(kind) = kind.filter(|kind| *kind != "shell") {
+            self.diagnostics.push(
+                Diagnostic::error("invalid-value", format!("`env` on a `{kind}` step"))
+                    .with_span(node.span)
+                    .with_label("only `shell` steps run a program with an environment")
+                    .with_help("remove `env`, or make the step a `shell` step"),
+            );
+            return (env, spans);
+        }
+        let Some(entries) = node.as_table() else {
+            self.diagnostics.push(wrong_type(node, "`env`", "a table of strings"));
+            return (env, spans);
+        };
+        for (key, value) in entries {
+            if !is_env_name(&key.name) {
+                self.diagnostics.push(
+                    Diagnostic::error("invalid-value", format!("`{}` is not a valid variable name", key.name))
+                        .with_span(key.span)
+                        .with_help("use ASCII letters, digits and `_`, not starting with a digit"),
+                );
+                continue;
+            }
+            if expect_string(value, &format!("`env.{}`", key.name), self.diagnostics).is_none() {
+                continue;
+            }
+            if let Some(template) = self.template(value, &format!("`env.{}`", key.name)) {
+                if let Some(site) = self.sites.last_mut() {
+                    site.in_env = true;
+                }
+                env.insert(key.name.clone(), template);
+                spans.insert(key.name.clone(), key.span);
+            }
+        }
+        (env, spans)
     }
 
     /// A file path: a template whose only references are `{{ run.id }}`.

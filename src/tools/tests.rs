@@ -43,6 +43,7 @@ fn test_policy() -> Policy {
             ],
             search_path: vec![PathBuf::from("/usr/bin"), PathBuf::from("/bin")],
             env: BTreeMap::from([("LANG".to_owned(), "C".to_owned())]),
+            env_allow: vec![],
         },
         files: FilePolicy { deny: vec!["secret/**".into()], max_read_bytes: 1000, max_write_bytes: 1000 },
         retry: RetryPolicy { max_attempts: BTreeMap::new(), cap: 3 },
@@ -54,6 +55,7 @@ fn test_policy() -> Policy {
             max_output_bytes: 100,
             max_run_secs: None,
         },
+        secrets: BTreeMap::new(),
         source: SourceRef { path: "policies/test.toml".into(), sha256: String::new() },
     }
 }
