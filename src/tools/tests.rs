@@ -61,7 +61,11 @@ fn test_policy() -> Policy {
 }
 
 fn shell(argv: &[&str]) -> ResolvedAction {
-    ResolvedAction::Shell { argv: argv.iter().map(|s| s.to_string()).collect() }
+    ResolvedAction::Shell {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        env: BTreeMap::new(),
+        secrets: Vec::new(),
+    }
 }
 
 fn failure(outcome: &ToolOutcome) -> (FailureClass, &str) {

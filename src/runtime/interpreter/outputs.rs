@@ -7,6 +7,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::model::Plan;
+use crate::runtime::RunSecrets;
 use crate::store::{StepRecord, StepRecordStatus};
 use crate::template::{RefTarget, RenderContext, StepOutput};
 
@@ -17,12 +18,20 @@ pub(super) struct Outputs {
     named: HashMap<String, StepOutput>,
     /// Step ids that some `steps.<id>` reference names.
     referenced: HashSet<String>,
+    /// The run's secret values (only step `env` templates name them).
+    secrets: RunSecrets,
 }
 
 impl Outputs {
     /// A new run: nothing has run yet.
     pub(super) fn new(plan: &Plan, run_id: &str) -> Self {
-        Outputs { run_id: run_id.to_string(), last: None, named: HashMap::new(), referenced: referenced_steps(plan) }
+        Outputs {
+            run_id: run_id.to_string(),
+            last: None,
+            named: HashMap::new(),
+            referenced: referenced_steps(plan),
+            secrets: RunSecrets::default(),
+        }
     }
 
     /// A resumed run: the outputs of the completed steps in its history.
@@ -38,6 +47,10 @@ impl Outputs {
             outputs.record(&record.step_id, output);
         }
         outputs
+    }
+
+    pub(super) fn set_secrets(&mut self, secrets: RunSecrets) {
+        self.secrets = secrets;
     }
 
     /// Keeps a completed step's output: always as `last`, by name only when
@@ -59,6 +72,9 @@ impl RenderContext for Outputs {
     }
     fn step(&self, id: &str) -> Option<&StepOutput> {
         self.named.get(id)
+    }
+    fn secret(&self, name: &str) -> Option<&str> {
+        self.secrets.value(name)
     }
 }
 
