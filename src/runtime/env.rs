@@ -200,9 +200,6 @@ pub struct RuntimeEnv {
     pub stores: Box<dyn StoreFactory>,
     pub sealer: Sealer,
     pub crash_at: Option<CrashAt>,
-    /// Where a run's secret values come from (the policy's sources unless
-    /// a scenario gives fake ones).
-    pub secret_values: crate::runtime::SecretValues,
 }
 
 impl RuntimeEnv {
@@ -213,7 +210,6 @@ impl RuntimeEnv {
             stores: Box::new(FileStores),
             sealer: Sealer::plain(),
             crash_at: None,
-            secret_values: crate::runtime::SecretValues::Policy,
         }
     }
 
@@ -232,7 +228,6 @@ impl RuntimeEnv {
             stores: Box::new(FileStores),
             sealer: Sealer::plain(),
             crash_at: None,
-            secret_values: crate::runtime::SecretValues::Policy,
         }
     }
 }

@@ -44,5 +44,5 @@ pub use queued::{FileCopy, QueuedError, QueuedStart, cancel_queued, start_claime
 pub use recorder::Recorder;
 pub use request::{RunError, RunOutcome, RunRequest, execute, execute_cancelled};
 pub use run_files::{ChangedFiles, RunFilesError, load_files};
-pub use secrets::{RunSecrets, SecretError, SecretValues};
+pub use secrets::{RunSecrets, SecretError};
 pub use story::{StoryCheck, StoryPlans, read_checked, read_checked_with};

@@ -87,7 +87,7 @@ pub(crate) fn create_and(
     go: impl for<'r> FnOnce(Interpreter<'r>) -> Result<RunState, StoreError>,
 ) -> Result<RunOutcome, RunError> {
     // Before anything is created: a run that lacks a secret never starts.
-    let secrets = RunSecrets::resolve(request.plan, request.policy, &env.secret_values)?;
+    let secrets = RunSecrets::resolve(request.plan, request.policy)?;
     let workspace_error = |source| RunError::Workspace { path: request.workspace.clone(), source };
     fs::create_dir_all(&request.workspace).map_err(workspace_error)?;
     let workspace = Workspace::open(&request.workspace, &request.policy.files).map_err(workspace_error)?;

@@ -12,16 +12,6 @@ use crate::model::{Plan, Policy, SecretSource};
 use crate::redact::{MIN_SECRET_BYTES, Redactor};
 use crate::runtime::process_var;
 
-/// Where secret values come from: planrun's environment and files (the
-/// policy's `from_env` / `from_file`), or fixed values given instead (a
-/// scenario's `secrets`).
-#[derive(Debug, Clone, Default)]
-pub enum SecretValues {
-    #[default]
-    Policy,
-    Given(BTreeMap<String, String>),
-}
-
 /// Why a run's secrets could not be read; nothing ran.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SecretError {
@@ -31,8 +21,6 @@ pub enum SecretError {
     NotSet { name: String, variable: String },
     #[error("secret `{name}` cannot be read from `{}`: {reason}", path.display())]
     Unreadable { name: String, path: PathBuf, reason: String },
-    #[error("secret `{name}` is not given: the scenario's `secrets` has no `{name}`")]
-    NotGiven { name: String },
     #[error("secret `{name}` is shorter than {MIN_SECRET_BYTES} bytes: too short to be redacted reliably")]
     TooShort { name: String },
     #[error("secret `{name}` is named by the plan but not declared by policy `{policy}`")]
@@ -56,15 +44,14 @@ impl RunSecrets {
         &self.redactor
     }
 
-    /// Reads the secrets `plan`'s steps use, as `policy` says (or from
-    /// `given`).
-    pub fn resolve(plan: &Plan, policy: &Policy, given: &SecretValues) -> Result<RunSecrets, SecretError> {
+    /// Reads the secrets `plan`'s steps use, as `policy` says.
+    pub fn resolve(plan: &Plan, policy: &Policy) -> Result<RunSecrets, SecretError> {
         let mut values = BTreeMap::new();
         for name in plan.steps.iter().flat_map(|step| step.secrets()) {
             if values.contains_key(&name) {
                 continue;
             }
-            let value = read(&name, policy, given)?;
+            let value = read(&name, policy)?;
             if value.len() < MIN_SECRET_BYTES {
                 return Err(SecretError::TooShort { name });
             }
@@ -75,14 +62,11 @@ impl RunSecrets {
     }
 }
 
-fn read(name: &str, policy: &Policy, given: &SecretValues) -> Result<String, SecretError> {
+fn read(name: &str, policy: &Policy) -> Result<String, SecretError> {
     let spec = policy
         .secrets
         .get(name)
         .ok_or_else(|| SecretError::Undeclared { name: name.to_string(), policy: policy.name.clone() })?;
-    if let SecretValues::Given(values) = given {
-        return values.get(name).cloned().ok_or_else(|| SecretError::NotGiven { name: name.to_string() });
-    }
     match &spec.source {
         SecretSource::FromEnv(variable) => process_var(variable)
             .filter(|value| !value.is_empty())

@@ -102,7 +102,7 @@ fn continue_run(
         ControlError::Store(StoreError::Io { action: "open", path: request.workspace.clone(), source })
     })?;
     // Secret values are never stored: a resumed run reads them again.
-    let secrets = RunSecrets::resolve(&plan, &policy, &env.secret_values).map_err(RunError::Secret)?;
+    let secrets = RunSecrets::resolve(&plan, &policy).map_err(RunError::Secret)?;
     let discarded = (loaded.discarded_history, loaded.discarded_events);
     let interpreter = Interpreter::resumed(&plan, &policy, &workspace, run, store, loaded, env).with_secrets(secrets);
     let state = interpreter.resume(discarded, progress).map_err(|error| match error {
