@@ -299,22 +299,24 @@ pub(crate) static STEP: Section = Section {
         ),
         key("when", Type::Table(&WHEN), "a condition: a false one skips the step or ends the run `already_satisfied`"),
         key("expect", Type::Table(&EXPECT), "post-conditions on the step's result"),
-        key(
-            "env",
-            Type::Map(&Type::String),
-            "for `shell`: environment variables of this step (names the policy's `shell.env_allow` lists); values \
-             may hold templates, the only place `{{ secrets.NAME }}` may appear",
-        ),
     ],
     variants: &[
         Variant {
             name: "shell",
             doc: "run a program without a shell, if the policy allows the whole argv",
-            keys: &[required(
-                "command",
-                Type::AnyOf(&[Type::NonEmptyArray(&Type::String), Type::String]),
-                "argv; the program is a literal bare name, arguments may hold templates; a string is split like a shell would, without metacharacters",
-            )],
+            keys: &[
+                required(
+                    "command",
+                    Type::AnyOf(&[Type::NonEmptyArray(&Type::String), Type::String]),
+                    "argv; the program is a literal bare name, arguments may hold templates; a string is split like a shell would, without metacharacters",
+                ),
+                key(
+                    "env",
+                    Type::Map(&Type::String),
+                    "the program's own environment variables (names the policy's `shell.env_allow` lists); values \
+                     may hold templates, the only place `{{ secrets.NAME }}` may appear",
+                ),
+            ],
         },
         Variant {
             name: "write_file",
@@ -409,7 +411,7 @@ pub(crate) static SHELL: Section = Section {
         key(
             "env_allow",
             STRINGS,
-            "names a step's own `env` may set (default none); a name `env` sets keeps the policy's value",
+            "names a shell step's own `env` may set (default none); the policy's `shell.env` still wins on a clash",
         ),
     ],
     variants: &[],

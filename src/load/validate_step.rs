@@ -98,12 +98,13 @@ pub(super) fn step(
     let idempotency_key = builder.idempotency_key();
     let when = builder.when();
     let expect = builder.expect();
-    let (env, env_spans) = builder.env(kind.map(|variant| variant.name));
-    spans.env = env_spans;
     let action = kind.and_then(|variant| {
         builder.reader.allow(variant.keys);
         builder.action(variant.name)
     });
+    let (env, env_spans) =
+        if kind.is_some_and(|variant| variant.name == "shell") { builder.env() } else { Default::default() };
+    spans.env = env_spans;
     if let (Some(variant), Some(Expect { exit_code: Some(_), .. })) = (kind, &expect)
         && variant.name != "shell"
     {
@@ -345,22 +346,13 @@ impl ActionBuilder<'_, '_, '_> {
         }
     }
 
-    /// A step's `env`: variable names and template values (on `shell`
-    /// steps only; the names are checked against the policy later).
-    fn env(&mut self, kind: Option<&str>) -> (BTreeMap<String, Template>, BTreeMap<String, Span>) {
+    /// A `shell` step's `env`: variable names and template values (the
+    /// names are checked against the policy's `shell.env_allow` later).
+    fn env(&mut self) -> (BTreeMap<String, Template>, BTreeMap<String, Span>) {
         let (mut env, mut spans) = (BTreeMap::new(), BTreeMap::new());
         let Some(node) = self.reader.get("env") else {
             return (env, spans);
         };
-        if let Some(kind) = kind.filter(|kind| *kind != "shell") {
-            self.diagnostics.push(
-                Diagnostic::error("invalid-value", format!("`env` on a `{kind}` step"))
-                    .with_span(node.span)
-                    .with_label("only `shell` steps run a program with an environment")
-                    .with_help("remove `env`, or make the step a `shell` step"),
-            );
-            return (env, spans);
-        }
         let Some(entries) = node.as_table() else {
             self.diagnostics.push(wrong_type(node, "`env`", "a table of strings"));
             return (env, spans);
