@@ -438,3 +438,40 @@ fn a_scenario_gives_a_fake_secret_and_its_snapshots_hold_none_of_it() {
     let texts = [("test --accept", output.stdout.as_str()), ("test", again.stdout.as_str())];
     assert_eq!(hits(&snapshots, &texts, CANARY), Vec::<(String, String)>::new());
 }
+
+/// A paused run keeps no value: `resume` reads the secret again — refused
+/// (exit 2, the step not run) while it is unset, run with it once set.
+#[test]
+fn a_resumed_run_reads_its_secret_again() {
+    let sandbox = Sandbox::new();
+    let plan = r#"version = 1
+id = "test"
+
+[[steps]]
+id = "gated"
+kind = "shell"
+approval = "required"
+command = ["sh", "-c", "printf %s \"$API_TOKEN\" > got.txt"]
+env = { API_TOKEN = "{{ secrets.TOKEN }}" }
+
+[[steps]]
+id = "end"
+kind = "finish"
+"#;
+    sandbox.write_plan(plan, POLICY);
+    let paused = sandbox.test_plan().env("PLANRUN_TEST_CANARY", CANARY).run();
+    assert_eq!(paused.code, 3, "{}", paused.snapshot());
+    sandbox.planrun().in_sandbox().args(["approve", "t"]).expect_code(0).run();
+    let refused = sandbox.planrun().in_sandbox().args(["resume", "t"]).run();
+    assert_eq!(refused.code, 2, "{}", refused.snapshot());
+    assert!(refused.stderr.contains("`PLANRUN_TEST_CANARY`"), "{}", refused.snapshot());
+    assert!(!sandbox.workspace().join("got.txt").exists(), "the step ran without its secret");
+    let resumed = sandbox.planrun().in_sandbox().args(["resume", "t"]).env("PLANRUN_TEST_CANARY", CANARY).run();
+    assert_eq!(resumed.code, 0, "{}", resumed.snapshot());
+    assert_eq!(fs::read_to_string(sandbox.workspace().join("got.txt")).expect("got.txt"), CANARY);
+    let verify = sandbox.planrun().in_sandbox().args(["verify", "t"]).run();
+    assert_eq!(verify.code, 0, "{}", verify.snapshot());
+    let texts = [("paused", paused.stderr.as_str()), ("resumed", resumed.stderr.as_str())];
+    let records = sandbox.workspace().join("runs");
+    assert_eq!(hits(&records, &texts, CANARY), Vec::<(String, String)>::new());
+}
