@@ -149,7 +149,15 @@ fn the_canary_reaches_the_program_and_no_record_or_output_of_the_command_line() 
     let show = sandbox.planrun().in_sandbox().args(["show", "t", "--full"]).run();
     let json = sandbox.planrun().in_sandbox().args(["show", "t", "--json"]).run();
     let runs = sandbox.planrun().in_sandbox().args(["runs", "--json"]).run();
+    let preview = sandbox
+        .planrun()
+        .in_sandbox()
+        .args(["plan", "--plan", "plans/test.toml", "--policies", "policies"])
+        .env("PLANRUN_TEST_CANARY", CANARY)
+        .run();
+    assert!(preview.stdout.contains("env       API_TOKEN=\"⟨secrets.TOKEN⟩\""), "{}", preview.snapshot());
     let texts = [
+        ("plan", preview.stdout.as_str()),
         ("run stdout", output.stdout.as_str()),
         ("run stderr", output.stderr.as_str()),
         ("show", show.stdout.as_str()),
