@@ -50,6 +50,7 @@ mod validate_inputs;
 mod validate_plan;
 mod validate_policy;
 mod validate_scenario;
+mod validate_secrets;
 mod validate_service_policy;
 mod validate_step;
 
