@@ -111,6 +111,7 @@ pub mod model;
 pub mod ops;
 pub mod policy;
 pub mod preview;
+pub mod redact;
 pub mod router;
 pub mod runtime;
 #[cfg(feature = "server")]

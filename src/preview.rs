@@ -224,7 +224,19 @@ fn payload(step: &Step) -> Vec<PayloadField> {
         Action::Shell { command } => {
             let shown = command.iter().map(|token| quote(&show_template(token))).collect::<Vec<_>>().join(" ");
             let runtime = command.iter().flat_map(|token| token.references().map(|r| r.expr.clone())).collect();
-            vec![PayloadField { name: "command".to_string(), shown, runtime }]
+            let mut fields = vec![PayloadField { name: "command".to_string(), shown, runtime }];
+            if !step.env.is_empty() {
+                // Names and templates only: a secret shows as its reference.
+                let shown = step
+                    .env
+                    .iter()
+                    .map(|(name, value)| format!("{name}={}", quote(&show_template(value))))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let runtime = step.env.values().flat_map(|value| value.references().map(|r| r.expr.clone())).collect();
+                fields.push(PayloadField { name: "env".to_string(), shown, runtime });
+            }
+            fields
         }
         Action::WriteFile { path, content } => vec![field("path", path), field("content", content)],
         Action::ReadFile { path } => vec![field("path", path)],

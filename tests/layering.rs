@@ -29,6 +29,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("exit", 0),
     ("fence", 0),
     ("strict_json", 0),
+    ("redact", 0),
     ("template", 1),
     ("model", 2),
     ("confine", 3),

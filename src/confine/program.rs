@@ -178,6 +178,7 @@ mod tests {
             allow: vec![],
             search_path: vec![a.clone(), b.clone()],
             env: BTreeMap::new(),
+            env_allow: vec![],
         };
         let mut resolver = ProgramResolver::new(&policy);
         let found = resolver.resolve("tool").expect("found");

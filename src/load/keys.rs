@@ -364,11 +364,19 @@ pub(crate) static STEP: Section = Section {
         Variant {
             name: "shell",
             doc: "run a program without a shell, if the policy allows the whole argv",
-            keys: &[required(
-                "command",
-                Type::AnyOf(&[Type::NonEmptyArray(&Type::String), Type::String]),
-                "argv; the program is a literal bare name, arguments may hold templates; a string is split like a shell would, without metacharacters",
-            )],
+            keys: &[
+                required(
+                    "command",
+                    Type::AnyOf(&[Type::NonEmptyArray(&Type::String), Type::String]),
+                    "argv; the program is a literal bare name, arguments may hold templates; a string is split like a shell would, without metacharacters",
+                ),
+                key(
+                    "env",
+                    Type::Map(&Type::String),
+                    "the program's own environment variables (names the policy's `shell.env_allow` lists); values \
+                     may hold templates, the only place `{{ secrets.NAME }}` may appear",
+                ),
+            ],
         },
         Variant {
             name: "write_file",
@@ -423,6 +431,27 @@ pub(crate) static POLICY: Section = Section {
         key("files", Type::Table(&FILES), "file confinement beyond the always-protected `runs/`, `bridge/`, `.git/`"),
         key("retry", Type::Table(&RETRY), "max attempts per failure class and the hard cap"),
         key("budget", Type::Table(&BUDGET), "limits that end a run `failed` with `budget_exhausted`"),
+        key(
+            "secrets",
+            Type::Map(&Type::Table(&SECRET)),
+            "`[secrets.NAME]`: where each secret a step's `env` may use comes from (default none)",
+        ),
+    ],
+    variants: &[],
+};
+
+/// One `[secrets.NAME]` table.
+pub(crate) static SECRET: Section = Section {
+    title: "secret",
+    doc: "where a secret's value comes from (exactly one of `from_env` and `from_file`); read when a run starts, never stored",
+    keys: &[
+        key("from_env", STRING, "the variable of planrun's environment that holds the value"),
+        key(
+            "from_file",
+            STRING,
+            "a file that holds the value (relative to the policy file's folder); one trailing newline is trimmed",
+        ),
+        key("description", STRING, "one line about the secret"),
     ],
     variants: &[],
 };
@@ -439,6 +468,11 @@ pub(crate) static SHELL: Section = Section {
             "the child's whole environment (default `PATH` from `search_path`, `LANG`)",
         ),
         key("allow", Type::Array(&Type::Table(&RULE)), "rules; where several match, the strictest decision wins"),
+        key(
+            "env_allow",
+            STRINGS,
+            "names a shell step's own `env` may set (default none); the policy's `shell.env` still wins on a clash",
+        ),
     ],
     variants: &[],
 };
@@ -786,6 +820,7 @@ mod tests {
             &PLAN,
             &STEP,
             &POLICY,
+            &SECRET,
             &SHELL,
             &RULE,
             &TOKEN_TABLE,

@@ -137,13 +137,18 @@ pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mu
                     ),
                     Some(_) => {}
                 },
-                RefTarget::Secret(name) => found.push(
+                RefTarget::Secret(_) if !site.in_env => found.push(
                     Diagnostic::error(
-                        "template-unknown-secret",
-                        format!("`{{{{ {} }}}}` names no secret of the plan's policy", reference.expr),
+                        "secret-outside-env",
+                        format!("`{{{{ {} }}}}` outside a step's `env`", reference.expr),
                     )
                     .with_span(span)
-                    .with_help(format!("declare it in the policy: `[secrets.{name}]` with `from_env` or `from_file`")),
+                    .with_label("a secret here would be recorded, shown or visible to other processes")
+                    .with_help(
+                        "pass the secret to the program in the step's `env` (`env = { NAME = \"{{ secrets.NAME }}\" }`): \
+                         arguments show in `/proc` and every record, paths, contents, messages, conditions and keys \
+                         are recorded as given",
+                    ),
                 ),
                 RefTarget::Last(_) if site.step == 0 => found.push(
                     Diagnostic::error(

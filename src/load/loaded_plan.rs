@@ -36,6 +36,8 @@ pub(crate) struct StepSpans {
     pub retry: Option<Span>,
     pub path: Option<Span>,
     pub command: Option<Span>,
+    /// The span of each name of the step's `env`.
+    pub env: std::collections::BTreeMap<String, Span>,
 }
 
 /// A template of a step and where its text starts in the file.
@@ -47,6 +49,9 @@ pub(crate) struct TemplateSite {
     /// Whether the template is a step's `path` (where only `{{ run.id }}`
     /// and `path`-typed inputs may appear).
     pub(crate) path: bool,
+    /// Whether the template is a value of the step's `env` (the only place
+    /// a secret may appear).
+    pub(crate) in_env: bool,
 }
 
 impl LoadedPlan {

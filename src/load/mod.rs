@@ -51,6 +51,7 @@ mod validate_plan;
 mod validate_policy;
 mod validate_scenario;
 mod validate_scenario_git;
+mod validate_secrets;
 mod validate_service_policy;
 mod validate_step;
 mod workspace_path;

@@ -26,6 +26,7 @@ use crate::load::table::{
     TableReader, check_version, compile_regex, empty_table, error_count, expect_array, section, string_map, strings,
     wrong_type,
 };
+use crate::load::validate_secrets;
 use crate::model::{
     ArgMatcher, ArgPattern, Budget, Decision, FailureClass, FilePolicy, Policy, RetryPolicy, ShellPolicy, ShellRule,
     SlotKind, SourceRef,
@@ -68,11 +69,13 @@ pub(crate) fn validate_policy(
     diagnostics.extend(files_findings);
     let retry = retry(reader.get("retry"), diagnostics);
     let budget = budget(reader.get("budget"), diagnostics);
+    let secrets = validate_secrets::secrets(reader.get("secrets"), &source.path, diagnostics);
     reader.finish(diagnostics);
     if error_count(diagnostics) > errors_before {
         return None;
     }
-    Some(Policy { name: name.to_string(), shell: shell?, files: files?, retry: retry?, budget: budget?, source })
+    let (shell, files, retry, budget, secrets) = (shell?, files?, retry?, budget?, secrets?);
+    Some(Policy { name: name.to_string(), shell, files, retry, budget, secrets, source })
 }
 
 /// `search-path-in-workspace`: a search path folder that is the workspace,
@@ -154,6 +157,10 @@ fn shell(
             BTreeMap::from([("PATH".to_string(), path), ("LANG".to_string(), "C.UTF-8".to_string())])
         }
     };
+    let env_allow = reader
+        .array("env_allow", diagnostics)
+        .map(|items| validate_secrets::env_allow(items, diagnostics))
+        .unwrap_or_default();
     let mut allow = Vec::new();
     let mut rules_ok = true;
     if let Some(items) = reader.array("allow", diagnostics) {
@@ -165,7 +172,7 @@ fn shell(
         }
     }
     reader.finish(diagnostics);
-    rules_ok.then_some(ShellPolicy { blocked, allow, search_path, env })
+    rules_ok.then_some(ShellPolicy { blocked, allow, search_path, env, env_allow })
 }
 
 fn rule(node: &Node, index: usize, slots: &PathRules, diagnostics: &mut Vec<Diagnostic>) -> Option<ShellRule> {

@@ -8,10 +8,13 @@ use crate::load::defaults::{DEFAULT_FLAKY_FAILURES, DEFAULT_FLAKY_OUTPUT};
 use crate::load::did_you_mean::did_you_mean;
 use crate::load::keys::{EXPECT, STEP, WHEN};
 use crate::load::loaded_plan::{PlanSpans, StepSpans, TemplateSite};
+use std::collections::BTreeMap;
+
 use crate::load::node::{Node, NodeValue};
 use crate::load::table::{
     TableReader, compile_regex, error_count, expect_string, name_or_error, value_span, wrong_type,
 };
+use crate::load::validate_secrets::is_env_name;
 use crate::model::{Action, Condition, ConditionTest, Expect, OnFailure, Risk, Step, WhenFalse};
 use crate::template::{RefTarget, Template};
 
@@ -108,6 +111,9 @@ pub(super) fn step(
         builder.reader.allow(variant.keys);
         builder.action(variant.name)
     });
+    let (env, env_spans) =
+        if kind.is_some_and(|variant| variant.name == "shell") { builder.env() } else { Default::default() };
+    spans.env = env_spans;
     if let (Some(variant), Some(expect)) = (kind, &expect)
         && expect.accepted_exit_codes().is_some()
         && variant.name != "shell"
@@ -145,6 +151,7 @@ pub(super) fn step(
         idempotency_key,
         when,
         expect,
+        env,
         span: node.span,
     };
     Some((step, spans))
@@ -396,6 +403,7 @@ impl ActionBuilder<'_, '_, '_> {
                     template: template.clone(),
                     node: node.clone(),
                     path: false,
+                    in_env: false,
                 });
                 Some(template)
             }
@@ -408,6 +416,40 @@ impl ActionBuilder<'_, '_, '_> {
                 None
             }
         }
+    }
+
+    /// A `shell` step's `env`: variable names and template values (the
+    /// names are checked against the policy's `shell.env_allow` later).
+    fn env(&mut self) -> (BTreeMap<String, Template>, BTreeMap<String, Span>) {
+        let (mut env, mut spans) = (BTreeMap::new(), BTreeMap::new());
+        let Some(node) = self.reader.get("env") else {
+            return (env, spans);
+        };
+        let Some(entries) = node.as_table() else {
+            self.diagnostics.push(wrong_type(node, "`env`", "a table of strings"));
+            return (env, spans);
+        };
+        for (key, value) in entries {
+            if !is_env_name(&key.name) {
+                self.diagnostics.push(
+                    Diagnostic::error("invalid-value", format!("`{}` is not a valid variable name", key.name))
+                        .with_span(key.span)
+                        .with_help("use ASCII letters, digits and `_`, not starting with a digit"),
+                );
+                continue;
+            }
+            if expect_string(value, &format!("`env.{}`", key.name), self.diagnostics).is_none() {
+                continue;
+            }
+            if let Some(template) = self.template(value, &format!("`env.{}`", key.name)) {
+                if let Some(site) = self.sites.last_mut() {
+                    site.in_env = true;
+                }
+                env.insert(key.name.clone(), template);
+                spans.insert(key.name.clone(), key.span);
+            }
+        }
+        (env, spans)
     }
 
     /// A file path: a template whose only references are `{{ run.id }}`.

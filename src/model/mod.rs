@@ -34,7 +34,8 @@ pub use inputs::{
 };
 pub use plan::{Action, DEFAULT_POLICY, Plan, SourceRef, Step};
 pub use policy::{
-    ArgMatcher, ArgPattern, Budget, Decision, FilePolicy, Policy, RetryPolicy, ShellPolicy, ShellRule, SlotKind,
+    ArgMatcher, ArgPattern, Budget, Decision, FilePolicy, Policy, RetryPolicy, SecretSource, SecretSpec, ShellPolicy,
+    ShellRule, SlotKind,
 };
 pub use run_status::RunStatus;
 pub use scenario::{

@@ -89,6 +89,11 @@ pub struct Step {
     pub when: Option<Condition>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expect: Option<Expect>,
+    /// A `shell` step's own environment variables (names the policy's
+    /// `shell.env_allow` lists); values are templates and the only place a
+    /// `{{ secrets.NAME }}` may appear.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, Template>,
     /// Span of the whole step table in the source file.
     #[serde(skip)]
     pub span: Span,
@@ -184,7 +189,24 @@ impl Step {
         let mut templates = self.action.templates();
         templates.extend(self.idempotency_key.as_ref());
         templates.extend(self.when.as_ref().map(|condition| &condition.value));
+        templates.extend(self.env.values());
         templates
+    }
+
+    /// The secrets the step's `env` uses, by name, sorted and unique.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .env
+            .values()
+            .flat_map(|template| template.references())
+            .filter_map(|reference| match &reference.target {
+                crate::template::RefTarget::Secret(name) => Some(name.clone()),
+                _ => None,
+            })
+            .collect();
+        names.sort();
+        names.dedup();
+        names
     }
 }
 

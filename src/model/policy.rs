@@ -17,8 +17,31 @@ pub struct Policy {
     pub files: FilePolicy,
     pub retry: RetryPolicy,
     pub budget: Budget,
+    /// `[secrets.NAME]`: where each secret a step's `env` may use comes
+    /// from. The values are read when a run starts and never stored.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub secrets: BTreeMap<String, SecretSpec>,
     #[serde(skip)]
     pub source: SourceRef,
+}
+
+/// One `[secrets.NAME]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SecretSpec {
+    pub source: SecretSource,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// Where a secret's value is read from when a run starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SecretSource {
+    /// `from_env`: a variable of planrun's own environment.
+    FromEnv(String),
+    /// `from_file`: a file (relative paths were resolved against the policy
+    /// file's folder at load); one trailing newline is trimmed.
+    FromFile(PathBuf),
 }
 
 /// How the shell tool decides and runs.
@@ -34,6 +57,10 @@ pub struct ShellPolicy {
     pub search_path: Vec<PathBuf>,
     /// The child's whole environment (it starts from nothing).
     pub env: BTreeMap<String, String>,
+    /// Names a step's own `env` may set (`shell.env_allow`); a name of
+    /// `env` above still wins over a step's value.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env_allow: Vec<String>,
 }
 
 /// One `[[shell.allow]]` rule.

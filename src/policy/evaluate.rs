@@ -261,6 +261,7 @@ mod tests {
             ],
             search_path,
             env: BTreeMap::new(),
+            env_allow: vec![],
         }
     }
 

@@ -17,6 +17,8 @@
 //! - `recorder.rs`: the [`Recorder`], the only writer of a run's records;
 //! - [`event`]: the audit events, one [`Event`] enum with typed details;
 //! - [`approval`]: fingerprints and approval checks;
+//! - `secrets.rs`: the secret values a run uses ([`RunSecrets`]), read
+//!   when it starts or resumes, never stored;
 //! - `env.rs` and `progress.rs`: the injected environment and progress
 //!   reports.
 
@@ -29,6 +31,7 @@ mod queued;
 mod recorder;
 mod request;
 mod run_files;
+mod secrets;
 mod story;
 
 pub use env::{
@@ -41,4 +44,5 @@ pub use queued::{FileCopy, QueuedError, QueuedStart, cancel_queued, start_claime
 pub use recorder::Recorder;
 pub use request::{RunError, RunOutcome, RunRequest, execute, execute_cancelled};
 pub use run_files::{ChangedFiles, RunFilesError, load_files};
+pub use secrets::{RunSecrets, SecretError};
 pub use story::{StoryCheck, StoryPlans, read_checked, read_checked_with};

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use crate::confine::Workspace;
 use crate::model::{InputValues, Plan, Policy};
 use crate::runtime::interpreter::{Interpreter, NotStarted};
-use crate::runtime::{IdKind, Progress, RuntimeEnv};
+use crate::runtime::{IdKind, Progress, RunSecrets, RuntimeEnv, SecretError};
 use crate::store::{RunHandle, RunId, RunIdError, RunState, StoreError, create_unique};
 
 /// What to run.
@@ -52,6 +52,9 @@ pub enum RunError {
     /// a step is never executed without its records.
     #[error("run records failed: {0}")]
     Records(#[from] StoreError),
+    /// A secret the plan's steps use could not be read; nothing ran.
+    #[error(transparent)]
+    Secret(#[from] SecretError),
 }
 
 impl RunError {
@@ -86,6 +89,8 @@ pub(crate) fn create_and(
     env: &RuntimeEnv,
     go: impl for<'r> FnOnce(Interpreter<'r>) -> Result<RunState, StoreError>,
 ) -> Result<RunOutcome, RunError> {
+    // Before anything is created: a run that lacks a secret never starts.
+    let secrets = RunSecrets::resolve(request.plan, request.policy)?;
     let workspace_error = |source| RunError::Workspace { path: request.workspace.clone(), source };
     fs::create_dir_all(&request.workspace).map_err(workspace_error)?;
     let workspace = Workspace::open(&request.workspace, &request.policy.files).map_err(workspace_error)?;
@@ -99,7 +104,8 @@ pub(crate) fn create_and(
     }
     .map_err(RunError::Start)?;
     let interpreter = Interpreter::new(request.plan, request.policy, &workspace, run, store, request.goal, env)
-        .with_inputs(request.inputs);
+        .with_inputs(request.inputs)
+        .with_secrets(secrets);
     let state = go(interpreter)?;
     Ok(RunOutcome { state })
 }

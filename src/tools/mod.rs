@@ -20,12 +20,14 @@ pub mod tickets;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::confine::{ProgramResolver, Workspace};
 use crate::fence::Fence;
 use crate::model::{Decision, FailureClass, FileFacts, FlakyFacts, Policy, ToolFacts};
 use crate::policy::evaluate_shell;
+use crate::redact::Redactor;
 use crate::store::SharedSync;
 use crate::tools::children::ChildNote;
 
@@ -37,13 +39,35 @@ pub use shell::{ChildEvent, STDERR_TAIL_BYTES, ShellCommand, ShellRun, run_shell
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ResolvedAction {
-    Shell { argv: Vec<String> },
-    WriteFile { path: String, content: String },
-    ReadFile { path: String },
-    Finish { message: Option<String> },
-    Flaky { failures: u32, output: String },
-    TicketLookup { ticket_id: String },
-    TicketClose { ticket_id: String },
+    Shell {
+        argv: Vec<String>,
+        /// The step's `env` as written (templates, never a secret's value).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        env: BTreeMap<String, String>,
+        /// The secrets the step's `env` gives the program, by name.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        secrets: Vec<String>,
+    },
+    WriteFile {
+        path: String,
+        content: String,
+    },
+    ReadFile {
+        path: String,
+    },
+    Finish {
+        message: Option<String>,
+    },
+    Flaky {
+        failures: u32,
+        output: String,
+    },
+    TicketLookup {
+        ticket_id: String,
+    },
+    TicketClose {
+        ticket_id: String,
+    },
 }
 
 impl ResolvedAction {
@@ -51,7 +75,7 @@ impl ResolvedAction {
     /// `file:report.txt`, `ticket:ticket-7`.
     pub fn scope(&self) -> String {
         match self {
-            ResolvedAction::Shell { argv } => format!("program:{}", argv.first().map(String::as_str).unwrap_or("")),
+            ResolvedAction::Shell { argv, .. } => format!("program:{}", argv.first().map(String::as_str).unwrap_or("")),
             ResolvedAction::WriteFile { path, .. } | ResolvedAction::ReadFile { path } => format!("file:{path}"),
             ResolvedAction::TicketLookup { ticket_id } | ResolvedAction::TicketClose { ticket_id } => {
                 format!("ticket:{ticket_id}")
@@ -81,12 +105,26 @@ pub struct Tools<'a> {
     children: Option<ChildNote>,
     /// The store's durability barrier `write_file` shares, if any.
     shared_sync: Option<SharedSync>,
+    /// The run's secret values, replaced in every outcome.
+    redactor: Redactor,
+    /// The current step's own `env`, rendered (the policy's `shell.env`
+    /// wins on a clash).
+    step_env: BTreeMap<String, String>,
 }
 
 impl<'a> Tools<'a> {
     pub fn new(workspace: &'a Workspace, policy: &'a Policy) -> Self {
         let resolver = ProgramResolver::new(&policy.shell).outside(workspace.root());
-        Tools { workspace, policy, resolver, fence: Fence::unbounded(), children: None, shared_sync: None }
+        Tools {
+            workspace,
+            policy,
+            resolver,
+            fence: Fence::unbounded(),
+            children: None,
+            shared_sync: None,
+            redactor: Redactor::default(),
+            step_env: BTreeMap::new(),
+        }
     }
 
     /// The same tools, noting each shell child in `children` while it runs,
@@ -111,6 +149,17 @@ impl<'a> Tools<'a> {
     pub fn with_fence(mut self, fence: Fence) -> Self {
         self.fence = fence;
         self
+    }
+
+    /// Every outcome from now on is redacted with `redactor`.
+    pub fn set_redactor(&mut self, redactor: Redactor) {
+        self.redactor = redactor;
+    }
+
+    /// The environment variables the next shell step adds to the policy's
+    /// (rendered from its `env`; empty for a step without one).
+    pub fn set_step_env(&mut self, env: BTreeMap<String, String>) {
+        self.step_env = env;
     }
 
     /// The shell children started from now on are step `step_id`'s: their
@@ -140,7 +189,7 @@ impl<'a> Tools<'a> {
     /// have rules with decisions; file paths are checked when they run.
     pub fn decide(&mut self, action: &ResolvedAction) -> Decision {
         match action {
-            ResolvedAction::Shell { argv } => {
+            ResolvedAction::Shell { argv, .. } => {
                 evaluate_shell(&self.policy.shell, self.workspace, &mut self.resolver, argv).decision
             }
             _ => Decision::Allow,
@@ -151,10 +200,41 @@ impl<'a> Tools<'a> {
     /// whether a person approved this exact action; a command whose rule
     /// says `prompt` is refused without it (the runtime asks first; this is
     /// the last line of defence).
+    /// What it reports is redacted: no secret value of the run leaves.
     pub fn execute(&mut self, action: &ResolvedAction, attempt: u32, timeout: Duration, approved: bool) -> ToolOutcome {
+        let outcome = self.run_action(action, attempt, timeout, approved);
+        self.redacted(outcome)
+    }
+
+    /// Redacts the run's secret values out of `outcome`: its output, structured
+    /// output, stderr and message.
+    fn redacted(&self, mut outcome: ToolOutcome) -> ToolOutcome {
+        let redactor = &self.redactor;
+        if redactor.is_empty() {
+            return outcome;
+        }
+        match &mut outcome.result {
+            Ok(success) => {
+                redactor.in_place(&mut success.output_text);
+                if let Some(value) = &mut success.output_json {
+                    redactor.value(value);
+                }
+            }
+            Err(failure) => {
+                redactor.in_place(&mut failure.message);
+                redactor.in_place(&mut failure.output_text);
+            }
+        }
+        if let Some(stderr) = &mut outcome.stderr_text {
+            redactor.in_place(stderr);
+        }
+        outcome
+    }
+
+    fn run_action(&mut self, action: &ResolvedAction, attempt: u32, timeout: Duration, approved: bool) -> ToolOutcome {
         let max_bytes = self.policy.files.max_read_bytes.max(self.policy.files.max_write_bytes);
         match action {
-            ResolvedAction::Shell { argv } => self.shell(argv, timeout, approved),
+            ResolvedAction::Shell { argv, .. } => self.shell(argv, timeout, approved),
             ResolvedAction::TicketLookup { ticket_id } => {
                 ToolOutcome::from_result(tickets::lookup(self.workspace, ticket_id, max_bytes))
             }
@@ -229,13 +309,14 @@ impl<'a> Tools<'a> {
         match action {
             ResolvedAction::TicketClose { ticket_id } => {
                 let max_bytes = self.policy.files.max_read_bytes.max(self.policy.files.max_write_bytes);
-                ToolOutcome::from_result(tickets::close_with_receipt(
+                let outcome = ToolOutcome::from_result(tickets::close_with_receipt(
                     self.workspace,
                     ticket_id,
                     keyed.key,
                     keyed.intent,
                     max_bytes,
-                ))
+                ));
+                self.redacted(outcome)
             }
             _ => self.execute(action, attempt, timeout, approved),
         }

@@ -2,6 +2,7 @@
 //! program run under the step's bounds ([`run_shell`]), reported as
 //! [`ShellFacts`] and, when it did not succeed, a message that says why.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use crate::model::{Decision, FailureClass, ShellFacts, ShellRanFacts, ToolFacts};
@@ -62,8 +63,17 @@ impl Tools<'_> {
         // as one that cannot be spawned.
         let prepared = self.children.as_ref().map_or(Ok(()), ChildNote::prepare);
         let run = match prepared.and_then(|()| {
+            // The step's own variables, then the policy's fixed ones, which
+            // win on a clash.
+            let env = if self.step_env.is_empty() {
+                Cow::Borrowed(&shell.env)
+            } else {
+                let mut env = self.step_env.clone();
+                env.extend(shell.env.iter().map(|(name, value)| (name.clone(), value.clone())));
+                Cow::Owned(env)
+            };
             let command =
-                ShellCommand { program: &program.path, args: &argv[1..], env: &shell.env, cwd: self.workspace.root() };
+                ShellCommand { program: &program.path, args: &argv[1..], env: &env, cwd: self.workspace.root() };
             run_shell(&command, timeout, self.policy.budget.max_output_bytes, &self.fence, &|event| match (
                 &self.children,
                 event,

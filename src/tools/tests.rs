@@ -43,6 +43,7 @@ fn test_policy() -> Policy {
             ],
             search_path: vec![PathBuf::from("/usr/bin"), PathBuf::from("/bin")],
             env: BTreeMap::from([("LANG".to_owned(), "C".to_owned())]),
+            env_allow: vec![],
         },
         files: FilePolicy { deny: vec!["secret/**".into()], max_read_bytes: 1000, max_write_bytes: 1000 },
         retry: RetryPolicy { max_attempts: BTreeMap::new(), cap: 3 },
@@ -54,12 +55,17 @@ fn test_policy() -> Policy {
             max_output_bytes: 100,
             max_run_secs: None,
         },
+        secrets: BTreeMap::new(),
         source: SourceRef { path: "policies/test.toml".into(), sha256: String::new() },
     }
 }
 
 fn shell(argv: &[&str]) -> ResolvedAction {
-    ResolvedAction::Shell { argv: argv.iter().map(|s| s.to_string()).collect() }
+    ResolvedAction::Shell {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        env: BTreeMap::new(),
+        secrets: Vec::new(),
+    }
 }
 
 fn failure(outcome: &ToolOutcome) -> (FailureClass, &str) {

@@ -13,7 +13,7 @@ use crate::ops::control::held_run::HeldRun;
 use crate::ops::control::interrupted::{self, StartDirs};
 use crate::ops::control::open::open_in;
 use crate::runtime::interpreter::{Interpreter, ResumeError, check_story};
-use crate::runtime::{ChangedFiles, Progress, RunOutcome, RuntimeEnv, load_files};
+use crate::runtime::{ChangedFiles, Progress, RunError, RunOutcome, RunSecrets, RuntimeEnv, load_files};
 use crate::store::{LoadedRun, RunHandle, RunId, RunStore, StoreError};
 
 /// What `resume` needs.
@@ -101,8 +101,10 @@ fn continue_run(
     let workspace = Workspace::open(&request.workspace, &policy.files).map_err(|source| {
         ControlError::Store(StoreError::Io { action: "open", path: request.workspace.clone(), source })
     })?;
+    // Secret values are never stored: a resumed run reads them again.
+    let secrets = RunSecrets::resolve(&plan, &policy).map_err(RunError::Secret)?;
     let discarded = (loaded.discarded_history, loaded.discarded_events);
-    let interpreter = Interpreter::resumed(&plan, &policy, &workspace, run, store, loaded, env);
+    let interpreter = Interpreter::resumed(&plan, &policy, &workspace, run, store, loaded, env).with_secrets(secrets);
     let state = interpreter.resume(discarded, progress).map_err(|error| match error {
         ResumeError::Approval(invalid) => ControlError::from(invalid),
         ResumeError::Store(store) => ControlError::Store(store),

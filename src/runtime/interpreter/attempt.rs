@@ -14,6 +14,8 @@
 //! An `Attempt` borrows the interpreter's parts for the length of one
 //! attempt; it holds no state of its own beyond them.
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 use serde_json::Value;
 
@@ -136,6 +138,13 @@ impl Attempt<'_, '_> {
         }
         let timeout = self.budgets.timeout(step);
         self.tools.at_step(&step.id);
+        match render_env(step, self.outputs) {
+            Ok(env) => self.tools.set_step_env(env),
+            Err(failure) => {
+                let outcome = ToolOutcome::err(failure);
+                return self.finish(index, step, attempt, started, Some(&action), Attempted::unkeyed(outcome));
+            }
+        }
         let attempted = match &step.idempotency_key {
             Some(key_template) => match key_template.render(&*self.outputs) {
                 Ok(key) => {
@@ -414,7 +423,7 @@ impl Attempt<'_, '_> {
     /// outcome of the step), `Err(_)` a failure to write the audit record.
     fn resolve(&mut self, step: &Step) -> Result<Result<ResolvedAction, ToolFailure>, StoreError> {
         let has_templates = step.action.templates().iter().any(|template| !template.is_literal());
-        let rendered = render_action(&step.action, self.outputs);
+        let rendered = render_action(step, self.outputs);
         if has_templates {
             self.recorder.emit(Event::ResolutionPerformed(ResolutionPerformed {
                 step_id: step.id.clone(),
@@ -482,15 +491,30 @@ impl Frozen {
     }
 }
 
+/// Renders a step's own `env` (its secrets included): what the program
+/// gets, never recorded. A template failure names the variable only.
+fn render_env(step: &Step, outputs: &Outputs) -> Result<BTreeMap<String, String>, ToolFailure> {
+    step.env
+        .iter()
+        .map(|(name, value)| {
+            value.render(outputs).map(|text| (name.clone(), text)).map_err(|error| {
+                failure(FailureClass::TemplateError, format!("`env.{name}` could not be resolved: {error}"))
+            })
+        })
+        .collect()
+}
+
 /// Renders every template of an action. Only data fields can hold step
 /// output: the loader guarantees that the program and paths are literal
 /// (or built from `run.id`).
-pub(super) fn render_action(action: &Action, outputs: &Outputs) -> Result<ResolvedAction, ToolFailure> {
+pub(super) fn render_action(step: &Step, outputs: &Outputs) -> Result<ResolvedAction, ToolFailure> {
     let fail =
         |error: TemplateError| failure(FailureClass::TemplateError, format!("template resolution failed: {error}"));
-    Ok(match action {
+    Ok(match &step.action {
         Action::Shell { command } => ResolvedAction::Shell {
             argv: command.iter().map(|token| token.render(outputs)).collect::<Result<_, _>>().map_err(fail)?,
+            env: step.env.iter().map(|(name, value)| (name.clone(), value.source().to_string())).collect(),
+            secrets: step.secrets(),
         },
         Action::WriteFile { path, content } => ResolvedAction::WriteFile {
             path: path.render(outputs).map_err(fail)?,

@@ -118,7 +118,7 @@ fn waiting(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Result<(), 
             ));
         }
     }
-    let action = render_action(&step.action, &outputs).map_err(|failure| {
+    let action = render_action(step, &outputs).map_err(|failure| {
         format!("step `{}` cannot be rendered from the verified record: {}", step.id, failure.message)
     })?;
     let frozen = Frozen::of(step, &action, &outputs);

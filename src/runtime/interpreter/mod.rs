@@ -41,7 +41,7 @@ use crate::runtime::approval::{ApprovalInvalid, check_approval};
 use crate::runtime::env::CrashPoint;
 use crate::runtime::event::{ApprovalVerified, Event, PlanCreated, RunResumed, RunStarted};
 use crate::runtime::recorder::Recorder;
-use crate::runtime::{Progress, RuntimeEnv, format_timestamp};
+use crate::runtime::{Progress, RunSecrets, RuntimeEnv, format_timestamp};
 use crate::store::{ApprovalUse, ClaimsExhausted, LoadedRun, PlanRef, RunHandle, RunState, RunStore, StoreError};
 use crate::tools::children::ChildNote;
 use crate::tools::{ResolvedAction, Tools};
@@ -166,6 +166,14 @@ impl<'r> Interpreter<'r> {
             verifier: Verifier::new(plan, policy, workspace),
             prompt_rules: policy.shell.allow.iter().any(|rule| rule.decision == Decision::Prompt),
         }
+    }
+
+    /// The same interpreter, with the run's secret values: step `env`
+    /// templates read them, and every tool outcome is redacted with them.
+    pub fn with_secrets(mut self, secrets: RunSecrets) -> Self {
+        self.tools.set_redactor(secrets.redactor().clone());
+        self.outputs.set_secrets(secrets);
+        self
     }
 
     /// Starts a new run and runs it until it ends or pauses for approval.

@@ -7,6 +7,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::model::{InputValues, Plan, StepDetails};
+use crate::runtime::RunSecrets;
 use crate::store::{StepRecord, StepRecordStatus};
 use crate::template::{RefTarget, RenderContext, StepOutput, StepState};
 
@@ -21,6 +22,8 @@ pub(super) struct Outputs {
     named: HashMap<String, StepOutput>,
     /// Step ids that some `steps.<id>` reference names.
     referenced: HashSet<String>,
+    /// The run's secret values (only step `env` templates name them).
+    secrets: RunSecrets,
 }
 
 impl Outputs {
@@ -33,6 +36,7 @@ impl Outputs {
             last: None,
             named: HashMap::new(),
             referenced: referenced_steps(plan),
+            secrets: RunSecrets::default(),
         }
     }
 
@@ -73,6 +77,10 @@ impl Outputs {
         outputs
     }
 
+    pub(super) fn set_secrets(&mut self, secrets: RunSecrets) {
+        self.secrets = secrets;
+    }
+
     /// Keeps a completed step's output: always as `last`, by name only when
     /// some template names the step.
     pub(super) fn record(&mut self, step_id: &str, output: StepOutput) {
@@ -108,6 +116,9 @@ impl RenderContext for Outputs {
     }
     fn input(&self, name: &str) -> Option<&serde_json::Value> {
         self.inputs.get(name)
+    }
+    fn secret(&self, name: &str) -> Option<&str> {
+        self.secrets.value(name)
     }
 }
 
