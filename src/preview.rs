@@ -217,7 +217,7 @@ fn field(name: &str, template: &Template) -> PayloadField {
 
 fn payload(step: &Step) -> Vec<PayloadField> {
     match &step.action {
-        Action::Shell { command } => {
+        Action::Shell { command, .. } => {
             let shown = command.iter().map(|token| quote(&show_template(token))).collect::<Vec<_>>().join(" ");
             let runtime = command.iter().flat_map(|token| token.references().map(|r| r.expr.clone())).collect();
             vec![PayloadField { name: "command".to_string(), shown, runtime }]
@@ -242,7 +242,7 @@ fn quote(token: &str) -> String {
 
 fn verdict(step: &Step, policy: &Policy, rules: &PathRules) -> Option<Verdict> {
     match &step.action {
-        Action::Shell { command } => Some(shell_verdict(command, policy, rules)),
+        Action::Shell { command, .. } => Some(shell_verdict(command, policy, rules)),
         Action::WriteFile { path, .. } | Action::ReadFile { path } => Some(path_verdict(path, rules)),
         Action::Finish { .. } | Action::Flaky { .. } | Action::TicketLookup { .. } | Action::TicketClose { .. } => None,
     }

@@ -305,7 +305,7 @@ fn first_line(output: &str) -> Option<String> {
 fn summarize_action(action: &serde_json::Value) -> Option<String> {
     let action: ResolvedAction = serde_json::from_value(action.clone()).ok()?;
     Some(match action {
-        ResolvedAction::Shell { argv } => format!("$ {}", display_argv(&argv)),
+        ResolvedAction::Shell { argv, .. } => format!("$ {}", display_argv(&argv)),
         ResolvedAction::WriteFile { path, .. } => format!("write_file {path}"),
         ResolvedAction::ReadFile { path } => format!("read_file {path}"),
         ResolvedAction::TicketLookup { ticket_id } => format!("ticket_lookup {ticket_id}"),

@@ -304,11 +304,23 @@ pub(crate) static STEP: Section = Section {
         Variant {
             name: "shell",
             doc: "run a program without a shell, if the policy allows the whole argv",
-            keys: &[required(
-                "command",
-                Type::AnyOf(&[Type::NonEmptyArray(&Type::String), Type::String]),
-                "argv; the program is a literal bare name, arguments may hold templates; a string is split like a shell would, without metacharacters",
-            )],
+            keys: &[
+                required(
+                    "command",
+                    Type::AnyOf(&[Type::NonEmptyArray(&Type::String), Type::String]),
+                    "argv; the program is a literal bare name, arguments may hold templates; a string is split like a shell would, without metacharacters",
+                ),
+                key(
+                    "cwd",
+                    STRING,
+                    "working directory: an existing workspace folder, confined like a file path; only `{{ run.id }}` may appear in it (default the workspace)",
+                ),
+                key(
+                    "stdin",
+                    STRING,
+                    "text the program reads on stdin, at most the policy's `budget.max_output_bytes`; may hold templates (default none: `/dev/null`)",
+                ),
+            ],
         },
         Variant {
             name: "write_file",

@@ -90,6 +90,7 @@ pub(super) fn step(
         sites: &mut plan_spans.templates,
         path_span: &mut spans.path,
         command_span: &mut spans.command,
+        cwd_span: &mut spans.cwd,
         diagnostics,
     };
     let idempotency_key = builder.idempotency_key();
@@ -154,6 +155,7 @@ struct ActionBuilder<'r, 'n, 'd> {
     sites: &'r mut Vec<TemplateSite>,
     path_span: &'r mut Option<Span>,
     command_span: &'r mut Option<Span>,
+    cwd_span: &'r mut Option<Span>,
     diagnostics: &'d mut Vec<Diagnostic>,
 }
 
@@ -163,8 +165,21 @@ impl ActionBuilder<'_, '_, '_> {
             "shell" => {
                 let node = self.reader.required("command", self.diagnostics)?;
                 *self.command_span = Some(node.span);
-                let command = self.command(node)?;
-                Some(Action::Shell { command })
+                let command = self.command(node);
+                let cwd = match self.reader.string("cwd", self.diagnostics) {
+                    Some((_, node)) => {
+                        *self.cwd_span = Some(node.span);
+                        Some(self.folder(node))
+                    }
+                    None => None,
+                };
+                let stdin = match self.reader.string("stdin", self.diagnostics) {
+                    Some((_, node)) => Some(self.template(node, "`stdin`")),
+                    None => None,
+                };
+                // `Some(None)`: the key is there and was refused.
+                let (cwd, stdin) = (cwd.map(|cwd| cwd.ok_or(())), stdin.map(|stdin| stdin.ok_or(())));
+                Some(Action::Shell { command: command?, cwd: cwd.transpose().ok()?, stdin: stdin.transpose().ok()? })
             }
             "write_file" => {
                 let path = self.path();
@@ -343,6 +358,18 @@ impl ActionBuilder<'_, '_, '_> {
             "`path`",
             ["a file path", "a path"],
             "write the path literally; put step output in `content` instead",
+        )
+    }
+
+    /// A shell step's `cwd`: a control field like `path` (see
+    /// [`Self::run_id_only`]); confinement is checked by the lints and,
+    /// at run time, by [`crate::confine::Workspace::check_cwd`].
+    fn folder(&mut self, node: &Node) -> Option<Template> {
+        self.run_id_only(
+            node,
+            "`cwd`",
+            ["a working directory", "a working directory"],
+            "write the folder literally; put step output in arguments or `stdin` instead",
         )
     }
 

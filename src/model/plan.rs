@@ -95,7 +95,16 @@ pub enum Action {
     /// Run a program without a shell. `command[0]` is a literal bare program
     /// name; the other tokens may hold templates (their rendered values are
     /// checked by the allowlist like any other argument).
-    Shell { command: Vec<Template> },
+    /// `cwd` is a workspace-relative folder (literal or built from
+    /// `{{ run.id }}`, confined like a file path); `stdin` is a template
+    /// whose rendered text the program reads on its standard input.
+    Shell {
+        command: Vec<Template>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cwd: Option<Template>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stdin: Option<Template>,
+    },
     /// Write `content` to a workspace-relative `path`.
     WriteFile { path: Template, content: Template },
     /// Read a workspace-relative `path`; its text becomes the step output.
@@ -149,7 +158,7 @@ impl Action {
     /// Every template in the payload, in payload order.
     pub fn templates(&self) -> Vec<&Template> {
         match self {
-            Action::Shell { command } => command.iter().collect(),
+            Action::Shell { command, cwd, stdin } => command.iter().chain(cwd).chain(stdin).collect(),
             Action::WriteFile { path, content } => vec![path, content],
             Action::ReadFile { path } => vec![path],
             Action::Finish { message } => message.iter().collect(),

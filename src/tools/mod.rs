@@ -32,18 +32,41 @@ use crate::tools::children::ChildNote;
 pub use files::{FileError, TargetContent, WriteSync, read_file, target_content, write_file};
 pub use outcome::{ToolFailure, ToolOutcome, ToolSuccess, Vouch};
 pub use shell::{ChildEvent, STDERR_TAIL_BYTES, ShellCommand, ShellRun, run_shell};
+pub use shell_step::ShellSettings;
 
 /// An action with every template rendered: exactly what will run.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ResolvedAction {
-    Shell { argv: Vec<String> },
-    WriteFile { path: String, content: String },
-    ReadFile { path: String },
-    Finish { message: Option<String> },
-    Flaky { failures: u32, output: String },
-    TicketLookup { ticket_id: String },
-    TicketClose { ticket_id: String },
+    Shell {
+        argv: Vec<String>,
+        /// The working directory, workspace-relative; `None`: the workspace.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cwd: Option<String>,
+        /// What the program reads on stdin; `None`: nothing (`/dev/null`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stdin: Option<String>,
+    },
+    WriteFile {
+        path: String,
+        content: String,
+    },
+    ReadFile {
+        path: String,
+    },
+    Finish {
+        message: Option<String>,
+    },
+    Flaky {
+        failures: u32,
+        output: String,
+    },
+    TicketLookup {
+        ticket_id: String,
+    },
+    TicketClose {
+        ticket_id: String,
+    },
 }
 
 impl ResolvedAction {
@@ -51,7 +74,7 @@ impl ResolvedAction {
     /// `file:report.txt`, `ticket:ticket-7`.
     pub fn scope(&self) -> String {
         match self {
-            ResolvedAction::Shell { argv } => format!("program:{}", argv.first().map(String::as_str).unwrap_or("")),
+            ResolvedAction::Shell { argv, .. } => format!("program:{}", argv.first().map(String::as_str).unwrap_or("")),
             ResolvedAction::WriteFile { path, .. } | ResolvedAction::ReadFile { path } => format!("file:{path}"),
             ResolvedAction::TicketLookup { ticket_id } | ResolvedAction::TicketClose { ticket_id } => {
                 format!("ticket:{ticket_id}")
@@ -140,7 +163,7 @@ impl<'a> Tools<'a> {
     /// have rules with decisions; file paths are checked when they run.
     pub fn decide(&mut self, action: &ResolvedAction) -> Decision {
         match action {
-            ResolvedAction::Shell { argv } => {
+            ResolvedAction::Shell { argv, .. } => {
                 evaluate_shell(&self.policy.shell, self.workspace, &mut self.resolver, argv).decision
             }
             _ => Decision::Allow,
@@ -154,7 +177,10 @@ impl<'a> Tools<'a> {
     pub fn execute(&mut self, action: &ResolvedAction, attempt: u32, timeout: Duration, approved: bool) -> ToolOutcome {
         let max_bytes = self.policy.files.max_read_bytes.max(self.policy.files.max_write_bytes);
         match action {
-            ResolvedAction::Shell { argv } => self.shell(argv, timeout, approved),
+            ResolvedAction::Shell { argv, cwd, stdin } => {
+                let settings = ShellSettings { cwd: cwd.as_deref(), stdin: stdin.as_deref() };
+                self.shell(argv, settings, timeout, approved)
+            }
             ResolvedAction::TicketLookup { ticket_id } => {
                 ToolOutcome::from_result(tickets::lookup(self.workspace, ticket_id, max_bytes))
             }

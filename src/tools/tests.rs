@@ -59,7 +59,7 @@ fn test_policy() -> Policy {
 }
 
 fn shell(argv: &[&str]) -> ResolvedAction {
-    ResolvedAction::Shell { argv: argv.iter().map(|s| s.to_string()).collect() }
+    ResolvedAction::Shell { argv: argv.iter().map(|s| s.to_string()).collect(), cwd: None, stdin: None }
 }
 
 fn failure(outcome: &ToolOutcome) -> (FailureClass, &str) {

@@ -458,8 +458,10 @@ pub(super) fn render_action(action: &Action, outputs: &Outputs) -> Result<Resolv
     let fail =
         |error: TemplateError| failure(FailureClass::TemplateError, format!("template resolution failed: {error}"));
     Ok(match action {
-        Action::Shell { command } => ResolvedAction::Shell {
+        Action::Shell { command, cwd, stdin } => ResolvedAction::Shell {
             argv: command.iter().map(|token| token.render(outputs)).collect::<Result<_, _>>().map_err(fail)?,
+            cwd: cwd.as_ref().map(|cwd| cwd.render(outputs)).transpose().map_err(fail)?,
+            stdin: stdin.as_ref().map(|stdin| stdin.render(outputs)).transpose().map_err(fail)?,
         },
         Action::WriteFile { path, content } => ResolvedAction::WriteFile {
             path: path.render(outputs).map_err(fail)?,
