@@ -152,3 +152,57 @@ fn stdin_over_the_cap_fails_before_the_program_starts() {
     assert_eq!(output.code, 0, "{}", output.snapshot());
     assert_eq!(sandbox.history("t")[0]["output_text"], "x".repeat(64));
 }
+
+/// A `json` document built from awkward step output (newlines, quotes,
+/// backslashes, Unicode) is valid JSON equal to the expected value; a leaf
+/// that is exactly one reference keeps a structured value's shape.
+#[test]
+fn a_json_key_writes_valid_json_from_awkward_text() {
+    let sandbox = Sandbox::new();
+    sandbox.write("workspace/data.json", r#"{"items": [1, "two", {"three": true}]}"#);
+    let awkward = "line \"one\"\\n\tline two: é ✓ 🦀\n";
+    sandbox.write("workspace/awkward.txt", awkward);
+    let steps = concat!(
+        "[[steps]]\nid = \"text\"\nkind = \"read_file\"\npath = \"awkward.txt\"\n\n",
+        "[[steps]]\nid = \"data\"\nkind = \"read_file\"\npath = \"data.json\"\n\n",
+        "[[steps]]\nid = \"write\"\nkind = \"write_file\"\npath = \"out.json\"\n",
+        "json = { title = \"run {{ run.id }}\", raw = \"{{ steps.text.output_text }}\", ",
+        "first = \"{{ steps.text.output_text | first_line }}\", items = \"{{ steps.data.output_json.items }}\", ",
+        "list = [\"a\", \"{{ steps.text.output_text | trim }}\", 3, false], nested = { n = 1.5 } }\n",
+    );
+    let output = sandbox.run_plan(&plan(steps), POLICY);
+    assert_eq!(output.code, 0, "{}", output.snapshot());
+    let written = std::fs::read_to_string(sandbox.workspace().join("out.json")).expect("out.json");
+    assert!(written.ends_with("}\n"), "pretty JSON with a final newline: {written}");
+    let value: serde_json::Value = serde_json::from_str(&written).expect("valid JSON");
+    let expected = serde_json::json!({
+        "title": "run t",
+        "raw": awkward,
+        "first": "line \"one\"\\n\tline two: é ✓ 🦀",
+        "items": [1, "two", {"three": true}],
+        "list": ["a", awkward.trim(), 3, false],
+        "nested": {"n": 1.5},
+    });
+    assert_eq!(value, expected);
+    let keys: Vec<&String> = value.as_object().expect("object").keys().collect();
+    assert_eq!(keys, ["title", "raw", "first", "items", "list", "nested"], "keys keep the file's order");
+}
+
+#[test]
+fn content_and_json_together_or_neither_are_refused_at_load() {
+    let cases = [
+        ("content = \"x\"\njson = { a = \"b\" }", "conflicting-keys", "test.toml:9:1"),
+        ("", "missing-key", "test.toml:4:1"),
+        ("json = \"text\"", "wrong-type", "test.toml:8:8"),
+        ("json = { a = \"{{ steps.nope.output_text }}\" }", "template-unknown-step", "test.toml:8:"),
+    ];
+    for (keys, code, at) in cases {
+        let sandbox = Sandbox::new();
+        let step = format!("[[steps]]\nid = \"write\"\nkind = \"write_file\"\npath = \"out.json\"\n{keys}\n");
+        let output = sandbox.run_plan(&plan(&step), POLICY);
+        assert_eq!(output.code, 2, "{keys}: {}", output.snapshot());
+        assert!(output.stderr.contains(&format!("[{code}]")), "{keys}: {}", output.stderr);
+        assert!(output.stderr.contains(at), "{keys}: {at} in {}", output.stderr);
+        assert!(!sandbox.workspace().join("out.json").exists(), "nothing written");
+    }
+}

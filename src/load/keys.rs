@@ -64,6 +64,9 @@ pub(crate) enum Type {
     Map(&'static Type),
     /// Any of these types.
     AnyOf(&'static [Type]),
+    /// A table or an array of any depth whose string leaves are templates
+    /// (a step's `json`).
+    Document,
 }
 
 /// One key of a table.
@@ -327,7 +330,12 @@ pub(crate) static STEP: Section = Section {
             doc: "write a file inside the workspace",
             keys: &[
                 required("path", STRING, "workspace-relative path; only `{{ run.id }}` may appear in it"),
-                required("content", STRING, "the text to write; may hold templates"),
+                key("content", STRING, "the text to write; may hold templates; exactly one of `content` and `json`"),
+                key(
+                    "json",
+                    Type::Document,
+                    "a table or array written as pretty JSON with a final newline; its string leaves are templates, each rendered on its own and escaped by the serialiser",
+                ),
             ],
         },
         Variant {

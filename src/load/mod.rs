@@ -45,6 +45,7 @@ mod read_file;
 mod route_checks;
 mod schema;
 mod table;
+mod validate_json;
 mod validate_plan;
 mod validate_policy;
 mod validate_scenario;

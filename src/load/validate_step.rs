@@ -148,15 +148,15 @@ fn small(value: i64, node: &Node, what: &str, diagnostics: &mut Vec<Diagnostic>)
     }
 }
 
-struct ActionBuilder<'r, 'n, 'd> {
-    reader: &'r mut TableReader<'n>,
+pub(super) struct ActionBuilder<'r, 'n, 'd> {
+    pub(super) reader: &'r mut TableReader<'n>,
     file: &'r SourceFile,
     step: usize,
     sites: &'r mut Vec<TemplateSite>,
     path_span: &'r mut Option<Span>,
     command_span: &'r mut Option<Span>,
     cwd_span: &'r mut Option<Span>,
-    diagnostics: &'d mut Vec<Diagnostic>,
+    pub(super) diagnostics: &'d mut Vec<Diagnostic>,
 }
 
 impl ActionBuilder<'_, '_, '_> {
@@ -183,8 +183,8 @@ impl ActionBuilder<'_, '_, '_> {
             }
             "write_file" => {
                 let path = self.path();
-                let content = self.required_template("content");
-                Some(Action::WriteFile { path: path?, content: content? })
+                let (content, json) = self.file_content()?;
+                Some(Action::WriteFile { path: path?, content, json })
             }
             "read_file" => Some(Action::ReadFile { path: self.path()? }),
             "finish" => {
@@ -324,14 +324,9 @@ impl ActionBuilder<'_, '_, '_> {
         Some(Expect { exit_code, output_contains, output_matches })
     }
 
-    fn required_template(&mut self, key: &str) -> Option<Template> {
-        let (_, node) = self.reader.required_string(key, self.diagnostics)?;
-        self.template(node, &format!("`{key}`"))
-    }
-
     /// Parses a string node as a template, narrowing syntax errors to the
     /// offending reference, and remembers it for the template lints.
-    fn template(&mut self, node: &Node, what: &str) -> Option<Template> {
+    pub(super) fn template(&mut self, node: &Node, what: &str) -> Option<Template> {
         let text = node.as_str()?;
         match Template::parse(text) {
             Ok(template) => {

@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::diag::Span;
 use crate::model::{BudgetOverride, Condition, Expect, Risk, RunStatus, VerifyCheck};
-use crate::template::Template;
+use crate::template::{JsonTemplate, Template};
 
 /// Where a model came from: the path as the user named it (relative to the
 /// current directory when it is below it) and the SHA-256 of the file's bytes.
@@ -105,8 +105,16 @@ pub enum Action {
         #[serde(skip_serializing_if = "Option::is_none")]
         stdin: Option<Template>,
     },
-    /// Write `content` to a workspace-relative `path`.
-    WriteFile { path: Template, content: Template },
+    /// Write `content`, or the rendered `json` document (pretty, with a
+    /// final newline), to a workspace-relative `path`. The loader makes
+    /// sure exactly one of the two is there.
+    WriteFile {
+        path: Template,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        content: Option<Template>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        json: Option<JsonTemplate>,
+    },
     /// Read a workspace-relative `path`; its text becomes the step output.
     ReadFile { path: Template },
     /// End the run `done`. The optional message becomes the step output.
@@ -159,7 +167,9 @@ impl Action {
     pub fn templates(&self) -> Vec<&Template> {
         match self {
             Action::Shell { command, cwd, stdin } => command.iter().chain(cwd).chain(stdin).collect(),
-            Action::WriteFile { path, content } => vec![path, content],
+            Action::WriteFile { path, content, json } => {
+                std::iter::once(path).chain(content).chain(json.iter().flat_map(JsonTemplate::templates)).collect()
+            }
             Action::ReadFile { path } => vec![path],
             Action::Finish { message } => message.iter().collect(),
             Action::Flaky { output, .. } => vec![output],

@@ -463,9 +463,13 @@ pub(super) fn render_action(action: &Action, outputs: &Outputs) -> Result<Resolv
             cwd: cwd.as_ref().map(|cwd| cwd.render(outputs)).transpose().map_err(fail)?,
             stdin: stdin.as_ref().map(|stdin| stdin.render(outputs)).transpose().map_err(fail)?,
         },
-        Action::WriteFile { path, content } => ResolvedAction::WriteFile {
+        Action::WriteFile { path, content, json } => ResolvedAction::WriteFile {
             path: path.render(outputs).map_err(fail)?,
-            content: content.render(outputs).map_err(fail)?,
+            content: match (content, json) {
+                (_, Some(json)) => json.render_text(outputs).map_err(fail)?,
+                (Some(content), None) => content.render(outputs).map_err(fail)?,
+                (None, None) => String::new(),
+            },
         },
         Action::ReadFile { path } => ResolvedAction::ReadFile { path: path.render(outputs).map_err(fail)? },
         Action::Finish { message } => ResolvedAction::Finish {
