@@ -173,10 +173,8 @@ impl ActionBuilder<'_, '_, '_> {
                     }
                     None => None,
                 };
-                let stdin = match self.reader.string("stdin", self.diagnostics) {
-                    Some((_, node)) => Some(self.template(node, "`stdin`")),
-                    None => None,
-                };
+                let stdin =
+                    self.reader.string("stdin", self.diagnostics).map(|(_, node)| self.template(node, "`stdin`"));
                 // `Some(None)`: the key is there and was refused.
                 let (cwd, stdin) = (cwd.map(|cwd| cwd.ok_or(())), stdin.map(|stdin| stdin.ok_or(())));
                 Some(Action::Shell { command: command?, cwd: cwd.transpose().ok()?, stdin: stdin.transpose().ok()? })
