@@ -221,7 +221,7 @@ fn field(name: &str, template: &Template) -> PayloadField {
 
 fn payload(step: &Step) -> Vec<PayloadField> {
     match &step.action {
-        Action::Shell { command } => {
+        Action::Shell { command, cwd, stdin } => {
             let shown = command.iter().map(|token| quote(&show_template(token))).collect::<Vec<_>>().join(" ");
             let runtime = command.iter().flat_map(|token| token.references().map(|r| r.expr.clone())).collect();
             let mut fields = vec![PayloadField { name: "command".to_string(), shown, runtime }];
@@ -236,9 +236,21 @@ fn payload(step: &Step) -> Vec<PayloadField> {
                 let runtime = step.env.values().flat_map(|value| value.references().map(|r| r.expr.clone())).collect();
                 fields.push(PayloadField { name: "env".to_string(), shown, runtime });
             }
+            fields.extend(cwd.iter().map(|cwd| field("cwd", cwd)));
+            fields.extend(stdin.iter().map(|stdin| field("stdin", stdin)));
             fields
         }
-        Action::WriteFile { path, content } => vec![field("path", path), field("content", content)],
+        Action::WriteFile { path, content, json } => {
+            let mut fields = vec![field("path", path)];
+            fields.extend(content.iter().map(|content| field("content", content)));
+            if let Some(json) = json {
+                let templates = json.templates();
+                let shown = serde_json::to_string(json).unwrap_or_default();
+                let runtime = templates.iter().flat_map(|leaf| leaf.references().map(|r| r.expr.clone())).collect();
+                fields.push(PayloadField { name: "json".to_string(), shown, runtime });
+            }
+            fields
+        }
         Action::ReadFile { path } => vec![field("path", path)],
         Action::Finish { message } => message.iter().map(|message| field("message", message)).collect(),
         Action::Flaky { failures, output } => vec![
@@ -258,7 +270,7 @@ fn quote(token: &str) -> String {
 
 fn verdict(step: &Step, policy: &Policy, rules: &PathRules) -> Option<Verdict> {
     match &step.action {
-        Action::Shell { command } => Some(shell_verdict(command, policy, rules)),
+        Action::Shell { command, .. } => Some(shell_verdict(command, policy, rules)),
         Action::WriteFile { path, .. } | Action::ReadFile { path } => Some(path_verdict(path, rules)),
         Action::Finish { .. } | Action::Flaky { .. } | Action::TicketLookup { .. } | Action::TicketClose { .. } => None,
     }

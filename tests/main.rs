@@ -42,6 +42,7 @@
 //! | `diagnostics` | `check` output for each broken file in `tests/fixtures/broken/` (one snapshot per fixture, by `insta::glob!`) | `diagnostics/` |
 //! | `preview` | `plan` previews; a preview executes and creates nothing | `preview/` |
 //! | `inputs` | a plan's `[inputs.NAME]`: declarations refused with their position; values from `--input`, `--inputs FILE` and scenarios checked before anything runs (exit 2, no run, the canary absent); recorded, shown and read again on `resume`; a `path` input confined | |
+//! | `step_settings` | a shell step's `cwd` (confined: absolute, `..`, symlinks, protected folders refused with nothing run; missing folders; the folder `pwd` shows) and `stdin` (rendered, reaching `cat`; over the cap refused before the program starts) | |
 //! | `step_output` | what an attempt keeps of its program's output, failed or not: stdout and the end of stderr (`stderr_text`, the last 8 KiB) in the record and `show --full`, the output a failed `expect` refused, `{{ steps.<id>.stderr_text }}` in a later step and after `resume` | |
 //! | `seeing_runs` | `runs` (newest first, `--status`, `--json`, a tampered run listed as unreadable, an empty workspace), `show --full`, `show latest`, the finish message, the run's last line naming its files | |
 //! | `authoring` | `list`, `policy check`, `schema` (and the committed `schemas/`), `show` of documented runs | `cli/list`, `cli/policy_check_*`, `cli/show_*` |
@@ -123,6 +124,7 @@ mod service_policy;
 mod shell_completions;
 mod snapshot_stability;
 mod step_output;
+mod step_settings;
 mod story_invariants;
 mod structure;
 mod syncs;

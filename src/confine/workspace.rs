@@ -219,6 +219,29 @@ impl Workspace {
     }
 }
 
+/// Why a shell step's `cwd` cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CwdRefused {
+    /// Confinement refuses the path (see [`PathDenied`]).
+    Denied(PathDenied),
+    /// The path is allowed but names no folder in the workspace.
+    Missing { path: String },
+}
+
+impl Workspace {
+    /// The absolute working directory for a shell step's `cwd`: the path
+    /// passes [`Workspace::check_slot_path`] (lexical rules, protected
+    /// folders, `files.deny`, no symlink anywhere on it) and names an
+    /// existing folder. The one check every source of a `cwd` goes through.
+    pub fn check_cwd(&self, rel: &str) -> Result<PathBuf, CwdRefused> {
+        let checked = self.check_slot_path(rel).map_err(CwdRefused::Denied)?;
+        match self.dir.symlink_metadata(checked.as_path()) {
+            Ok(meta) if meta.is_dir() => Ok(self.root.join(checked.as_path())),
+            _ => Err(CwdRefused::Missing { path: checked.as_str_path() }),
+        }
+    }
+}
+
 /// A tiny glob: `*` within one component, `**` across components (zero or
 /// more), everything else literal.
 #[derive(Debug, Clone)]

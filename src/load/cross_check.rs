@@ -131,7 +131,7 @@ impl StepLimit {
 /// is certain; a step with templates is decided at run time.
 fn shell_always_denied(loaded: &LoadedPlan, policy: &Policy, rules: &PathRules, diagnostics: &mut Vec<Diagnostic>) {
     for (step, spans) in loaded.plan.steps.iter().zip(&loaded.spans.steps) {
-        let Action::Shell { command } = &step.action else {
+        let Action::Shell { command, .. } = &step.action else {
             continue;
         };
         let Some(argv) = command
@@ -171,34 +171,33 @@ fn shell_always_denied(loaded: &LoadedPlan, policy: &Policy, rules: &PathRules, 
 /// An absolute path or one with `..` is `path-outside-workspace`'s.
 fn file_always_denied(loaded: &LoadedPlan, policy: &Policy, rules: &PathRules, diagnostics: &mut Vec<Diagnostic>) {
     for (step, spans) in loaded.plan.steps.iter().zip(&loaded.spans.steps) {
-        let (Action::ReadFile { path } | Action::WriteFile { path, .. }) = &step.action else {
-            continue;
-        };
-        if !path.is_literal() {
-            continue;
+        for (key, path, span) in spans.confined_paths(step) {
+            if !path.is_literal() {
+                continue;
+            }
+            let Err(denied) = rules.check_path(path.source()) else {
+                continue;
+            };
+            if denied.rule == "files.absolute" || denied.rule == "files.parent" {
+                continue;
+            }
+            let diagnostic = Diagnostic::warning(
+                "file-always-denied",
+                format!(
+                    "policy `{}` always denies step `{}` ({key} `{}`): rule `{}`",
+                    policy.name,
+                    step.id,
+                    path.source().escape_debug(),
+                    denied.rule
+                ),
+            )
+            .with_span(span.unwrap_or(spans.id))
+            .with_label(denied.to_string())
+            .with_help(
+                "name a file inside the workspace that the policy's `[files]` allow; `planrun plan` shows the verdict",
+            );
+            diagnostics.push(loaded.soften(diagnostic));
         }
-        let Err(denied) = rules.check_path(path.source()) else {
-            continue;
-        };
-        if denied.rule == "files.absolute" || denied.rule == "files.parent" {
-            continue;
-        }
-        let diagnostic = Diagnostic::warning(
-            "file-always-denied",
-            format!(
-                "policy `{}` always denies step `{}` (path `{}`): rule `{}`",
-                policy.name,
-                step.id,
-                path.source().escape_debug(),
-                denied.rule
-            ),
-        )
-        .with_span(spans.path.unwrap_or(spans.id))
-        .with_label(denied.to_string())
-        .with_help(
-            "name a file inside the workspace that the policy's `[files]` allow; `planrun plan` shows the verdict",
-        );
-        diagnostics.push(loaded.soften(diagnostic));
     }
 }
 

@@ -64,6 +64,9 @@ pub(crate) enum Type {
     Map(&'static Type),
     /// Any of these types.
     AnyOf(&'static [Type]),
+    /// A table or an array of any depth whose string leaves are templates
+    /// (a step's `json`).
+    Document,
 }
 
 /// One key of a table.
@@ -376,6 +379,16 @@ pub(crate) static STEP: Section = Section {
                     "the program's own environment variables (names the policy's `shell.env_allow` lists); values \
                      may hold templates, the only place `{{ secrets.NAME }}` may appear",
                 ),
+                key(
+                    "cwd",
+                    STRING,
+                    "working directory: an existing workspace folder, confined like a file path; only `{{ run.id }}` may appear in it (default the workspace)",
+                ),
+                key(
+                    "stdin",
+                    STRING,
+                    "text the program reads on stdin, at most the policy's `budget.max_output_bytes`; may hold templates (default none: `/dev/null`)",
+                ),
             ],
         },
         Variant {
@@ -383,7 +396,12 @@ pub(crate) static STEP: Section = Section {
             doc: "write a file inside the workspace",
             keys: &[
                 required("path", STRING, "workspace-relative path; only `{{ run.id }}` may appear in it"),
-                required("content", STRING, "the text to write; may hold templates"),
+                key("content", STRING, "the text to write; may hold templates; exactly one of `content` and `json`"),
+                key(
+                    "json",
+                    Type::Document,
+                    "a table or array written as pretty JSON with a final newline; its string leaves are templates, each rendered on its own and escaped by the serialiser",
+                ),
             ],
         },
         Variant {

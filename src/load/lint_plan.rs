@@ -197,22 +197,23 @@ pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mu
     }
 
     for (step, step_spans) in plan.steps.iter().zip(&spans.steps) {
-        let path = match &step.action {
-            Action::WriteFile { path, .. } | Action::ReadFile { path } => path.source(),
-            _ => continue,
-        };
-        let absolute = path.starts_with('/') || path.starts_with('\\');
-        let parent = path.split(['/', '\\']).any(|component| component == "..");
-        if absolute || parent {
-            let why = if absolute { "is absolute" } else { "has a `..` component" };
-            let mut diagnostic =
-                Diagnostic::warning("path-outside-workspace", format!("path `{path}` in step `{}` {why}", step.id))
-                    .with_label("the runtime denies paths outside the workspace")
-                    .with_help("use a path relative to the workspace");
-            if let Some(span) = step_spans.path {
-                diagnostic = diagnostic.with_span(span);
+        for (key, path, span) in step_spans.confined_paths(step) {
+            let path = path.source();
+            let absolute = path.starts_with('/') || path.starts_with('\\');
+            let parent = path.split(['/', '\\']).any(|component| component == "..");
+            if absolute || parent {
+                let why = if absolute { "is absolute" } else { "has a `..` component" };
+                let mut diagnostic = Diagnostic::warning(
+                    "path-outside-workspace",
+                    format!("{key} `{path}` in step `{}` {why}", step.id),
+                )
+                .with_label("the runtime denies paths outside the workspace")
+                .with_help("use a path relative to the workspace");
+                if let Some(span) = span {
+                    diagnostic = diagnostic.with_span(span);
+                }
+                found.push(diagnostic);
             }
-            found.push(diagnostic);
         }
     }
 

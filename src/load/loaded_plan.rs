@@ -5,7 +5,7 @@
 
 use crate::diag::{Diagnostic, Severity, Span};
 use crate::load::node::Node;
-use crate::model::{Plan, RunStatus};
+use crate::model::{Action, Plan, RunStatus, Step};
 use crate::template::Template;
 
 /// A validated plan with the spans that later checks point at.
@@ -38,6 +38,20 @@ pub(crate) struct StepSpans {
     pub command: Option<Span>,
     /// The span of each name of the step's `env`.
     pub env: std::collections::BTreeMap<String, Span>,
+    pub cwd: Option<Span>,
+}
+
+impl StepSpans {
+    /// The step's workspace paths that confinement checks: a file step's
+    /// `path`, a shell step's `cwd`, each with the key's name and where its
+    /// value is. The lints that judge paths all read them from here.
+    pub fn confined_paths<'s>(&self, step: &'s Step) -> Vec<(&'static str, &'s Template, Option<Span>)> {
+        match &step.action {
+            Action::WriteFile { path, .. } | Action::ReadFile { path } => vec![("path", path, self.path)],
+            Action::Shell { cwd: Some(cwd), .. } => vec![("cwd", cwd, self.cwd)],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// A template of a step and where its text starts in the file.

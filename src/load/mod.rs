@@ -47,6 +47,7 @@ mod route_checks;
 mod schema;
 mod table;
 mod validate_inputs;
+mod validate_json;
 mod validate_plan;
 mod validate_policy;
 mod validate_scenario;

@@ -146,6 +146,7 @@ fn type_schema(ty: Type, section: &Section) -> Value {
         Type::NonEmptyArray(item) => json!({"type": "array", "items": type_schema(*item, section), "minItems": 1}),
         Type::Table(inner) => section_schema(inner),
         Type::Map(value) => json!({"type": "object", "additionalProperties": type_schema(*value, section)}),
+        Type::Document => json!({"type": ["object", "array"]}),
         Type::AnyOf(types) => {
             json!({"anyOf": types.iter().map(|ty| type_schema(*ty, section)).collect::<Vec<_>>()})
         }

@@ -102,6 +102,7 @@ pub(super) fn step(
         sites: &mut plan_spans.templates,
         path_span: &mut spans.path,
         command_span: &mut spans.command,
+        cwd_span: &mut spans.cwd,
         diagnostics,
     };
     let idempotency_key = builder.idempotency_key();
@@ -172,14 +173,15 @@ fn small(value: i64, node: &Node, what: &str, diagnostics: &mut Vec<Diagnostic>)
     }
 }
 
-struct ActionBuilder<'r, 'n, 'd> {
-    reader: &'r mut TableReader<'n>,
+pub(super) struct ActionBuilder<'r, 'n, 'd> {
+    pub(super) reader: &'r mut TableReader<'n>,
     file: &'r SourceFile,
     step: usize,
     sites: &'r mut Vec<TemplateSite>,
     path_span: &'r mut Option<Span>,
     command_span: &'r mut Option<Span>,
-    diagnostics: &'d mut Vec<Diagnostic>,
+    cwd_span: &'r mut Option<Span>,
+    pub(super) diagnostics: &'d mut Vec<Diagnostic>,
 }
 
 impl ActionBuilder<'_, '_, '_> {
@@ -188,13 +190,24 @@ impl ActionBuilder<'_, '_, '_> {
             "shell" => {
                 let node = self.reader.required("command", self.diagnostics)?;
                 *self.command_span = Some(node.span);
-                let command = self.command(node)?;
-                Some(Action::Shell { command })
+                let command = self.command(node);
+                let cwd = match self.reader.string("cwd", self.diagnostics) {
+                    Some((_, node)) => {
+                        *self.cwd_span = Some(node.span);
+                        Some(self.folder(node))
+                    }
+                    None => None,
+                };
+                let stdin =
+                    self.reader.string("stdin", self.diagnostics).map(|(_, node)| self.template(node, "`stdin`"));
+                // `Some(None)`: the key is there and was refused.
+                let (cwd, stdin) = (cwd.map(|cwd| cwd.ok_or(())), stdin.map(|stdin| stdin.ok_or(())));
+                Some(Action::Shell { command: command?, cwd: cwd.transpose().ok()?, stdin: stdin.transpose().ok()? })
             }
             "write_file" => {
                 let path = self.path();
-                let content = self.required_template("content");
-                Some(Action::WriteFile { path: path?, content: content? })
+                let (content, json) = self.file_content()?;
+                Some(Action::WriteFile { path: path?, content, json })
             }
             "read_file" => Some(Action::ReadFile { path: self.path()? }),
             "finish" => {
@@ -387,14 +400,9 @@ impl ActionBuilder<'_, '_, '_> {
         (codes.len() == items.len()).then_some(codes)
     }
 
-    fn required_template(&mut self, key: &str) -> Option<Template> {
-        let (_, node) = self.reader.required_string(key, self.diagnostics)?;
-        self.template(node, &format!("`{key}`"))
-    }
-
     /// Parses a string node as a template, narrowing syntax errors to the
     /// offending reference, and remembers it for the template lints.
-    fn template(&mut self, node: &Node, what: &str) -> Option<Template> {
+    pub(super) fn template(&mut self, node: &Node, what: &str) -> Option<Template> {
         let text = node.as_str()?;
         match Template::parse(text) {
             Ok(template) => {
@@ -461,6 +469,18 @@ impl ActionBuilder<'_, '_, '_> {
             "`path`",
             ["a file path", "a path"],
             "write the path literally; put step output in `content` instead",
+        )
+    }
+
+    /// A shell step's `cwd`: a control field like `path` (see
+    /// [`Self::run_id_only`]); confinement is checked by the lints and,
+    /// at run time, by [`crate::confine::Workspace::check_cwd`].
+    fn folder(&mut self, node: &Node) -> Option<Template> {
+        self.run_id_only(
+            node,
+            "`cwd`",
+            ["a working directory", "a working directory"],
+            "write the folder literally; put step output in arguments or `stdin` instead",
         )
     }
 

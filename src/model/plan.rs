@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::diag::Span;
 use crate::model::{BudgetOverride, Condition, Expect, InputSpec, OnFailure, Risk, RunStatus, VerifyCheck};
-use crate::template::Template;
+use crate::template::{JsonTemplate, Template};
 
 /// Where a model came from: the path as the user named it (relative to the
 /// current directory when it is below it) and the SHA-256 of the file's bytes.
@@ -106,9 +106,26 @@ pub enum Action {
     /// Run a program without a shell. `command[0]` is a literal bare program
     /// name; the other tokens may hold templates (their rendered values are
     /// checked by the allowlist like any other argument).
-    Shell { command: Vec<Template> },
-    /// Write `content` to a workspace-relative `path`.
-    WriteFile { path: Template, content: Template },
+    /// `cwd` is a workspace-relative folder (literal or built from
+    /// `{{ run.id }}`, confined like a file path); `stdin` is a template
+    /// whose rendered text the program reads on its standard input.
+    Shell {
+        command: Vec<Template>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cwd: Option<Template>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stdin: Option<Template>,
+    },
+    /// Write `content`, or the rendered `json` document (pretty, with a
+    /// final newline), to a workspace-relative `path`. The loader makes
+    /// sure exactly one of the two is there.
+    WriteFile {
+        path: Template,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        content: Option<Template>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        json: Option<JsonTemplate>,
+    },
     /// Read a workspace-relative `path`; its text becomes the step output.
     ReadFile { path: Template },
     /// End the run `done`. The optional message becomes the step output.
@@ -160,8 +177,10 @@ impl Action {
     /// Every template in the payload, in payload order.
     pub fn templates(&self) -> Vec<&Template> {
         match self {
-            Action::Shell { command } => command.iter().collect(),
-            Action::WriteFile { path, content } => vec![path, content],
+            Action::Shell { command, cwd, stdin } => command.iter().chain(cwd).chain(stdin).collect(),
+            Action::WriteFile { path, content, json } => {
+                std::iter::once(path).chain(content).chain(json.iter().flat_map(JsonTemplate::templates)).collect()
+            }
             Action::ReadFile { path } => vec![path],
             Action::Finish { message } => message.iter().collect(),
             Action::Flaky { output, .. } => vec![output],

@@ -7,8 +7,10 @@
 //! single pass over parsed segments, so substituted text is never re-expanded:
 //! output that contains `{{ … }}` stays literal.
 
+mod json;
 mod parse;
 mod render;
 
+pub use json::JsonTemplate;
 pub use parse::{Field, Filter, RefTarget, Reference, Segment, Template, TemplateSyntaxError};
 pub use render::{RenderContext, StepOutput, StepState, TemplateError};

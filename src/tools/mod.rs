@@ -34,6 +34,7 @@ use crate::tools::children::ChildNote;
 pub use files::{FileError, TargetContent, WriteSync, read_file, target_content, write_file};
 pub use outcome::{ToolFailure, ToolOutcome, ToolSuccess, Vouch};
 pub use shell::{ChildEvent, STDERR_TAIL_BYTES, ShellCommand, ShellRun, run_shell};
+pub use shell_step::ShellSettings;
 
 /// An action with every template rendered: exactly what will run.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -47,6 +48,12 @@ pub enum ResolvedAction {
         /// The secrets the step's `env` gives the program, by name.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         secrets: Vec<String>,
+        /// The working directory, workspace-relative; `None`: the workspace.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cwd: Option<String>,
+        /// What the program reads on stdin; `None`: nothing (`/dev/null`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stdin: Option<String>,
     },
     WriteFile {
         path: String,
@@ -234,7 +241,10 @@ impl<'a> Tools<'a> {
     fn run_action(&mut self, action: &ResolvedAction, attempt: u32, timeout: Duration, approved: bool) -> ToolOutcome {
         let max_bytes = self.policy.files.max_read_bytes.max(self.policy.files.max_write_bytes);
         match action {
-            ResolvedAction::Shell { argv, .. } => self.shell(argv, timeout, approved),
+            ResolvedAction::Shell { argv, cwd, stdin, .. } => {
+                let settings = ShellSettings { cwd: cwd.as_deref(), stdin: stdin.as_deref() };
+                self.shell(argv, settings, timeout, approved)
+            }
             ResolvedAction::TicketLookup { ticket_id } => {
                 ToolOutcome::from_result(tickets::lookup(self.workspace, ticket_id, max_bytes))
             }

@@ -1,7 +1,7 @@
 //! `shell`: resolving bare program names and running them without a shell.
 //!
 //! A child runs with an empty environment plus exactly the policy's `env`,
-//! stdin null, the workspace root as its working directory, and in its own
+//! stdin null (or the step's `stdin` text, written by a thread of its own), the workspace root as its working directory, and in its own
 //! process group. The calling thread waits for everything at once with one
 //! `poll(2)`: the child's two output pipes (read as they fill, keeping the
 //! first `max_output_bytes` of stdout and the last [`STDERR_TAIL_BYTES`]
@@ -91,10 +91,12 @@ pub struct ShellCommand<'a> {
     pub args: &'a [String],
     pub env: &'a BTreeMap<String, String>,
     pub cwd: &'a Path,
+    /// What the child reads on stdin; `None`: `/dev/null`.
+    pub stdin: Option<&'a [u8]>,
 }
 
 /// Runs `command.program` with its `args` directly (never through a shell),
-/// with exactly its `env`, stdin null, in its `cwd`, in its own process group, for at most
+/// with exactly its `env`, its `stdin` (else null), in its `cwd`, in its own process group, for at most
 /// `timeout` and while `fence` holds; `report` is told of the child's life
 /// ([`ChildEvent`]).
 pub fn run_shell(
@@ -110,7 +112,7 @@ pub fn run_shell(
         .env_clear()
         .envs(command.env)
         .current_dir(command.cwd)
-        .stdin(Stdio::null())
+        .stdin(if command.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -138,6 +140,18 @@ pub fn run_shell(
     };
     if let Err(error) = report(ChildEvent::Started(child_id)).and_then(|()| tell_deadline()) {
         return abandon(&mut child, error);
+    }
+    if let (Some(text), Some(mut pipe)) = (command.stdin, child.stdin.take()) {
+        // A writer thread, so a child that writes as much as it reads never
+        // blocks on a full pipe. It ends when everything is written or the
+        // child closes its end (`EPIPE`, its group killed at the latest).
+        let text = text.to_vec();
+        let spawned = std::thread::Builder::new().name("planrun-stdin".into()).spawn(move || {
+            let _ = std::io::Write::write_all(&mut pipe, &text);
+        });
+        if let Err(error) = spawned {
+            return abandon(&mut child, error);
+        }
     }
     let setup = (|| {
         let stdout = Output::new(child.stdout.take(), max_output_bytes, Keep::Head)?;
@@ -242,6 +256,7 @@ mod tests {
                 args: &args(argv),
                 env: &env(&[("PATH", "/usr/bin:/bin")]),
                 cwd,
+                stdin: None,
             },
             Duration::from_secs(10),
             1 << 20,
@@ -261,6 +276,7 @@ mod tests {
                 args: &args(&["-c", script]),
                 env: &env(&[("PATH", "/usr/bin:/bin")]),
                 cwd: dir,
+                stdin: None,
             },
             timeout,
             1 << 20,
@@ -288,7 +304,7 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let vars = env(&[("LANG", "C"), ("ONLY", "this")]);
         let out = run_shell(
-            &ShellCommand { program: &which("env"), args: &[], env: &vars, cwd: tmp.path() },
+            &ShellCommand { program: &which("env"), args: &[], env: &vars, cwd: tmp.path(), stdin: None },
             Duration::from_secs(10),
             1 << 20,
             &Fence::unbounded(),
@@ -314,6 +330,30 @@ mod tests {
         assert_eq!(out.stdout.trim_end(), root.to_str().expect("utf8"));
     }
 
+    /// 1 MiB through `cat`, far more than a pipe buffer both ways: the
+    /// writer thread and the reader never wait on each other.
+    #[test]
+    fn large_stdin_reaches_the_child_without_deadlock() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let text = "line of stdin \"quoted\" é\n".repeat(1 << 16);
+        let out = run_shell(
+            &ShellCommand {
+                program: &which("cat"),
+                args: &[],
+                env: &env(&[]),
+                cwd: tmp.path(),
+                stdin: Some(text.as_bytes()),
+            },
+            Duration::from_secs(20),
+            4 << 20,
+            &Fence::unbounded(),
+            &|_| Ok(()),
+        )
+        .expect("run");
+        assert_eq!(out.exit_code, Some(0));
+        assert_eq!(out.stdout, text);
+    }
+
     #[test]
     fn non_zero_exit_and_stderr() {
         let tmp = tempfile::tempdir().expect("tempdir");
@@ -337,6 +377,7 @@ mod tests {
                 ]),
                 env: &env(&[]),
                 cwd: tmp.path(),
+                stdin: None,
             },
             Duration::from_secs(20),
             10,
@@ -360,7 +401,13 @@ mod tests {
         let script =
             "printf x >&2; i=0; while [ $i -lt 500 ]; do printf 'éééééééééé' >&2; i=$((i+1)); done; printf 'ok\\n' >&2";
         let out = run_shell(
-            &ShellCommand { program: &which("sh"), args: &args(&["-c", script]), env: &env(&[]), cwd: tmp.path() },
+            &ShellCommand {
+                program: &which("sh"),
+                args: &args(&["-c", script]),
+                env: &env(&[]),
+                cwd: tmp.path(),
+                stdin: None,
+            },
             Duration::from_secs(20),
             1 << 20,
             &Fence::unbounded(),
@@ -443,7 +490,13 @@ mod tests {
         });
         let started = Instant::now();
         let out = run_shell(
-            &ShellCommand { program: &which("sleep"), args: &args(&["30"]), env: &env(&[]), cwd: tmp.path() },
+            &ShellCommand {
+                program: &which("sleep"),
+                args: &args(&["30"]),
+                env: &env(&[]),
+                cwd: tmp.path(),
+                stdin: None,
+            },
             Duration::from_secs(20),
             1 << 20,
             &fence,
@@ -464,7 +517,8 @@ mod tests {
                     program: Path::new("/nonexistent/program"),
                     args: &[],
                     env: &env(&[]),
-                    cwd: tmp.path()
+                    cwd: tmp.path(),
+                    stdin: None
                 },
                 Duration::from_secs(1),
                 10,

@@ -5,14 +5,29 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
+use crate::confine::CwdRefused;
 use crate::model::{Decision, FailureClass, ShellFacts, ShellRanFacts, ToolFacts};
 use crate::policy::{display_argv, evaluate_shell};
 use crate::tools::children::ChildNote;
 use crate::tools::shell::{ChildEvent, ShellCommand, ShellRun, run_shell};
 use crate::tools::{ToolOutcome, Tools};
 
+/// A shell step's own settings, rendered: its working directory
+/// (workspace-relative) and the text it reads on stdin.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ShellSettings<'a> {
+    pub cwd: Option<&'a str>,
+    pub stdin: Option<&'a str>,
+}
+
 impl Tools<'_> {
-    pub(super) fn shell(&mut self, argv: &[String], timeout: Duration, approved: bool) -> ToolOutcome {
+    pub(super) fn shell(
+        &mut self,
+        argv: &[String],
+        settings: ShellSettings<'_>,
+        timeout: Duration,
+        approved: bool,
+    ) -> ToolOutcome {
         let shell = &self.policy.shell;
         let verdict = evaluate_shell(shell, self.workspace, &mut self.resolver, argv);
         let mut facts = ShellFacts {
@@ -59,6 +74,26 @@ impl Tools<'_> {
         if program.canonical != program.path {
             facts.program_canonical = Some(program.canonical.to_string_lossy().into_owned());
         }
+        // The step's folder and stdin are checked before anything starts.
+        let cwd = match settings.cwd.map(|rel| self.workspace.check_cwd(rel)).transpose() {
+            Ok(cwd) => cwd.unwrap_or_else(|| self.workspace.root().to_path_buf()),
+            Err(CwdRefused::Denied(denied)) => {
+                let message = format!("working directory {denied} (rule `{}`)", denied.rule);
+                return ToolOutcome::failure(FailureClass::SecurityDenied, message, ToolFacts::Shell(facts));
+            }
+            Err(CwdRefused::Missing { path }) => {
+                let message = format!("working directory `{path}` is not a folder of the workspace");
+                return ToolOutcome::failure(FailureClass::FileError, message, ToolFacts::Shell(facts));
+            }
+        };
+        let stdin_cap = self.policy.budget.max_output_bytes;
+        if let Some(stdin) = settings.stdin.filter(|stdin| stdin.len() as u64 > stdin_cap) {
+            let message = format!(
+                "`{name}` was not started: its stdin is {} bytes, the limit is {stdin_cap} bytes (`budget.max_output_bytes`)",
+                stdin.len()
+            );
+            return ToolOutcome::failure(FailureClass::SecurityDenied, message, ToolFacts::Shell(facts));
+        }
         // A child that cannot be guarded is not started: the same failure
         // as one that cannot be spawned.
         let prepared = self.children.as_ref().map_or(Ok(()), ChildNote::prepare);
@@ -72,8 +107,13 @@ impl Tools<'_> {
                 env.extend(shell.env.iter().map(|(name, value)| (name.clone(), value.clone())));
                 Cow::Owned(env)
             };
-            let command =
-                ShellCommand { program: &program.path, args: &argv[1..], env: &env, cwd: self.workspace.root() };
+            let command = ShellCommand {
+                program: &program.path,
+                args: &argv[1..],
+                env: &env,
+                cwd: &cwd,
+                stdin: settings.stdin.map(str::as_bytes),
+            };
             run_shell(&command, timeout, self.policy.budget.max_output_bytes, &self.fence, &|event| match (
                 &self.children,
                 event,

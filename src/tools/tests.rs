@@ -65,6 +65,8 @@ fn shell(argv: &[&str]) -> ResolvedAction {
         argv: argv.iter().map(|s| s.to_string()).collect(),
         env: BTreeMap::new(),
         secrets: Vec::new(),
+        cwd: None,
+        stdin: None,
     }
 }
 

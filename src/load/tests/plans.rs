@@ -32,7 +32,7 @@ fn unknown_keys_list_the_allowed_keys_with_a_suggestion() {
     assert_eq!(
         unknown.help.as_deref(),
         Some(
-            "allowed keys: `id`, `kind`, `command`, `env`, `timeout_secs`, `retry`, `on_failure`, `approval`, `risk`, `idempotency_key`, `when`, `expect`"
+            "allowed keys: `id`, `kind`, `command`, `env`, `cwd`, `stdin`, `timeout_secs`, `retry`, `on_failure`, `approval`, `risk`, `idempotency_key`, `when`, `expect`"
         )
     );
     // A payload key of another kind is unknown too.
@@ -90,7 +90,7 @@ fn string_commands_split_with_shell_words() {
     );
     assert_eq!(found(&loader), Vec::<String>::new());
     let plan = plan.expect("plan");
-    let Action::Shell { command } = &plan.steps[0].action else {
+    let Action::Shell { command, .. } = &plan.steps[0].action else {
         panic!("not a shell step");
     };
     let words: Vec<&str> = command.iter().map(|token| token.source()).collect();

@@ -511,14 +511,20 @@ pub(super) fn render_action(step: &Step, outputs: &Outputs) -> Result<ResolvedAc
     let fail =
         |error: TemplateError| failure(FailureClass::TemplateError, format!("template resolution failed: {error}"));
     Ok(match &step.action {
-        Action::Shell { command } => ResolvedAction::Shell {
+        Action::Shell { command, cwd, stdin } => ResolvedAction::Shell {
             argv: command.iter().map(|token| token.render(outputs)).collect::<Result<_, _>>().map_err(fail)?,
             env: step.env.iter().map(|(name, value)| (name.clone(), value.source().to_string())).collect(),
             secrets: step.secrets(),
+            cwd: cwd.as_ref().map(|cwd| cwd.render(outputs)).transpose().map_err(fail)?,
+            stdin: stdin.as_ref().map(|stdin| stdin.render(outputs)).transpose().map_err(fail)?,
         },
-        Action::WriteFile { path, content } => ResolvedAction::WriteFile {
+        Action::WriteFile { path, content, json } => ResolvedAction::WriteFile {
             path: path.render(outputs).map_err(fail)?,
-            content: content.render(outputs).map_err(fail)?,
+            content: match (content, json) {
+                (_, Some(json)) => json.render_text(outputs).map_err(fail)?,
+                (Some(content), None) => content.render(outputs).map_err(fail)?,
+                (None, None) => String::new(),
+            },
         },
         Action::ReadFile { path } => ResolvedAction::ReadFile { path: path.render(outputs).map_err(fail)? },
         Action::Finish { message } => ResolvedAction::Finish {

@@ -276,7 +276,7 @@ retry = 3
     let Action::WriteFile { content, .. } = &mut case.plan.steps[0].action else {
         panic!("not a write_file step");
     };
-    *content = Template::parse("{{ steps.missing.output_text }}").expect("valid template");
+    *content = Some(Template::parse("{{ steps.missing.output_text }}").expect("valid template"));
     let ran = case.run("ws");
     assert_eq!(ran.state.status, RunStatus::Failed);
     assert_eq!(ran.state.stop_reason, Some(StopReason::StepFailed));
