@@ -219,3 +219,56 @@ fn plan_lists_the_inputs_and_a_scenario_gives_them() {
         std::fs::read_to_string(sandbox.path().join("snaps/runs/greet@state.json.snap")).expect("state snapshot");
     assert!(state.contains("\"name\": \"dee\"") && state.contains("\"count\": 4"), "{state}");
 }
+
+/// The service: `POST /runs` gives `inputs` to the agent run, which records
+/// them; inputs the routed plan refuses are answered 422 `invalid_inputs`
+/// before any run exists (no bridge run, no agent run, the canary absent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_checks_a_requests_inputs_before_it_accepts_the_run() {
+    use crate::serve_harness::{Server, client, post};
+    use serde_json::json;
+
+    let sandbox = Sandbox::new();
+    sandbox.write("plans/test.toml", &plan(false));
+    sandbox.write("policies/default.toml", POLICY);
+    let plans = sandbox.path().join("plans");
+    let policies = sandbox.path().join("policies");
+    let args = ["--plans", plans.to_str().expect("utf-8"), "--policies", policies.to_str().expect("utf-8")];
+    let server = Server::start_in_with(sandbox, &[], &args);
+    let client = client();
+    let url = server.url("/runs");
+    let refused = [
+        (json!({"goal": "greet someone"}), "input `name` is required"),
+        (
+            json!({"goal": "greet someone", "inputs": {"name": "ann", "count": "3"}}),
+            "expected an integer, found a string",
+        ),
+        (json!({"goal": "greet someone", "inputs": {"name": "ann", "folder": "../up"}}), "leaves the workspace"),
+        (json!({"goal": "greet someone", "inputs": {"name": "ann", "colour": 1}}), "has no input `colour`"),
+        (json!({"goal": "greet someone", "inputs": ["ann"]}), "found an array"),
+        (json!({"goal": "greet someone", "adapter": "stub", "inputs": {"name": "ann"}}), "`agent` adapter only"),
+    ];
+    for (body, expected) in refused {
+        let (status, answer) = post(&client, &url, body.clone()).await;
+        assert_eq!(status, 422, "{body}: {answer}");
+        assert_eq!(answer["error"]["code"], "invalid_inputs", "{body}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(expected), "{body}: {message}");
+    }
+    assert!(!server.exists("bridge/runs"), "no bridge run was created");
+    assert!(!server.exists("canary"), "no step ran");
+
+    let body = json!({"goal": "greet someone", "inputs": {"name": "ann", "count": 4}});
+    let (status, answer) = post(&client, &url, body).await;
+    assert_eq!(status, 201, "{answer}");
+    assert_eq!(answer["status"], "done", "{answer}");
+    assert_eq!(answer["inputs"], json!({"name": "ann", "count": 4}), "{answer}");
+    let agent_run = answer["agent_run_id"].as_str().expect("agent run id");
+    assert_eq!(
+        server.sandbox.state(agent_run)["inputs"],
+        json!({"count": 4, "folder": "notes", "mode": "quick", "name": "ann"}),
+        "the agent run records the inputs, defaults applied"
+    );
+    let greeting = std::fs::read_to_string(server.sandbox.workspace().join("notes/greeting.txt")).expect("greeting");
+    assert_eq!(greeting, "hello ann x4 quick goal=[greet someone]\n");
+}

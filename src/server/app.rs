@@ -73,6 +73,10 @@ struct RunBody {
     /// `false`: answer 202 once the run is recorded, and drive it after.
     #[serde(default = "default_wait")]
     wait: bool,
+    /// The plan's inputs (agent adapter): checked against the plan the goal
+    /// routes to before the run is accepted (422 when refused).
+    #[serde(default)]
+    inputs: Option<Value>,
 }
 
 fn default_wait() -> bool {
@@ -153,11 +157,12 @@ async fn create_run(
             format!("unknown adapter `{}`; known adapters: {known}", body.adapter),
         )
     })?;
+    let inputs = check_inputs(&service, &goal, adapter, body.inputs)?;
     if !body.wait {
-        return accept_run(&service, goal, adapter).await;
+        return accept_run(&service, goal, inputs, adapter).await;
     }
     let outcome = run_in_slot(&service, Then::Answer, move |service| async move {
-        bridge::execute_run(&service, &goal, adapter, Origin::Api).await
+        bridge::execute_run(&service, &goal, &inputs, adapter, Origin::Api).await
     })
     .await?;
     Ok((StatusCode::CREATED, Json(outcome.state)).into_response())
@@ -168,9 +173,14 @@ async fn create_run(
 /// this node in the background (holding its record throughout, so no scan
 /// takes it meanwhile). If this node dies first, the run stays `queued` and
 /// the scan of a node of the workspace drives it ([`accepted`]).
-async fn accept_run(service: &Arc<Service>, goal: String, adapter: AdapterKind) -> Result<Response, ApiError> {
+async fn accept_run(
+    service: &Arc<Service>,
+    goal: String,
+    inputs: Map<String, Value>,
+    adapter: AdapterKind,
+) -> Result<Response, ApiError> {
     let (records, state) = run_in_slot(service, Then::MakeDurable, move |service| async move {
-        bridge::accept_run(&service, &goal, adapter, Origin::Api, BridgeStatus::Queued)
+        bridge::accept_run(&service, &goal, &inputs, adapter, Origin::Api, BridgeStatus::Queued)
     })
     .await?;
     let location = format!("/runs/{}", state.run_id);
@@ -322,6 +332,36 @@ fn tokens_match(given: &str, expected: &str) -> bool {
     let given = Sha256::digest(given.as_bytes());
     let expected = Sha256::digest(expected.as_bytes());
     bool::from(given.as_slice().ct_eq(expected.as_slice()))
+}
+
+/// A request's `inputs`: an object, given to the `agent` adapter only, and
+/// fitting the plan the goal routes to (422 `invalid_inputs` naming the
+/// input otherwise). A goal that routes nowhere is left to the run.
+fn check_inputs(
+    service: &Service,
+    goal: &str,
+    adapter: AdapterKind,
+    inputs: Option<Value>,
+) -> Result<Map<String, Value>, ApiError> {
+    let invalid = |message: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_inputs", message);
+    let inputs = match inputs {
+        None => Map::new(),
+        Some(Value::Object(map)) => map,
+        Some(other) => {
+            return Err(invalid(format!(
+                "`inputs` is an object of input names and values, found {}",
+                crate::model::json_type(&other)
+            )));
+        }
+    };
+    if adapter != AdapterKind::Agent {
+        if !inputs.is_empty() {
+            return Err(invalid(format!("`inputs` are given to the `agent` adapter only, not `{}`", adapter.name())));
+        }
+        return Ok(inputs);
+    }
+    service.adapters.agent.check_inputs(goal, &inputs).map_err(|error| invalid(error.to_string()))?;
+    Ok(inputs)
 }
 
 /// A goal holds a character that is not Unicode white space (`char::is_whitespace`,

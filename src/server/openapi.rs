@@ -133,7 +133,9 @@ fn full_document() -> Value {
                         "adapter": {"type": "string", "default": "agent",
                                     "enum": ["stub", "local_echo", "agent", "openai", "ollama", "cloudcode"]},
                         "wait": {"type": "boolean", "default": true,
-                                 "description": "false: answer 202 once the run is recorded (status queued), drive it after"}
+                                 "description": "false: answer 202 once the run is recorded (status queued), drive it after"},
+                        "inputs": {"type": "object", "additionalProperties": true,
+                                   "description": "the plan's inputs (`agent` adapter only), checked against the plan the goal routes to before the run is accepted"}
                     }
                 },
                 "ControllerRequest": {
@@ -160,6 +162,7 @@ fn full_document() -> Value {
                         "agent_run_id": nullable("string"),
                         "agent_final_status": nullable("string"),
                         "agent_state_path": nullable("string"),
+                        "inputs": {"type": "object", "additionalProperties": true},
                         "pending_action": {"$ref": "#/components/schemas/PendingAction"},
                         "controller_run_id": {"type": "string"},
                         "created_at": {"type": "string", "format": "date-time"},
@@ -275,7 +278,7 @@ fn full_document() -> Value {
                     "401": error_response("missing or wrong bearer token"),
                     "413": error_response("body too large"),
                     "415": error_response("not application/json"),
-                    "422": error_response("JSON of the wrong shape"),
+                    "422": error_response("JSON of the wrong shape, or `inputs` the routed plan refuses (`invalid_inputs`: unknown, missing, wrong type or out of range)"),
                     "500": error_response("records_failed: records could not be written")
                 }
             }},

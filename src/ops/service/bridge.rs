@@ -53,6 +53,10 @@ pub struct BridgeState {
     pub agent_run_id: Option<String>,
     pub agent_final_status: Option<RunStatus>,
     pub agent_state_path: Option<String>,
+    /// The plan inputs the request gave (`POST /runs` `inputs`), handed to
+    /// the agent run, which checks them against its plan.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub inputs: serde_json::Map<String, serde_json::Value>,
     /// The agent run's frozen action, exactly while `status` is
     /// `waiting_approval`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -91,10 +95,11 @@ pub fn build_instruction(goal: &str) -> String {
 pub async fn execute_run(
     service: &Service,
     goal: &str,
+    inputs: &serde_json::Map<String, serde_json::Value>,
     adapter: AdapterKind,
     origin: Origin<'_>,
 ) -> Result<BridgeOutcome, ServiceError> {
-    let (records, state) = accept_run(service, goal, adapter, origin, BridgeStatus::Created)?;
+    let (records, state) = accept_run(service, goal, inputs, adapter, origin, BridgeStatus::Created)?;
     drive_run(service, records, state, adapter).await
 }
 
@@ -105,6 +110,7 @@ pub async fn execute_run(
 pub fn accept_run(
     service: &Service,
     goal: &str,
+    inputs: &serde_json::Map<String, serde_json::Value>,
     adapter: AdapterKind,
     origin: Origin<'_>,
     status: BridgeStatus,
@@ -126,6 +132,7 @@ pub fn accept_run(
         agent_run_id: None,
         agent_final_status: None,
         agent_state_path: None,
+        inputs: inputs.clone(),
         pending_action: None,
         controller_run_id: match origin {
             Origin::Api => None,
@@ -189,7 +196,9 @@ pub async fn drive_run(
     )?;
     records.save(&state)?;
 
-    let result = service.adapters.execute(adapter, Task { goal, instruction: &instruction }, &run_id).await;
+    let inputs = state.inputs.clone();
+    let result =
+        service.adapters.execute(adapter, Task { goal, inputs: &inputs, instruction: &instruction }, &run_id).await;
     apply_result(&mut state, &result);
     records.event(
         service.now(),

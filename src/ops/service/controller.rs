@@ -237,7 +237,8 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
             &ControllerEvent::BridgeRunStarted(BridgeRunStarted { iteration, bridge_run_id, goal: run_goal.clone() }),
         )?;
         let origin = Origin::Controller { controller_run_id: &run_id, iteration };
-        let outcome = bridge::execute_run(service, &run_goal, AdapterKind::Agent, origin).await?;
+        let outcome =
+            bridge::execute_run(service, &run_goal, &serde_json::Map::new(), AdapterKind::Agent, origin).await?;
         let bridge_state = outcome.state;
         records.event(
             service.now(),

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::load::Catalog;
-use crate::model::{FailureClass, RunStatus, StopReason};
+use crate::model::{
+    FailureClass, GivenInput, GivenValue, InputError, InputSource, RunStatus, StopReason, resolve_inputs,
+};
 use crate::ops::service::adapters::{AdapterMode, AdapterResult, AgentMetadata};
 use crate::ops::service::ids::agent_run_id;
 use crate::ops::{self, ApproveInput, Approved, ExitStatus, OpsError, RunInput, RunTarget};
@@ -36,11 +38,17 @@ pub struct AgentRunner {
     pub store: Arc<dyn RunStore>,
 }
 
-pub async fn execute(runner: Arc<AgentRunner>, goal: &str, bridge_run_id: &str) -> AdapterResult {
+pub async fn execute(
+    runner: Arc<AgentRunner>,
+    goal: &str,
+    inputs: &serde_json::Map<String, serde_json::Value>,
+    bridge_run_id: &str,
+) -> AdapterResult {
     let goal = goal.to_string();
+    let inputs = request_inputs(inputs);
     let run_id = agent_run_id(bridge_run_id);
     let id = run_id.clone();
-    match tokio::task::spawn_blocking(move || runner.run(&goal, &id)).await {
+    match tokio::task::spawn_blocking(move || runner.run(&goal, inputs, &id)).await {
         Ok(result) => result,
         Err(error) => AdapterResult {
             response: String::new(),
@@ -52,15 +60,41 @@ pub async fn execute(runner: Arc<AgentRunner>, goal: &str, bridge_run_id: &str) 
     }
 }
 
+/// A request's `inputs` as given inputs (checked against the plan by the run).
+fn request_inputs(inputs: &serde_json::Map<String, serde_json::Value>) -> Vec<GivenInput> {
+    inputs
+        .iter()
+        .map(|(name, value)| GivenInput {
+            name: name.clone(),
+            value: GivenValue::Json(value.clone()),
+            source: InputSource::Request,
+        })
+        .collect()
+}
+
 impl AgentRunner {
+    /// Checks a request's `inputs` against the plan `goal` routes to,
+    /// before a run is accepted: `Err` names the input. A goal that routes
+    /// nowhere is left to the run, which reports it.
+    pub fn check_inputs(
+        &self,
+        goal: &str,
+        inputs: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(), InputError> {
+        let Ok((plan, _)) = crate::router::select(&self.catalog, goal) else {
+            return Ok(());
+        };
+        resolve_inputs(&plan.id, &plan.inputs, &request_inputs(inputs)).map(|_| ())
+    }
+
     /// Routes `goal` and runs the plan as `run_id` through the same use
     /// case as the command line ([`ops::run`]); exit codes as the CLI's.
-    pub fn run(&self, goal: &str, run_id: &str) -> AdapterResult {
+    pub fn run(&self, goal: &str, inputs: Vec<GivenInput>, run_id: &str) -> AdapterResult {
         let input = RunInput {
             target: RunTarget::Goal { goal, catalog: &self.catalog },
             run_id: Some(run_id.to_string()),
             workspace: self.workspace.clone(),
-            inputs: Vec::new(),
+            inputs,
         };
         match ops::run(input, &self.env, &mut NoProgress) {
             Ok(outcome) => self.result(run_id, &outcome.state, "ran"),

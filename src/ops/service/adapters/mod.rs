@@ -145,6 +145,8 @@ impl AdapterResult {
 #[derive(Debug, Clone, Copy)]
 pub struct Task<'a> {
     pub goal: &'a str,
+    /// The plan inputs the request gave (the `agent` adapter only).
+    pub inputs: &'a serde_json::Map<String, serde_json::Value>,
     pub instruction: &'a str,
 }
 
@@ -187,7 +189,7 @@ impl Adapters {
                 Some(program) => local_echo::execute(program, instruction, self.timeout).await,
                 None => AdapterResult::failed("no `echo` program found at start-up".into(), None, mode),
             },
-            AdapterKind::Agent => agent::execute(Arc::clone(&self.agent), task.goal, bridge_run_id).await,
+            AdapterKind::Agent => agent::execute(Arc::clone(&self.agent), task.goal, task.inputs, bridge_run_id).await,
             AdapterKind::OpenAi => openai::execute(&self.client, &self.openai, self.timeout, instruction, mode).await,
             AdapterKind::Ollama => ollama::execute(&self.client, &self.ollama, self.timeout, instruction, mode).await,
             AdapterKind::CloudCode => cloudcode::execute(),
