@@ -54,6 +54,7 @@ mod validate_scenario;
 mod validate_secrets;
 mod validate_service_policy;
 mod validate_step;
+mod validate_when;
 
 pub use catalog::Catalog;
 pub use checked::{CheckedFile, FileKind};
