@@ -85,7 +85,7 @@ impl ConditionTest {
             ConditionTest::Le(bound) => number(*bound).map(|(number, bound)| number <= bound)?,
             ConditionTest::Gt(bound) => number(*bound).map(|(number, bound)| number > bound)?,
             ConditionTest::Ge(bound) => number(*bound).map(|(number, bound)| number >= bound)?,
-            ConditionTest::Exists(expected) => !value.trim().is_empty() == *expected,
+            ConditionTest::Exists(expected) => value.trim().is_empty() != *expected,
         })
     }
 
