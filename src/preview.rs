@@ -153,12 +153,9 @@ impl Preview {
                         let otherwise = match condition.otherwise {
                             WhenFalse::Skip => "skip the step",
                             WhenFalse::AlreadySatisfied => "end the run done (already_satisfied)",
+                            WhenFalse::Fail => "end the run failed (condition_failed)",
                         };
-                        format!(
-                            "{} {}; otherwise {otherwise}",
-                            show_template(&condition.value),
-                            condition.test.describe()
-                        )
+                        format!("{}; otherwise {otherwise}", condition.describe(show_template))
                     }),
                 }
             })

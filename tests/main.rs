@@ -30,6 +30,7 @@
 //! | `reconcile` | `planrun reconcile --applied\|--not-applied` settles a `tool_result_uncertain` run (audited, recorded), `resume` continues past it or runs it again; anything else refused | |
 //! | `budgets` | `max_steps`, `max_tool_calls`, `max_run_secs`, plan budgets below the policy's, the deadline across a pause | |
 //! | `failure_handling` | `on_failure = "continue"` (a real failing shell step read by a later step: `status`, `exit_code`, `stderr_text`, also after an approval and `resume`; `failed_steps` in the state, `show`, `runs`, the final line), the default `fail`, `max_consecutive_failures` across continued failures, a security denial never continued, `expect.exit_codes`, loader refusals with `file:line:column` | |
+//! | `conditions` | `when`: every comparison (`equals`, `not_equals`, `contains`, `matches`, `lt`/`le`/`gt`/`ge`, `exists` on a missing `output_json` field) true and false, `all`/`any` (stopping early), a value that is not a number (`template_error`), `otherwise = "fail"` (exit 1, `condition_failed`, the message shown, no later step run), the loader's refusals with `file:line:column` | |
 //! | `completion` | `when` skips, `expect` (exit code, output), `verify` checks deciding `done` | |
 //! | `story_invariants` | a re-sealed checkpoint whose story the plan could not produce (re-targeted frozen action, missing look-up, `done` without evidence, empty pending step) refused by `approve`/`resume` and alike by `verify`, `show` and `runs` (exit 2, the check named); an approval not bound to the frozen action; `approved_at <= now < expires_at` | |
 //! | `syncs` | where a command-line run syncs (`strace -f`): once per step that may change the world, before the next one starts; the checkpoint after a read waits for the next sync; the end is synced. The service's bridge state files (`strace -p`): a stub request writes one, an agent request two | |
@@ -77,6 +78,7 @@ mod budgets;
 mod check_catalog;
 mod cli;
 mod completion;
+mod conditions;
 mod controller_decisions;
 mod crash_points;
 mod crash_start;

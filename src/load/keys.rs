@@ -160,6 +160,8 @@ const fn required(name: &'static str, ty: Type, doc: &'static str) -> KeySpec {
 
 const STRING: Type = Type::String;
 const STRINGS: Type = Type::Array(&Type::String);
+/// Any finite number (a `when` bound).
+const ANY_NUMBER: Type = Type::Number { min: f64::MIN, max: f64::MAX };
 const POSITIVE: Type = Type::Integer { min: 1 };
 const VERSION: KeySpec = required("version", Type::Version, "file format version; this planrun reads 1");
 
@@ -298,17 +300,64 @@ pub(crate) static VERIFY: Section = Section {
 /// A step's `when`.
 pub(crate) static WHEN: Section = Section {
     title: "when",
-    doc: "run the step only when `value` passes the test (exactly one of `equals`, `not_equals`, `contains`, `matches`)",
+    doc: "run the step only when `value` passes its test (exactly one comparison), or when `all` or `any` of a list of tests pass",
+    keys: &[
+        key("value", STRING, "the text tested; may hold templates; required unless `all` or `any` is given"),
+        key("equals", STRING, "the value must equal this"),
+        key("not_equals", STRING, "the value must differ from this"),
+        key("contains", STRING, "the value must contain this"),
+        key("matches", STRING, "the value must match this regex"),
+        key("lt", ANY_NUMBER, "the value, read as a number, must be less than this"),
+        key("le", ANY_NUMBER, "the value, read as a number, must be at most this"),
+        key("gt", ANY_NUMBER, "the value, read as a number, must be greater than this"),
+        key("ge", ANY_NUMBER, "the value, read as a number, must be at least this"),
+        key(
+            "exists",
+            Type::Boolean,
+            "`true`: the value must render without error and not be blank; `false`: the opposite",
+        ),
+        key(
+            "all",
+            Type::NonEmptyArray(&Type::Table(&WHEN_TEST)),
+            "every test of the list must pass (in order; one level)",
+        ),
+        key(
+            "any",
+            Type::NonEmptyArray(&Type::Table(&WHEN_TEST)),
+            "at least one test of the list must pass (in order; one level)",
+        ),
+        key(
+            "otherwise",
+            Type::Enum(&["skip", "already_satisfied", "fail"]),
+            "when false: skip the step (default), end the run `done` with `already_satisfied`, or end it `failed` with `condition_failed`",
+        ),
+        key(
+            "message",
+            STRING,
+            "with `otherwise = \"fail\"` (and only then, required): the run's error; may hold templates",
+        ),
+    ],
+    variants: &[],
+};
+
+/// One test of a `when`'s `all` or `any`.
+pub(crate) static WHEN_TEST: Section = Section {
+    title: "when test",
+    doc: "`value` and exactly one comparison",
     keys: &[
         required("value", STRING, "the text tested; may hold templates"),
         key("equals", STRING, "the value must equal this"),
         key("not_equals", STRING, "the value must differ from this"),
         key("contains", STRING, "the value must contain this"),
         key("matches", STRING, "the value must match this regex"),
+        key("lt", ANY_NUMBER, "the value, read as a number, must be less than this"),
+        key("le", ANY_NUMBER, "the value, read as a number, must be at most this"),
+        key("gt", ANY_NUMBER, "the value, read as a number, must be greater than this"),
+        key("ge", ANY_NUMBER, "the value, read as a number, must be at least this"),
         key(
-            "otherwise",
-            Type::Enum(&["skip", "already_satisfied"]),
-            "when false: skip the step (default), or end the run `done` with `already_satisfied`",
+            "exists",
+            Type::Boolean,
+            "`true`: the value must render without error and not be blank; `false`: the opposite",
         ),
     ],
     variants: &[],

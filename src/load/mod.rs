@@ -55,6 +55,7 @@ mod validate_scenario_git;
 mod validate_secrets;
 mod validate_service_policy;
 mod validate_step;
+mod validate_when;
 mod workspace_path;
 
 pub use catalog::Catalog;

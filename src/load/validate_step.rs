@@ -6,7 +6,7 @@
 use crate::diag::{Diagnostic, SourceFile, Span};
 use crate::load::defaults::{DEFAULT_FLAKY_FAILURES, DEFAULT_FLAKY_OUTPUT};
 use crate::load::did_you_mean::did_you_mean;
-use crate::load::keys::{EXPECT, STEP, WHEN};
+use crate::load::keys::{EXPECT, STEP};
 use crate::load::loaded_plan::{PlanSpans, StepSpans, TemplateSite};
 use std::collections::BTreeMap;
 
@@ -15,7 +15,7 @@ use crate::load::table::{
     TableReader, compile_regex, error_count, expect_string, name_or_error, value_span, wrong_type,
 };
 use crate::load::validate_secrets::is_env_name;
-use crate::model::{Action, Condition, ConditionTest, Expect, OnFailure, Risk, Step, WhenFalse};
+use crate::model::{Action, Expect, OnFailure, Risk, Step};
 use crate::template::{RefTarget, Template};
 
 /// Characters the string form of `command` may not hold: a shell would give
@@ -305,47 +305,6 @@ impl ActionBuilder<'_, '_, '_> {
             return None;
         }
         Some(template)
-    }
-
-    /// `when = { value = "…", equals | not_equals | contains | matches = "…", otherwise = … }`.
-    fn when(&mut self) -> Option<Condition> {
-        let node = self.reader.get("when")?;
-        let mut reader = TableReader::new(node, "`when`", " in `when`", WHEN.keys, self.diagnostics)?;
-        let value = reader.required_string("value", self.diagnostics).map(|(_, node)| node);
-        let mut tests = Vec::new();
-        for key in ["equals", "not_equals", "contains", "matches"] {
-            if let Some((text, node)) = reader.string(key, self.diagnostics) {
-                tests.push((key, text, node));
-            }
-        }
-        let otherwise = reader
-            .choice(
-                "otherwise",
-                "`otherwise`",
-                &[("skip", WhenFalse::Skip), ("already_satisfied", WhenFalse::AlreadySatisfied)],
-                self.diagnostics,
-            )
-            .map(|otherwise| otherwise.unwrap_or(WhenFalse::Skip));
-        reader.finish(self.diagnostics);
-        let test = match tests.as_slice() {
-            [(key, text, node)] => match *key {
-                "equals" => Some(ConditionTest::Equals((*text).to_string())),
-                "not_equals" => Some(ConditionTest::NotEquals((*text).to_string())),
-                "contains" => Some(ConditionTest::Contains((*text).to_string())),
-                _ => compile_regex(text, false, node, self.diagnostics).map(ConditionTest::Matches),
-            },
-            _ => {
-                self.diagnostics.push(
-                    Diagnostic::error("invalid-value", "`when` needs exactly one test")
-                        .with_span(node.span)
-                        .with_label(format!("found {}", tests.len()))
-                        .with_help("use one of `equals`, `not_equals`, `contains`, `matches`"),
-                );
-                None
-            }
-        };
-        let value = self.template(value?, "`when.value`")?;
-        Some(Condition { value, test: test?, otherwise: otherwise? })
     }
 
     /// `expect = { exit_code = 0, output_contains = "…", output_matches = "…" }`.

@@ -6,12 +6,6 @@
 use regex::Regex;
 use serde::{Serialize, Serializer};
 
-use crate::template::Template;
-
-fn regex_text<S: Serializer>(regex: &Regex, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_str(regex.as_str())
-}
-
 /// What an action may change. Defaults by kind: `write_file` and
 /// `ticket_close` write, everything else reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -30,47 +24,7 @@ impl Risk {
     }
 }
 
-/// A step's `when`: the step runs only when `value` (rendered) passes `test`.
-#[derive(Debug, Clone, Serialize)]
-pub struct Condition {
-    pub value: Template,
-    #[serde(flatten)]
-    pub test: ConditionTest,
-    /// What a false condition means.
-    pub otherwise: WhenFalse,
-}
-
-/// The comparison of a condition.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ConditionTest {
-    Equals(String),
-    NotEquals(String),
-    Contains(String),
-    #[serde(serialize_with = "regex_text")]
-    Matches(Regex),
-}
-
-impl ConditionTest {
-    pub fn holds(&self, value: &str) -> bool {
-        match self {
-            ConditionTest::Equals(expected) => value == expected,
-            ConditionTest::NotEquals(expected) => value != expected,
-            ConditionTest::Contains(needle) => value.contains(needle.as_str()),
-            ConditionTest::Matches(regex) => regex.is_match(value),
-        }
-    }
-
-    /// `equals "closed"`, for messages.
-    pub fn describe(&self) -> String {
-        match self {
-            ConditionTest::Equals(expected) => format!("equals {expected:?}"),
-            ConditionTest::NotEquals(expected) => format!("does not equal {expected:?}"),
-            ConditionTest::Contains(needle) => format!("contains {needle:?}"),
-            ConditionTest::Matches(regex) => format!("matches /{}/", regex.as_str()),
-        }
-    }
-}
+pub use crate::model::when::{Check, Condition, ConditionTest, Evaluation, Test};
 
 /// What a step's final failure (after its retries) does to the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -100,6 +54,9 @@ pub enum WhenFalse {
     /// The goal already holds: the run ends `done` with
     /// `stop_reason = "already_satisfied"` and no further step runs.
     AlreadySatisfied,
+    /// The run ends `failed` with `stop_reason = "condition_failed"` and the
+    /// step's rendered `message` as its error; no further step runs.
+    Fail,
 }
 
 /// A step's `expect`: post-conditions on its result. A failed expectation

@@ -349,12 +349,14 @@ pub enum StopReason {
     Rejected,
     /// A person cancelled the run.
     Cancelled,
+    /// A false `when` with `otherwise = "fail"`.
+    ConditionFailed,
     /// A reason this version does not write, kept as recorded.
     Other(String),
 }
 
 impl StopReason {
-    const KNOWN: [StopReason; 11] = [
+    const KNOWN: [StopReason; 12] = [
         StopReason::FinishStep,
         StopReason::EndOfPlan,
         StopReason::AlreadySatisfied,
@@ -366,6 +368,7 @@ impl StopReason {
         StopReason::RecoveryExhausted,
         StopReason::Rejected,
         StopReason::Cancelled,
+        StopReason::ConditionFailed,
     ];
 
     pub fn as_str(&self) -> &str {
@@ -381,6 +384,7 @@ impl StopReason {
             StopReason::RecoveryExhausted => "recovery_exhausted",
             StopReason::Rejected => "rejected",
             StopReason::Cancelled => "cancelled",
+            StopReason::ConditionFailed => "condition_failed",
             StopReason::Other(reason) => reason,
         }
     }

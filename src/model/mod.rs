@@ -17,8 +17,11 @@ mod policy;
 mod run_status;
 mod scenario;
 mod service_policy;
+mod when;
 
-pub use condition::{BudgetOverride, Condition, ConditionTest, Expect, OnFailure, Risk, VerifyCheck, WhenFalse};
+pub use condition::{
+    BudgetOverride, Check, Condition, ConditionTest, Evaluation, Expect, OnFailure, Risk, Test, VerifyCheck, WhenFalse,
+};
 pub use decision_text::{MAX_APPROVAL_SECS, MAX_NAME_CHARS, MAX_REASON_CHARS, check_decision_text};
 pub use evidence::{
     EvidenceDetail, EvidenceKind, ReceiptEvidence, ReceiptResult, ReconciledEvidence, SatisfiedEvidence,

@@ -207,7 +207,7 @@ impl Step {
     pub fn templates(&self) -> Vec<&Template> {
         let mut templates = self.action.templates();
         templates.extend(self.idempotency_key.as_ref());
-        templates.extend(self.when.as_ref().map(|condition| &condition.value));
+        templates.extend(self.when.iter().flat_map(|condition| condition.templates()));
         templates.extend(self.env.values());
         templates
     }

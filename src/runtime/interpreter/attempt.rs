@@ -20,8 +20,8 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::model::{
-    Action, Condition, Decision, EvidenceDetail, EvidenceKind, FailureClass, OnFailure, Plan, Policy, RunStatus,
-    SatisfiedEvidence, Step, StepDetails, StopReason, WhenFalse,
+    Action, Condition, Decision, Evaluation, EvidenceDetail, EvidenceKind, FailureClass, OnFailure, Plan, Policy,
+    RunStatus, SatisfiedEvidence, Step, StepDetails, StopReason, WhenFalse,
 };
 use crate::runtime::approval::fingerprint;
 use crate::runtime::env::CrashPoint;
@@ -198,9 +198,9 @@ impl Attempt<'_, '_> {
     /// Whether the step's `when` lets the attempt go on to its tool (the
     /// same evaluation as [`Attempt::evaluate_condition`], unrecorded).
     fn reaches_the_tool(&self, step: &Step) -> bool {
-        step.when.as_ref().is_none_or(|condition| {
-            condition.value.render(&*self.outputs).is_ok_and(|value| condition.test.holds(&value))
-        })
+        step.when
+            .as_ref()
+            .is_none_or(|condition| condition.evaluate(&*self.outputs).is_ok_and(|evaluation| evaluation.holds))
     }
 
     /// Records an attempt's outcome and decides what comes next.
@@ -357,14 +357,10 @@ impl Attempt<'_, '_> {
         step: &Step,
         condition: &Condition,
     ) -> Result<Result<bool, ToolFailure>, StoreError> {
-        let value = match condition.value.render(&*self.outputs) {
-            Ok(value) => value,
-            Err(error) => {
-                return Ok(Err(failure(FailureClass::TemplateError, format!("`when` could not be resolved: {error}"))));
-            }
+        let Evaluation { holds, value, test } = match condition.evaluate(&*self.outputs) {
+            Ok(evaluation) => evaluation,
+            Err(message) => return Ok(Err(failure(FailureClass::TemplateError, message))),
         };
-        let holds = condition.test.holds(&value);
-        let test = condition.test.describe();
         self.recorder.emit(Event::ConditionEvaluated(ConditionEvaluated {
             step_id: step.id.clone(),
             value,
@@ -381,6 +377,7 @@ impl Attempt<'_, '_> {
         let reason = match condition.otherwise {
             WhenFalse::Skip => "skipped",
             WhenFalse::AlreadySatisfied => "already_satisfied",
+            WhenFalse::Fail => "condition_failed",
         };
         let record = StepRecord {
             step_id: step.id.clone(),
@@ -399,7 +396,7 @@ impl Attempt<'_, '_> {
             duration_ms: u64::try_from(finished.as_millisecond() - started.as_millisecond()).unwrap_or(0),
         };
         self.recorder.append_history(self.state, &record)?;
-        let described = format!("{} {}", condition.value.source(), condition.test.describe());
+        let described = condition.describe(|template| template.source().to_string());
         self.recorder.emit(Event::StepSkipped(StepSkipped {
             step_id: step.id.clone(),
             reason: reason.to_string(),
@@ -412,9 +409,20 @@ impl Attempt<'_, '_> {
                 kind: EvidenceKind::AlreadySatisfied,
                 step_id: Some(step.id.clone()),
                 passed: true,
-                detail: EvidenceDetail::AlreadySatisfied(SatisfiedEvidence { condition: described }),
+                detail: EvidenceDetail::AlreadySatisfied(SatisfiedEvidence { condition: described.clone() }),
             });
             self.complete(StopReason::AlreadySatisfied)?;
+        }
+        if condition.otherwise == WhenFalse::Fail {
+            let message = match condition.message.as_ref().map(|message| message.render(&*self.outputs)) {
+                Some(Ok(message)) => message,
+                Some(Err(error)) => format!(
+                    "step `{}`: the condition {described} is false (its `message` could not be resolved: {error})",
+                    step.id
+                ),
+                None => format!("step `{}`: the condition {described} is false", step.id),
+            };
+            self.recorder.end(self.state, RunStatus::Failed, StopReason::ConditionFailed, Some(message));
         }
         Ok(())
     }

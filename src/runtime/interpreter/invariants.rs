@@ -108,10 +108,10 @@ fn waiting(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Result<(), 
     let mut outputs = Outputs::restored(plan, &state.run_id, history);
     outputs.set_run_data(state.goal.clone(), state.inputs.clone());
     if let Some(condition) = &step.when {
-        let value = condition.value.render(&outputs).map_err(|error| {
+        let evaluation = condition.evaluate(&outputs).map_err(|error| {
             format!("the condition of step `{}` cannot be evaluated from the verified record: {error}", step.id)
         })?;
-        if !condition.test.holds(&value) {
+        if !evaluation.holds {
             return Err(format!(
                 "the condition of step `{}` does not hold on the verified record, so it could not have paused",
                 step.id
