@@ -55,6 +55,7 @@ fn test_policy() -> Policy {
             max_run_secs: None,
         },
         source: SourceRef { path: "policies/test.toml".into(), sha256: String::new() },
+        extends: Vec::new(),
     }
 }
 
