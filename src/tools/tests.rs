@@ -19,6 +19,7 @@ fn rule(program: &str, args: Vec<Vec<ArgMatcher>>) -> ShellRule {
         prefix: false,
         decision: Decision::Allow,
         reason: None,
+        origin: None,
     }
 }
 
