@@ -63,6 +63,7 @@
 //! | `server_records` | bridge and controller records: sealed, chained, refused when tampered | |
 //! | `left_over_children` | a holder killed with `SIGKILL` while its shell child runs: `resume` and then `cancel` kill the child's process group before anything else (`child_stopped`), the note `runs/<id>/.child` is taken, the run verifies; the note names its step (`child_stopped` is logged at it, `show` prints the interruption, the resume and the stopped child in the timeline) and is gone once the child ends; on PostgreSQL the holder's tool guard kills its tool at once (a canary the tool would write later never appears; `resume` runs the step once more), and when the guard was killed too, the note (`.planrun/children/<id>`) lets a `cancel` after the lease expired do the same | |
 //! | `service_durability` | `SIGKILL` of `serve` under concurrent stub and agent runs: after a restart every answered run reads back and verifies, nothing is unreadable, new runs are taken; a run cut off mid-drive (`PLANRUN_CRASH_AT`) is settled by the next service's scan (`run_interrupted` and `failed`, or its ended agent run's result), never sent to the adapter again | |
+//! | `policy_extends` | `extends`: a child's rule for a program the parent blocks stays forbidden (canary absent), rules add up (a run uses both), budgets take the stricter value, cycle / missing parent / duplicate rule id diagnostics with positions, `policy check` and `check` naming each rule's origin | |
 //! | `service_policy` | the service policy file on the common loader: TOML and YAML, findings with positions, `check` and `serve` | |
 //! | `secrets` | `[secrets.NAME]` and a step's `env`: the loader's refusals (a secret outside `env`, an unknown secret, a name `shell.env_allow` does not list, a secret without exactly one source) with positions; a missing secret stops the run before anything (exit 2, the variable named); `from_file`; the policy's `shell.env` winning; the canary (environment printed, the value echoed raw and base64 to stdout and stderr and in the failure message) found nowhere under the sandbox, in the command line's or the service's output and answers, `verify` passing | |
 //! | `serve_harness` | the service test harness (server process, fake model servers) | |
@@ -104,6 +105,7 @@ mod pg_queue;
 #[cfg(feature = "postgres")]
 mod pg_store;
 mod planrun_test;
+mod policy_extends;
 mod preview;
 mod reconcile;
 mod records;

@@ -18,7 +18,8 @@ pub struct PolicyArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
-    /// Print the decision for a command line: `{decision, rule, reason, program, program_canonical}`.
+    /// Print the decision for a command line: `{decision, rule, reason, program, program_canonical}` (and
+    /// `extends`, `origin` for a policy that extends another).
     Check(PolicyCheckArgs),
 }
 
@@ -58,6 +59,13 @@ fn policy_check(args: &PolicyCheckArgs, dirs: &DirArgs) -> ExitCode {
         }
         Err(error) => return fail_with(&error),
     };
-    anstream::println!("{}", serde_json::to_string_pretty(&verdict.evaluation).unwrap_or_default());
+    let mut value = serde_json::to_value(&verdict.evaluation).unwrap_or_default();
+    // A policy that extends another also says its chain and where the
+    // deciding rule came from.
+    if let (false, Some(object)) = (verdict.extends.is_empty(), value.as_object_mut()) {
+        object.insert("extends".to_string(), serde_json::json!(verdict.extends));
+        object.insert("origin".to_string(), serde_json::json!(verdict.origin));
+    }
+    anstream::println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
     verdict.exit_status().into()
 }

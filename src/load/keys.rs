@@ -494,6 +494,11 @@ pub(crate) static POLICY: Section = Section {
     keys: &[
         VERSION,
         key("description", STRING, "one line about the policy"),
+        key(
+            "extends",
+            STRING,
+            "another policy of the same folder this one builds on: rules and deny lists add up, limits take the stricter value",
+        ),
         key("shell", Type::Table(&SHELL), "the shell allowlist and blocklist"),
         key("files", Type::Table(&FILES), "file confinement beyond the always-protected `runs/`, `bridge/`, `.git/`"),
         key("retry", Type::Table(&RETRY), "max attempts per failure class and the hard cap"),

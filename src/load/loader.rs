@@ -4,6 +4,7 @@
 //! given) is `catalog.rs`'s; the checks that only show across files are
 //! `cross_check.rs`'s.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::diag::{Diagnostic, SourceMap, display_path};
@@ -15,7 +16,6 @@ use crate::load::parse::parse;
 use crate::load::read_file::{Copies, EXTENSIONS, ReadFile, read};
 use crate::load::table::error_count;
 use crate::load::validate_plan::validate_plan;
-use crate::load::validate_policy::validate_policy;
 use crate::load::validate_scenario::validate_scenarios;
 use crate::load::validate_service_policy::validate_service_policy;
 use crate::model::{Plan, Policy, ScenarioFile, ServicePolicy};
@@ -26,15 +26,18 @@ use crate::model::{Plan, Policy, ScenarioFile, ServicePolicy};
 /// [`Loader::diagnostics`]. Warnings do not stop a file from loading.
 #[derive(Debug, Default)]
 pub struct Loader {
-    sources: SourceMap,
+    pub(super) sources: SourceMap,
     pub(super) diagnostics: Vec<Diagnostic>,
     /// When set, files are read from these copies only, never from disk.
-    copies: Option<Copies>,
+    pub(super) copies: Option<Copies>,
     /// Every file asked for, in reading order.
     pub(super) checked: Vec<CheckedFile>,
     /// The workspace runs will act in, when known: a policy whose
     /// `shell.search_path` reaches into it is refused.
-    workspace: Option<PathBuf>,
+    pub(super) workspace: Option<PathBuf>,
+    /// Policies loaded so far by path (`None`: with errors), so that a
+    /// policy other policies extend is read and reported once.
+    pub(super) policy_cache: BTreeMap<PathBuf, Option<Policy>>,
 }
 
 /// `<dir>/<name>.toml`, `.yaml` and `.yml`, in the order they are looked for.
@@ -116,6 +119,9 @@ impl Loader {
 
     /// Loads and validates one policy file; `None` when it has errors.
     pub fn load_policy(&mut self, path: &Path) -> Option<Policy> {
+        if let Some(policy) = self.cached_policy(path) {
+            return policy;
+        }
         let (read, root) = self.read(path, FileKind::Policy)?;
         self.policy_from(path, read, &root)
     }
@@ -193,14 +199,27 @@ impl Loader {
     }
 
     pub(super) fn policy_from(&mut self, path: &Path, read: ReadFile, root: &Node) -> Option<Policy> {
-        let parse_errors = self.file_has_errors(read.id);
+        if let Some(policy) = self.cached_policy(path) {
+            return policy;
+        }
         let name = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
         let shown = read.source.path.clone();
-        let workspace = self.workspace.as_deref();
-        let policy =
-            validate_policy(root, &name, read.source, workspace, &mut self.diagnostics).filter(|_| !parse_errors);
+        let policy = self.resolve_policy(path, read, root, &mut Vec::new());
+        self.policy_cache.insert(path.to_path_buf(), policy.clone());
         self.note(FileKind::Policy, shown, Some(name), policy.is_some());
         policy
+    }
+
+    /// A policy already loaded (as the parent of another), noted as checked.
+    fn cached_policy(&mut self, path: &Path) -> Option<Option<Policy>> {
+        let policy = self.policy_cache.get(path)?.clone();
+        let name = path.file_stem().map(|stem| stem.to_string_lossy().into_owned());
+        let shown =
+            policy.as_ref().map_or_else(|| crate::diag::display_path(path), |policy| policy.source.path.clone());
+        if !self.checked.iter().any(|file| file.kind == FileKind::Policy && file.path == shown) {
+            self.note(FileKind::Policy, shown, name, policy.is_some());
+        }
+        Some(policy)
     }
 
     pub(super) fn service_policy_from(&mut self, read: ReadFile, root: &Node) -> Option<ServicePolicy> {
@@ -212,7 +231,7 @@ impl Loader {
 
     /// Whether the parser already reported an error in this file (a YAML
     /// anchor, say, which leaves a tree behind to validate).
-    fn file_has_errors(&self, id: usize) -> bool {
+    pub(super) fn file_has_errors(&self, id: usize) -> bool {
         self.diagnostics
             .iter()
             .any(|diagnostic| diagnostic.is_error() && diagnostic.span.is_some_and(|span| span.source == id))

@@ -33,6 +33,7 @@ mod cross_check;
 mod data_file;
 mod defaults;
 mod did_you_mean;
+mod extends;
 mod keys;
 mod lint_plan;
 mod loaded_plan;

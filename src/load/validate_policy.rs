@@ -48,24 +48,33 @@ const NO_PREFIX: &[&str] = &[
 /// errors (all of them reported).
 /// With `workspace` known, a `shell.search_path` folder inside it is an
 /// error: programs a plan wrote there would run.
+/// With `parent` (the merged policy named by `extends`), the rule examples'
+/// path slots are judged by the merged `files.deny`, and unnamed rules are
+/// numbered after the parent's (`extends.rs` merges the two).
 pub(crate) fn validate_policy(
     root: &Node,
     name: &str,
     source: SourceRef,
     workspace: Option<&Path>,
+    parent: Option<&Policy>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<Policy> {
     let errors_before = error_count(diagnostics);
     let mut reader = TableReader::new(root, "a policy file", "", POLICY.keys, diagnostics)?;
     check_version(&mut reader, diagnostics);
     reader.string("description", diagnostics);
+    reader.string("extends", diagnostics);
     // `files` first: the rule examples' path slots are judged by its
     // `deny` globs. Its findings still come after the shell's, in file order.
     let mut files_findings = Vec::new();
     let files = files(reader.get("files"), &mut files_findings);
-    let default_files = FilePolicy { deny: Vec::new(), max_read_bytes: 0, max_write_bytes: 0 };
-    let slots = PathRules::new(files.as_ref().unwrap_or(&default_files));
-    let shell = shell(reader.get("shell"), &slots, workspace, diagnostics);
+    let mut judged = files.clone().unwrap_or(FilePolicy { deny: Vec::new(), max_read_bytes: 0, max_write_bytes: 0 });
+    if let Some(parent) = parent {
+        judged.deny.extend(parent.files.deny.iter().cloned());
+    }
+    let slots = PathRules::new(&judged);
+    let first_index = parent.map_or(0, |parent| parent.shell.allow.len());
+    let shell = shell(reader.get("shell"), &slots, first_index, workspace, diagnostics);
     diagnostics.extend(files_findings);
     let retry = retry(reader.get("retry"), diagnostics);
     let budget = budget(reader.get("budget"), diagnostics);
@@ -75,7 +84,7 @@ pub(crate) fn validate_policy(
         return None;
     }
     let (shell, files, retry, budget, secrets) = (shell?, files?, retry?, budget?, secrets?);
-    Some(Policy { name: name.to_string(), shell, files, retry, budget, secrets, source })
+    Some(Policy { name: name.to_string(), shell, files, retry, budget, secrets, source, extends: Vec::new() })
 }
 
 /// `search-path-in-workspace`: a search path folder that is the workspace,
@@ -120,6 +129,7 @@ fn bare_name(text: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> bool
 fn shell(
     node: Option<&Node>,
     slots: &PathRules,
+    first_index: usize,
     workspace: Option<&Path>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<ShellPolicy> {
@@ -165,7 +175,7 @@ fn shell(
     let mut rules_ok = true;
     if let Some(items) = reader.array("allow", diagnostics) {
         for (index, item) in items.iter().enumerate() {
-            match rule(item, index, slots, diagnostics) {
+            match rule(item, first_index + index, slots, diagnostics) {
                 Some(rule) => allow.push(rule),
                 None => rules_ok = false,
             }
@@ -238,7 +248,15 @@ fn rule(node: &Node, index: usize, slots: &PathRules, diagnostics: &mut Vec<Diag
     if error_count(diagnostics) > errors_before {
         return None;
     }
-    Some(ShellRule { name, program: program?.0.to_string(), args: args?, prefix, decision: decision?, reason })
+    Some(ShellRule {
+        name,
+        program: program?.0.to_string(),
+        args: args?,
+        prefix,
+        decision: decision?,
+        reason,
+        origin: None,
+    })
 }
 
 fn mismatch(example: &Node, what: &str, list: &str) -> Diagnostic {

@@ -23,6 +23,10 @@ pub struct Policy {
     pub secrets: BTreeMap<String, SecretSpec>,
     #[serde(skip)]
     pub source: SourceRef,
+    /// The policies this one extends (`extends`), nearest first, as their
+    /// files are shown (`policies/default.toml`); empty when it extends none.
+    #[serde(skip)]
+    pub extends: Vec<String>,
 }
 
 /// One `[secrets.NAME]` table.
@@ -79,6 +83,10 @@ pub struct ShellRule {
     pub decision: Decision,
     /// Why the rule exists, shown with every decision it makes.
     pub reason: Option<String>,
+    /// Where the rule was written: `policies/default.toml:24` (the file as
+    /// shown and the rule's line); `None` for rules built in code.
+    #[serde(skip)]
+    pub origin: Option<String>,
 }
 
 /// One accepted argument list: a matcher per token, equal length (or a

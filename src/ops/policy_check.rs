@@ -24,6 +24,12 @@ pub struct PolicyCheckInput<'a> {
 #[derive(Debug)]
 pub struct PolicyVerdict {
     pub evaluation: ShellEvaluation,
+    /// The policies the asked one extends, nearest first (their files as
+    /// shown); empty when it extends none.
+    pub extends: Vec<String>,
+    /// Where the deciding rule was written (`policies/default.toml:24`);
+    /// `None` when no rule decided (blocked, default deny…).
+    pub origin: Option<String>,
 }
 
 impl PolicyVerdict {
@@ -61,5 +67,7 @@ pub fn policy_check(input: PolicyCheckInput<'_>) -> Result<PolicyVerdict, OpsErr
     } else {
         evaluate_shell_with(&policy.shell, &PathRules::new(&policy.files), &mut resolver, input.argv)
     };
-    Ok(PolicyVerdict { evaluation })
+    let origin =
+        policy.shell.allow.iter().find(|rule| rule.name == evaluation.rule).and_then(|rule| rule.origin.clone());
+    Ok(PolicyVerdict { evaluation, extends: policy.extends, origin })
 }

@@ -71,6 +71,9 @@ fn request(
     };
     let mut start = QueuedStart::new(plan, policy, (text(&plan.source.path)?, text(&policy.source.path)?), goal);
     start.inputs = inputs;
+    for path in &policy.extends {
+        start.parents.push(crate::runtime::FileCopy { path: path.clone(), text: text(path)? });
+    }
     Ok(start)
 }
 

@@ -224,6 +224,7 @@ mod tests {
             prefix: false,
             decision,
             reason: None,
+            origin: None,
         }
     }
 

@@ -39,6 +39,9 @@ pub struct QueuedStart {
     pub inputs: InputValues,
     pub plan: FileCopy,
     pub policy: FileCopy,
+    /// The policies `policy` extends (`extends`), nearest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parents: Vec<FileCopy>,
 }
 
 /// One file as the submitter read it: its path (as shown in records) and
@@ -72,14 +75,18 @@ impl QueuedStart {
             inputs: InputValues::new(),
             plan: FileCopy { path: plan.source.path.clone(), text: texts.0 },
             policy: FileCopy { path: policy.source.path.clone(), text: texts.1 },
+            parents: Vec::new(),
         }
     }
 
     /// Validates the copies again, as `--plan` validates the files.
     fn load(&self, run_id: &str) -> Result<(Plan, Policy), QueuedError> {
         let refuse = |reason: String| QueuedError::Request { run_id: run_id.to_string(), reason };
-        let copies: Copies =
-            [&self.plan, &self.policy].into_iter().map(|copy| (PathBuf::from(&copy.path), copy.text.clone())).collect();
+        let copies: Copies = [&self.plan, &self.policy]
+            .into_iter()
+            .chain(&self.parents)
+            .map(|copy| (PathBuf::from(&copy.path), copy.text.clone()))
+            .collect();
         let policies = Path::new(&self.policy.path).parent().unwrap_or(Path::new("")).to_path_buf();
         let mut loader = Loader::from_copies(copies);
         let loaded = loader.load_plan_with_policy(Path::new(&self.plan.path), &policies);
@@ -211,5 +218,26 @@ mod tests {
         assert!(matches!(QueuedStart::parse("q", "{\"version\": 2}"), Err(QueuedError::Request { .. })));
         let newer = text.replace("\"version\":1", "\"version\":2");
         assert!(matches!(QueuedStart::parse("q", &newer), Err(QueuedError::Request { .. })), "{newer}");
+    }
+
+    #[test]
+    fn a_policy_that_extends_another_loads_from_the_copies_with_its_parent() {
+        let (loader, (plan, policy)) = loaded();
+        let mut start = QueuedStart::new(&plan, &policy, texts(&loader, &plan, &policy), None);
+        start.plan.text = start.plan.text.replace("policy = \"default\"", "policy = \"child\"");
+        let parent = start.policy.clone();
+        start.policy = FileCopy {
+            path: "policies/child.toml".into(),
+            text: "version = 1\nextends = \"default\"\n[budget]\nmax_steps = 1\n".into(),
+        };
+        assert!(matches!(start.load("q"), Err(QueuedError::Request { .. })), "the parent is not among the copies");
+        start.parents.push(parent);
+        let (_, merged) = start.load("q").expect("the copies validate");
+        assert_eq!(merged.name, "child");
+        assert_eq!(merged.budget.max_steps, 1);
+        assert_eq!(merged.extends, ["policies/default.toml"]);
+        assert_eq!(merged.shell.allow.len(), policy.shell.allow.len(), "the parent's rules");
+        let text = serde_json::to_string(&start).expect("serialise");
+        assert_eq!(QueuedStart::parse("q", &text).expect("parse"), start);
     }
 }

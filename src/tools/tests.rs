@@ -19,6 +19,7 @@ fn rule(program: &str, args: Vec<Vec<ArgMatcher>>) -> ShellRule {
         prefix: false,
         decision: Decision::Allow,
         reason: None,
+        origin: None,
     }
 }
 
@@ -57,6 +58,7 @@ fn test_policy() -> Policy {
         },
         secrets: BTreeMap::new(),
         source: SourceRef { path: "policies/test.toml".into(), sha256: String::new() },
+        extends: Vec::new(),
     }
 }
 
