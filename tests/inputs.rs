@@ -246,6 +246,7 @@ async fn the_service_checks_a_requests_inputs_before_it_accepts_the_run() {
         (json!({"goal": "greet someone", "inputs": {"name": "ann", "folder": "../up"}}), "leaves the workspace"),
         (json!({"goal": "greet someone", "inputs": {"name": "ann", "colour": 1}}), "has no input `colour`"),
         (json!({"goal": "greet someone", "inputs": ["ann"]}), "found an array"),
+        (json!({"goal": "greet someone", "inputs": null}), "found null"),
         (json!({"goal": "greet someone", "adapter": "stub", "inputs": {"name": "ann"}}), "`agent` adapter only"),
     ];
     for (body, expected) in refused {

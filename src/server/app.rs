@@ -75,8 +75,14 @@ struct RunBody {
     wait: bool,
     /// The plan's inputs (agent adapter): checked against the plan the goal
     /// routes to before the run is accepted (422 when refused).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     inputs: Option<Value>,
+}
+
+/// A key that is present keeps its value, `null` included (serde would
+/// read `null` as absent): `"inputs": null` is refused, not ignored.
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
 }
 
 fn default_wait() -> bool {
