@@ -42,6 +42,10 @@ pub enum Filter {
     FirstLine,
     /// The first N lines.
     Lines(usize),
+    /// The Nth word (1-based; words are separated by white space), or
+    /// empty text when there are fewer: `du -sk data` prints `48\tdata`,
+    /// and `word(1)` is `48`.
+    Word(usize),
     /// This text when the reference cannot be resolved (a step that did not
     /// run, a field or an input that is absent) or resolves to empty text.
     Default(String),
@@ -55,6 +59,7 @@ impl Filter {
             Filter::Trim => "trim".to_string(),
             Filter::FirstLine => "first_line".to_string(),
             Filter::Lines(count) => format!("lines({count})"),
+            Filter::Word(index) => format!("word({index})"),
             Filter::Default(text) => format!("default({text:?})"),
         }
     }
@@ -212,7 +217,7 @@ fn split_filters(expr: &str) -> Vec<&str> {
     pieces
 }
 
-const FILTER_HINT: &str = "filters are `json`, `trim`, `first_line`, `lines(N)` and `default(\"text\")`";
+const FILTER_HINT: &str = "filters are `json`, `trim`, `first_line`, `lines(N)`, `word(N)` and `default(\"text\")`";
 
 fn parse_filter(expr: &str, text: &str) -> Result<Filter, String> {
     let (name, argument) = match text.split_once('(') {
@@ -228,6 +233,10 @@ fn parse_filter(expr: &str, text: &str) -> Result<Filter, String> {
         ("json", None) => Ok(Filter::Json),
         ("trim", None) => Ok(Filter::Trim),
         ("first_line", None) => Ok(Filter::FirstLine),
+        ("word", Some(index)) => match index.parse::<usize>() {
+            Ok(index) if index > 0 => Ok(Filter::Word(index)),
+            _ => Err(format!("`word({index})` in `{{{{ {expr} }}}}`: the position is a whole number above 0")),
+        },
         ("lines", Some(count)) => match count.parse::<usize>() {
             Ok(count) if count > 0 => Ok(Filter::Lines(count)),
             _ => Err(format!("`lines({count})` in `{{{{ {expr} }}}}`: the count is a whole number above 0")),
@@ -247,7 +256,7 @@ fn parse_filter(expr: &str, text: &str) -> Result<Filter, String> {
         ("json" | "trim" | "first_line", Some(_)) => {
             Err(format!("filter `{name}` in `{{{{ {expr} }}}}` takes no argument"))
         }
-        ("lines" | "default", None) => {
+        ("lines" | "word" | "default", None) => {
             Err(format!("filter `{name}` in `{{{{ {expr} }}}}` needs an argument: {FILTER_HINT}"))
         }
         _ => Err(format!("unknown filter `{name}` in `{{{{ {expr} }}}}`: {FILTER_HINT}")),

@@ -150,6 +150,9 @@ fn render_reference(reference: &Reference, context: &dyn RenderContext) -> Resul
             (Filter::FirstLine, Some(found)) => {
                 Some(Resolved::Text(found.into_text().lines().next().unwrap_or_default().to_string()))
             }
+            (Filter::Word(index), Some(found)) => Some(Resolved::Text(
+                found.into_text().split_whitespace().nth(index - 1).unwrap_or_default().to_string(),
+            )),
             (Filter::Lines(count), Some(found)) => {
                 Some(Resolved::Text(found.into_text().lines().take(*count).collect::<Vec<_>>().join("\n")))
             }
@@ -274,6 +277,7 @@ mod tests {
             ("{{ steps.a.output_json.ticket.n | json }}", "3"),
             ("{{ steps.b.stderr_text | trim }}", "Ran 3 tests\nOK"),
             ("{{ steps.b.stderr_text | first_line }}", "Ran 3 tests"),
+            ("{{ steps.b.stderr_text | word(2) }}:{{ steps.b.stderr_text | word(9) }}", "3:"),
             ("{{ steps.b.stderr_text | lines(1) | json }}", "\"Ran 3 tests\""),
             ("{{ steps.zzz.output_text | default(\"none\") }}", "none"),
             ("{{ steps.a.stderr_text | default('empty') }}", "empty"),
