@@ -225,10 +225,8 @@ fn describe_input(input: &crate::model::InputSpec) -> String {
     if let Some(max) = input.max_length {
         facts.push(format!("at most {max} characters"));
     }
-    if let Some(pattern) = &input.pattern {
-        let shown =
-            pattern.as_str().strip_prefix("^(?:").and_then(|rest| rest.strip_suffix(")$")).unwrap_or(pattern.as_str());
-        facts.push(format!("matching /{shown}/"));
+    if let Some(pattern) = input.pattern_text() {
+        facts.push(format!("matching /{pattern}/"));
     }
     let description = if input.description.is_empty() { String::new() } else { format!(": {}", input.description) };
     format!("{} ({}){description}", input.name, facts.join(", "))

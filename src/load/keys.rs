@@ -162,6 +162,8 @@ const STRING: Type = Type::String;
 const STRINGS: Type = Type::Array(&Type::String);
 /// Any finite number (a `when` bound).
 const ANY_NUMBER: Type = Type::Number { min: f64::MIN, max: f64::MAX };
+/// A string, a number or a boolean: an input's value.
+const SCALAR: Type = Type::AnyOf(&[Type::String, Type::Integer { min: i64::MIN }, ANY_NUMBER, Type::Boolean]);
 const POSITIVE: Type = Type::Integer { min: 1 };
 const VERSION: KeySpec = required("version", Type::Version, "file format version; this planrun reads 1");
 
@@ -221,33 +223,11 @@ pub(crate) static INPUT: Section = Section {
         ),
         key("description", STRING, "one line shown by `planrun plan` and in the missing-input message"),
         key("required", Type::Boolean, "whether a run must give it (never with `default`)"),
-        key(
-            "default",
-            Type::AnyOf(&[
-                Type::String,
-                Type::Integer { min: i64::MIN },
-                Type::Number { min: f64::MIN, max: f64::MAX },
-                Type::Boolean,
-            ]),
-            "the value when a run gives none; must fit the type and constraints",
-        ),
-        key(
-            "one_of",
-            Type::NonEmptyArray(&Type::AnyOf(&[
-                Type::String,
-                Type::Integer { min: i64::MIN },
-                Type::Number { min: f64::MIN, max: f64::MAX },
-                Type::Boolean,
-            ])),
-            "the closed set of accepted values",
-        ),
+        key("default", SCALAR, "the value when a run gives none; must fit the type and constraints"),
+        key("one_of", Type::NonEmptyArray(&SCALAR), "the closed set of accepted values"),
         key("pattern", STRING, "`string` and `path`: a regex the whole value must match"),
-        key(
-            "min",
-            Type::Number { min: f64::MIN, max: f64::MAX },
-            "`integer` and `number`: the smallest accepted value",
-        ),
-        key("max", Type::Number { min: f64::MIN, max: f64::MAX }, "`integer` and `number`: the largest accepted value"),
+        key("min", ANY_NUMBER, "`integer` and `number`: the smallest accepted value"),
+        key("max", ANY_NUMBER, "`integer` and `number`: the largest accepted value"),
         key("max_length", POSITIVE, "`string` and `path`: at most this many characters"),
     ],
     variants: &[],
@@ -297,25 +277,34 @@ pub(crate) static VERIFY: Section = Section {
     ],
 };
 
+/// The comparisons of a `when` test (exactly one per test), shared by a
+/// `when` with one test and the tests of its `all` or `any`.
+const EQUALS: KeySpec = key("equals", STRING, "the value must equal this");
+const NOT_EQUALS: KeySpec = key("not_equals", STRING, "the value must differ from this");
+const CONTAINS: KeySpec = key("contains", STRING, "the value must contain this");
+const MATCHES: KeySpec = key("matches", STRING, "the value must match this regex");
+const LT: KeySpec = key("lt", ANY_NUMBER, "the value, read as a number, must be less than this");
+const LE: KeySpec = key("le", ANY_NUMBER, "the value, read as a number, must be at most this");
+const GT: KeySpec = key("gt", ANY_NUMBER, "the value, read as a number, must be greater than this");
+const GE: KeySpec = key("ge", ANY_NUMBER, "the value, read as a number, must be at least this");
+const EXISTS: KeySpec =
+    key("exists", Type::Boolean, "`true`: the value must render without error and not be blank; `false`: the opposite");
+
 /// A step's `when`.
 pub(crate) static WHEN: Section = Section {
     title: "when",
     doc: "run the step only when `value` passes its test (exactly one comparison), or when `all` or `any` of a list of tests pass",
     keys: &[
         key("value", STRING, "the text tested; may hold templates; required unless `all` or `any` is given"),
-        key("equals", STRING, "the value must equal this"),
-        key("not_equals", STRING, "the value must differ from this"),
-        key("contains", STRING, "the value must contain this"),
-        key("matches", STRING, "the value must match this regex"),
-        key("lt", ANY_NUMBER, "the value, read as a number, must be less than this"),
-        key("le", ANY_NUMBER, "the value, read as a number, must be at most this"),
-        key("gt", ANY_NUMBER, "the value, read as a number, must be greater than this"),
-        key("ge", ANY_NUMBER, "the value, read as a number, must be at least this"),
-        key(
-            "exists",
-            Type::Boolean,
-            "`true`: the value must render without error and not be blank; `false`: the opposite",
-        ),
+        EQUALS,
+        NOT_EQUALS,
+        CONTAINS,
+        MATCHES,
+        LT,
+        LE,
+        GT,
+        GE,
+        EXISTS,
         key(
             "all",
             Type::NonEmptyArray(&Type::Table(&WHEN_TEST)),
@@ -346,19 +335,15 @@ pub(crate) static WHEN_TEST: Section = Section {
     doc: "`value` and exactly one comparison",
     keys: &[
         required("value", STRING, "the text tested; may hold templates"),
-        key("equals", STRING, "the value must equal this"),
-        key("not_equals", STRING, "the value must differ from this"),
-        key("contains", STRING, "the value must contain this"),
-        key("matches", STRING, "the value must match this regex"),
-        key("lt", ANY_NUMBER, "the value, read as a number, must be less than this"),
-        key("le", ANY_NUMBER, "the value, read as a number, must be at most this"),
-        key("gt", ANY_NUMBER, "the value, read as a number, must be greater than this"),
-        key("ge", ANY_NUMBER, "the value, read as a number, must be at least this"),
-        key(
-            "exists",
-            Type::Boolean,
-            "`true`: the value must render without error and not be blank; `false`: the opposite",
-        ),
+        EQUALS,
+        NOT_EQUALS,
+        CONTAINS,
+        MATCHES,
+        LT,
+        LE,
+        GT,
+        GE,
+        EXISTS,
     ],
     variants: &[],
 };
@@ -758,16 +743,7 @@ pub(crate) static SCENARIO: Section = Section {
         key("goal", STRING, "run this goal (`planrun --goal`)"),
         key("plan", STRING, "run this plan file (`planrun --plan`), relative to the project root"),
         required("run_id", Type::Name { max: 64 }, "the run's id (`--run-id`)"),
-        key(
-            "inputs",
-            Type::Map(&Type::AnyOf(&[
-                Type::String,
-                Type::Integer { min: i64::MIN },
-                Type::Number { min: f64::MIN, max: f64::MAX },
-                Type::Boolean,
-            ])),
-            "the plan's inputs for the run, each given as `--input NAME=VALUE`",
-        ),
+        key("inputs", Type::Map(&SCALAR), "the plan's inputs for the run, each given as `--input NAME=VALUE`"),
         required("expect_code", EXIT_CODE, "the exit code of the run"),
         key("expect_status", RUN_STATUSES, "the run's status in `state.json` after the last command"),
         key("folder", Type::Name { max: 64 }, "the snapshot folder below the snapshots root")

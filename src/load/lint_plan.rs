@@ -9,7 +9,7 @@
 
 use crate::diag::{Diagnostic, SourceFile, Span};
 use crate::load::did_you_mean::did_you_mean;
-use crate::load::loaded_plan::LoadedPlan;
+use crate::load::loaded_plan::{LoadedPlan, SiteKind};
 use crate::load::table::value_span;
 use crate::model::{Action, InputType, Plan};
 use crate::template::{Field, RefTarget, Reference};
@@ -123,7 +123,7 @@ pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mu
                         }
                         found.push(diagnostic);
                     }
-                    Some(input) if site.path && input.ty != InputType::Path => found.push(
+                    Some(input) if site.kind == SiteKind::Path && input.ty != InputType::Path => found.push(
                         Diagnostic::error(
                             "untrusted-control-field",
                             format!(
@@ -137,7 +137,7 @@ pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mu
                     ),
                     Some(_) => {}
                 },
-                RefTarget::Secret(_) if !site.in_env => found.push(
+                RefTarget::Secret(_) if site.kind != SiteKind::Env => found.push(
                     Diagnostic::error(
                         "secret-outside-env",
                         format!("`{{{{ {} }}}}` outside a step's `env`", reference.expr),

@@ -60,12 +60,20 @@ pub(crate) struct TemplateSite {
     pub(crate) step: usize,
     pub(crate) template: Template,
     pub(crate) node: Node,
-    /// Whether the template is a step's `path` (where only `{{ run.id }}`
-    /// and `path`-typed inputs may appear).
-    pub(crate) path: bool,
-    /// Whether the template is a value of the step's `env` (the only place
-    /// a secret may appear).
-    pub(crate) in_env: bool,
+    /// Which kind of field holds it: what its references may name.
+    pub(crate) kind: SiteKind,
+}
+
+/// The field a template fills, as the template lints see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SiteKind {
+    /// Data: content, arguments, messages, conditions, control fields other
+    /// than a path.
+    Data,
+    /// A file step's `path`: only `{{ run.id }}` and `path`-typed inputs.
+    Path,
+    /// A value of a shell step's `env`: the only place a secret may appear.
+    Env,
 }
 
 impl LoadedPlan {

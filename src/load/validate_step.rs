@@ -7,7 +7,7 @@ use crate::diag::{Diagnostic, SourceFile, Span};
 use crate::load::defaults::{DEFAULT_FLAKY_FAILURES, DEFAULT_FLAKY_OUTPUT};
 use crate::load::did_you_mean::did_you_mean;
 use crate::load::keys::{EXPECT, STEP};
-use crate::load::loaded_plan::{PlanSpans, StepSpans, TemplateSite};
+use crate::load::loaded_plan::{PlanSpans, SiteKind, StepSpans, TemplateSite};
 use std::collections::BTreeMap;
 
 use crate::load::node::{Node, NodeValue};
@@ -265,7 +265,7 @@ impl ActionBuilder<'_, '_, '_> {
         }
         self.run_id_only(
             node,
-            "`idempotency_key`",
+            ("`idempotency_key`", SiteKind::Data),
             ["an idempotency key", "an idempotency key"],
             "write the key literally, or build it from `{{ run.id }}`",
         )
@@ -274,18 +274,19 @@ impl ActionBuilder<'_, '_, '_> {
     /// The template in `node` when its only references are `{{ run.id }}`
     /// (a control field: step output never chooses a target), else
     /// `untrusted-control-field` on the first other reference. `field` is
-    /// how the message and the label name the field.
-    fn run_id_only(&mut self, node: &Node, key: &str, field: [&str; 2], help: &str) -> Option<Template> {
+    /// how the message and the label name the field. A path
+    /// ([`SiteKind::Path`]) may also take an input; `lint_plan` checks that
+    /// the input is `path`-typed (the declarations are the plan's).
+    fn run_id_only(
+        &mut self,
+        node: &Node,
+        (key, kind): (&str, SiteKind),
+        field: [&str; 2],
+        help: &str,
+    ) -> Option<Template> {
         let [message_field, label_field] = field;
-        let template = self.template(node, key)?;
-        // A path may also take an input; `lint_plan` checks that the input
-        // is `path`-typed (the declarations are the plan's).
-        let is_path = key == "`path`";
-        if let Some(site) = self.sites.last_mut()
-            && is_path
-        {
-            site.path = true;
-        }
+        let template = self.template_in(node, key, kind)?;
+        let is_path = kind == SiteKind::Path;
         let allowed = |target: &RefTarget| match target {
             RefTarget::RunId => true,
             RefTarget::Input(_) => is_path,
@@ -362,16 +363,15 @@ impl ActionBuilder<'_, '_, '_> {
     /// Parses a string node as a template, narrowing syntax errors to the
     /// offending reference, and remembers it for the template lints.
     pub(super) fn template(&mut self, node: &Node, what: &str) -> Option<Template> {
+        self.template_in(node, what, SiteKind::Data)
+    }
+
+    /// [`Self::template`] for a field of `kind`.
+    fn template_in(&mut self, node: &Node, what: &str, kind: SiteKind) -> Option<Template> {
         let text = node.as_str()?;
         match Template::parse(text) {
             Ok(template) => {
-                self.sites.push(TemplateSite {
-                    step: self.step,
-                    template: template.clone(),
-                    node: node.clone(),
-                    path: false,
-                    in_env: false,
-                });
+                self.sites.push(TemplateSite { step: self.step, template: template.clone(), node: node.clone(), kind });
                 Some(template)
             }
             Err(error) => {
@@ -408,10 +408,7 @@ impl ActionBuilder<'_, '_, '_> {
             if expect_string(value, &format!("`env.{}`", key.name), self.diagnostics).is_none() {
                 continue;
             }
-            if let Some(template) = self.template(value, &format!("`env.{}`", key.name)) {
-                if let Some(site) = self.sites.last_mut() {
-                    site.in_env = true;
-                }
+            if let Some(template) = self.template_in(value, &format!("`env.{}`", key.name), SiteKind::Env) {
                 env.insert(key.name.clone(), template);
                 spans.insert(key.name.clone(), key.span);
             }
@@ -425,7 +422,7 @@ impl ActionBuilder<'_, '_, '_> {
         *self.path_span = Some(node.span);
         self.run_id_only(
             node,
-            "`path`",
+            ("`path`", SiteKind::Path),
             ["a file path", "a path"],
             "write the path literally; put step output in `content` instead",
         )
@@ -437,7 +434,7 @@ impl ActionBuilder<'_, '_, '_> {
     fn folder(&mut self, node: &Node) -> Option<Template> {
         self.run_id_only(
             node,
-            "`cwd`",
+            ("`cwd`", SiteKind::Data),
             ["a working directory", "a working directory"],
             "write the folder literally; put step output in arguments or `stdin` instead",
         )

@@ -88,9 +88,16 @@ pub struct InputSpec {
 
 fn optional_regex<S: Serializer>(regex: &Option<Regex>, serializer: S) -> Result<S::Ok, S::Error> {
     match regex {
-        // Shown as written: the loader anchors it as `^(?:…)$`.
         Some(regex) => serializer.serialize_str(unanchored(regex.as_str())),
         None => serializer.serialize_none(),
+    }
+}
+
+impl InputSpec {
+    /// The `pattern` as the plan wrote it (the loader anchors it as
+    /// `^(?:…)$`).
+    pub fn pattern_text(&self) -> Option<&str> {
+        self.pattern.as_ref().map(|regex| unanchored(regex.as_str()))
     }
 }
 
@@ -225,7 +232,10 @@ impl InputSpec {
             if let Some(pattern) = &self.pattern
                 && !pattern.is_match(text)
             {
-                return Err(format!("`{text}` does not match the pattern `{}`", unanchored(pattern.as_str())));
+                return Err(format!(
+                    "`{text}` does not match the pattern `{}`",
+                    self.pattern_text().unwrap_or_default()
+                ));
             }
             if self.ty == InputType::Path {
                 check_relative_path(text)?;
@@ -306,13 +316,10 @@ pub fn json_type(value: &Value) -> &'static str {
 /// is refused. A name given twice takes its last value (a flag after a
 /// file overrides it).
 pub fn resolve_inputs(plan_id: &str, specs: &[InputSpec], given: &[GivenInput]) -> Result<InputValues, InputError> {
+    // The last value of each name is the one checked and kept.
+    let last_of_each: BTreeMap<&str, &GivenInput> = given.iter().map(|input| (input.name.as_str(), input)).collect();
     let mut values = InputValues::new();
-    let last_of_each = given
-        .iter()
-        .enumerate()
-        .filter(|(at, input)| !given[at + 1..].iter().any(|later| later.name == input.name))
-        .map(|(_, input)| input);
-    for input in last_of_each {
+    for input in last_of_each.into_values() {
         let Some(spec) = specs.iter().find(|spec| spec.name == input.name) else {
             return Err(InputError::Unknown {
                 plan: plan_id.to_string(),
