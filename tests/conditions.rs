@@ -2,8 +2,9 @@
 //! `lt`/`le`/`gt`/`ge`, `exists`) true and false, `all`/`any` lists,
 //! a value that is not a number failing the step (`template_error`),
 //! `exists` on an `output_json` field that is missing, `otherwise = "fail"`
-//! (exit 1, `condition_failed`, the message shown, no later step run) and
-//! the loader's refusals with `file:line:column`.
+//! (exit 1, `condition_failed`, the message shown, no later step run),
+//! bounds from an input or a step's output (one that renders no number
+//! fails the step) and the loader's refusals with `file:line:column`.
 
 use crate::common::{Sandbox, TEST_POLICY};
 
@@ -141,7 +142,7 @@ fn otherwise_fail_ends_the_run_with_the_message_and_nothing_later_runs() {
 fn the_loader_refuses_bad_conditions_with_their_place() {
     let line = 25; // the `when` line of `guarded`
     let cases = [
-        (format!("{{ value = \"{NUM}\", lt = \"x\" }}"), "must be a number".to_string()),
+        (format!("{{ value = \"{NUM}\", lt = \"x\" }}"), "is \"x\", not a number".to_string()),
         ("{ all = [] }".to_string(), "`when.all` is empty".to_string()),
         (format!("{{ value = \"{NUM}\", lt = 1, gt = 2 }}"), "`when` needs exactly one comparison".to_string()),
         (format!("{{ value = \"{NUM}\" }}"), "`when` needs exactly one comparison".to_string()),
@@ -178,4 +179,57 @@ fn the_loader_refuses_bad_conditions_with_their_place() {
     let sandbox = Sandbox::new();
     let output = sandbox.run_plan(&plan(&guarded(&format!("{{ value = \"{NUM}\", exist = true }}"))), TEST_POLICY);
     assert!(output.stderr.contains("did you mean `exists`?"), "{}", output.stderr);
+}
+
+/// A plan whose guarded step compares `42` with the input `limit`.
+fn limited(comparison: &str) -> String {
+    plan(&format!(
+        "[inputs.limit]\ntype = \"integer\"\ndefault = 50\n\n{}",
+        guarded(&format!("{{ value = \"{NUM}\", {comparison} = \"{{{{ inputs.limit }}}}\" }}"))
+    ))
+}
+
+#[test]
+fn a_bound_can_be_an_input_or_an_output() {
+    let ran = |plan: &str, args: &[&str]| {
+        let sandbox = Sandbox::new();
+        sandbox.write_plan(plan, TEST_POLICY);
+        let output = sandbox.test_plan().args(args).run();
+        assert_eq!(output.code, 0, "{}", output.snapshot());
+        sandbox.workspace().join("canary.txt").exists()
+    };
+    assert!(ran(&limited("lt"), &[]), "42 < the default 50");
+    assert!(!ran(&limited("lt"), &["--input", "limit=40"]), "42 < 40");
+    assert!(ran(&limited("ge"), &["--input", "limit=42"]), "42 >= 42");
+    // Another step's output as the bound: 42 <= 42.
+    let (ran_on_output, _) = runs_guarded(&format!("{{ value = \"{NUM}\", le = \"{NUM}\" }}"));
+    assert!(ran_on_output);
+}
+
+#[test]
+fn a_rendered_bound_that_is_not_a_number_fails_the_step() {
+    let sandbox = Sandbox::new();
+    let when = "{ value = \"{{ steps.num.output_text }}\", lt = \"{{ steps.read.output_json.f }}\" }";
+    let output = sandbox.run_plan(&plan(&guarded(when)), TEST_POLICY);
+    assert_eq!(output.code, 1, "{}", output.snapshot());
+    assert_eq!(sandbox.state("t")["stop_reason"], "step_failed");
+    assert!(output.stderr.contains("template_error"), "{}", output.stderr);
+    assert!(output.stderr.contains("is \"x\", not a number"), "{}", output.stderr);
+    assert!(!sandbox.workspace().join("canary.txt").exists(), "the guarded step ran");
+}
+
+#[test]
+fn a_bound_that_is_neither_a_number_nor_a_template_is_refused_at_load() {
+    let sandbox = Sandbox::new();
+    let output =
+        sandbox.run_plan(&plan(&guarded("{ value = \"{{ steps.num.output_text }}\", lt = \"lots\" }")), TEST_POLICY);
+    assert_eq!(output.code, 2, "{}", output.snapshot());
+    assert!(output.stderr.contains("is \"lots\", not a number"), "{}", output.stderr);
+    assert!(output.stderr.contains("plans/test.toml:25:"), "{}", output.stderr);
+    // An input the plan does not declare is refused like anywhere else.
+    let output = sandbox
+        .run_plan(&plan(&guarded(&format!("{{ value = \"{NUM}\", lt = \"{{{{ inputs.nope }}}}\" }}"))), TEST_POLICY);
+    assert_eq!(output.code, 2, "{}", output.snapshot());
+    assert!(output.stderr.contains("nope"), "{}", output.stderr);
+    assert!(!sandbox.workspace().join("runs").exists(), "a run started");
 }

@@ -207,6 +207,14 @@ impl Progress for StderrProgress {
         self.collect(record);
     }
 
+    fn retry_waiting(&mut self, step: &Step, next_attempt: u32, max_attempts: u32, wait: std::time::Duration) {
+        anstream::eprintln!(
+            "        {} waits {} ms before attempt {next_attempt} of {max_attempts} (retry_backoff)",
+            step.id,
+            wait.as_millis()
+        );
+    }
+
     fn run_finished(&mut self, state: &RunState, records: &RunRecords) {
         let status = run_status(state.status);
         anstream::eprintln!(

@@ -22,6 +22,7 @@ use crate::load::defaults::{
     DEFAULT_BUDGET, DEFAULT_DECISION, DEFAULT_FILES_DENY, DEFAULT_FLAKY_FAILURES, DEFAULT_FLAKY_OUTPUT,
     DEFAULT_MAX_BYTES, DEFAULT_RETRY_CAP, DEFAULT_SEARCH_PATH, default_attempts, default_rule_id,
 };
+use crate::model::{DEFAULT_BACKOFF_INITIAL_MS, DEFAULT_BACKOFF_MAX_MS, DEFAULT_BACKOFF_MULTIPLIER};
 use crate::model::{
     DEFAULT_CLOCK, DEFAULT_CONTROLLER_LIMITS, DEFAULT_DECISION_TIMEOUT_SECS, DEFAULT_FOLDER, DEFAULT_GIT_BRANCH,
     DEFAULT_MAX_GOAL_CHARS, DEFAULT_MAX_TOKENS, DEFAULT_POLICY, DEFAULT_TEMPERATURE, FailureClass,
@@ -283,10 +284,13 @@ const EQUALS: KeySpec = key("equals", STRING, "the value must equal this");
 const NOT_EQUALS: KeySpec = key("not_equals", STRING, "the value must differ from this");
 const CONTAINS: KeySpec = key("contains", STRING, "the value must contain this");
 const MATCHES: KeySpec = key("matches", STRING, "the value must match this regex");
-const LT: KeySpec = key("lt", ANY_NUMBER, "the value, read as a number, must be less than this");
-const LE: KeySpec = key("le", ANY_NUMBER, "the value, read as a number, must be at most this");
-const GT: KeySpec = key("gt", ANY_NUMBER, "the value, read as a number, must be greater than this");
-const GE: KeySpec = key("ge", ANY_NUMBER, "the value, read as a number, must be at least this");
+/// A numeric `when` bound: a number, or a template that renders one.
+const BOUND: Type = Type::AnyOf(&[ANY_NUMBER, Type::String]);
+const BOUND_TEMPLATE: &str = "; or a template that renders a number, such as `{{ inputs.limit }}`";
+const LT: KeySpec = key("lt", BOUND, "the value, read as a number, must be less than this").then(BOUND_TEMPLATE);
+const LE: KeySpec = key("le", BOUND, "the value, read as a number, must be at most this").then(BOUND_TEMPLATE);
+const GT: KeySpec = key("gt", BOUND, "the value, read as a number, must be greater than this").then(BOUND_TEMPLATE);
+const GE: KeySpec = key("ge", BOUND, "the value, read as a number, must be at least this").then(BOUND_TEMPLATE);
 const EXISTS: KeySpec =
     key("exists", Type::Boolean, "`true`: the value must render without error and not be blank; `false`: the opposite");
 
@@ -378,6 +382,11 @@ pub(crate) static STEP: Section = Section {
             "per-step timeout in seconds; never above the policy's `budget.step_timeout_secs`",
         ),
         key("retry", POSITIVE, "max attempts for this step; never above the policy's `retry.cap`"),
+        key(
+            "retry_backoff",
+            Type::Table(&STEP_BACKOFF),
+            "the wait before each retry of this step; keys it leaves out are the policy's `retry_backoff`",
+        ),
         key(
             "on_failure",
             Type::Enum(&["fail", "continue"]),
@@ -487,6 +496,11 @@ pub(crate) static POLICY: Section = Section {
         key("shell", Type::Table(&SHELL), "the shell allowlist and blocklist"),
         key("files", Type::Table(&FILES), "file confinement beyond the always-protected `runs/`, `bridge/`, `.git/`"),
         key("retry", Type::Table(&RETRY), "max attempts per failure class and the hard cap"),
+        key(
+            "retry_backoff",
+            Type::Table(&RETRY_BACKOFF),
+            "the wait before each retry: exponential, capped, with jitter",
+        ),
         key("budget", Type::Table(&BUDGET), "limits that end a run `failed` with `budget_exhausted`"),
         key(
             "secrets",
@@ -598,6 +612,42 @@ pub(crate) static RETRY: Section = Section {
         key("unknown_error", POSITIVE, "attempts after any other failure")
             .defaults_to(Number(default_attempts(FailureClass::UnknownError) as u64)),
         key("cap", POSITIVE, "hard cap on attempts, whatever a step asks").defaults_to(Number(DEFAULT_RETRY_CAP)),
+    ],
+    variants: &[],
+};
+
+const JITTER: Type = Type::Enum(&["none", "equal", "full"]);
+
+/// The policy's `[retry_backoff]`.
+pub(crate) static RETRY_BACKOFF: Section = Section {
+    title: "retry_backoff",
+    doc: "the wait before each retry: `initial_ms`, then `multiplier` times longer each time, at most `max_ms`, spread by `jitter`",
+    keys: &[
+        key("initial_ms", Type::Integer { min: 0 }, "the wait after a step's first failure, in milliseconds")
+            .defaults_to(Number(DEFAULT_BACKOFF_INITIAL_MS)),
+        key("max_ms", Type::Integer { min: 0 }, "no wait is longer, whatever a step asks")
+            .defaults_to(Number(DEFAULT_BACKOFF_MAX_MS)),
+        key("multiplier", POSITIVE, "each wait is this many times the one before")
+            .defaults_to(Number(DEFAULT_BACKOFF_MULTIPLIER as u64)),
+        key(
+            "jitter",
+            JITTER,
+            "`equal`: a point of the upper half of the wait; `full`: between zero and the wait; `none`: the wait itself",
+        )
+        .defaults_to(Code(&["equal"])),
+    ],
+    variants: &[],
+};
+
+/// A step's `retry_backoff`: the policy's keys, each optional.
+pub(crate) static STEP_BACKOFF: Section = Section {
+    title: "step retry_backoff",
+    doc: "this step's wait before each retry; a key left out is the policy's",
+    keys: &[
+        key("initial_ms", Type::Integer { min: 0 }, "the wait after the step's first failure, in milliseconds"),
+        key("max_ms", Type::Integer { min: 0 }, "the longest wait; never above the policy's `retry_backoff.max_ms`"),
+        key("multiplier", POSITIVE, "each wait is this many times the one before"),
+        key("jitter", JITTER, "`equal`, `full` or `none`"),
     ],
     variants: &[],
 };

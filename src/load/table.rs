@@ -263,9 +263,15 @@ impl<'n> TableReader<'n> {
     /// declares for `key` ([`Type::Number`]), or `wrong-type` /
     /// `invalid-value`.
     pub(crate) fn number(&mut self, key: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<(f64, &'n Node)> {
-        let declared = self.declared(key, |ty| match ty {
+        let number_range = |ty: Type| match ty {
             Type::Number { min, max } => Some((min, max)),
             _ => None,
+        };
+        // A number, or a number among the types a key may have (a `when`
+        // bound is a number or a template).
+        let declared = self.declared(key, |ty| match ty {
+            Type::AnyOf(types) => types.iter().find_map(|ty| number_range(*ty)),
+            ty => number_range(ty),
         });
         debug_assert!(declared.is_some(), "key `{key}` is read as a number but `load/keys.rs` declares none");
         let (min, max) = declared?;

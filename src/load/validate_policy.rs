@@ -26,10 +26,10 @@ use crate::load::table::{
     TableReader, check_version, compile_regex, empty_table, error_count, expect_array, section, string_map, strings,
     wrong_type,
 };
-use crate::load::validate_secrets;
+use crate::load::{validate_backoff, validate_secrets};
 use crate::model::{
-    ArgMatcher, ArgPattern, Budget, Decision, FailureClass, FilePolicy, Policy, RetryPolicy, ShellPolicy, ShellRule,
-    SlotKind, SourceRef,
+    ArgMatcher, ArgPattern, Budget, Decision, FailureClass, FilePolicy, Policy, RetryBackoff, RetryPolicy, ShellPolicy,
+    ShellRule, SlotKind, SourceRef,
 };
 use crate::policy::args_match;
 
@@ -77,13 +77,15 @@ pub(crate) fn validate_policy(
     let shell = shell(reader.get("shell"), &slots, first_index, workspace, diagnostics);
     diagnostics.extend(files_findings);
     let retry = retry(reader.get("retry"), diagnostics);
+    let backoff = validate_backoff::policy_backoff(reader.get("retry_backoff"), diagnostics);
     let budget = budget(reader.get("budget"), diagnostics);
     let secrets = validate_secrets::secrets(reader.get("secrets"), &source.path, diagnostics);
     reader.finish(diagnostics);
     if error_count(diagnostics) > errors_before {
         return None;
     }
-    let (shell, files, retry, budget, secrets) = (shell?, files?, retry?, budget?, secrets?);
+    let (shell, files, mut retry, budget, secrets) = (shell?, files?, retry?, budget?, secrets?);
+    retry.backoff = backoff?;
     Some(Policy { name: name.to_string(), shell, files, retry, budget, secrets, source, extends: Vec::new() })
 }
 
@@ -412,7 +414,7 @@ fn retry(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<Retry
     }
     let cap = positive(&mut reader, RETRY_CAP, DEFAULT_RETRY_CAP, diagnostics);
     reader.finish(diagnostics);
-    Some(RetryPolicy { max_attempts, cap: u32::try_from(cap).unwrap_or(u32::MAX) })
+    Some(RetryPolicy { max_attempts, cap: u32::try_from(cap).unwrap_or(u32::MAX), backoff: RetryBackoff::default() })
 }
 
 fn budget(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<Budget> {

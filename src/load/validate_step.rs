@@ -1,5 +1,5 @@
 //! One `[[steps]]` table → [`Step`]: the common keys (`id`, `kind`,
-//! `timeout_secs`, `retry`, `on_failure`, `approval`, `risk`, `idempotency_key`, `when`,
+//! `timeout_secs`, `retry`, `retry_backoff`, `on_failure`, `approval`, `risk`, `idempotency_key`, `when`,
 //! `expect`) and each kind's payload, with every template parsed and
 //! control fields (program, paths, targets, keys) kept literal.
 
@@ -14,6 +14,7 @@ use crate::load::node::{Node, NodeValue};
 use crate::load::table::{
     TableReader, compile_regex, error_count, expect_string, name_or_error, value_span, wrong_type,
 };
+use crate::load::validate_backoff::step_backoff;
 use crate::load::validate_secrets::is_env_name;
 use crate::model::{Action, Expect, OnFailure, Risk, Step};
 use crate::template::{RefTarget, Template};
@@ -69,6 +70,7 @@ pub(super) fn step(
         spans.retry = Some(attempts_node.span);
         small(attempts, attempts_node, "`retry`", diagnostics)
     });
+    let retry_backoff = reader.get("retry_backoff").and_then(|node| step_backoff(node, diagnostics));
 
     let approval = match reader.string("approval", diagnostics) {
         None | Some(("required", _)) => reader.has("approval"),
@@ -146,6 +148,7 @@ pub(super) fn step(
         action: action?,
         timeout_secs,
         retry,
+        retry_backoff,
         on_failure,
         approval,
         declared_risk,

@@ -8,7 +8,7 @@ use crate::load::keys::{WHEN, WHEN_TEST};
 use crate::load::node::Node;
 use crate::load::table::{TableReader, compile_regex, error_count};
 use crate::load::validate_step::ActionBuilder;
-use crate::model::{Check, Condition, ConditionTest, Test, WhenFalse};
+use crate::model::{Bound, Check, Condition, ConditionTest, Test, WhenFalse};
 
 /// The comparison keys of a test; exactly one per test.
 const COMPARISONS: [&str; 9] = ["equals", "not_equals", "contains", "matches", "lt", "le", "gt", "ge", "exists"];
@@ -115,6 +115,26 @@ impl ActionBuilder<'_, '_, '_> {
         (tests.len() == items.len()).then_some(tests)
     }
 
+    /// A numeric bound: a number, or a template (an input, a step's
+    /// output) read as a number when the test runs. A template with no
+    /// reference must be a number already.
+    fn bound(&mut self, reader: &mut TableReader<'_>, key: &str, what: &str) -> Option<Bound> {
+        let node = reader.get(key)?;
+        let Some(text) = node.as_str() else {
+            return reader.number(key, self.diagnostics).map(|(bound, _)| Bound::Number(bound));
+        };
+        let template = self.template(node, &format!("{}.{key}`", what.trim_end_matches('`')))?;
+        if template.is_literal() && text.trim().parse::<f64>().is_err() {
+            self.diagnostics.push(
+                Diagnostic::error("wrong-type", format!("`{key}` in {what} is {text:?}, not a number"))
+                    .with_span(node.span)
+                    .with_label("expected a number or a template such as `{{ inputs.limit }}`"),
+            );
+            return None;
+        }
+        Some(Bound::Template(template))
+    }
+
     /// One test of `reader`: `value` and exactly one comparison.
     fn test(&mut self, reader: &mut TableReader<'_>, node: &Node, what: &str) -> Option<Test> {
         let value = reader.required_string("value", self.diagnostics).map(|(_, value)| value);
@@ -122,7 +142,7 @@ impl ActionBuilder<'_, '_, '_> {
         let mut test = None;
         for key in COMPARISONS {
             let parsed = match key {
-                "lt" | "le" | "gt" | "ge" => reader.number(key, self.diagnostics).map(|(bound, _)| match key {
+                "lt" | "le" | "gt" | "ge" => self.bound(reader, key, what).map(|bound| match key {
                     "lt" => ConditionTest::Lt(bound),
                     "le" => ConditionTest::Le(bound),
                     "gt" => ConditionTest::Gt(bound),

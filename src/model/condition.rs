@@ -24,7 +24,7 @@ impl Risk {
     }
 }
 
-pub use crate::model::when::{Check, Condition, ConditionTest, Evaluation, Test};
+pub use crate::model::when::{Bound, Check, Condition, ConditionTest, Evaluation, Test};
 
 /// What a step's final failure (after its retries) does to the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]

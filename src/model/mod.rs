@@ -5,6 +5,7 @@
 //! has already checked versions, keys, types, references and rule examples.
 //! Later stages never re-validate and never see raw file text.
 
+mod backoff;
 mod condition;
 mod decision_text;
 mod evidence;
@@ -19,8 +20,13 @@ mod scenario;
 mod service_policy;
 mod when;
 
+pub use backoff::{
+    BackoffOverride, DEFAULT_BACKOFF_INITIAL_MS, DEFAULT_BACKOFF_MAX_MS, DEFAULT_BACKOFF_MULTIPLIER, Jitter,
+    RetryBackoff,
+};
 pub use condition::{
-    BudgetOverride, Check, Condition, ConditionTest, Evaluation, Expect, OnFailure, Risk, Test, VerifyCheck, WhenFalse,
+    Bound, BudgetOverride, Check, Condition, ConditionTest, Evaluation, Expect, OnFailure, Risk, Test, VerifyCheck,
+    WhenFalse,
 };
 pub use decision_text::{MAX_APPROVAL_SECS, MAX_NAME_CHARS, MAX_REASON_CHARS, check_decision_text};
 pub use evidence::{

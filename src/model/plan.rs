@@ -72,6 +72,9 @@ pub struct Step {
     /// Max attempts for this step; never above the policy's `retry.cap`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry: Option<u32>,
+    /// `retry_backoff`: this step's own wait settings over the policy's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_backoff: Option<crate::model::BackoffOverride>,
     /// What the step's final failure does: end the run (default) or go on.
     #[serde(skip_serializing_if = "OnFailure::is_fail")]
     pub on_failure: OnFailure,

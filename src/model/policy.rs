@@ -158,6 +158,8 @@ pub struct RetryPolicy {
     pub max_attempts: BTreeMap<FailureClass, u32>,
     /// No step gets more attempts than this, whatever it asks.
     pub cap: u32,
+    /// `[retry_backoff]`: the wait before each retry.
+    pub backoff: crate::model::RetryBackoff,
 }
 
 impl RetryPolicy {
@@ -169,6 +171,18 @@ impl RetryPolicy {
         }
         let by_class = self.max_attempts.get(&class).copied().unwrap_or(1);
         step_override.unwrap_or(by_class).min(self.cap).max(1)
+    }
+
+    /// The wait after failed attempt `failed` of a step with its own
+    /// `retry_backoff` (if any), in run `run_id`.
+    pub fn wait_after(
+        &self,
+        step_backoff: Option<&crate::model::BackoffOverride>,
+        run_id: &str,
+        step_id: &str,
+        failed: u32,
+    ) -> std::time::Duration {
+        self.backoff.with(step_backoff).delay(run_id, step_id, failed)
     }
 }
 

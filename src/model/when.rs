@@ -51,12 +51,49 @@ pub enum ConditionTest {
     #[serde(serialize_with = "regex_text")]
     Matches(Regex),
     /// The value, read as a number, is less than this.
-    Lt(f64),
-    Le(f64),
-    Gt(f64),
-    Ge(f64),
+    Lt(Bound),
+    Le(Bound),
+    Gt(Bound),
+    Ge(Bound),
     /// Whether the value renders without error and is not blank.
     Exists(bool),
+}
+
+/// The bound of a numeric test: a number, or a template (an input, a
+/// step's output) whose rendered text must read as one when the test runs.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum Bound {
+    Number(f64),
+    Template(Template),
+}
+
+impl Bound {
+    /// The bound as a number; a template is rendered first, and a text
+    /// that is not a finite number is an error (a `template_error`).
+    pub fn number(&self, context: &dyn RenderContext) -> Result<f64, String> {
+        match self {
+            Bound::Number(number) => Ok(*number),
+            Bound::Template(template) => {
+                let text = template
+                    .render(context)
+                    .map_err(|error| format!("`when` bound `{}` could not be resolved: {error}", template.source()))?;
+                match text.trim().parse::<f64>() {
+                    Ok(number) if number.is_finite() => Ok(number),
+                    _ => Err(format!("`when` bound `{}` is {text:?}, not a number", template.source())),
+                }
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bound::Number(number) => write!(f, "{number}"),
+            Bound::Template(template) => f.write_str(template.source()),
+        }
+    }
 }
 
 /// How a condition came out: whether it holds, the value(s) it tested and
@@ -71,9 +108,9 @@ pub struct Evaluation {
 impl ConditionTest {
     /// Whether `value` passes; a numeric test on a value that is not a
     /// number is an error (a `template_error` of the step).
-    pub fn holds(&self, value: &str) -> Result<bool, String> {
-        let number = |bound: f64| match value.trim().parse::<f64>() {
-            Ok(number) if number.is_finite() => Ok((number, bound)),
+    pub fn holds(&self, value: &str, context: &dyn RenderContext) -> Result<bool, String> {
+        let number = |bound: &Bound| match value.trim().parse::<f64>() {
+            Ok(number) if number.is_finite() => Ok((number, bound.number(context)?)),
             _ => Err(format!("`when` value {value:?} is not a number (the test is `{}`)", self.describe())),
         };
         Ok(match self {
@@ -81,12 +118,23 @@ impl ConditionTest {
             ConditionTest::NotEquals(expected) => value != expected,
             ConditionTest::Contains(needle) => value.contains(needle.as_str()),
             ConditionTest::Matches(regex) => regex.is_match(value),
-            ConditionTest::Lt(bound) => number(*bound).map(|(number, bound)| number < bound)?,
-            ConditionTest::Le(bound) => number(*bound).map(|(number, bound)| number <= bound)?,
-            ConditionTest::Gt(bound) => number(*bound).map(|(number, bound)| number > bound)?,
-            ConditionTest::Ge(bound) => number(*bound).map(|(number, bound)| number >= bound)?,
+            ConditionTest::Lt(bound) => number(bound).map(|(number, bound)| number < bound)?,
+            ConditionTest::Le(bound) => number(bound).map(|(number, bound)| number <= bound)?,
+            ConditionTest::Gt(bound) => number(bound).map(|(number, bound)| number > bound)?,
+            ConditionTest::Ge(bound) => number(bound).map(|(number, bound)| number >= bound)?,
             ConditionTest::Exists(expected) => value.trim().is_empty() != *expected,
         })
+    }
+
+    /// The bound of a numeric test when it is a template.
+    pub fn bound_template(&self) -> Option<&Template> {
+        match self {
+            ConditionTest::Lt(Bound::Template(template))
+            | ConditionTest::Le(Bound::Template(template))
+            | ConditionTest::Gt(Bound::Template(template))
+            | ConditionTest::Ge(Bound::Template(template)) => Some(template),
+            _ => None,
+        }
     }
 
     /// `equals "closed"`, for messages.
@@ -112,7 +160,7 @@ impl Test {
     /// for any other test it is an error.
     pub fn evaluate(&self, context: &dyn RenderContext) -> Result<(bool, String), String> {
         match (self.value.render(context), &self.test) {
-            (Ok(value), test) => test.holds(&value).map(|holds| (holds, value)),
+            (Ok(value), test) => test.holds(&value, context).map(|holds| (holds, value)),
             (Err(_), ConditionTest::Exists(expected)) => Ok((!*expected, String::new())),
             (Err(error), _) => Err(format!("`when` could not be resolved: {error}")),
         }
@@ -129,9 +177,13 @@ impl Condition {
         }
     }
 
-    /// Every template of the condition: the tested values, then `message`.
+    /// Every template of the condition: each test's value and templated
+    /// bound, then `message`.
     pub fn templates(&self) -> impl Iterator<Item = &Template> {
-        self.tests().iter().map(|test| &test.value).chain(self.message.as_ref())
+        self.tests()
+            .iter()
+            .flat_map(|test| std::iter::once(&test.value).chain(test.test.bound_template()))
+            .chain(self.message.as_ref())
     }
 
     /// Evaluates the tests in order; `all` stops at the first false one,

@@ -20,9 +20,12 @@ use jiff::{Timestamp, Unit};
 
 use crate::store::{self, FileStores, OnWait, RunStore, Sealer, StoreFactory, StoreOptions};
 
-/// A source of the current time.
+/// A source of the current time, and the one way the runtime waits.
 pub trait Clock: Send + Sync {
     fn now(&self) -> Timestamp;
+    /// Waits `duration` (a retry's backoff). The test clock does not
+    /// sleep: its time moves on by `duration` instead.
+    fn sleep(&self, duration: std::time::Duration);
 }
 
 /// The real clock, rounded to milliseconds.
@@ -33,6 +36,10 @@ impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
         let now = Timestamp::now();
         now.round(Unit::Millisecond).unwrap_or(now)
+    }
+
+    fn sleep(&self, duration: std::time::Duration) {
+        std::thread::sleep(duration);
     }
 }
 
@@ -52,6 +59,11 @@ impl Clock for FixedClock {
     fn now(&self) -> Timestamp {
         let ms = self.next_ms.fetch_add(self.tick_ms, Ordering::SeqCst);
         Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    fn sleep(&self, duration: std::time::Duration) {
+        let ms = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX);
+        self.next_ms.fetch_add(ms, Ordering::SeqCst);
     }
 }
 

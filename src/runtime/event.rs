@@ -237,6 +237,8 @@ pub struct RetryScheduled {
     pub failure_class: FailureClass,
     pub next_attempt: u32,
     pub max_attempts: u32,
+    /// The wait before the next attempt (`retry_backoff`), in milliseconds.
+    pub backoff_ms: u64,
 }
 
 /// `budget_exhausted`: a budget stops the run (on the step at the cursor).

@@ -11,6 +11,8 @@ pub trait Progress {
     /// first checkpoint, from the plan file its log names.
     fn restarting(&mut self, _run_id: &str, _plan_path: &str) {}
     fn step_finished(&mut self, _index: usize, _total: usize, _step: &Step, _record: &StepRecord) {}
+    /// A failed step waits `wait` before attempt `next_attempt` of `max_attempts`.
+    fn retry_waiting(&mut self, _step: &Step, _next_attempt: u32, _max_attempts: u32, _wait: std::time::Duration) {}
     fn run_finished(&mut self, _state: &RunState, _records: &RunRecords) {}
     /// The run stopped at an approval gate (`waiting_approval`).
     fn run_paused(&mut self, _state: &RunState, _records: &RunRecords) {}

@@ -47,7 +47,7 @@ fn test_policy() -> Policy {
             env_allow: vec![],
         },
         files: FilePolicy { deny: vec!["secret/**".into()], max_read_bytes: 1000, max_write_bytes: 1000 },
-        retry: RetryPolicy { max_attempts: BTreeMap::new(), cap: 3 },
+        retry: RetryPolicy { max_attempts: BTreeMap::new(), cap: 3, backoff: crate::model::RetryBackoff::default() },
         budget: Budget {
             max_steps: 100,
             max_tool_calls: 100,

@@ -45,6 +45,8 @@ pub struct Planrun<'a> {
     expected_code: Option<i32>,
     /// A program (and its arguments) the binary runs under, e.g. `strace`.
     wrapper: Vec<OsString>,
+    /// Runs with the real clock instead of [`TEST_CLOCK`].
+    real_clock: bool,
 }
 
 impl Sandbox {
@@ -58,6 +60,7 @@ impl Sandbox {
             current_dir: PathBuf::from(ROOT),
             expected_code: None,
             wrapper: Vec::new(),
+            real_clock: false,
         }
     }
 }
@@ -101,6 +104,13 @@ impl Planrun<'_> {
     /// later start keeps its timestamps in order.
     pub fn clock(self, instant: &str) -> Self {
         self.env("PLANRUN_TEST_CLOCK", instant)
+    }
+
+    /// Runs with the real clock and ids (no `PLANRUN_TEST_CLOCK`): for
+    /// what must really take time, such as a retry's wait.
+    pub fn real_clock(mut self) -> Self {
+        self.real_clock = true;
+        self
     }
 
     /// Runs from `dir` instead of the repository root.
@@ -177,6 +187,9 @@ impl Planrun<'_> {
             command.arg("--").args(trailing);
         }
         command.env("PLANRUN_TEST_CLOCK", TEST_CLOCK).env("NO_COLOR", "1");
+        if self.real_clock {
+            command.env_remove("PLANRUN_TEST_CLOCK");
+        }
         for key in CLEARED {
             command.env_remove(key);
         }

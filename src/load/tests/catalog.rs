@@ -126,7 +126,7 @@ fn a_rendered_diagnostic_marks_the_offending_key() {
     let text = render(loader.sources(), unknown);
     let name = loader.sources().get(0).expect("file").name.clone();
     let expected = format!(
-        "error[unknown-key]: unknown key `comand` in step `step-1`\n --> {name}:7:3\n  |\n7 |   comand = [\"pwd\"]\n  |   ^^^^^^ did you mean `command`?\n  |\n  = help: allowed keys: `id`, `kind`, `command`, `env`, `cwd`, `stdin`, `timeout_secs`, `retry`, `on_failure`, `approval`, `risk`, `idempotency_key`, `when`, `expect`\n"
+        "error[unknown-key]: unknown key `comand` in step `step-1`\n --> {name}:7:3\n  |\n7 |   comand = [\"pwd\"]\n  |   ^^^^^^ did you mean `command`?\n  |\n  = help: allowed keys: `id`, `kind`, `command`, `env`, `cwd`, `stdin`, `timeout_secs`, `retry`, `retry_backoff`, `on_failure`, `approval`, `risk`, `idempotency_key`, `when`, `expect`\n"
     );
     assert_eq!(text, expected);
 }

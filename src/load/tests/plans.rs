@@ -32,7 +32,7 @@ fn unknown_keys_list_the_allowed_keys_with_a_suggestion() {
     assert_eq!(
         unknown.help.as_deref(),
         Some(
-            "allowed keys: `id`, `kind`, `command`, `env`, `cwd`, `stdin`, `timeout_secs`, `retry`, `on_failure`, `approval`, `risk`, `idempotency_key`, `when`, `expect`"
+            "allowed keys: `id`, `kind`, `command`, `env`, `cwd`, `stdin`, `timeout_secs`, `retry`, `retry_backoff`, `on_failure`, `approval`, `risk`, `idempotency_key`, `when`, `expect`"
         )
     );
     // A payload key of another kind is unknown too.

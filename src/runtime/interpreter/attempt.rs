@@ -317,12 +317,16 @@ impl Attempt<'_, '_> {
             error: failure.message.clone(),
         }))?;
         if retry_scheduled {
+            // The loop waits after the checkpoint ([`super::Interpreter::drive`]).
+            let wait = self.policy.retry.wait_after(step.retry_backoff.as_ref(), &self.state.run_id, &step.id, attempt);
             self.recorder.emit(Event::RetryScheduled(RetryScheduled {
                 step_id: step.id.clone(),
                 failure_class: failure.class,
                 next_attempt: attempt + 1,
                 max_attempts,
+                backoff_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
             }))?;
+            self.progress.retry_waiting(step, attempt + 1, max_attempts, wait);
         } else if let Some(exhausted) = exhausted.filter(|_| retry_allowed || continues) {
             exhausted.record(self.plan, self.state, self.recorder)?;
         } else if continues {

@@ -341,6 +341,7 @@ impl<'r> Interpreter<'r> {
             }
             if let Some(step) = step {
                 crash_hook(self.env, step, CrashPoint::AfterCheckpoint);
+                self.wait_before_retry(index, step);
             }
         }
         // No child of this run runs any more (it paused or ended).
@@ -352,6 +353,18 @@ impl<'r> Interpreter<'r> {
         self.recorder.run_finished(&self.state)?;
         progress.run_finished(&self.state, &self.recorder.records());
         Ok(self.state)
+    }
+
+    /// After a failed attempt of step `index` that scheduled another (the
+    /// cursor still on it, its failed attempts counted), waits the step's
+    /// backoff, once the failure is checkpointed. A run resumed after a
+    /// crash does not wait again: its next attempt starts at once.
+    fn wait_before_retry(&self, index: usize, step: &crate::model::Step) {
+        let failed = self.state.cursor.attempts;
+        if self.state.status == RunStatus::Running && self.state.cursor.next_step == index && failed > 0 {
+            let wait = self.policy.retry.wait_after(step.retry_backoff.as_ref(), &self.state.run_id, &step.id, failed);
+            self.env.clock.sleep(wait);
+        }
     }
 
     /// The parts one attempt works with.
