@@ -2,7 +2,8 @@
 //! position; values from `--input`, `--inputs FILE` (JSON, YAML) and
 //! scenario files, checked before anything runs (exit 2, no run, a canary
 //! that stays absent); values recorded in the run and read again on
-//! `resume`; a `path` input confined.
+//! `resume`; a `path` input confined; `POST /runs` and `POST /controller/runs`
+//! checking a request's inputs before anything exists (422).
 
 use crate::common::Sandbox;
 
@@ -146,6 +147,11 @@ fn a_resumed_run_renders_the_values_it_recorded() {
     sandbox.write_plan(&plan(true), POLICY);
     let paused = sandbox.test_plan().args(["--input", "name=cy"]).run();
     assert_eq!(paused.code, 3, "{}", paused.snapshot());
+    // The approval view shows what the run was given beside the action.
+    assert!(paused.stderr.contains("  input name = \"cy\""), "{}", paused.stderr);
+    assert!(paused.stderr.contains("  input count = 2"), "{}", paused.stderr);
+    let show = sandbox.planrun().args(["show", "t"]).run();
+    assert!(show.stdout.contains("input: name = \"cy\""), "{}", show.stdout);
     let state = sandbox.state("t");
     let fingerprint = state["pending_action"]["fingerprint"].as_str().expect("fingerprint").to_string();
     assert!(
@@ -272,4 +278,43 @@ async fn the_service_checks_a_requests_inputs_before_it_accepts_the_run() {
     );
     let greeting = std::fs::read_to_string(server.sandbox.workspace().join("notes/greeting.txt")).expect("greeting");
     assert_eq!(greeting, "hello ann x4 quick goal=[greet someone]\n");
+}
+
+/// `POST /controller/runs` checks `inputs` against the goal's plan before
+/// the controller run exists (422, nothing created, the canary absent), and
+/// gives them to the runs of that plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_checks_its_inputs_and_gives_them_to_the_goals_plan() {
+    use crate::serve_harness::{Server, client, post};
+    use serde_json::json;
+
+    let sandbox = Sandbox::new();
+    sandbox.write("plans/test.toml", &plan(false));
+    sandbox.write("policies/default.toml", POLICY);
+    let plans = sandbox.path().join("plans");
+    let policies = sandbox.path().join("policies");
+    let args = ["--plans", plans.to_str().expect("utf-8"), "--policies", policies.to_str().expect("utf-8")];
+    let server = Server::start_in_with(sandbox, &[], &args);
+    let client = client();
+    let url = server.url("/controller/runs");
+    for (body, expected) in [
+        (json!({"goal": "greet someone"}), "input `name` is required"),
+        (json!({"goal": "greet someone", "inputs": {"name": "Ann!"}}), "pattern"),
+        (json!({"goal": "greet someone", "inputs": null}), "found null"),
+    ] {
+        let (status, answer) = post(&client, &url, body.clone()).await;
+        assert_eq!(status, 422, "{body}: {answer}");
+        assert_eq!(answer["error"]["code"], "invalid_inputs", "{body}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(expected), "{body}: {message}");
+    }
+    assert!(!server.exists("bridge/runs"), "no controller or bridge run was created");
+    assert!(!server.exists("canary"), "no step ran");
+
+    let (status, answer) = post(&client, &url, json!({"goal": "greet someone", "inputs": {"name": "bo"}})).await;
+    assert_eq!(status, 201, "{answer}");
+    assert_eq!(answer["final_status"], "done", "{answer}");
+    assert_eq!(answer["inputs"], json!({"name": "bo"}), "{answer}");
+    let greeting = std::fs::read_to_string(server.sandbox.workspace().join("notes/greeting.txt")).expect("greeting");
+    assert_eq!(greeting, "hello bo x2 quick goal=[greet someone]\n");
 }

@@ -256,6 +256,10 @@ impl Progress for StderrProgress {
             shown(records)
         );
         anstream::eprintln!("  fingerprint {}", pending.fingerprint);
+        // What the run was given, beside the action it asks to run.
+        for (name, value) in &state.inputs {
+            anstream::eprintln!("  input {name} = {value}");
+        }
         anstream::eprintln!(
             "  review with `planrun approve {} --fingerprint {}` (or `planrun reject {}`), then `planrun resume {}`",
             state.run_id,

@@ -126,6 +126,11 @@ struct RejectBody {
 #[serde(deny_unknown_fields)]
 struct ControllerBody {
     goal: String,
+    /// The inputs of the plan the goal routes to: checked before the
+    /// controller run is created (422 when refused), given to each run of
+    /// that plan.
+    #[serde(default, deserialize_with = "present")]
+    inputs: Option<Value>,
 }
 
 async fn health(State(service): State<Arc<Service>>) -> Json<Value> {
@@ -278,9 +283,11 @@ async fn create_controller_run(
 ) -> Result<Response, ApiError> {
     let ObjectBody(body) = body?;
     let goal = check_goal(body.goal)?;
-    let state =
-        run_in_slot(&service, Then::Answer, move |service| async move { controller::execute(&service, &goal).await })
-            .await?;
+    let inputs = check_inputs(&service, &goal, AdapterKind::Agent, body.inputs)?;
+    let state = run_in_slot(&service, Then::Answer, move |service| async move {
+        controller::execute(&service, &goal, inputs).await
+    })
+    .await?;
     Ok((StatusCode::CREATED, Json(state)).into_response())
 }
 

@@ -140,7 +140,11 @@ fn full_document() -> Value {
                 },
                 "ControllerRequest": {
                     "type": "object", "additionalProperties": false, "required": ["goal"],
-                    "properties": {"goal": goal}
+                    "properties": {
+                        "goal": goal,
+                        "inputs": {"type": "object", "additionalProperties": true,
+                                   "description": "the inputs of the plan the goal routes to, checked before the controller run is created; each run of that plan gets them"}
+                    }
                 },
                 "BridgeRun": {
                     "type": "object",
@@ -212,6 +216,7 @@ fn full_document() -> Value {
                         "controller_run_id": {"type": "string"},
                         "goal": {"type": "string"},
                         "plan_id": {"type": ["string", "null"], "description": "the plan the goal routes to; its last run is the outcome"},
+                        "inputs": {"type": "object", "additionalProperties": true, "description": "the inputs the request gave that plan (absent when none)"},
                         "current_goal": {"type": "string"},
                         "status": {"type": "string", "enum": ["running", "done", "failed", "waiting_approval"]},
                         "final_status": {"type": ["string", "null"], "enum": ["done", "failed", "waiting_approval", null]},
@@ -342,7 +347,7 @@ fn full_document() -> Value {
                     "401": error_response("missing or wrong bearer token"),
                     "413": error_response("body too large"),
                     "415": error_response("not application/json"),
-                    "422": error_response("JSON of the wrong shape"),
+                    "422": error_response("JSON of the wrong shape, or `inputs` the goal's plan refuses (`invalid_inputs`: unknown, missing, wrong type or out of range)"),
                     "500": error_response("records_failed: records could not be read or written")
                 }
             }},

@@ -55,6 +55,11 @@ pub struct ControllerState {
     pub goal: String,
     /// The plan the user's goal routes to (`None`: it routes to none).
     pub plan_id: Option<String>,
+    /// The inputs of that plan the request gave (checked before the run
+    /// was created); each run of that plan gets them, a recovery rule's
+    /// plan runs with its own defaults.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub inputs: serde_json::Map<String, serde_json::Value>,
     /// The goal the last bridge run got, or the one a recovery rule just
     /// rewrote it to (changed only by a recovery rule).
     pub current_goal: String,
@@ -112,7 +117,11 @@ pub struct BridgeResult {
 }
 
 /// Runs the controller loop for `goal` to its end.
-pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, ServiceError> {
+pub async fn execute(
+    service: &Service,
+    goal: &str,
+    inputs: serde_json::Map<String, serde_json::Value>,
+) -> Result<ControllerState, ServiceError> {
     let (run_id, mut records) = service.create_record(RecordKind::Controller, IdKind::Controller)?;
     let limits = service.policy.controller;
     let now = service.now();
@@ -121,6 +130,7 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
         controller_run_id: run_id.clone(),
         goal: goal.to_string(),
         plan_id: goal_plan,
+        inputs,
         current_goal: goal.to_string(),
         status: ControllerStatus::Running,
         final_status: None,
@@ -237,8 +247,10 @@ pub async fn execute(service: &Service, goal: &str) -> Result<ControllerState, S
             &ControllerEvent::BridgeRunStarted(BridgeRunStarted { iteration, bridge_run_id, goal: run_goal.clone() }),
         )?;
         let origin = Origin::Controller { controller_run_id: &run_id, iteration };
-        let outcome =
-            bridge::execute_run(service, &run_goal, &serde_json::Map::new(), AdapterKind::Agent, origin).await?;
+        // The request's inputs are the user's goal's plan's: only its runs get them.
+        let no_inputs = serde_json::Map::new();
+        let inputs = if run_plan.is_some() && run_plan == state.plan_id { &state.inputs } else { &no_inputs };
+        let outcome = bridge::execute_run(service, &run_goal, inputs, AdapterKind::Agent, origin).await?;
         let bridge_state = outcome.state;
         records.event(
             service.now(),
