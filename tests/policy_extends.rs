@@ -2,7 +2,7 @@
 //! programs and denied paths add up and win, rules add up, budgets take the
 //! stricter value; a cycle, a missing parent and a rule id both files give
 //! are diagnostics with `file:line:column`; `policy check` and `check` say
-//! where each rule came from.
+//! where each rule came from; an edited parent is a changed policy for `approve`.
 
 use serde_json::Value;
 
@@ -175,4 +175,25 @@ fn policy_check_and_check_show_where_each_rule_came_from() {
         "{}",
         output.stdout
     );
+}
+
+#[test]
+fn an_edited_parent_is_a_changed_policy_for_resume() {
+    let sandbox = sandbox_with(CHILD);
+    let paused = run(
+        &sandbox,
+        &plan(&[r#"["pwd"]"#]).replace("command = [\"pwd\"]", "approval = \"required\"\ncommand = [\"pwd\"]"),
+    );
+    assert_eq!(paused.code, 3, "{}", paused.snapshot());
+    let fingerprint = sandbox.state("t")["pending_action"]["fingerprint"].as_str().expect("fingerprint").to_string();
+    // Only the parent changes; the child's file is the same.
+    sandbox.write("policies/parent.toml", &PARENT.replace("max_steps = 2", "max_steps = 3"));
+    let approve = sandbox.planrun().in_sandbox().args(["approve", "t", "--fingerprint", &fingerprint]).run();
+    assert_eq!(approve.code, 1, "{}", approve.snapshot());
+    assert!(
+        approve.stderr.contains("(or a policy it extends: policies/parent.toml) changed since run `t` started"),
+        "{}",
+        approve.stderr
+    );
+    assert_eq!(sandbox.history("t").len(), 0, "nothing ran");
 }

@@ -174,6 +174,11 @@ impl Loader {
         let mut merged = parent.clone();
         merged.name = child.name;
         merged.source = child.source;
+        // The digest a run records covers the whole chain: a parent edited
+        // after a run started is a changed policy for `resume` and `approve`
+        // like an edit of the file itself.
+        let chain = format!("{}\nextends {}\n", merged.source.sha256, parent.source.sha256);
+        merged.source.sha256 = crate::digest::sha256_hex(chain.as_bytes());
         merged.extends = std::iter::once(parent.source.path.clone()).chain(parent.extends).collect();
         let shell = &mut merged.shell;
         for program in child.shell.blocked {

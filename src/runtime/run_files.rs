@@ -90,7 +90,12 @@ pub fn load_files(
         changed.push(format!("plan `{}`", state.plan.path));
     }
     if policy.source.sha256 != state.plan.policy_sha256 {
-        changed.push(format!("policy `{}`", state.plan.policy_path));
+        let parents = if policy.extends.is_empty() {
+            String::new()
+        } else {
+            format!(" (or a policy it extends: {})", policy.extends.join(", "))
+        };
+        changed.push(format!("policy `{}`{parents}", state.plan.policy_path));
     }
     let why = match changed_files {
         ChangedFiles::Allow => None,
