@@ -57,6 +57,26 @@ fn a_cwd_built_from_the_run_id_is_used() {
     assert_eq!(sandbox.history("t")[0]["output_text"], "[WORKSPACE]/out/t\n");
 }
 
+#[test]
+fn a_cwd_from_a_path_input_is_confined_and_a_string_input_is_refused() {
+    let inputs = |ty: &str| format!("[inputs.dir]\ntype = \"{ty}\"\ndefault = \"sub\"\n\n");
+    let step = shell("here", "[\"pwd\"]", &["cwd = \"{{ inputs.dir }}\""]);
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(sandbox.workspace().join("sub")).expect("folder");
+    let output = sandbox.run_plan(&plan(&format!("{}{step}", inputs("path"))), POLICY);
+    assert_eq!(output.code, 0, "{}", output.snapshot());
+    assert_eq!(sandbox.history("t")[0]["output_text"], "[WORKSPACE]/sub\n");
+    // A value that leaves the workspace never starts a run.
+    let refused = sandbox.test_plan().args(["--run-id", "u", "--input", "dir=../up"]).run();
+    assert_eq!(refused.code, 2, "{}", refused.snapshot());
+    assert!(!sandbox.workspace().join("runs/u").exists(), "a run started");
+    // A string input may not name a folder.
+    let sandbox = Sandbox::new();
+    let output = sandbox.run_plan(&plan(&format!("{}{step}", inputs("string"))), POLICY);
+    assert_eq!(output.code, 2, "{}", output.snapshot());
+    assert!(output.stderr.contains("only a `path` input may fill a path"), "{}", output.stderr);
+}
+
 /// Each refused `cwd`: the step fails with the rule named and the program
 /// never starts (its canary is absent everywhere).
 #[test]

@@ -432,14 +432,15 @@ impl ActionBuilder<'_, '_, '_> {
     }
 
     /// A shell step's `cwd`: a control field like `path` (see
-    /// [`Self::run_id_only`]); confinement is checked by the lints and,
-    /// at run time, by [`crate::confine::Workspace::check_cwd`].
+    /// [`Self::run_id_only`]: `{{ run.id }}` and `path` inputs only);
+    /// confinement is checked by the lints and, at run time, by
+    /// [`crate::confine::Workspace::check_cwd`].
     fn folder(&mut self, node: &Node) -> Option<Template> {
         self.run_id_only(
             node,
-            ("`cwd`", SiteKind::Data),
+            ("`cwd`", SiteKind::Path),
             ["a working directory", "a working directory"],
-            "write the folder literally; put step output in arguments or `stdin` instead",
+            "write the folder literally, or take it from a `path` input; put step output in arguments or `stdin` instead",
         )
     }
 
