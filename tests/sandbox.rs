@@ -392,3 +392,67 @@ fn the_spec_cannot_be_replaced_through_the_environment_and_the_trampoline_reads_
         std::process::Command::new(trampoline).args(["--", "/bin/true"]).env_remove("PLANRUN_SANDBOX_SPEC").output();
     assert_eq!(out.expect("trampoline").status.code(), Some(125), "no spec, no program");
 }
+
+/// The one function a long-running program (an MCP server) is started
+/// through: a `Command` the caller spawns with its own stdio, confined as a
+/// shell step's program is, and its temporary folder kept while it runs.
+#[test]
+fn command_for_starts_a_long_running_program_in_the_sandbox() {
+    use std::collections::BTreeMap;
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+
+    use planrun::confine::Workspace;
+    use planrun::model::{FilePolicy, NetworkAccess, SandboxMode, ShellPolicy};
+    use planrun::tools::sandbox::{Request, command_for};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().join("workspace");
+    fs::create_dir_all(root.join("runs")).expect("workspace");
+    let outside = dir.path().join("canary");
+    let files = FilePolicy { deny: vec![], max_read_bytes: 1024, max_write_bytes: 1024 };
+    let workspace = Workspace::open(&root, &files).expect("workspace");
+    let shell = ShellPolicy {
+        blocked: vec![],
+        allow: vec![],
+        search_path: vec!["/usr/bin".into(), "/bin".into()],
+        env: BTreeMap::new(),
+        env_allow: vec![],
+        sandbox: SandboxMode::Landlock,
+        require_sandbox: false,
+    };
+    let program = fs::canonicalize("/bin/sh").expect("sh");
+    let request = Request { shell: &shell, workspace: &workspace, program: &program, network: &NetworkAccess::Off };
+    let script = format!(
+        "while read line; do echo x > {outside}; echo x > runs/canary; echo x > \"$TMPDIR/scratch\" && echo \"got $line\"; done",
+        outside = outside.display()
+    );
+    let env = BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]);
+    let mut sandboxed = command_for(&request, &["-c".to_string(), script], &env).expect("prepared");
+    assert_eq!(sandboxed.facts.kind, "landlock", "{:?}", sandboxed.facts);
+    assert_eq!(sandboxed.facts.network.as_deref(), Some("off"));
+    let mut child = sandboxed
+        .command
+        .current_dir(workspace.root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    for request in ["one", "two"] {
+        writeln!(stdin, "{request}").expect("write");
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read");
+        assert_eq!(line, format!("got {request}\n"));
+    }
+    drop(stdin);
+    assert!(child.wait().expect("wait").success());
+    assert!(!outside.exists(), "the server wrote outside the workspace");
+    assert!(!root.join("runs/canary").exists(), "the server wrote into runs/");
+    let temp = sandboxed.temp.as_ref().map(|launch| launch.temp_dir().to_path_buf()).expect("a temporary folder");
+    assert!(temp.join("scratch").exists());
+    drop(sandboxed);
+    assert!(!temp.exists(), "the temporary folder outlived the server's sandbox");
+}

@@ -533,7 +533,7 @@ pub(crate) static SHELL: Section = Section {
         key(
             "sandbox",
             Type::Enum(&["landlock", "none"]),
-            "the operating-system sandbox around every program a step starts (see docs/effects-sandbox.md)",
+            "the operating-system sandbox around every program a step starts: `landlock` or `none`",
         )
         .defaults_to(Code(&["landlock"])),
         key(
@@ -567,7 +567,7 @@ pub(crate) static RULE: Section = Section {
         key(
             "network_ports",
             Type::Array(&Type::Range { min: 1, max: 65535 }),
-            "TCP ports the sandboxed program may connect to (default none; not with `network = true`)",
+            "the TCP ports the sandboxed program may connect to (default none; not with `network = true`)",
         ),
     ],
     variants: &[],
