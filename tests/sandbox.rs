@@ -429,7 +429,7 @@ fn command_for_starts_a_long_running_program_in_the_sandbox() {
     );
     let env = BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]);
     let mut sandboxed = command_for(&request, &["-c".to_string(), script], &env).expect("prepared");
-    assert_eq!(sandboxed.facts.kind, "landlock", "{:?}", sandboxed.facts);
+    assert_eq!(sandboxed.facts.kind, SandboxMode::Landlock, "{:?}", sandboxed.facts);
     assert_eq!(sandboxed.facts.network.as_deref(), Some("off"));
     let mut child = sandboxed
         .command

@@ -44,7 +44,7 @@ pub struct ShellFacts {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxFacts {
     /// `landlock` or `none`.
-    pub kind: String,
+    pub kind: crate::model::SandboxMode,
     /// The kernel's Landlock ABI version, when Landlock applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub abi: Option<u32>,

@@ -75,7 +75,7 @@ pub struct ShellPolicy {
 
 /// `shell.sandbox`: what confines the programs a step starts. Ordered so
 /// that the stricter is the greater (`extends` keeps the greater).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SandboxMode {
     /// No sandbox: the program can do what planrun's user can.

@@ -186,7 +186,7 @@ impl Launch {
 /// How `request`'s program starts, and what its record says of it.
 pub fn prepare(request: &Request<'_>) -> Result<Prepared, SandboxError> {
     let unconfined =
-        |why: String| SandboxFacts { kind: "none".into(), abi: None, unconfined: Some(why), network: None };
+        |why: String| SandboxFacts { kind: SandboxMode::None, abi: None, unconfined: Some(why), network: None };
     if request.shell.sandbox == SandboxMode::None {
         return Ok(Prepared { launch: None, facts: unconfined("policy".into()) });
     }
@@ -207,7 +207,7 @@ pub fn prepare(request: &Request<'_>) -> Result<Prepared, SandboxError> {
             format!("ports {}", ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", "))
         }
     };
-    let facts = SandboxFacts { kind: "landlock".into(), abi: Some(abi), unconfined: None, network: Some(network) };
+    let facts = SandboxFacts { kind: SandboxMode::Landlock, abi: Some(abi), unconfined: None, network: Some(network) };
     let spec = serde_json::to_string(&spec).map_err(io::Error::other)?;
     Ok(Prepared { launch: Some(Launch { trampoline, spec, tmp }), facts })
 }
@@ -220,6 +220,8 @@ pub fn prepare(request: &Request<'_>) -> Result<Prepared, SandboxError> {
 pub struct Sandboxed {
     pub command: Command,
     pub facts: SandboxFacts,
+    /// The trampoline's launch, holding the temporary folder (`None`
+    /// when unconfined): keep it until the program has ended.
     pub temp: Option<Launch>,
 }
 
