@@ -54,7 +54,8 @@
 //! - [`preview`]: what a run would do, computed from the plan and policy
 //!   alone, executing and creating nothing.
 //! - [`tools`]: the step kinds (`shell`, `write_file`, `read_file`,
-//!   `finish`, `flaky`, `ticket_lookup`, `ticket_close`), and what stops a
+//!   `finish`, `flaky`, `ticket_lookup`, `ticket_close`), the Landlock
+//!   sandbox around a shell step's program (`tools::sandbox`), and what stops a
 //!   shell child its holder can no longer stop: the note a later claim on
 //!   the machine reads (`tools::children`) and, on a database store, the
 //!   tool guard that kills it when its holder dies (`tools::guard`).
@@ -80,7 +81,9 @@
 //!
 //! [`ops`] holds the use cases (the commands on existing runs in
 //! `ops/control/`); [`cli`] the command line (`main.rs` only calls
-//! [`cli::main`]). With the feature `server` (on by default),
+//! [`cli::main`]); `src/bin/planrun-sandbox.rs` is the second binary, the
+//! trampoline that confines a shell step's program (it only calls
+//! [`tools::sandbox::trampoline`]). With the feature `server` (on by default),
 //! `ops::service` holds the service's use cases: bridge runs, accepted runs and durable
 //! tasks, adapters (the agent adapter runs goals through [`ops::run`], as
 //! the CLI does), prompt guard, controller loop with its recovery and

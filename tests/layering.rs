@@ -44,6 +44,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("ops", 8),
     ("server", 9),
     ("cli", 10),
+    // The `planrun-sandbox` trampoline (src/bin/): a second front end.
+    ("bin", 11),
 ];
 
 /// Calls that create, change or remove files.

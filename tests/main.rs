@@ -7,6 +7,7 @@
 //!
 //! | module | what it covers | snapshots |
 //! |---|---|---|
+//! | `sandbox` | the Landlock sandbox around shell programs: the escape catalogue (writes outside the workspace, into `runs/` and `.planrun/`, reads outside the readable set, a loopback connection with the network off, `require_sandbox` on a simulated kernel without Landlock), the workspace, `TMPDIR` and an allowed network still usable, `extends` keeping the stricter sandbox, the spec never taken from the environment, the trampoline reading no option | |
 //! | `scenarios` | every declared scenario (`plans/*.scenarios.toml\|yaml`, by `insta::glob!`): CLI output and every run file; every plan declares one | `runs/`, `bounded/` |
 //! | `planrun_test` | `planrun test`: green on the repository, the Author's guide example as written, every mismatch with its diff, `--accept`, `--review`, new under `CI=true`, normalisation, bad scenario files, a `*.json` fixture that is not strict JSON, the `no-scenario` note | (sandbox copies only) |
 //! | `snapshot_stability` | snapshots change only with behaviour: a comment in a policy or plan changes none, a finish message only the lines that show it (behaviour summary, `--format github` annotations, `--review` counts), `ls -la` stable as file times change, a tampered record failing verification though every placeholder matches | (sandbox copies only) |
@@ -112,6 +113,7 @@ mod reconcile;
 mod records;
 mod retry_backoff;
 mod routing;
+mod sandbox;
 mod scenarios;
 mod sealed_receipts;
 mod secrets;

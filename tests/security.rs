@@ -137,22 +137,31 @@ fn the_child_environment_is_built_from_nothing() {
     // reach the child either.
     sandbox.test_plan().env("PLANRUN_SECRET_CANARY", "leak").expect_code(0).run();
     let history = sandbox.history("t");
-    assert_eq!(history[0]["output_text"], "LANG=C.UTF-8\nPATH=/usr/bin:/bin\n");
+    // The policy's variables, and the step's private temporary folder
+    // the sandbox adds (docs/effects-sandbox.md).
+    let printed = history[0]["output_text"].as_str().expect("env output");
+    let (policy, tmpdir) = printed.split_at(printed.find("TMPDIR=").expect("TMPDIR"));
+    assert_eq!(policy, "LANG=C.UTF-8\nPATH=/usr/bin:/bin\n");
+    assert!(tmpdir.contains("/planrun-step-") && tmpdir.ends_with('\n') && tmpdir.lines().count() == 1, "{tmpdir}");
 }
 
 #[test]
 fn a_step_past_its_timeout_is_killed_with_its_whole_process_group() {
     let sandbox = Sandbox::new();
-    let plan = one_step_plan("kind = \"shell\"\ncommand = [\"sh\", \"-c\", \"sleep 30 & echo $! > child.pid; wait\"]");
+    // In a folder of the workspace: the sandbox refuses new files at its top.
+    sandbox.write("workspace/out/.keep", "");
+    let plan =
+        one_step_plan("kind = \"shell\"\ncommand = [\"sh\", \"-c\", \"sleep 30 & echo $! > out/child.pid; wait\"]");
+    let policy = TEST_POLICY.replace("echo $! > child.pid", "echo $! > out/child.pid");
     let started = Instant::now();
-    let output = sandbox.run_plan(&plan, TEST_POLICY);
+    let output = sandbox.run_plan(&plan, &policy);
     assert_eq!(output.code, 1, "{}", output.snapshot());
     assert!(started.elapsed() < Duration::from_secs(20), "the timeout did not stop the step");
     let history = sandbox.history("t");
     assert_eq!(history.len(), 2, "execution_error is retried once by the policy");
     assert_eq!(history[1]["failure_class"], "execution_error");
     assert!(history[1]["error"].as_str().unwrap_or_default().contains("timed out"), "{}", history[1]);
-    let pid = fs::read_to_string(sandbox.workspace().join("child.pid")).expect("child pid written");
+    let pid = fs::read_to_string(sandbox.workspace().join("out/child.pid")).expect("child pid written");
     let status = fs::read_to_string(format!("/proc/{}/status", pid.trim())).unwrap_or_default();
     let state = status.lines().find(|line| line.starts_with("State:")).unwrap_or("State: gone");
     assert!(state.contains("gone") || state.contains('Z'), "grandchild still alive: {state}");
@@ -214,8 +223,10 @@ fn the_repository_policy_expresses_the_seed_allowlist() {
 fn search_path_in_workspace_sandbox() -> Sandbox {
     let sandbox = Sandbox::new();
     let bin = sandbox.workspace().join("bin");
+    // `sandbox = "none"`: this is about the resolver; the sandbox would
+    // refuse `mkdir bin` at the top of the workspace before it got there.
     let policy = format!(
-        "version = 1\n[shell]\nsearch_path = [{:?}, \"/usr/bin\", \"/bin\"]\n\n[[shell.allow]]\nprogram = \"mkdir\"\nargs = [[\"bin\"]]\n\n[[shell.allow]]\nprogram = \"cp\"\nargs = [[\"/usr/bin/touch\", \"bin/tool\"]]\n\n[[shell.allow]]\nprogram = \"tool\"\nargs = [[\"canary.txt\"]]\n",
+        "version = 1\n[shell]\nsearch_path = [{:?}, \"/usr/bin\", \"/bin\"]\nsandbox = \"none\"\n\n[[shell.allow]]\nprogram = \"mkdir\"\nargs = [[\"bin\"]]\n\n[[shell.allow]]\nprogram = \"cp\"\nargs = [[\"/usr/bin/touch\", \"bin/tool\"]]\n\n[[shell.allow]]\nprogram = \"tool\"\nargs = [[\"canary.txt\"]]\n",
         bin.display().to_string()
     );
     let plan = "version = 1\nid = \"test\"\n\n[[steps]]\nid = \"mkdir\"\nkind = \"shell\"\ncommand = [\"mkdir\", \"bin\"]\n\n[[steps]]\nid = \"copy\"\nkind = \"shell\"\ncommand = [\"cp\", \"/usr/bin/touch\", \"bin/tool\"]\n\n[[steps]]\nid = \"run\"\nkind = \"shell\"\ncommand = [\"tool\", \"canary.txt\"]\n\n[[steps]]\nid = \"done\"\nkind = \"finish\"\n";

@@ -295,7 +295,9 @@ async fn an_accepted_run_shows_running_and_its_agent_run_while_its_step_runs() {
     sandbox.write(
         "policies/default.toml",
         &format!(
-            "version = 1\n[shell]\nsearch_path = [\"/usr/bin\", \"/bin\"]\n[shell.env]\nPATH = \"/usr/bin:/bin\"\n\
+            // Not about the sandbox: the step writes at the top of the
+            // workspace, which the sandbox refuses (docs/effects-sandbox.md).
+            "version = 1\n[shell]\nsearch_path = [\"/usr/bin\", \"/bin\"]\nsandbox = \"none\"\n[shell.env]\nPATH = \"/usr/bin:/bin\"\n\
              [[shell.allow]]\nprogram = \"sh\"\nargs = [[\"-c\", \"{script}\"]]\n[budget]\nstep_timeout_secs = 60\n"
         ),
     );

@@ -274,6 +274,11 @@ pub fn main() -> ExitCode {
         crate::tools::guard::serve(std::io::stdin());
         return ExitCode::SUCCESS;
     }
+    // The documented test switch: behave as on a kernel without Landlock.
+    let simulate = crate::runtime::process_var(crate::tools::sandbox::SIMULATE_VAR);
+    if simulate.as_deref() == Some(crate::tools::sandbox::SIMULATE_NO_LANDLOCK) {
+        crate::tools::sandbox::simulate_no_landlock();
+    }
     main_with_args(std::env::args_os())
 }
 

@@ -10,4 +10,4 @@ mod program;
 mod workspace;
 
 pub use program::{ProgramResolver, ResolveError, ResolvedProgram, is_bare_name};
-pub use workspace::{CheckedPath, CwdRefused, PathDenied, PathRules, Workspace, is_within};
+pub use workspace::{CheckedPath, CwdRefused, PathDenied, PathRules, Workspace, is_within, readable_protected};

@@ -179,6 +179,8 @@ mod tests {
             search_path: vec![a.clone(), b.clone()],
             env: BTreeMap::new(),
             env_allow: vec![],
+            sandbox: crate::model::SandboxMode::None,
+            require_sandbox: false,
         };
         let mut resolver = ProgramResolver::new(&policy);
         let found = resolver.resolve("tool").expect("found");

@@ -21,6 +21,14 @@ use crate::model::FilePolicy;
 /// First components that no tool may ever touch, whatever the policy says.
 const PROTECTED: [&str; 4] = [".git", "runs", "bridge", ".planrun"];
 
+/// Whether `name`, a first component the file tools refuse, is one a
+/// sandboxed program may still read: `.git`, which a repository's own
+/// tools (`git status`) read. planrun's state (`runs/`, `bridge/`,
+/// `.planrun/`) and what `files.deny` names stay unreadable.
+pub fn readable_protected(name: &str) -> bool {
+    name.eq_ignore_ascii_case(PROTECTED[0])
+}
+
 /// The confined workspace: a directory handle plus its canonical path.
 #[derive(Debug)]
 pub struct Workspace {

@@ -12,7 +12,9 @@
 //!   `budget` key, `retry` attempts per class and `cap`,
 //!   `files.max_read_bytes` / `max_write_bytes`;
 //! - settings the child gives replace the parent's: `shell.search_path`,
-//!   `shell.env`.
+//!   `shell.env`;
+//! - the sandbox takes the stricter: `shell.sandbox` (`landlock` over
+//!   `none`) and `shell.require_sandbox` (true if either file says so).
 //!
 //! Adding a policy section: merge it in [`merge`] by one of these kinds
 //! (`[secrets.NAME]` is a union where the child wins a
@@ -198,6 +200,11 @@ impl Loader {
                 shell.env_allow.push(name);
             }
         }
+        // The sandbox: the stricter of those the files give.
+        if gives(root, "shell", "sandbox") {
+            shell.sandbox = shell.sandbox.max(child.shell.sandbox);
+        }
+        shell.require_sandbox |= child.shell.require_sandbox;
         // `[secrets.NAME]`: a union; the child wins a name clash.
         merged.secrets.extend(child.secrets);
         let files = &mut merged.files;

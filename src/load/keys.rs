@@ -544,6 +544,17 @@ pub(crate) static SHELL: Section = Section {
             STRINGS,
             "names a shell step's own `env` may set (default none); the policy's `shell.env` still wins on a clash",
         ),
+        key(
+            "sandbox",
+            Type::Enum(&["landlock", "none"]),
+            "the operating-system sandbox around every program a step starts: `landlock` or `none`",
+        )
+        .defaults_to(Code(&["landlock"])),
+        key(
+            "require_sandbox",
+            Type::Boolean,
+            "refuse to run (exit 2) where the kernel cannot enforce the sandbox, instead of running unconfined (default false)",
+        ),
     ],
     variants: &[],
 };
@@ -566,6 +577,12 @@ pub(crate) static RULE: Section = Section {
         key("reason", STRING, "why the rule exists; shown with every decision it makes"),
         key("match", Type::Array(&STRINGS), "argument lists the rule must accept (checked at load)"),
         key("not_match", Type::Array(&STRINGS), "argument lists the rule must refuse (checked at load)"),
+        key("network", Type::Boolean, "the sandboxed program may open any network connection (default false)"),
+        key(
+            "network_ports",
+            Type::Array(&Type::Range { min: 1, max: 65535 }),
+            "the TCP ports the sandboxed program may connect to (default none; not with `network = true`)",
+        ),
     ],
     variants: &[],
 };

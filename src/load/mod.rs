@@ -52,6 +52,7 @@ mod validate_inputs;
 mod validate_json;
 mod validate_plan;
 mod validate_policy;
+mod validate_sandbox;
 mod validate_scenario;
 mod validate_scenario_git;
 mod validate_secrets;

@@ -26,7 +26,7 @@ use crate::load::table::{
     TableReader, check_version, compile_regex, empty_table, error_count, expect_array, section, string_map, strings,
     wrong_type,
 };
-use crate::load::{validate_backoff, validate_secrets};
+use crate::load::{validate_backoff, validate_sandbox, validate_secrets};
 use crate::model::{
     ArgMatcher, ArgPattern, Budget, Decision, FailureClass, FilePolicy, Policy, RetryBackoff, RetryPolicy, ShellPolicy,
     ShellRule, SlotKind, SourceRef,
@@ -173,6 +173,7 @@ fn shell(
         .array("env_allow", diagnostics)
         .map(|items| validate_secrets::env_allow(items, diagnostics))
         .unwrap_or_default();
+    let sandbox = validate_sandbox::settings(&mut reader, diagnostics);
     let mut allow = Vec::new();
     let mut rules_ok = true;
     if let Some(items) = reader.array("allow", diagnostics) {
@@ -184,7 +185,8 @@ fn shell(
         }
     }
     reader.finish(diagnostics);
-    rules_ok.then_some(ShellPolicy { blocked, allow, search_path, env, env_allow })
+    let (sandbox, require_sandbox) = sandbox?;
+    rules_ok.then_some(ShellPolicy { blocked, allow, search_path, env, env_allow, sandbox, require_sandbox })
 }
 
 fn rule(node: &Node, index: usize, slots: &PathRules, diagnostics: &mut Vec<Diagnostic>) -> Option<ShellRule> {
@@ -227,6 +229,7 @@ fn rule(node: &Node, index: usize, slots: &PathRules, diagnostics: &mut Vec<Diag
     let reason = reader.string("reason", diagnostics).map(|(text, _)| text.to_string());
     let matching = examples(&mut reader, "match", diagnostics);
     let not_matching = examples(&mut reader, "not_match", diagnostics);
+    let network = validate_sandbox::network(&mut reader, diagnostics);
     reader.finish(diagnostics);
 
     if let Some(args) = &args {
@@ -257,6 +260,7 @@ fn rule(node: &Node, index: usize, slots: &PathRules, diagnostics: &mut Vec<Diag
         prefix,
         decision: decision?,
         reason,
+        network: network?,
         origin: None,
     })
 }

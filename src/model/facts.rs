@@ -32,9 +32,30 @@ pub struct ShellFacts {
     /// Where `program` leads, when that is elsewhere (a symbolic link).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub program_canonical: Option<String>,
+    /// The sandbox the program ran in; `None` when it was never started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxFacts>,
     /// How the program ended; `None` when it was never started.
     #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
     pub ran: Option<ShellRanFacts>,
+}
+
+/// Which sandbox confined a program, as its step's record says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxFacts {
+    /// `landlock` or `none`.
+    pub kind: crate::model::SandboxMode,
+    /// The kernel's Landlock ABI version, when Landlock applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abi: Option<u32>,
+    /// Why there was none: `policy` (`shell.sandbox = "none"`) or what the
+    /// kernel lacked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unconfined: Option<String>,
+    /// What network the program had: `off`, `on` or the ports, and
+    /// `unconfined` where the ABI cannot restrict TCP (below 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
 }
 
 /// How a program that was started ended.

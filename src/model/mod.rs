@@ -33,8 +33,8 @@ pub use evidence::{
     EvidenceDetail, EvidenceKind, ReceiptEvidence, ReceiptResult, ReconciledEvidence, SatisfiedEvidence,
 };
 pub use facts::{
-    FileFacts, FlakyFacts, KeyedFacts, ReceiptUse, ReconciledFacts, ShellFacts, ShellRanFacts, StepDetails, StopReason,
-    ToolFacts, VouchedBy,
+    FileFacts, FlakyFacts, KeyedFacts, ReceiptUse, ReconciledFacts, SandboxFacts, ShellFacts, ShellRanFacts,
+    StepDetails, StopReason, ToolFacts, VouchedBy,
 };
 pub use failure::FailureClass;
 pub use inputs::{
@@ -43,8 +43,8 @@ pub use inputs::{
 };
 pub use plan::{Action, DEFAULT_POLICY, Plan, SourceRef, Step};
 pub use policy::{
-    ArgMatcher, ArgPattern, Budget, Decision, FilePolicy, Policy, RetryPolicy, SecretSource, SecretSpec, ShellPolicy,
-    ShellRule, SlotKind,
+    ArgMatcher, ArgPattern, Budget, Decision, FilePolicy, NetworkAccess, Policy, RetryPolicy, SandboxMode,
+    SecretSource, SecretSpec, ShellPolicy, ShellRule, SlotKind,
 };
 pub use run_status::RunStatus;
 pub use scenario::{

@@ -65,6 +65,48 @@ pub struct ShellPolicy {
     /// `env` above still wins over a step's value.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub env_allow: Vec<String>,
+    /// The operating-system sandbox around every program a step starts
+    /// (`shell.sandbox`, default `landlock`).
+    pub sandbox: SandboxMode,
+    /// `shell.require_sandbox`: refuse to run where the kernel cannot
+    /// enforce the sandbox, instead of running unconfined.
+    pub require_sandbox: bool,
+}
+
+/// `shell.sandbox`: what confines the programs a step starts. Ordered so
+/// that the stricter is the greater (`extends` keeps the greater).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    /// No sandbox: the program can do what planrun's user can.
+    None,
+    /// Linux Landlock: reads the system folders and the workspace, writes
+    /// only the workspace (never its protected folders) and a private
+    /// temporary folder, no network unless its rule allows it.
+    #[default]
+    Landlock,
+}
+
+impl SandboxMode {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::None => "none",
+            SandboxMode::Landlock => "landlock",
+        }
+    }
+}
+
+/// What network a rule's program may use under the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkAccess {
+    /// No TCP connection or listening socket (the default).
+    #[default]
+    Off,
+    /// `network = true`: any connection.
+    On,
+    /// `network_ports = [...]`: TCP connections to these ports only.
+    Ports(Vec<u16>),
 }
 
 /// One `[[shell.allow]]` rule.
@@ -83,6 +125,10 @@ pub struct ShellRule {
     pub decision: Decision,
     /// Why the rule exists, shown with every decision it makes.
     pub reason: Option<String>,
+    /// The network the program may use under the sandbox (`network`,
+    /// `network_ports`).
+    #[serde(skip_serializing_if = "is_off")]
+    pub network: NetworkAccess,
     /// Where the rule was written: `policies/default.toml:24` (the file as
     /// shown and the rule's line); `None` for rules built in code.
     #[serde(skip)]
@@ -108,6 +154,10 @@ pub enum ArgMatcher {
         /// Whether the token may start with `-`.
         allow_dash: bool,
     },
+}
+
+fn is_off(network: &NetworkAccess) -> bool {
+    *network == NetworkAccess::Off
 }
 
 fn serialize_regex<S: serde::Serializer>(regex: &Regex, serializer: S) -> Result<S::Ok, S::Error> {

@@ -224,6 +224,7 @@ mod tests {
             prefix: false,
             decision,
             reason: None,
+            network: crate::model::NetworkAccess::Off,
             origin: None,
         }
     }
@@ -263,6 +264,8 @@ mod tests {
             search_path,
             env: BTreeMap::new(),
             env_allow: vec![],
+            sandbox: crate::model::SandboxMode::None,
+            require_sandbox: false,
         }
     }
 

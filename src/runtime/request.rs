@@ -55,6 +55,18 @@ pub enum RunError {
     /// A secret the plan's steps use could not be read; nothing ran.
     #[error(transparent)]
     Secret(#[from] SecretError),
+    /// The policy requires a sandbox (`shell.require_sandbox`) this
+    /// process cannot apply; nothing ran.
+    #[error("{0}")]
+    SandboxRequired(String),
+}
+
+impl RunError {
+    /// `Err` when `policy` requires a sandbox this process cannot apply:
+    /// checked before anything of a run is created or continued.
+    pub fn check_sandbox(policy: &Policy) -> Result<(), RunError> {
+        crate::tools::sandbox::refusal(&policy.shell).map_or(Ok(()), |why| Err(RunError::SandboxRequired(why)))
+    }
 }
 
 impl RunError {
@@ -89,7 +101,9 @@ pub(crate) fn create_and(
     env: &RuntimeEnv,
     go: impl for<'r> FnOnce(Interpreter<'r>) -> Result<RunState, StoreError>,
 ) -> Result<RunOutcome, RunError> {
-    // Before anything is created: a run that lacks a secret never starts.
+    // Before anything is created: a run that lacks a secret, or the
+    // sandbox its policy requires, never starts.
+    RunError::check_sandbox(request.policy)?;
     let secrets = RunSecrets::resolve(request.plan, request.policy)?;
     let workspace_error = |source| RunError::Workspace { path: request.workspace.clone(), source };
     fs::create_dir_all(&request.workspace).map_err(workspace_error)?;

@@ -18,6 +18,10 @@
 //!   full in `plan.json`).
 //! - A line or file that is not JSON (a torn crash tail) is shown as it is.
 //!
+//! - A step's `details.sandbox` (which sandbox confined its program, and
+//!   the kernel's Landlock ABI) is left out: it depends on the kernel the
+//!   snapshot was taken on, not on the plan.
+//!
 //! What varies with other bytes (digests) is replaced afterwards by
 //! [`super::hash_placeholders`].
 
@@ -53,8 +57,28 @@ pub fn render_record(name: &str, text: &str) -> String {
 
 /// Pretty JSON, each text of several lines split into its lines.
 fn pretty(value: Value) -> String {
-    let value = split_lines(value);
+    let value = split_lines(without_sandbox(value));
     serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
+}
+
+/// `value` without the `sandbox` of any `details` (see the module).
+fn without_sandbox(value: Value) -> Value {
+    match value {
+        Value::Array(items) => Value::Array(items.into_iter().map(without_sandbox).collect()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .into_iter()
+                .map(|(key, value)| match (key.as_str(), value) {
+                    ("details", Value::Object(mut details)) => {
+                        details.shift_remove("sandbox");
+                        (key, without_sandbox(Value::Object(details)))
+                    }
+                    (_, value) => (key, without_sandbox(value)),
+                })
+                .collect(),
+        ),
+        other => other,
+    }
 }
 
 fn split_lines(value: Value) -> Value {
@@ -114,6 +138,14 @@ mod tests {
     fn a_json_file_is_one_field_per_line_in_its_own_order() {
         let rendered = render_record("state.json", r#"{"z":1,"a":{"b":[true]}}"#);
         assert_eq!(rendered, "{\n  \"z\": 1,\n  \"a\": {\n    \"b\": [\n      true\n    ]\n  }\n}\n");
+    }
+
+    #[test]
+    fn a_step_s_sandbox_is_left_out() {
+        let line = r#"{"step_id":"s","details":{"rule":"ls","sandbox":{"kind":"landlock","abi":7},"exit_code":0}}"#;
+        let rendered = render_record("history.jsonl", line);
+        assert!(!rendered.contains("sandbox") && !rendered.contains("abi"), "{rendered}");
+        assert!(rendered.contains("\"rule\": \"ls\"") && rendered.contains("\"exit_code\": 0"), "{rendered}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod guard;
 mod outcome;
 mod pipes;
 mod process;
+pub mod sandbox;
 mod shell;
 mod shell_step;
 pub mod tickets;

@@ -30,6 +30,7 @@ use rustix::process::{Pid, Signal, kill_process_group};
 
 use crate::fence::Fence;
 use crate::tools::pipes::{Keep, Output, exit_watch, leader_exited, min_wait, wait_and_read};
+use crate::tools::sandbox::Launch;
 
 /// How often a running child's fence is checked: the child outlives the
 /// fence by at most this much (plus the kill).
@@ -93,6 +94,8 @@ pub struct ShellCommand<'a> {
     pub cwd: &'a Path,
     /// What the child reads on stdin; `None`: `/dev/null`.
     pub stdin: Option<&'a [u8]>,
+    /// The sandbox it runs in (`None`: unconfined).
+    pub sandbox: Option<&'a Launch>,
 }
 
 /// Runs `command.program` with its `args` directly (never through a shell),
@@ -107,10 +110,15 @@ pub fn run_shell(
     report: &dyn Fn(ChildEvent) -> io::Result<()>,
 ) -> io::Result<ShellRun> {
     let started = Instant::now();
-    let mut child = Command::new(command.program)
-        .args(command.args)
-        .env_clear()
-        .envs(command.env)
+    let mut child = match command.sandbox {
+        Some(launch) => launch.command(command.program, command.args, command.env),
+        None => {
+            let mut plain = Command::new(command.program);
+            plain.args(command.args).env_clear().envs(command.env);
+            plain
+        }
+    };
+    let mut child = child
         .current_dir(command.cwd)
         .stdin(if command.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
@@ -257,6 +265,7 @@ mod tests {
                 env: &env(&[("PATH", "/usr/bin:/bin")]),
                 cwd,
                 stdin: None,
+                sandbox: None,
             },
             Duration::from_secs(10),
             1 << 20,
@@ -277,6 +286,7 @@ mod tests {
                 env: &env(&[("PATH", "/usr/bin:/bin")]),
                 cwd: dir,
                 stdin: None,
+                sandbox: None,
             },
             timeout,
             1 << 20,
@@ -304,7 +314,14 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let vars = env(&[("LANG", "C"), ("ONLY", "this")]);
         let out = run_shell(
-            &ShellCommand { program: &which("env"), args: &[], env: &vars, cwd: tmp.path(), stdin: None },
+            &ShellCommand {
+                program: &which("env"),
+                args: &[],
+                env: &vars,
+                cwd: tmp.path(),
+                stdin: None,
+                sandbox: None,
+            },
             Duration::from_secs(10),
             1 << 20,
             &Fence::unbounded(),
@@ -343,6 +360,7 @@ mod tests {
                 env: &env(&[]),
                 cwd: tmp.path(),
                 stdin: Some(text.as_bytes()),
+                sandbox: None,
             },
             Duration::from_secs(20),
             4 << 20,
@@ -378,6 +396,7 @@ mod tests {
                 env: &env(&[]),
                 cwd: tmp.path(),
                 stdin: None,
+                sandbox: None,
             },
             Duration::from_secs(20),
             10,
@@ -407,6 +426,7 @@ mod tests {
                 env: &env(&[]),
                 cwd: tmp.path(),
                 stdin: None,
+                sandbox: None,
             },
             Duration::from_secs(20),
             1 << 20,
@@ -496,6 +516,7 @@ mod tests {
                 env: &env(&[]),
                 cwd: tmp.path(),
                 stdin: None,
+                sandbox: None,
             },
             Duration::from_secs(20),
             1 << 20,
@@ -518,7 +539,8 @@ mod tests {
                     args: &[],
                     env: &env(&[]),
                     cwd: tmp.path(),
-                    stdin: None
+                    stdin: None,
+                    sandbox: None,
                 },
                 Duration::from_secs(1),
                 10,

@@ -6,9 +6,10 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use crate::confine::CwdRefused;
-use crate::model::{Decision, FailureClass, ShellFacts, ShellRanFacts, ToolFacts};
+use crate::model::{Decision, FailureClass, NetworkAccess, ShellFacts, ShellRanFacts, ToolFacts};
 use crate::policy::{display_argv, evaluate_shell};
 use crate::tools::children::ChildNote;
+use crate::tools::sandbox::{self, SandboxError};
 use crate::tools::shell::{ChildEvent, ShellCommand, ShellRun, run_shell};
 use crate::tools::{ToolOutcome, Tools};
 
@@ -36,6 +37,7 @@ impl Tools<'_> {
             reason: verdict.reason.clone(),
             program: None,
             program_canonical: None,
+            sandbox: None,
             ran: None,
         };
         let name = argv.first().map(String::as_str).unwrap_or("");
@@ -94,6 +96,29 @@ impl Tools<'_> {
             );
             return ToolOutcome::failure(FailureClass::SecurityDenied, message, ToolFacts::Shell(facts));
         }
+        // The sandbox, with the network of the rule that allowed the command.
+        let network = shell.allow.iter().find(|rule| rule.name == verdict.rule).map(|rule| &rule.network);
+        let request = sandbox::Request {
+            shell,
+            workspace: self.workspace,
+            program: &program.canonical,
+            network: network.unwrap_or(&NetworkAccess::Off),
+        };
+        let confined = match sandbox::prepare(&request) {
+            Ok(confined) => confined,
+            Err(error) => {
+                let class = match error {
+                    SandboxError::Required(_) => FailureClass::SecurityDenied,
+                    SandboxError::Io(_) => FailureClass::ExecutionError,
+                };
+                return ToolOutcome::failure(
+                    class,
+                    format!("`{name}` was not started: {error}"),
+                    ToolFacts::Shell(facts),
+                );
+            }
+        };
+        facts.sandbox = Some(confined.facts);
         // A child that cannot be guarded is not started: the same failure
         // as one that cannot be spawned.
         let prepared = self.children.as_ref().map_or(Ok(()), ChildNote::prepare);
@@ -113,6 +138,7 @@ impl Tools<'_> {
                 env: &env,
                 cwd: &cwd,
                 stdin: settings.stdin.map(str::as_bytes),
+                sandbox: confined.launch.as_ref(),
             };
             run_shell(&command, timeout, self.policy.budget.max_output_bytes, &self.fence, &|event| match (
                 &self.children,

@@ -19,6 +19,7 @@ fn rule(program: &str, args: Vec<Vec<ArgMatcher>>) -> ShellRule {
         prefix: false,
         decision: Decision::Allow,
         reason: None,
+        network: crate::model::NetworkAccess::Off,
         origin: None,
     }
 }
@@ -45,6 +46,8 @@ fn test_policy() -> Policy {
             search_path: vec![PathBuf::from("/usr/bin"), PathBuf::from("/bin")],
             env: BTreeMap::from([("LANG".to_owned(), "C".to_owned())]),
             env_allow: vec![],
+            sandbox: crate::model::SandboxMode::Landlock,
+            require_sandbox: false,
         },
         files: FilePolicy { deny: vec!["secret/**".into()], max_read_bytes: 1000, max_write_bytes: 1000 },
         retry: RetryPolicy { max_attempts: BTreeMap::new(), cap: 3, backoff: crate::model::RetryBackoff::default() },

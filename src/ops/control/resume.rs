@@ -97,6 +97,7 @@ fn continue_run(
     }
     let changed_files = if request.allow_changed_files { ChangedFiles::Allow } else { ChangedFiles::RefuseResume };
     let (plan, policy) = load_files(state, changed_files, &request.workspace)?;
+    RunError::check_sandbox(&policy)?;
     check_story(&plan, state, &loaded.history)?;
     let workspace = Workspace::open(&request.workspace, &policy.files).map_err(|source| {
         ControlError::Store(StoreError::Io { action: "open", path: request.workspace.clone(), source })
