@@ -49,6 +49,7 @@ mod schema;
 mod table;
 mod validate_inputs;
 mod validate_json;
+mod validate_mcp;
 mod validate_plan;
 mod validate_policy;
 mod validate_scenario;

@@ -26,7 +26,7 @@ use crate::load::table::{
     TableReader, check_version, compile_regex, empty_table, error_count, expect_array, section, string_map, strings,
     wrong_type,
 };
-use crate::load::validate_secrets;
+use crate::load::{validate_mcp, validate_secrets};
 use crate::model::{
     ArgMatcher, ArgPattern, Budget, Decision, FailureClass, FilePolicy, Policy, RetryPolicy, ShellPolicy, ShellRule,
     SlotKind, SourceRef,
@@ -79,12 +79,15 @@ pub(crate) fn validate_policy(
     let retry = retry(reader.get("retry"), diagnostics);
     let budget = budget(reader.get("budget"), diagnostics);
     let secrets = validate_secrets::secrets(reader.get("secrets"), &source.path, diagnostics);
+    let empty = BTreeMap::new();
+    let declared = [secrets.as_ref().unwrap_or(&empty), parent.map_or(&empty, |parent| &parent.secrets)];
+    let mcp = validate_mcp::servers(reader.get("mcp"), &declared, diagnostics);
     reader.finish(diagnostics);
     if error_count(diagnostics) > errors_before {
         return None;
     }
-    let (shell, files, retry, budget, secrets) = (shell?, files?, retry?, budget?, secrets?);
-    Some(Policy { name: name.to_string(), shell, files, retry, budget, secrets, source, extends: Vec::new() })
+    let (shell, files, retry, budget, secrets, mcp) = (shell?, files?, retry?, budget?, secrets?, mcp?);
+    Some(Policy { name: name.to_string(), shell, files, retry, budget, secrets, source, extends: Vec::new(), mcp })
 }
 
 /// `search-path-in-workspace`: a search path folder that is the workspace,
@@ -108,7 +111,7 @@ fn in_workspace(text: &str, node: &Node, workspace: Option<&Path>, diagnostics: 
     true
 }
 
-fn bare_name(text: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> bool {
+pub(super) fn bare_name(text: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> bool {
     let bare = !text.is_empty()
         && text.is_ascii()
         && text != "."

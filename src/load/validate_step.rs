@@ -103,6 +103,7 @@ pub(super) fn step(
         path_span: &mut spans.path,
         command_span: &mut spans.command,
         cwd_span: &mut spans.cwd,
+        mcp_spans: &mut spans.mcp,
         diagnostics,
     };
     let idempotency_key = builder.idempotency_key();
@@ -181,6 +182,8 @@ pub(super) struct ActionBuilder<'r, 'n, 'd> {
     path_span: &'r mut Option<Span>,
     command_span: &'r mut Option<Span>,
     cwd_span: &'r mut Option<Span>,
+    /// Where an `mcp` step's `server` and `tool` are.
+    pub(super) mcp_spans: &'r mut [Option<Span>; 2],
     pub(super) diagnostics: &'d mut Vec<Diagnostic>,
 }
 
@@ -232,6 +235,7 @@ impl ActionBuilder<'_, '_, '_> {
             }
             "ticket_lookup" => Some(Action::TicketLookup { ticket_id: self.literal("ticket_id")? }),
             "ticket_close" => Some(Action::TicketClose { ticket_id: self.literal("ticket_id")? }),
+            "mcp" => self.mcp_action(),
             _ => None,
         }
     }
