@@ -65,6 +65,7 @@
 //! | `service_durability` | `SIGKILL` of `serve` under concurrent stub and agent runs: after a restart every answered run reads back and verifies, nothing is unreadable, new runs are taken; a run cut off mid-drive (`PLANRUN_CRASH_AT`) is settled by the next service's scan (`run_interrupted` and `failed`, or its ended agent run's result), never sent to the adapter again | |
 //! | `policy_extends` | `extends`: a child's rule for a program the parent blocks stays forbidden (canary absent), rules add up (a run uses both), budgets take the stricter value, cycle / missing parent / duplicate rule id diagnostics with positions, `policy check` and `check` naming each rule's origin | |
 //! | `service_policy` | the service policy file on the common loader: TOML and YAML, findings with positions, `check` and `serve` | |
+//! | `mcp` | `kind = "mcp"` steps against the fixture MCP server: a pinned tool called (its content the untrusted output), a changed description and arguments outside the schema refused with the call log absent, a crash, a hang, garbage, an answer too large and a tool error each with its own message, the server's secret found nowhere, unknown servers and tools and every server and step key refused at load with positions, `extends` merging servers, `planrun mcp pin` (review, `--write` keeping the file) | `mcp/` |
 //! | `secrets` | `[secrets.NAME]` and a step's `env`: the loader's refusals (a secret outside `env`, an unknown secret, a name `shell.env_allow` does not list, a secret without exactly one source) with positions; a missing secret stops the run before anything (exit 2, the variable named); `from_file`; the policy's `shell.env` winning; the canary (environment printed, the value echoed raw and base64 to stdout and stderr and in the failure message) found nowhere under the sandbox, in the command line's or the service's output and answers, `verify` passing | |
 //! | `serve_harness` | the service test harness (server process, fake model servers) | |
 //! | `common` | the harness: `Sandbox`, the `Planrun` builder, the ticket demo's sandbox (`common::tickets`) | |
@@ -93,6 +94,7 @@ mod inputs;
 mod integrity;
 mod layering;
 mod left_over_children;
+mod mcp;
 mod nesting_limit;
 #[cfg(feature = "postgres")]
 mod pg_approvals;
