@@ -113,11 +113,14 @@ fn check(schema: &Value, value: &Value, at: &str, depth: usize, found: &mut Vec<
     }
 }
 
+/// A numeric bound: its keyword, whether a value passes it, its words.
+type BoundTest = (&'static str, fn(f64, f64) -> bool, &'static str);
+
 /// `minimum` … `exclusiveMaximum`, `minLength`/`maxLength`, `minItems`/`maxItems`.
 fn bounds(schema: &serde_json::Map<String, Value>, value: &Value, at: &str, found: &mut Vec<String>) {
     let limit = |key: &str| schema.get(key).and_then(Value::as_f64);
     if let Some(number) = value.as_f64() {
-        let tests: [(&str, fn(f64, f64) -> bool, &str); 4] = [
+        let tests: [BoundTest; 4] = [
             ("minimum", |value, bound| value >= bound, "at least"),
             ("maximum", |value, bound| value <= bound, "at most"),
             ("exclusiveMinimum", |value, bound| value > bound, "more than"),
