@@ -10,7 +10,7 @@ use std::fs;
 use serde_json::json;
 
 use crate::common::{Output, ROOT, Sandbox, snapshot_settings};
-use crate::secrets::{CANARY, hits};
+use crate::secrets::{CANARY, check, hits};
 
 /// The fixture's digests (the canonical form of docs/effects-mcp.md).
 const SEARCH: &str = "sha256:013360898116938ecb113bb59e4e31d413ac26fb4b1188df322e1602e5691501";
@@ -187,12 +187,6 @@ fn the_servers_secret_reaches_it_and_no_record_or_output() {
         ("pin", pin.stdout.as_str()),
     ];
     assert_eq!(hits(sandbox.path(), &texts, CANARY), Vec::<(String, String)>::new());
-}
-
-fn check(plan: &str, policy: &str) -> Output {
-    let sandbox = Sandbox::new();
-    sandbox.write_plan(plan, policy);
-    sandbox.planrun().in_sandbox().args(["check", "--plans", "plans", "--policies", "policies"]).run()
 }
 
 #[test]

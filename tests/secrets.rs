@@ -234,7 +234,7 @@ env = { LANG = "fr_FR.UTF-8", OTHER = "{{ run.id }}" }
 }
 
 /// `check` of a plan, its output.
-fn check(plan: &str, policy: &str) -> Output {
+pub(crate) fn check(plan: &str, policy: &str) -> Output {
     let sandbox = Sandbox::new();
     sandbox.write_plan(plan, policy);
     sandbox.planrun().in_sandbox().args(["check", "--plans", "plans", "--policies", "policies"]).run()

@@ -287,11 +287,11 @@ impl ActionBuilder<'_, '_, '_> {
     pub(super) fn mcp_action(&mut self) -> Option<Action> {
         let server = self.reader.required_string("server", self.diagnostics).and_then(|(text, node)| {
             self.mcp_spans[0] = Some(node.span);
-            self.literal_name(text, node, "server")
+            self.literal_target(text, node, "server")
         });
         let tool = self.reader.required_string("tool", self.diagnostics).and_then(|(text, node)| {
             self.mcp_spans[1] = Some(node.span);
-            self.literal_name(text, node, "tool")
+            self.literal_target(text, node, "tool")
         });
         let arguments = match self.reader.get("arguments") {
             None => Some(JsonTemplate::Object(Vec::new())),
@@ -302,22 +302,5 @@ impl ActionBuilder<'_, '_, '_> {
             Some(node) => self.json_template(node),
         };
         Some(Action::Mcp { server: server?, tool: tool?, arguments: arguments? })
-    }
-
-    fn literal_name(&mut self, text: &str, node: &Node, key: &str) -> Option<String> {
-        if text.contains("{{") {
-            self.diagnostics.push(
-                Diagnostic::error("untrusted-control-field", format!("`{key}` names a target and must be literal"))
-                    .with_span(node.span)
-                    .with_label("no template here")
-                    .with_help("a target never comes from step output: write it out"),
-            );
-            return None;
-        }
-        if text.is_empty() {
-            self.diagnostics.push(Diagnostic::error("invalid-value", format!("`{key}` is empty")).with_span(node.span));
-            return None;
-        }
-        Some(text.to_string())
     }
 }

@@ -243,6 +243,12 @@ impl ActionBuilder<'_, '_, '_> {
     /// A required string that names a target: literal, never a template.
     fn literal(&mut self, key: &str) -> Option<String> {
         let (text, node) = self.reader.required_string(key, self.diagnostics)?;
+        self.literal_target(text, node, key)
+    }
+
+    /// `text` (the value of `key` in `node`) when it is a literal, non-empty
+    /// target name.
+    pub(super) fn literal_target(&mut self, text: &str, node: &Node, key: &str) -> Option<String> {
         if text.contains("{{") {
             self.diagnostics.push(
                 Diagnostic::error("untrusted-control-field", format!("`{key}` names a target and must be literal"))

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::template::{RefTarget, Template};
+use crate::template::Template;
 
 /// The `[mcp]` section of a policy.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -43,17 +43,6 @@ pub struct McpServer {
 impl McpServer {
     /// The secrets the server's `env` uses, by name, sorted and unique.
     pub fn secrets(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .env
-            .values()
-            .flat_map(|template| template.references())
-            .filter_map(|reference| match &reference.target {
-                RefTarget::Secret(name) => Some(name.clone()),
-                _ => None,
-            })
-            .collect();
-        names.sort();
-        names.dedup();
-        names
+        crate::model::plan::secret_names(self.env.values())
     }
 }

@@ -225,19 +225,22 @@ impl Step {
 
     /// The secrets the step's `env` uses, by name, sorted and unique.
     pub fn secrets(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .env
-            .values()
-            .flat_map(|template| template.references())
-            .filter_map(|reference| match &reference.target {
-                crate::template::RefTarget::Secret(name) => Some(name.clone()),
-                _ => None,
-            })
-            .collect();
-        names.sort();
-        names.dedup();
-        names
+        secret_names(self.env.values())
     }
+}
+
+/// The secrets `templates` name, sorted and unique.
+pub(crate) fn secret_names<'t>(templates: impl Iterator<Item = &'t Template>) -> Vec<String> {
+    let mut names: Vec<String> = templates
+        .flat_map(|template| template.references())
+        .filter_map(|reference| match &reference.target {
+            crate::template::RefTarget::Secret(name) => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 impl Plan {

@@ -6,9 +6,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::model::{Decision, FailureClass, ShellFacts, ToolFacts};
+use crate::model::{Decision, FailureClass, ToolFacts};
 use crate::policy::{display_argv, evaluate_shell};
 use crate::tools::mcp::{self, Call, Launch};
+use crate::tools::shell_step::verdict_facts;
 use crate::tools::{ToolOutcome, Tools};
 
 impl Tools<'_> {
@@ -23,14 +24,7 @@ impl Tools<'_> {
             return denied(format!("MCP server `{server_name}` has no pinned tool `{tool}`"), ToolFacts::None);
         };
         let verdict = evaluate_shell(&policy.shell, self.workspace, &mut self.resolver, &server.command);
-        let mut facts = ShellFacts {
-            decision: verdict.decision,
-            rule: verdict.rule.clone(),
-            reason: verdict.reason.clone(),
-            program: None,
-            program_canonical: None,
-            ran: None,
-        };
+        let mut facts = verdict_facts(&verdict);
         if verdict.decision != Decision::Allow {
             let message = format!(
                 "MCP server `{server_name}` runs `{}`, which the shell allowlist does not allow (rule `{}`)",

@@ -5,13 +5,15 @@
 //! object `{"description": …, "inputSchema": …, "name": …}` (`description`
 //! is `null` when the server gives none) with the keys of every object,
 //! at every depth, sorted by their UTF-8 bytes, no white space, strings
-//! escaped and numbers written as `serde_json` writes them. The digest is
+//! escaped and numbers written as `serde_json` writes them (the records'
+//! canonical form, floats allowed). The digest is
 //! `sha256:` and the lowercase hex SHA-256 of those bytes. Any other field
 //! (`title`, `annotations`, `outputSchema`, `_meta`) is not covered.
 
 use serde_json::{Map, Value};
 
 use crate::digest::sha256_hex;
+use crate::store::canonical::canonical_json_with_floats;
 use crate::tools::mcp::McpError;
 
 /// One tool of a server.
@@ -47,44 +49,12 @@ impl ToolDefinition {
         object.insert("description".to_string(), self.description.clone().map_or(Value::Null, Value::String));
         object.insert("inputSchema".to_string(), self.input_schema.clone());
         object.insert("name".to_string(), Value::String(self.name.clone()));
-        let mut out = String::new();
-        write_canonical(&Value::Object(object), &mut out);
-        out
+        canonical_json_with_floats(&Value::Object(object))
     }
 
     /// `sha256:<hex>` of [`Self::canonical`].
     pub fn digest(&self) -> String {
         format!("sha256:{}", sha256_hex(self.canonical().as_bytes()))
-    }
-}
-
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(object) => {
-            let mut keys: Vec<&String> = object.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (index, key) in keys.into_iter().enumerate() {
-                if index > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(&object[key], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (index, item) in items.iter().enumerate() {
-                if index > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
     }
 }
 
