@@ -23,8 +23,8 @@ use crate::load::defaults::{
 use crate::load::keys::{BUDGET, FILES, POLICY, RETRY, RULE, SHELL, TOKEN_TABLE};
 use crate::load::node::Node;
 use crate::load::table::{
-    TableReader, check_version, compile_regex, empty_table, error_count, expect_array, section, string_map, strings,
-    wrong_type,
+    TableReader, bare_name, check_version, compile_regex, empty_table, error_count, expect_array, section, string_map,
+    strings, wrong_type,
 };
 use crate::load::{validate_mcp, validate_secrets};
 use crate::model::{
@@ -109,24 +109,6 @@ fn in_workspace(text: &str, node: &Node, workspace: Option<&Path>, diagnostics: 
         ),
     );
     true
-}
-
-pub(super) fn bare_name(text: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> bool {
-    let bare = !text.is_empty()
-        && text.is_ascii()
-        && text != "."
-        && text != ".."
-        && !text.contains('/')
-        && !text.chars().any(|character| character.is_whitespace() || character.is_control());
-    if !bare {
-        diagnostics.push(
-            Diagnostic::error("invalid-program", format!("`{text}` is not a bare program name"))
-                .with_span(node.span)
-                .with_label("expected a name such as `git`")
-                .with_help("policies name programs without a path; `search_path` finds them"),
-        );
-    }
-    bare
 }
 
 fn shell(
