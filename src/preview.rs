@@ -257,6 +257,19 @@ fn payload(step: &Step) -> Vec<PayloadField> {
         Action::TicketLookup { ticket_id } | Action::TicketClose { ticket_id } => {
             vec![PayloadField { name: "ticket_id".to_string(), shown: ticket_id.clone(), runtime: Vec::new() }]
         }
+        Action::Mcp { server, tool, arguments } => {
+            let templates = arguments.templates();
+            let runtime = templates.iter().flat_map(|leaf| leaf.references().map(|r| r.expr.clone())).collect();
+            vec![
+                PayloadField { name: "server".to_string(), shown: server.clone(), runtime: Vec::new() },
+                PayloadField { name: "tool".to_string(), shown: tool.clone(), runtime: Vec::new() },
+                PayloadField {
+                    name: "arguments".to_string(),
+                    shown: serde_json::to_string(arguments).unwrap_or_default(),
+                    runtime,
+                },
+            ]
+        }
     }
 }
 
@@ -270,6 +283,21 @@ fn verdict(step: &Step, policy: &Policy, rules: &PathRules) -> Option<Verdict> {
         Action::Shell { command, .. } => Some(shell_verdict(command, policy, rules)),
         Action::WriteFile { path, .. } | Action::ReadFile { path } => Some(path_verdict(path, rules)),
         Action::Finish { .. } | Action::Flaky { .. } | Action::TicketLookup { .. } | Action::TicketClose { .. } => None,
+        Action::Mcp { server, tool, .. } => Some(mcp_verdict(server, tool, policy)),
+    }
+}
+
+/// An `mcp` step: allowed when the policy declares the server and pins the
+/// tool (whether the definition still matches shows only when it runs).
+fn mcp_verdict(server: &str, tool: &str, policy: &Policy) -> Verdict {
+    let pinned = policy.mcp.servers.get(server).and_then(|declared| declared.tools.get(tool));
+    Verdict {
+        decision: if pinned.is_some() { "allow" } else { "forbidden" },
+        rule: Some(format!("mcp.servers.{server}.tools.{tool}")),
+        reason: match pinned {
+            Some(digest) => format!("pinned at {digest}; checked against the server's definition when the step runs"),
+            None => format!("policy `{}` does not pin tool `{tool}` of server `{server}`", policy.name),
+        },
     }
 }
 

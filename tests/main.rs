@@ -67,6 +67,7 @@
 //! | `policy_extends` | `extends`: a child's rule for a program the parent blocks stays forbidden (canary absent), rules add up (a run uses both), budgets take the stricter value, cycle / missing parent / duplicate rule id diagnostics with positions, `policy check` and `check` naming each rule's origin, an edited parent refused by `approve` as a changed policy | |
 //! | `retry_backoff` | the wait before each retry: exponential up to the policy's `max_ms` (a step's table over the policy's), the test clock moved on by each wait, the default `equal` jitter in range and the same for the same run, the real clock really waiting, `initial_ms = 0`, `extends` replacing the keys a child gives, loader refusals with positions | |
 //! | `service_policy` | the service policy file on the common loader: TOML and YAML, findings with positions, `check` and `serve` | |
+//! | `mcp` | `kind = "mcp"` steps against the fixture MCP server: a pinned tool called (its content the untrusted output), a changed description and arguments outside the schema refused with the call log absent, a crash, a hang, garbage, an answer too large and a tool error each with its own message, the server's secret found nowhere, unknown servers and tools and every server and step key refused at load with positions, `extends` merging servers, `planrun mcp pin` (review, `--write` keeping the file) | `mcp/` |
 //! | `secrets` | `[secrets.NAME]` and a step's `env`: the loader's refusals (a secret outside `env`, an unknown secret, a name `shell.env_allow` does not list, a secret without exactly one source) with positions; a missing secret stops the run before anything (exit 2, the variable named); `from_file`; the policy's `shell.env` winning; the canary (environment printed, the value echoed raw and base64 to stdout and stderr and in the failure message) found nowhere under the sandbox, in the command line's or the service's output and answers, `verify` passing | |
 //! | `serve_harness` | the service test harness (server process, fake model servers) | |
 //! | `common` | the harness: `Sandbox`, the `Planrun` builder, the ticket demo's sandbox (`common::tickets`) | |
@@ -95,6 +96,7 @@ mod inputs;
 mod integrity;
 mod layering;
 mod left_over_children;
+mod mcp;
 mod nesting_limit;
 #[cfg(feature = "postgres")]
 mod pg_approvals;

@@ -10,6 +10,7 @@ mod demo;
 mod export;
 mod list;
 mod man;
+mod mcp;
 mod output;
 mod plan;
 mod policy;
@@ -226,6 +227,8 @@ pub enum Command {
     Route(route::RouteArgs),
     /// Ask a policy about a command line.
     Policy(policy::PolicyArgs),
+    /// Review and pin the tools of an MCP server a policy declares.
+    Mcp(mcp::McpArgs),
     /// Print the JSON Schema of plan, policy, service policy or scenario files (editor support).
     Schema(schema::SchemaArgs),
     /// List the runs of the workspace, newest first.
@@ -327,6 +330,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::List(args)) => list::list(args, &cli.dirs),
         Some(Command::Route(args)) => route::route(args, &cli.dirs),
         Some(Command::Policy(args)) => policy::policy(args, &cli.dirs),
+        Some(Command::Mcp(args)) => mcp::mcp(args, &cli.dirs),
         Some(Command::Schema(args)) => schema::schema_command(args),
         Some(Command::Runs(args)) => runs::runs(args, &cli.dirs, &env),
         Some(Command::Show(args)) => show::show(args, &cli.dirs, &env),

@@ -17,8 +17,8 @@
 //!   `none`) and `shell.require_sandbox` (true if either file says so).
 //!
 //! Adding a policy section: merge it in [`merge`] by one of these kinds
-//! (`[secrets.NAME]` is a union where the child wins a
-//! name clash; `shell.env_allow` is a
+//! (`[secrets.NAME]` and `[mcp.servers.NAME]` are unions where the child
+//! wins a name clash; `shell.env_allow` is a
 //! union) and document it in docs/policies.md ("Reuse a policy: extends").
 //!
 //! A cycle, a parent that does not exist (with a did-you-mean) and a parent
@@ -78,10 +78,13 @@ impl Loader {
         .filter(|_| !parse_errors);
         let mut policy = policy?;
         self.set_origins(&mut policy, root);
-        match parent.ok()? {
+        let merged = match parent.ok()? {
             Some(parent) => self.merge(parent, policy, root),
             None => Some(policy),
-        }
+        }?;
+        let errors_before = crate::load::table::error_count(&self.diagnostics);
+        crate::load::validate_mcp::server_command_findings(&merged, root, &mut self.diagnostics);
+        (crate::load::table::error_count(&self.diagnostics) == errors_before).then_some(merged)
     }
 
     /// Each rule's origin: the file as shown and the rule's line.
@@ -207,6 +210,8 @@ impl Loader {
         shell.require_sandbox |= child.shell.require_sandbox;
         // `[secrets.NAME]`: a union; the child wins a name clash.
         merged.secrets.extend(child.secrets);
+        // `[mcp.servers.NAME]`: a union; the child wins a name clash.
+        merged.mcp.servers.extend(child.mcp.servers);
         let files = &mut merged.files;
         for glob in child.files.deny {
             if !files.deny.contains(&glob) {

@@ -478,6 +478,20 @@ pub(crate) static STEP: Section = Section {
             doc: "close a ticket of the demo ticket system (a write: give it an `idempotency_key`)",
             keys: &[required("ticket_id", STRING, "the ticket; literal (a target never comes from step output)")],
         },
+        Variant {
+            name: "mcp",
+            doc: "call a tool of an MCP server the policy declares and pins; its result is untrusted output",
+            keys: &[
+                required("server", Type::Name { max: 64 }, "a server of the policy's `[mcp.servers.NAME]`; literal"),
+                required("tool", STRING, "a tool the server's `tools` pins; literal"),
+                key(
+                    "arguments",
+                    Type::Document,
+                    "the tool's arguments: a table whose string leaves are templates, checked against the tool's \
+                     input schema before the call (default an empty table)",
+                ),
+            ],
+        },
     ],
 };
 
@@ -507,6 +521,44 @@ pub(crate) static POLICY: Section = Section {
             Type::Map(&Type::Table(&SECRET)),
             "`[secrets.NAME]`: where each secret a step's `env` may use comes from (default none)",
         ),
+        key("mcp", Type::Table(&MCP), "the MCP servers `mcp` steps may call (default none)"),
+    ],
+    variants: &[],
+};
+
+/// A policy's `[mcp]`.
+pub(crate) static MCP: Section = Section {
+    title: "mcp",
+    doc: "the MCP servers `mcp` steps may call",
+    keys: &[key(
+        "servers",
+        Type::Map(&Type::Table(&MCP_SERVER)),
+        "`[mcp.servers.NAME]`: one table per server (default none)",
+    )],
+    variants: &[],
+};
+
+/// One `[mcp.servers.NAME]` table.
+pub(crate) static MCP_SERVER: Section = Section {
+    title: "mcp server",
+    doc: "an MCP server started over stdio: an allowlisted program, its environment and its pinned tools",
+    keys: &[
+        required(
+            "command",
+            Type::NonEmptyArray(&Type::String),
+            "argv of the server: a literal bare program name and literal arguments; the shell allowlist must allow it",
+        ),
+        key(
+            "env",
+            Type::Map(&Type::String),
+            "the server's own environment variables on top of `shell.env`; values may hold `{{ secrets.NAME }}` only",
+        ),
+        key(
+            "tools",
+            Type::Map(&Type::String),
+            "the tools steps may call, each pinned by the digest of its definition (`sha256:…`, see `planrun mcp pin`)",
+        ),
+        key("description", STRING, "one line about the server"),
     ],
     variants: &[],
 };
@@ -936,6 +988,8 @@ mod tests {
             &STEP,
             &POLICY,
             &SECRET,
+            &MCP,
+            &MCP_SERVER,
             &SHELL,
             &RULE,
             &TOKEN_TABLE,

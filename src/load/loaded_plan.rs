@@ -39,6 +39,8 @@ pub(crate) struct StepSpans {
     /// The span of each name of the step's `env`.
     pub env: std::collections::BTreeMap<String, Span>,
     pub cwd: Option<Span>,
+    /// An `mcp` step's `server` and `tool` values.
+    pub mcp: [Option<Span>; 2],
 }
 
 impl StepSpans {

@@ -50,6 +50,7 @@ mod table;
 mod validate_backoff;
 mod validate_inputs;
 mod validate_json;
+mod validate_mcp;
 mod validate_plan;
 mod validate_policy;
 mod validate_sandbox;

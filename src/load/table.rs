@@ -509,3 +509,22 @@ pub(crate) fn string_map(node: &Node, name: &str, diagnostics: &mut Vec<Diagnost
     }
     map
 }
+
+/// Whether `text` is a bare program name, or `invalid-program` on `node`.
+pub(crate) fn bare_name(text: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> bool {
+    let bare = !text.is_empty()
+        && text.is_ascii()
+        && text != "."
+        && text != ".."
+        && !text.contains('/')
+        && !text.chars().any(|character| character.is_whitespace() || character.is_control());
+    if !bare {
+        diagnostics.push(
+            Diagnostic::error("invalid-program", format!("`{text}` is not a bare program name"))
+                .with_span(node.span)
+                .with_label("expected a name such as `git`")
+                .with_help("policies name programs without a path; `search_path` finds them"),
+        );
+    }
+    bare
+}

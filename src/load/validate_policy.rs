@@ -23,10 +23,10 @@ use crate::load::defaults::{
 use crate::load::keys::{BUDGET, FILES, POLICY, RETRY, RULE, SHELL, TOKEN_TABLE};
 use crate::load::node::Node;
 use crate::load::table::{
-    TableReader, check_version, compile_regex, empty_table, error_count, expect_array, section, string_map, strings,
-    wrong_type,
+    TableReader, bare_name, check_version, compile_regex, empty_table, error_count, expect_array, section, string_map,
+    strings, wrong_type,
 };
-use crate::load::{validate_backoff, validate_sandbox, validate_secrets};
+use crate::load::{validate_backoff, validate_mcp, validate_sandbox, validate_secrets};
 use crate::model::{
     ArgMatcher, ArgPattern, Budget, Decision, FailureClass, FilePolicy, Policy, RetryBackoff, RetryPolicy, ShellPolicy,
     ShellRule, SlotKind, SourceRef,
@@ -80,13 +80,16 @@ pub(crate) fn validate_policy(
     let backoff = validate_backoff::policy_backoff(reader.get("retry_backoff"), diagnostics);
     let budget = budget(reader.get("budget"), diagnostics);
     let secrets = validate_secrets::secrets(reader.get("secrets"), &source.path, diagnostics);
+    let empty = BTreeMap::new();
+    let declared = [secrets.as_ref().unwrap_or(&empty), parent.map_or(&empty, |parent| &parent.secrets)];
+    let mcp = validate_mcp::servers(reader.get("mcp"), &declared, diagnostics);
     reader.finish(diagnostics);
     if error_count(diagnostics) > errors_before {
         return None;
     }
-    let (shell, files, mut retry, budget, secrets) = (shell?, files?, retry?, budget?, secrets?);
+    let (shell, files, mut retry, budget, secrets, mcp) = (shell?, files?, retry?, budget?, secrets?, mcp?);
     retry.backoff = backoff?;
-    Some(Policy { name: name.to_string(), shell, files, retry, budget, secrets, source, extends: Vec::new() })
+    Some(Policy { name: name.to_string(), shell, files, retry, budget, secrets, source, extends: Vec::new(), mcp })
 }
 
 /// `search-path-in-workspace`: a search path folder that is the workspace,
@@ -108,24 +111,6 @@ fn in_workspace(text: &str, node: &Node, workspace: Option<&Path>, diagnostics: 
         ),
     );
     true
-}
-
-fn bare_name(text: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> bool {
-    let bare = !text.is_empty()
-        && text.is_ascii()
-        && text != "."
-        && text != ".."
-        && !text.contains('/')
-        && !text.chars().any(|character| character.is_whitespace() || character.is_control());
-    if !bare {
-        diagnostics.push(
-            Diagnostic::error("invalid-program", format!("`{text}` is not a bare program name"))
-                .with_span(node.span)
-                .with_label("expected a name such as `git`")
-                .with_help("policies name programs without a path; `search_path` finds them"),
-        );
-    }
-    bare
 }
 
 fn shell(

@@ -105,6 +105,7 @@ pub(super) fn step(
         path_span: &mut spans.path,
         command_span: &mut spans.command,
         cwd_span: &mut spans.cwd,
+        mcp_spans: &mut spans.mcp,
         diagnostics,
     };
     let idempotency_key = builder.idempotency_key();
@@ -184,6 +185,8 @@ pub(super) struct ActionBuilder<'r, 'n, 'd> {
     path_span: &'r mut Option<Span>,
     command_span: &'r mut Option<Span>,
     cwd_span: &'r mut Option<Span>,
+    /// Where an `mcp` step's `server` and `tool` are.
+    pub(super) mcp_spans: &'r mut [Option<Span>; 2],
     pub(super) diagnostics: &'d mut Vec<Diagnostic>,
 }
 
@@ -235,6 +238,7 @@ impl ActionBuilder<'_, '_, '_> {
             }
             "ticket_lookup" => Some(Action::TicketLookup { ticket_id: self.literal("ticket_id")? }),
             "ticket_close" => Some(Action::TicketClose { ticket_id: self.literal("ticket_id")? }),
+            "mcp" => self.mcp_action(),
             _ => None,
         }
     }
@@ -242,6 +246,12 @@ impl ActionBuilder<'_, '_, '_> {
     /// A required string that names a target: literal, never a template.
     fn literal(&mut self, key: &str) -> Option<String> {
         let (text, node) = self.reader.required_string(key, self.diagnostics)?;
+        self.literal_target(text, node, key)
+    }
+
+    /// `text` (the value of `key` in `node`) when it is a literal, non-empty
+    /// target name.
+    pub(super) fn literal_target(&mut self, text: &str, node: &Node, key: &str) -> Option<String> {
         if text.contains("{{") {
             self.diagnostics.push(
                 Diagnostic::error("untrusted-control-field", format!("`{key}` names a target and must be literal"))

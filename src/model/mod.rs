@@ -12,6 +12,7 @@ mod evidence;
 mod facts;
 mod failure;
 mod inputs;
+mod mcp;
 pub(crate) mod open_words;
 mod plan;
 mod policy;
@@ -41,6 +42,7 @@ pub use inputs::{
     GivenInput, GivenValue, InputError, InputSource, InputSpec, InputType, InputValues, check_relative_path,
     inputs_from_object, json_type, parse_input_flag, resolve_inputs,
 };
+pub use mcp::{McpPolicy, McpServer};
 pub use plan::{Action, DEFAULT_POLICY, Plan, SourceRef, Step};
 pub use policy::{
     ArgMatcher, ArgPattern, Budget, Decision, FilePolicy, NetworkAccess, Policy, RetryPolicy, SandboxMode,

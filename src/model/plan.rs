@@ -144,6 +144,10 @@ pub enum Action {
     TicketLookup { ticket_id: String },
     /// Closes a ticket of the demo ticket system, once per idempotency key.
     TicketClose { ticket_id: String },
+    /// Calls tool `tool` of the policy's MCP server `server` (both literal)
+    /// with `arguments` (a table whose string leaves are templates). The
+    /// result's content is the step output, marked untrusted.
+    Mcp { server: String, tool: String, arguments: JsonTemplate },
 }
 
 impl Action {
@@ -157,6 +161,7 @@ impl Action {
             Action::Flaky { .. } => "flaky",
             Action::TicketLookup { .. } => "ticket_lookup",
             Action::TicketClose { .. } => "ticket_close",
+            Action::Mcp { .. } => "mcp",
         }
     }
 
@@ -172,9 +177,13 @@ impl Action {
     }
 
     /// Whether a step of this kind may ever produce structured output
-    /// (`output_json`): only `read_file` does, when the file holds JSON.
+    /// (`output_json`): `read_file` (when the file holds JSON), the ticket
+    /// tools and `mcp`.
     pub fn may_produce_json(&self) -> bool {
-        matches!(self, Action::ReadFile { .. } | Action::TicketLookup { .. } | Action::TicketClose { .. })
+        matches!(
+            self,
+            Action::ReadFile { .. } | Action::TicketLookup { .. } | Action::TicketClose { .. } | Action::Mcp { .. }
+        )
     }
 
     /// Every template in the payload, in payload order.
@@ -188,13 +197,15 @@ impl Action {
             Action::Finish { message } => message.iter().collect(),
             Action::Flaky { output, .. } => vec![output],
             Action::TicketLookup { .. } | Action::TicketClose { .. } => Vec::new(),
+            Action::Mcp { arguments, .. } => arguments.templates(),
         }
     }
 
     /// The risk of this kind when a step declares none.
     pub fn default_risk(&self) -> Risk {
         match self {
-            Action::WriteFile { .. } | Action::TicketClose { .. } => Risk::Write,
+            // An MCP tool may do anything its server does.
+            Action::WriteFile { .. } | Action::TicketClose { .. } | Action::Mcp { .. } => Risk::Write,
             _ => Risk::Read,
         }
     }
@@ -217,19 +228,22 @@ impl Step {
 
     /// The secrets the step's `env` uses, by name, sorted and unique.
     pub fn secrets(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .env
-            .values()
-            .flat_map(|template| template.references())
-            .filter_map(|reference| match &reference.target {
-                crate::template::RefTarget::Secret(name) => Some(name.clone()),
-                _ => None,
-            })
-            .collect();
-        names.sort();
-        names.dedup();
-        names
+        secret_names(self.env.values())
     }
+}
+
+/// The secrets `templates` name, sorted and unique.
+pub(crate) fn secret_names<'t>(templates: impl Iterator<Item = &'t Template>) -> Vec<String> {
+    let mut names: Vec<String> = templates
+        .flat_map(|template| template.references())
+        .filter_map(|reference| match &reference.target {
+            crate::template::RefTarget::Secret(name) => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 impl Plan {

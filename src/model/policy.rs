@@ -27,6 +27,9 @@ pub struct Policy {
     /// files are shown (`policies/default.toml`); empty when it extends none.
     #[serde(skip)]
     pub extends: Vec<String>,
+    /// `[mcp.servers.NAME]`: the MCP servers `mcp` steps may call.
+    #[serde(skip_serializing_if = "crate::model::McpPolicy::is_empty")]
+    pub mcp: crate::model::McpPolicy,
 }
 
 /// One `[secrets.NAME]` table.

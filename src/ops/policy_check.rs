@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::confine::{PathRules, ProgramResolver, Workspace};
 use crate::diag::display_path;
 use crate::load::Loader;
+use crate::model::Policy;
 use crate::ops::{ExitStatus, OpsError};
 use crate::policy::{ShellEvaluation, evaluate_shell_with};
 
@@ -40,28 +41,10 @@ impl PolicyVerdict {
 }
 
 pub fn policy_check(input: PolicyCheckInput<'_>) -> Result<PolicyVerdict, OpsError> {
-    let name = input.policy;
-    let valid_name =
-        !name.is_empty() && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-');
-    if !valid_name {
-        return Err(OpsError::Usage(format!("invalid policy name `{}`", name.escape_debug())));
-    }
-    let Some(path) = ["toml", "yaml", "yml"]
-        .iter()
-        .map(|extension| input.policies.join(format!("{name}.{extension}")))
-        .find(|path: &PathBuf| path.is_file())
-    else {
-        return Err(OpsError::Usage(format!("no policy `{name}` in `{}`", display_path(input.policies))));
-    };
-    let mut loader = Loader::new().in_workspace(input.workspace);
-    let Some(policy) = loader.load_policy(&path) else {
-        return Err(OpsError::invalid_files(&loader));
-    };
+    let policy = load_named_policy(input.policy, input.policies, input.workspace)?;
     let mut resolver = ProgramResolver::new(&policy.shell);
     let evaluation = if input.workspace.is_dir() {
-        let workspace = Workspace::open(input.workspace, &policy.files).map_err(|error| {
-            OpsError::Usage(format!("cannot open workspace `{}`: {error}", display_path(input.workspace)))
-        })?;
+        let workspace = open_workspace(input.workspace, &policy)?;
         let mut resolver = resolver.outside(workspace.root());
         evaluate_shell_with(&policy.shell, &workspace, &mut resolver, input.argv)
     } else {
@@ -70,4 +53,30 @@ pub fn policy_check(input: PolicyCheckInput<'_>) -> Result<PolicyVerdict, OpsErr
     let origin =
         policy.shell.allow.iter().find(|rule| rule.name == evaluation.rule).and_then(|rule| rule.origin.clone());
     Ok(PolicyVerdict { evaluation, extends: policy.extends, origin })
+}
+
+/// The workspace at `path` under `policy`'s file rules (a usage error when
+/// it cannot be opened).
+pub(super) fn open_workspace(path: &Path, policy: &Policy) -> Result<Workspace, OpsError> {
+    Workspace::open(path, &policy.files)
+        .map_err(|error| OpsError::Usage(format!("cannot open workspace `{}`: {error}", display_path(path))))
+}
+
+/// Policy `name` of folder `policies` (`.toml`, `.yaml` or `.yml`),
+/// validated with `workspace` in view.
+pub(super) fn load_named_policy(name: &str, policies: &Path, workspace: &Path) -> Result<Policy, OpsError> {
+    let valid_name =
+        !name.is_empty() && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-');
+    if !valid_name {
+        return Err(OpsError::Usage(format!("invalid policy name `{}`", name.escape_debug())));
+    }
+    let Some(path) = ["toml", "yaml", "yml"]
+        .iter()
+        .map(|extension| policies.join(format!("{name}.{extension}")))
+        .find(|path: &PathBuf| path.is_file())
+    else {
+        return Err(OpsError::Usage(format!("no policy `{name}` in `{}`", display_path(policies))));
+    };
+    let mut loader = Loader::new().in_workspace(workspace);
+    loader.load_policy(&path).ok_or_else(|| OpsError::invalid_files(&loader))
 }

@@ -1,7 +1,8 @@
 //! The secrets a run uses: read when it starts (and again when it is
 //! resumed), held in memory only, and turned into the run's [`Redactor`].
 //!
-//! Only the secrets some step's `env` names are read; one that is not set
+//! Only the secrets some step's `env` (or the `env` of an MCP server some
+//! step calls) names are read; one that is not set
 //! stops the run before anything is created ([`SecretError`], exit 2). A
 //! message names the secret and where it was looked for, never a value.
 
@@ -46,8 +47,37 @@ impl RunSecrets {
 
     /// Reads the secrets `plan`'s steps use, as `policy` says.
     pub fn resolve(plan: &Plan, policy: &Policy) -> Result<RunSecrets, SecretError> {
+        // A step's own `env`, and the `env` of each MCP server a step calls.
+        let servers = plan.steps.iter().filter_map(|step| match &step.action {
+            crate::model::Action::Mcp { server, .. } => policy.mcp.servers.get(server),
+            _ => None,
+        });
+        let names: Vec<String> = plan
+            .steps
+            .iter()
+            .flat_map(|step| step.secrets())
+            .chain(servers.flat_map(|server| server.secrets()))
+            .collect();
+        Self::read_all(names, policy)
+    }
+
+    /// Reads the secrets the `env` of MCP server `server` uses (`planrun
+    /// mcp pin` starts the server as a step would).
+    pub fn for_server(server: &crate::model::McpServer, policy: &Policy) -> Result<RunSecrets, SecretError> {
+        Self::read_all(server.secrets(), policy)
+    }
+
+    /// `env` rendered with these secrets (its templates name secrets only).
+    pub fn render_env(
+        &self,
+        env: &BTreeMap<String, crate::template::Template>,
+    ) -> Result<Vec<(String, String)>, crate::template::TemplateError> {
+        env.iter().map(|(name, value)| Ok((name.clone(), value.render(self)?))).collect()
+    }
+
+    fn read_all(names: Vec<String>, policy: &Policy) -> Result<RunSecrets, SecretError> {
         let mut values = BTreeMap::new();
-        for name in plan.steps.iter().flat_map(|step| step.secrets()) {
+        for name in names {
             if values.contains_key(&name) {
                 continue;
             }
@@ -59,6 +89,22 @@ impl RunSecrets {
         }
         let redactor = Redactor::new(values.iter().map(|(name, value)| (name.as_str(), value.as_str())));
         Ok(RunSecrets { values, redactor })
+    }
+}
+
+/// Secrets alone: an MCP server's `env` names nothing else.
+impl crate::template::RenderContext for RunSecrets {
+    fn run_id(&self) -> &str {
+        ""
+    }
+    fn last(&self) -> Option<&crate::template::StepOutput> {
+        None
+    }
+    fn step(&self, _id: &str) -> Option<&crate::template::StepOutput> {
+        None
+    }
+    fn secret(&self, name: &str) -> Option<&str> {
+        self.value(name)
     }
 }
 

@@ -10,6 +10,8 @@
 pub mod children;
 mod files;
 pub mod guard;
+pub mod mcp;
+mod mcp_step;
 mod outcome;
 mod pipes;
 mod process;
@@ -76,6 +78,12 @@ pub enum ResolvedAction {
     TicketClose {
         ticket_id: String,
     },
+    Mcp {
+        server: String,
+        tool: String,
+        /// The rendered arguments (a JSON object).
+        arguments: serde_json::Value,
+    },
 }
 
 impl ResolvedAction {
@@ -89,6 +97,7 @@ impl ResolvedAction {
                 format!("ticket:{ticket_id}")
             }
             ResolvedAction::Finish { .. } | ResolvedAction::Flaky { .. } => "run".to_string(),
+            ResolvedAction::Mcp { server, tool, .. } => format!("mcp:{server}/{tool}"),
         }
     }
 }
@@ -254,6 +263,7 @@ impl<'a> Tools<'a> {
             }
             ResolvedAction::WriteFile { path, content } => self.write(path, content),
             ResolvedAction::ReadFile { path } => self.read(path),
+            ResolvedAction::Mcp { server, tool, arguments } => self.mcp(server, tool, arguments, timeout),
             ResolvedAction::Finish { message } => {
                 ToolOutcome::success(message.clone().unwrap_or_default(), None, ToolFacts::None)
             }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::confine::CwdRefused;
 use crate::model::{Decision, FailureClass, NetworkAccess, ShellFacts, ShellRanFacts, ToolFacts};
-use crate::policy::{display_argv, evaluate_shell};
+use crate::policy::{ShellEvaluation, display_argv, evaluate_shell};
 use crate::tools::children::ChildNote;
 use crate::tools::sandbox::{self, SandboxError};
 use crate::tools::shell::{ChildEvent, ShellCommand, ShellRun, run_shell};
@@ -21,6 +21,19 @@ pub struct ShellSettings<'a> {
     pub stdin: Option<&'a str>,
 }
 
+/// What the policy's verdict says, before the program is found or runs.
+pub(super) fn verdict_facts(verdict: &ShellEvaluation) -> ShellFacts {
+    ShellFacts {
+        decision: verdict.decision,
+        rule: verdict.rule.clone(),
+        reason: verdict.reason.clone(),
+        program: None,
+        program_canonical: None,
+        sandbox: None,
+        ran: None,
+    }
+}
+
 impl Tools<'_> {
     pub(super) fn shell(
         &mut self,
@@ -31,15 +44,7 @@ impl Tools<'_> {
     ) -> ToolOutcome {
         let shell = &self.policy.shell;
         let verdict = evaluate_shell(shell, self.workspace, &mut self.resolver, argv);
-        let mut facts = ShellFacts {
-            decision: verdict.decision,
-            rule: verdict.rule.clone(),
-            reason: verdict.reason.clone(),
-            program: None,
-            program_canonical: None,
-            sandbox: None,
-            ran: None,
-        };
+        let mut facts = verdict_facts(&verdict);
         let name = argv.first().map(String::as_str).unwrap_or("");
         if verdict.decision == Decision::Prompt && !approved {
             return ToolOutcome::failure(

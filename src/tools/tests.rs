@@ -61,6 +61,7 @@ fn test_policy() -> Policy {
         },
         secrets: BTreeMap::new(),
         source: SourceRef { path: "policies/test.toml".into(), sha256: String::new() },
+        mcp: Default::default(),
         extends: Vec::new(),
     }
 }

@@ -138,7 +138,7 @@ impl Attempt<'_, '_> {
         }
         let timeout = self.budgets.timeout(step);
         self.tools.at_step(&step.id);
-        match render_env(step, self.outputs) {
+        match render_env(step, self.tools.policy, self.outputs) {
             Ok(env) => self.tools.set_step_env(env),
             Err(failure) => {
                 let outcome = ToolOutcome::err(failure);
@@ -503,11 +503,15 @@ impl Frozen {
     }
 }
 
-/// Renders a step's own `env` (its secrets included): what the program
-/// gets, never recorded. A template failure names the variable only.
-fn render_env(step: &Step, outputs: &Outputs) -> Result<BTreeMap<String, String>, ToolFailure> {
-    step.env
-        .iter()
+/// Renders a step's own `env` (its secrets included), or an `mcp` step's
+/// server's `env`: what the program gets, never recorded. A template
+/// failure names the variable only.
+fn render_env(step: &Step, policy: &Policy, outputs: &Outputs) -> Result<BTreeMap<String, String>, ToolFailure> {
+    let env = match &step.action {
+        Action::Mcp { server, .. } => policy.mcp.servers.get(server).map_or(&step.env, |server| &server.env),
+        _ => &step.env,
+    };
+    env.iter()
         .map(|(name, value)| {
             value.render(outputs).map(|text| (name.clone(), text)).map_err(|error| {
                 failure(FailureClass::TemplateError, format!("`env.{name}` could not be resolved: {error}"))
@@ -547,5 +551,10 @@ pub(super) fn render_action(step: &Step, outputs: &Outputs) -> Result<ResolvedAc
         }
         Action::TicketLookup { ticket_id } => ResolvedAction::TicketLookup { ticket_id: ticket_id.clone() },
         Action::TicketClose { ticket_id } => ResolvedAction::TicketClose { ticket_id: ticket_id.clone() },
+        Action::Mcp { server, tool, arguments } => ResolvedAction::Mcp {
+            server: server.clone(),
+            tool: tool.clone(),
+            arguments: arguments.render_value(outputs).map_err(fail)?,
+        },
     })
 }

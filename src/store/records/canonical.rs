@@ -18,15 +18,24 @@ pub struct CanonicalError(pub String);
 /// Writes the canonical form of `value`.
 pub fn canonical_json(value: &Value) -> Result<String, CanonicalError> {
     let mut out = String::new();
-    write_canonical(value, &mut out)?;
+    write_canonical(value, false, &mut out)?;
     Ok(out)
 }
 
-fn write_canonical(value: &Value, out: &mut String) -> Result<(), CanonicalError> {
+/// The canonical form of `value` where a float is written as serde_json
+/// writes it (an MCP tool definition's schema may hold one).
+pub fn canonical_json_with_floats(value: &Value) -> String {
+    let mut out = String::new();
+    // With floats allowed nothing is refused.
+    let _ = write_canonical(value, true, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, floats: bool, out: &mut String) -> Result<(), CanonicalError> {
     match value {
         Value::Null | Value::Bool(_) | Value::String(_) => out.push_str(&value.to_string()),
         Value::Number(number) => {
-            if number.is_f64() {
+            if number.is_f64() && !floats {
                 return Err(CanonicalError(format!("float `{number}` has no canonical form")));
             }
             out.push_str(&number.to_string());
@@ -37,7 +46,7 @@ fn write_canonical(value: &Value, out: &mut String) -> Result<(), CanonicalError
                 if index > 0 {
                     out.push(',');
                 }
-                write_canonical(item, out)?;
+                write_canonical(item, floats, out)?;
             }
             out.push(']');
         }
@@ -51,7 +60,7 @@ fn write_canonical(value: &Value, out: &mut String) -> Result<(), CanonicalError
                 }
                 out.push_str(&Value::String(key.clone()).to_string());
                 out.push(':');
-                write_canonical(&map[key], out)?;
+                write_canonical(&map[key], floats, out)?;
             }
             out.push('}');
         }
