@@ -316,6 +316,7 @@ fn summarize_action(action: &serde_json::Value) -> Option<String> {
         ResolvedAction::ReadFile { path } => format!("read_file {path}"),
         ResolvedAction::TicketLookup { ticket_id } => format!("ticket_lookup {ticket_id}"),
         ResolvedAction::TicketClose { ticket_id } => format!("ticket_close {ticket_id}"),
+        ResolvedAction::Http { method, url, .. } => format!("{method} {url}"),
         ResolvedAction::Finish { .. } | ResolvedAction::Flaky { .. } => return None,
     })
 }

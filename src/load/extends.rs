@@ -14,6 +14,10 @@
 //! - settings the child gives replace the parent's: `shell.search_path`,
 //!   `shell.env`.
 //!
+//! - `[[http.allow]]` rules add up (the parent's first, each with its
+//!   origin), `http.deny` adds up and wins, `http.max_response_bytes` and
+//!   `http.timeout_secs` take the stricter value.
+//!
 //! Adding a policy section: merge it in [`merge`] by one of these kinds
 //! (`[secrets.NAME]` is a union where the child wins a
 //! name clash; `shell.env_allow` is a
@@ -82,14 +86,23 @@ impl Loader {
         }
     }
 
-    /// Each rule's origin: the file as shown and the rule's line.
+    /// Each rule's origin (`shell.allow`, `http.allow`): the file as shown
+    /// and the rule's line.
     fn set_origins(&self, policy: &mut Policy, root: &Node) {
-        let items = root.get("shell").and_then(|shell| shell.get("allow")).and_then(Node::as_array).unwrap_or(&[]);
-        for (rule, item) in policy.shell.allow.iter_mut().zip(items) {
-            rule.origin = self.sources.get(item.span.source).map(|file| {
+        let items = |section: &str| {
+            root.get(section).and_then(|table| table.get("allow")).and_then(Node::as_array).unwrap_or(&[])
+        };
+        let origin = |item: &Node| {
+            self.sources.get(item.span.source).map(|file| {
                 let (line, _) = file.line_col(item.span.start);
                 format!("{}:{line}", file.name)
-            });
+            })
+        };
+        for (rule, item) in policy.shell.allow.iter_mut().zip(items("shell")) {
+            rule.origin = origin(item);
+        }
+        for (rule, item) in policy.http.allow.iter_mut().zip(items("http")) {
+            rule.origin = origin(item);
         }
     }
 
@@ -229,6 +242,18 @@ impl Loader {
             (Some(parent), Some(child)) => Some(parent.min(child)),
             (parent, child) => parent.or(child),
         };
+        // `[http]`: rules add up (the parent's first), `deny` adds up and
+        // wins, the limits take the stricter value.
+        let http = &mut merged.http;
+        http.allow.append(&mut child.http.allow);
+        for pattern in child.http.deny {
+            if !http.deny.contains(&pattern) {
+                http.deny.push(pattern);
+            }
+        }
+        let max_response = gives(root, "http", "max_response_bytes");
+        stricter(max_response, &mut http.max_response_bytes, child.http.max_response_bytes);
+        stricter(gives(root, "http", "timeout_secs"), &mut http.timeout_secs, child.http.timeout_secs);
         self.diagnostics.push(merged_note(&merged, root));
         Some(merged)
     }

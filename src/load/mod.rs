@@ -47,6 +47,8 @@ mod read_file;
 mod route_checks;
 mod schema;
 mod table;
+mod validate_http_policy;
+mod validate_http_step;
 mod validate_inputs;
 mod validate_json;
 mod validate_plan;

@@ -41,7 +41,7 @@ impl ActionBuilder<'_, '_, '_> {
 
     /// A structured value whose string leaves are templates. Every leaf is
     /// parsed (and remembered for the template lints) even after an error.
-    fn json_template(&mut self, node: &Node) -> Option<JsonTemplate> {
+    pub(super) fn json_template(&mut self, node: &Node) -> Option<JsonTemplate> {
         Some(match &node.value {
             NodeValue::Null => JsonTemplate::Scalar(serde_json::Value::Null),
             NodeValue::Bool(value) => JsonTemplate::Scalar((*value).into()),

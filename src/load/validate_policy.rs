@@ -79,12 +79,14 @@ pub(crate) fn validate_policy(
     let retry = retry(reader.get("retry"), diagnostics);
     let budget = budget(reader.get("budget"), diagnostics);
     let secrets = validate_secrets::secrets(reader.get("secrets"), &source.path, diagnostics);
+    let first_http = parent.map_or(0, |parent| parent.http.allow.len());
+    let http = crate::load::validate_http_policy::http(reader.get("http"), first_http, diagnostics);
     reader.finish(diagnostics);
     if error_count(diagnostics) > errors_before {
         return None;
     }
-    let (shell, files, retry, budget, secrets) = (shell?, files?, retry?, budget?, secrets?);
-    Some(Policy { name: name.to_string(), shell, files, retry, budget, secrets, source, extends: Vec::new() })
+    let (shell, files, retry, budget, secrets, http) = (shell?, files?, retry?, budget?, secrets?, http?);
+    Some(Policy { name: name.to_string(), shell, files, retry, budget, secrets, source, extends: Vec::new(), http })
 }
 
 /// `search-path-in-workspace`: a search path folder that is the workspace,

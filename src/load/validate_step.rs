@@ -175,11 +175,11 @@ fn small(value: i64, node: &Node, what: &str, diagnostics: &mut Vec<Diagnostic>)
 
 pub(super) struct ActionBuilder<'r, 'n, 'd> {
     pub(super) reader: &'r mut TableReader<'n>,
-    file: &'r SourceFile,
+    pub(super) file: &'r SourceFile,
     step: usize,
     sites: &'r mut Vec<TemplateSite>,
     path_span: &'r mut Option<Span>,
-    command_span: &'r mut Option<Span>,
+    pub(super) command_span: &'r mut Option<Span>,
     cwd_span: &'r mut Option<Span>,
     pub(super) diagnostics: &'d mut Vec<Diagnostic>,
 }
@@ -232,6 +232,7 @@ impl ActionBuilder<'_, '_, '_> {
             }
             "ticket_lookup" => Some(Action::TicketLookup { ticket_id: self.literal("ticket_id")? }),
             "ticket_close" => Some(Action::TicketClose { ticket_id: self.literal("ticket_id")? }),
+            "http" => self.http(),
             _ => None,
         }
     }
@@ -329,8 +330,26 @@ impl ActionBuilder<'_, '_, '_> {
         let output_matches = reader
             .string("output_matches", self.diagnostics)
             .and_then(|(text, node)| compile_regex(text, false, node, self.diagnostics));
+        let status = reader.array("status", self.diagnostics).and_then(|items| self.statuses(items));
         reader.finish(self.diagnostics);
-        Some(Expect { exit_code, exit_codes, output_contains, output_matches })
+        Some(Expect { exit_code, exit_codes, output_contains, output_matches, status })
+    }
+
+    /// `status = [200, …]`: a non-empty array of HTTP statuses (100 to 599).
+    fn statuses(&mut self, items: &[Node]) -> Option<Vec<u16>> {
+        let mut statuses = Vec::new();
+        for (index, item) in items.iter().enumerate() {
+            match item.value {
+                NodeValue::Integer(code) if (100..=599).contains(&code) => statuses.push(u16::try_from(code).ok()?),
+                NodeValue::Integer(code) => self.diagnostics.push(
+                    Diagnostic::error("invalid-value", format!("`expect.status[{index}]` is {code}"))
+                        .with_span(item.span)
+                        .with_label("an HTTP status is 100 to 599"),
+                ),
+                _ => self.diagnostics.push(wrong_type(item, &format!("`expect.status[{index}]`"), "an integer")),
+            }
+        }
+        (!statuses.is_empty() && statuses.len() == items.len()).then_some(statuses)
     }
 
     /// `exit_codes = [0, 1, …]`: a non-empty array of exit codes (0 to 255).
@@ -367,7 +386,7 @@ impl ActionBuilder<'_, '_, '_> {
     }
 
     /// [`Self::template`] for a field of `kind`.
-    fn template_in(&mut self, node: &Node, what: &str, kind: SiteKind) -> Option<Template> {
+    pub(super) fn template_in(&mut self, node: &Node, what: &str, kind: SiteKind) -> Option<Template> {
         let text = node.as_str()?;
         match Template::parse(text) {
             Ok(template) => {

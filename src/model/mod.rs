@@ -10,6 +10,7 @@ mod decision_text;
 mod evidence;
 mod facts;
 mod failure;
+mod http;
 mod inputs;
 pub(crate) mod open_words;
 mod plan;
@@ -31,11 +32,15 @@ pub use facts::{
     ToolFacts, VouchedBy,
 };
 pub use failure::FailureClass;
+pub use http::{
+    DEFAULT_HTTP_MAX_RESPONSE_BYTES, DEFAULT_HTTP_TIMEOUT_SECS, HTTP_METHODS, HostPattern, HttpFacts, HttpPolicy,
+    HttpRule, MAX_HTTP_REDIRECTS,
+};
 pub use inputs::{
     GivenInput, GivenValue, InputError, InputSource, InputSpec, InputType, InputValues, check_relative_path,
     inputs_from_object, json_type, parse_input_flag, resolve_inputs,
 };
-pub use plan::{Action, DEFAULT_POLICY, Plan, SourceRef, Step};
+pub use plan::{Action, DEFAULT_POLICY, Plan, SourceRef, Step, is_safe_method};
 pub use policy::{
     ArgMatcher, ArgPattern, Budget, Decision, FilePolicy, Policy, RetryPolicy, SecretSource, SecretSpec, ShellPolicy,
     ShellRule, SlotKind,

@@ -141,6 +141,24 @@ pub enum Action {
     TicketLookup { ticket_id: String },
     /// Closes a ticket of the demo ticket system, once per idempotency key.
     TicketClose { ticket_id: String },
+    /// Sends one HTTP request the policy's `[http]` allows. `url`'s scheme,
+    /// host and port are literal (the loader checks); `headers` values are
+    /// templates and may use secrets (sent, never recorded). At most one of
+    /// `body` and `json`. The response body is untrusted data.
+    Http {
+        method: String,
+        url: Template,
+        #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        headers: std::collections::BTreeMap<String, Template>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        body: Option<Template>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        json: Option<JsonTemplate>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        max_response_bytes: Option<u64>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        response_headers: Vec<String>,
+    },
 }
 
 impl Action {
@@ -154,6 +172,7 @@ impl Action {
             Action::Flaky { .. } => "flaky",
             Action::TicketLookup { .. } => "ticket_lookup",
             Action::TicketClose { .. } => "ticket_close",
+            Action::Http { .. } => "http",
         }
     }
 
@@ -164,14 +183,22 @@ impl Action {
     /// so the checkpoint after one may wait for the next one's sync (see
     /// [`crate::store::RunHandle::checkpoint_reads`]), and whatever the run
     /// recorded is made durable before a step of this kind starts.
+    /// A `GET` or `HEAD` request is a read (sending it again changes
+    /// nothing, by HTTP's own rules); any other method may change the world.
     pub fn may_change_the_world(&self) -> bool {
-        !matches!(self, Action::ReadFile { .. } | Action::TicketLookup { .. } | Action::Finish { .. })
+        match self {
+            Action::Http { method, .. } => !is_safe_method(method),
+            _ => !matches!(self, Action::ReadFile { .. } | Action::TicketLookup { .. } | Action::Finish { .. }),
+        }
     }
 
     /// Whether a step of this kind may ever produce structured output
     /// (`output_json`): only `read_file` does, when the file holds JSON.
     pub fn may_produce_json(&self) -> bool {
-        matches!(self, Action::ReadFile { .. } | Action::TicketLookup { .. } | Action::TicketClose { .. })
+        matches!(
+            self,
+            Action::ReadFile { .. } | Action::TicketLookup { .. } | Action::TicketClose { .. } | Action::Http { .. }
+        )
     }
 
     /// Every template in the payload, in payload order.
@@ -185,6 +212,11 @@ impl Action {
             Action::Finish { message } => message.iter().collect(),
             Action::Flaky { output, .. } => vec![output],
             Action::TicketLookup { .. } | Action::TicketClose { .. } => Vec::new(),
+            Action::Http { url, headers, body, json, .. } => std::iter::once(url)
+                .chain(headers.values())
+                .chain(body)
+                .chain(json.iter().flat_map(JsonTemplate::templates))
+                .collect(),
         }
     }
 
@@ -192,6 +224,7 @@ impl Action {
     pub fn default_risk(&self) -> Risk {
         match self {
             Action::WriteFile { .. } | Action::TicketClose { .. } => Risk::Write,
+            Action::Http { method, .. } if !is_safe_method(method) => Risk::Write,
             _ => Risk::Read,
         }
     }
@@ -212,11 +245,17 @@ impl Step {
         templates
     }
 
-    /// The secrets the step's `env` uses, by name, sorted and unique.
+    /// The secrets the step's `env` (or an `http` step's `headers`) uses,
+    /// by name, sorted and unique.
     pub fn secrets(&self) -> Vec<String> {
+        let headers = match &self.action {
+            Action::Http { headers, .. } => Some(headers.values()),
+            _ => None,
+        };
         let mut names: Vec<String> = self
             .env
             .values()
+            .chain(headers.into_iter().flatten())
             .flat_map(|template| template.references())
             .filter_map(|reference| match &reference.target {
                 crate::template::RefTarget::Secret(name) => Some(name.clone()),
@@ -227,6 +266,11 @@ impl Step {
         names.dedup();
         names
     }
+}
+
+/// `GET` and `HEAD`: methods HTTP defines as safe (no change requested).
+pub fn is_safe_method(method: &str) -> bool {
+    method == "GET" || method == "HEAD"
 }
 
 impl Plan {

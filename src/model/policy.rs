@@ -27,6 +27,10 @@ pub struct Policy {
     /// files are shown (`policies/default.toml`); empty when it extends none.
     #[serde(skip)]
     pub extends: Vec<String>,
+    /// `[http]`: the egress policy of `http` steps (left out of the
+    /// serialised policy while it is the default, as records always had it).
+    #[serde(skip_serializing_if = "crate::model::HttpPolicy::is_default")]
+    pub http: crate::model::HttpPolicy,
 }
 
 /// One `[secrets.NAME]` table.

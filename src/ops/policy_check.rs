@@ -1,13 +1,14 @@
-//! Ask a policy about one command line (`planrun policy check`), executing
-//! and creating nothing.
+//! Ask a policy about one command line or one HTTP request (`planrun
+//! policy check`), executing, sending and creating nothing.
 
 use std::path::{Path, PathBuf};
 
 use crate::confine::{PathRules, ProgramResolver, Workspace};
 use crate::diag::display_path;
 use crate::load::Loader;
+use crate::model::Policy;
 use crate::ops::{ExitStatus, OpsError};
-use crate::policy::{ShellEvaluation, evaluate_shell_with};
+use crate::policy::{HttpEvaluation, ShellEvaluation, evaluate_http_url, evaluate_shell_with};
 
 /// Which policy, which command line, judged against which workspace.
 pub struct PolicyCheckInput<'a> {
@@ -40,23 +41,7 @@ impl PolicyVerdict {
 }
 
 pub fn policy_check(input: PolicyCheckInput<'_>) -> Result<PolicyVerdict, OpsError> {
-    let name = input.policy;
-    let valid_name =
-        !name.is_empty() && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-');
-    if !valid_name {
-        return Err(OpsError::Usage(format!("invalid policy name `{}`", name.escape_debug())));
-    }
-    let Some(path) = ["toml", "yaml", "yml"]
-        .iter()
-        .map(|extension| input.policies.join(format!("{name}.{extension}")))
-        .find(|path: &PathBuf| path.is_file())
-    else {
-        return Err(OpsError::Usage(format!("no policy `{name}` in `{}`", display_path(input.policies))));
-    };
-    let mut loader = Loader::new().in_workspace(input.workspace);
-    let Some(policy) = loader.load_policy(&path) else {
-        return Err(OpsError::invalid_files(&loader));
-    };
+    let policy = load(input.policy, input.policies, input.workspace)?;
     let mut resolver = ProgramResolver::new(&policy.shell);
     let evaluation = if input.workspace.is_dir() {
         let workspace = Workspace::open(input.workspace, &policy.files).map_err(|error| {
@@ -70,4 +55,67 @@ pub fn policy_check(input: PolicyCheckInput<'_>) -> Result<PolicyVerdict, OpsErr
     let origin =
         policy.shell.allow.iter().find(|rule| rule.name == evaluation.rule).and_then(|rule| rule.origin.clone());
     Ok(PolicyVerdict { evaluation, extends: policy.extends, origin })
+}
+
+/// Which policy, which request (`planrun policy check --url URL --method M`).
+pub struct PolicyUrlInput<'a> {
+    pub policy: &'a str,
+    pub policies: &'a Path,
+    pub workspace: &'a Path,
+    pub method: &'a str,
+    pub url: &'a str,
+}
+
+/// The egress policy's decision on one request, with the rule behind it.
+#[derive(Debug)]
+pub struct HttpVerdict {
+    pub evaluation: HttpEvaluation,
+    pub method: String,
+    pub extends: Vec<String>,
+    /// Where the allowing rule was written.
+    pub origin: Option<String>,
+}
+
+impl HttpVerdict {
+    /// 0 allow, 1 anything else.
+    pub fn exit_status(&self) -> ExitStatus {
+        ExitStatus::from_success(self.evaluation.is_allowed())
+    }
+}
+
+/// Judges one request without sending it or resolving its host: a host
+/// name's addresses are judged when a step sends it (see docs/effects.md).
+pub fn policy_check_url(input: PolicyUrlInput<'_>) -> Result<HttpVerdict, OpsError> {
+    let method = input.method.to_ascii_uppercase();
+    if !crate::model::HTTP_METHODS.contains(&method.as_str()) {
+        return Err(OpsError::Usage(format!(
+            "unknown method `{}`: expected one of {}",
+            input.method.escape_debug(),
+            crate::model::HTTP_METHODS.join(", ")
+        )));
+    }
+    let policy = load(input.policy, input.policies, input.workspace)?;
+    let evaluation = evaluate_http_url(&policy.http, &method, input.url);
+    let origin =
+        policy.http.allow.iter().find(|rule| rule.name == evaluation.rule).and_then(|rule| rule.origin.clone());
+    Ok(HttpVerdict { evaluation, method, extends: policy.extends, origin })
+}
+
+/// The policy `name` of `policies`, validated (`path` slots judged against
+/// `workspace` when it exists).
+fn load(name: &str, policies: &Path, workspace: &Path) -> Result<Policy, OpsError> {
+    let valid_name =
+        !name.is_empty() && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-');
+    if !valid_name {
+        return Err(OpsError::Usage(format!("invalid policy name `{}`", name.escape_debug())));
+    }
+    let Some(path) = ["toml", "yaml", "yml"]
+        .iter()
+        .map(|extension| policies.join(format!("{name}.{extension}")))
+        .find(|path: &PathBuf| path.is_file())
+    else {
+        return Err(OpsError::Usage(format!("no policy `{name}` in `{}`", display_path(policies))));
+    };
+    let mut loader = Loader::new().in_workspace(workspace);
+    loader.load_policy(&path).ok_or_else(|| OpsError::invalid_files(&loader))
 }
