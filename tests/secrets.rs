@@ -15,7 +15,7 @@ use crate::serve_harness::{Server, client, post};
 
 /// The canary: long enough to have complete base64 groups at every
 /// alignment, with characters JSON and URLs escape.
-const CANARY: &str = "canary-Zq7 \"sec\"ret/+&value";
+pub(crate) const CANARY: &str = "canary-Zq7 \"sec\"ret/+&value";
 
 const POLICY: &str = r#"version = 1
 [shell]
@@ -61,7 +61,7 @@ kind = "finish"
 "#;
 
 /// The forms of `value` nothing may hold.
-fn forms(value: &str) -> Vec<String> {
+pub(crate) fn forms(value: &str) -> Vec<String> {
     let json = serde_json::to_string(value).expect("json");
     let mut url = String::new();
     for byte in value.bytes() {
@@ -95,7 +95,7 @@ fn forms(value: &str) -> Vec<String> {
 
 /// Every file under `root` (and the given texts) that holds a form of
 /// `value`: `(where, form)`.
-fn hits(root: &Path, texts: &[(&str, &str)], value: &str) -> Vec<(String, String)> {
+pub(crate) fn hits(root: &Path, texts: &[(&str, &str)], value: &str) -> Vec<(String, String)> {
     let forms = forms(value);
     let mut found = Vec::new();
     let mut check = |label: String, bytes: &[u8]| {

@@ -576,8 +576,8 @@ pub(crate) static HTTP_RULE: Section = Section {
             "redirect hops followed, each judged by the policy again (default 0: none)",
         ),
         key("reason", STRING, "why the rule exists; shown with every decision it makes"),
-        key("match", STRINGS, "URLs the rule must allow with its first method (checked at load)"),
-        key("not_match", STRINGS, "URLs the rule must not allow with its first method (checked at load)"),
+        key("match", STRINGS, "example URLs the rule must allow with its first method (checked at load)"),
+        key("not_match", STRINGS, "example URLs the rule must not allow with its first method (checked at load)"),
     ],
     variants: &[],
 };

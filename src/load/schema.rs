@@ -177,7 +177,7 @@ mod tests {
         let step = &plan["properties"]["steps"]["items"];
         assert_eq!(
             step["properties"]["kind"]["enum"],
-            json!(["shell", "write_file", "read_file", "finish", "flaky", "ticket_lookup", "ticket_close"])
+            json!(["shell", "write_file", "read_file", "finish", "flaky", "ticket_lookup", "ticket_close", "http"])
         );
         assert_eq!(step["unevaluatedProperties"], json!(false));
         assert_eq!(step["allOf"][0]["then"]["required"], json!(["command"]));
@@ -188,7 +188,7 @@ mod tests {
     #[test]
     fn policy_sections_are_closed_objects() {
         let policy = schema(SchemaKind::Policy);
-        for section in ["shell", "files", "retry", "budget"] {
+        for section in ["shell", "files", "retry", "budget", "http"] {
             assert_eq!(policy["properties"][section]["additionalProperties"], json!(false), "{section}");
         }
         let token =

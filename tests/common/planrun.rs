@@ -31,6 +31,7 @@ pub const CLEARED: &[&str] = &[
     "PLANRUN_LEASE_SECS",
     "PLANRUN_MAX_CLAIMS",
     "PLANRUN_NODE_ID",
+    "PLANRUN_TEST_RESOLVE",
 ];
 
 /// A `planrun` command line waiting to be run; start one with
