@@ -473,3 +473,191 @@ fn policy_check_explains_a_url_decision() {
     let bad = ask("FETCH", "http://127.0.0.1:8080/api");
     assert_eq!(bad.code, 2, "{}", bad.snapshot());
 }
+
+/// The service runs a plan with an `http` step like the command line: a
+/// bridge run through the `agent` adapter sends the request and ends `done`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_runs_a_plan_with_an_http_step() {
+    let fixture = HttpFixture::start();
+    let sandbox = Sandbox::new();
+    let call = format!("method = \"GET\"\nurl = \"{}\"", fixture.url("/api/items"));
+    let plan = plan(&call).replace("id = \"test\"\n", "id = \"test\"\ndefault = true\n");
+    sandbox.write("plans/test.toml", &plan);
+    sandbox.write("policies/default.toml", &policy(fixture.port(), "", ""));
+    let plans = sandbox.path().join("plans");
+    let policies = sandbox.path().join("policies");
+    let args = ["--plans", plans.to_str().expect("utf-8"), "--policies", policies.to_str().expect("utf-8")];
+    let mut server = crate::serve_harness::Server::start_in_with(sandbox, &[], &args);
+    let client = crate::serve_harness::client();
+    let (status, body) = crate::serve_harness::post(
+        &client,
+        &server.url("/runs"),
+        json!({"goal": "fetch the items", "adapter": "agent"}),
+    )
+    .await;
+    server.terminate();
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["agent_final_status"], "done", "{body}");
+    let requests = fixture.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].target, "/api/items");
+}
+
+/// The `http` benchmark (`tests/bench/http.sh`): N GET requests to the
+/// fixture three ways, best of 5 each: a bare reqwest loop (one client,
+/// one current-thread runtime), the `http` tool in process (policy,
+/// normalisation, resolution, the checked connection), and a whole run of
+/// a plan of N `http` steps (records and checkpoints included). Prints
+/// the ratios to the bare loop; never asserted.
+#[test]
+#[ignore = "benchmark: run by tests/bench/http.sh"]
+fn http_bench() {
+    use planrun::model::{HostPattern, HttpPolicy, HttpRule};
+    use planrun::tools::http::{HttpCall, HttpTool};
+    let n: usize = std::env::var("HTTP_BENCH_N").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
+    let fixture = HttpFixture::start();
+    let url = fixture.url("/api/items");
+    let best = |mut round: Box<dyn FnMut()>| {
+        (0..5)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                round();
+                started.elapsed().as_secs_f64()
+            })
+            .fold(f64::MAX, f64::min)
+    };
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let client = crate::serve_harness::client();
+    let (bare_url, bare_client) = (url.clone(), client.clone());
+    let bare = best(Box::new(move || {
+        runtime.block_on(async {
+            for _ in 0..n {
+                let response = bare_client.get(&bare_url).send().await.expect("request");
+                assert_eq!(response.bytes().await.expect("body").len(), 17);
+            }
+        });
+    }));
+
+    let policy = HttpPolicy {
+        allow: vec![HttpRule {
+            name: "fixture".into(),
+            methods: vec!["GET".into()],
+            scheme: "http".into(),
+            host: HostPattern::Exact("127.0.0.1".into()),
+            port: Some(fixture.port()),
+            path: "/api".into(),
+            path_matches: None,
+            private: true,
+            redirects: 0,
+            reason: None,
+            origin: None,
+        }],
+        ..HttpPolicy::default()
+    };
+    let headers = std::collections::BTreeMap::new();
+    let tool_url = url.clone();
+    let mut tool = HttpTool::default();
+    let in_process = best(Box::new(move || {
+        for _ in 0..n {
+            let call = HttpCall {
+                method: "GET",
+                url: &tool_url,
+                headers: &headers,
+                body: None,
+                json_body: false,
+                idempotency_key: None,
+                expect_status: &[],
+                max_response_bytes: None,
+                response_headers: &[],
+                timeout: std::time::Duration::from_secs(10),
+            };
+            assert!(tool.call(&policy, &call).result.is_ok());
+        }
+    }));
+
+    let sandbox = Sandbox::new();
+    let mut plan = String::from("version = 1\nid = \"test\"\n");
+    for index in 0..n {
+        plan.push_str(&format!(
+            "\n[[steps]]\nid = \"get-{index}\"\nkind = \"http\"\nmethod = \"GET\"\nurl = \"{url}\"\n"
+        ));
+    }
+    let budget = format!("[budget]\nmax_steps = {0}\nmax_tool_calls = {0}\n", n + 10);
+    sandbox.write_plan(&plan, &format!("{}\n{budget}", policy_text(fixture.port())));
+    let mut round = 0;
+    let whole_run = best(Box::new(|| {
+        round += 1;
+        let output = sandbox
+            .planrun()
+            .in_sandbox()
+            .args(["--plan", "plans/test.toml", "--policies", "policies", "--run-id"])
+            .arg(format!("b{round}"))
+            .arg("--quiet")
+            .run();
+        assert_eq!(output.code, 0, "{}", output.snapshot());
+    }));
+    let per = |seconds: f64| seconds * 1e6 / n as f64;
+    println!("http: {n} GET requests to a loopback server, best of 5");
+    println!("http: bare reqwest loop      {:8.1} µs/request", per(bare));
+    println!("http: http tool in process   {:8.1} µs/request  ratio {:.2}", per(in_process), in_process / bare);
+    println!("http: whole run, N steps     {:8.1} µs/step     ratio {:.2}", per(whole_run), whole_run / bare);
+}
+
+/// The fixture's policy for the benchmark: one rule, no other section.
+fn policy_text(port: u16) -> String {
+    format!(
+        "version = 1\n[http]\n[[http.allow]]\nid = \"fixture\"\nscheme = \"http\"\nhost = \"127.0.0.1\"\nport = {port}\npath = \"/api\"\nprivate = true\n"
+    )
+}
+
+/// `extends` merges `[http]`: rules add up with their origin, `deny` adds
+/// up and wins over the parent's rule, limits take the stricter value.
+#[test]
+fn extends_merges_http_rules_deny_and_limits() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        "policies/parent.toml",
+        "version = 1\n[http]\ntimeout_secs = 5\n[[http.allow]]\nid = \"api\"\nhost = \"*.example.com\"\n",
+    );
+    sandbox.write(
+        "policies/child.toml",
+        "version = 1\nextends = \"parent\"\n[http]\ndeny = [\"admin.example.com\"]\ntimeout_secs = 60\n[[http.allow]]\nid = \"hooks\"\nmethods = [\"POST\"]\nhost = \"hooks.example.org\"\n",
+    );
+    let ask = |method: &str, url: &str| {
+        let output = sandbox
+            .planrun()
+            .in_sandbox()
+            .args(["policy", "check", "--policies", "policies", "--policy", "child", "--method", method, "--url", url])
+            .run();
+        let value: Value = serde_json::from_str(&output.stdout).expect("json");
+        (output.code, value)
+    };
+    let (code, parent_rule) = ask("GET", "https://www.example.com/x");
+    assert_eq!(code, 0, "{parent_rule}");
+    assert_eq!(parent_rule["rule"], "api");
+    assert_eq!(parent_rule["origin"], "policies/parent.toml:4");
+    let (code, child_rule) = ask("POST", "https://hooks.example.org/in");
+    assert_eq!(code, 0, "{child_rule}");
+    assert_eq!(child_rule["origin"], "policies/child.toml:6");
+    let (code, denied) = ask("GET", "https://admin.example.com/x");
+    assert_eq!(code, 1, "{denied}");
+    assert_eq!(denied["rule"], "http.deny[admin.example.com]");
+
+    // The stricter timeout (the parent's 5 s) is the merged policy's.
+    let fixture = HttpFixture::start();
+    sandbox.write(
+        "policies/parent.toml",
+        &format!(
+            "version = 1\n[http]\ntimeout_secs = 1\n[[http.allow]]\nid = \"api\"\nscheme = \"http\"\nhost = \"127.0.0.1\"\nport = {}\nprivate = true\n",
+            fixture.port()
+        ),
+    );
+    let call = format!("method = \"GET\"\nurl = \"{}\"", fixture.url("/api/slow"));
+    let plan = plan(&call).replace("id = \"test\"\n", "id = \"test\"\npolicy = \"child\"\n");
+    sandbox.write("plans/test.toml", &plan);
+    let started = std::time::Instant::now();
+    let output = sandbox.test_plan().run();
+    assert_eq!(output.code, 1, "{}", output.snapshot());
+    assert!(started.elapsed() < std::time::Duration::from_millis(2800), "{:?}", started.elapsed());
+}

@@ -31,10 +31,7 @@ impl ActionBuilder<'_, '_, '_> {
         };
         let url = self.url();
         let headers = self.headers();
-        let body = match self.reader.string("body", self.diagnostics) {
-            Some((_, node)) => Some(self.template(node, "`body`")),
-            None => None,
-        };
+        let body = self.reader.string("body", self.diagnostics).map(|(_, node)| self.template(node, "`body`"));
         let json = match self.reader.get("json") {
             Some(node) if node.as_table().is_none() && node.as_array().is_none() => {
                 self.diagnostics.push(wrong_type(node, "`json`", "a table or an array"));

@@ -78,6 +78,7 @@ impl HttpFixture {
 
 fn serve(stream: TcpStream, log: &Mutex<Vec<Received>>) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let _ = stream.set_nodelay(true);
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut stream = stream;
     loop {
@@ -117,7 +118,11 @@ fn serve(stream: TcpStream, log: &Mutex<Vec<Received>>) {
             "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-fixture: yes\r\n{extra}\r\n",
             content.len()
         );
-        if stream.write_all(response.as_bytes()).and_then(|()| stream.write_all(content.as_bytes())).is_err() {
+        // One write (and no Nagle delay), so a keep-alive client never
+        // waits on a delayed acknowledgement.
+        let mut bytes = response.into_bytes();
+        bytes.extend_from_slice(content.as_bytes());
+        if stream.write_all(&bytes).is_err() {
             return;
         }
     }
