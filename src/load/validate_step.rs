@@ -337,19 +337,33 @@ impl ActionBuilder<'_, '_, '_> {
 
     /// `status = [200, …]`: a non-empty array of HTTP statuses (100 to 599).
     fn statuses(&mut self, items: &[Node]) -> Option<Vec<u16>> {
-        let mut statuses = Vec::new();
+        let statuses = self.integers_in(items, "expect.status", 100..=599, "an HTTP status is 100 to 599")?;
+        let statuses: Vec<u16> = statuses.into_iter().filter_map(|code| u16::try_from(code).ok()).collect();
+        (!statuses.is_empty()).then_some(statuses)
+    }
+
+    /// The integers of the list `key` within `range`, or `invalid-value`
+    /// (labelled `label`) or `wrong-type` for each item that is not.
+    fn integers_in(
+        &mut self,
+        items: &[Node],
+        key: &str,
+        range: std::ops::RangeInclusive<i64>,
+        label: &str,
+    ) -> Option<Vec<i64>> {
+        let mut values = Vec::new();
         for (index, item) in items.iter().enumerate() {
             match item.value {
-                NodeValue::Integer(code) if (100..=599).contains(&code) => statuses.push(u16::try_from(code).ok()?),
-                NodeValue::Integer(code) => self.diagnostics.push(
-                    Diagnostic::error("invalid-value", format!("`expect.status[{index}]` is {code}"))
+                NodeValue::Integer(value) if range.contains(&value) => values.push(value),
+                NodeValue::Integer(value) => self.diagnostics.push(
+                    Diagnostic::error("invalid-value", format!("`{key}[{index}]` is {value}"))
                         .with_span(item.span)
-                        .with_label("an HTTP status is 100 to 599"),
+                        .with_label(label),
                 ),
-                _ => self.diagnostics.push(wrong_type(item, &format!("`expect.status[{index}]`"), "an integer")),
+                _ => self.diagnostics.push(wrong_type(item, &format!("`{key}[{index}]`"), "an integer")),
             }
         }
-        (!statuses.is_empty() && statuses.len() == items.len()).then_some(statuses)
+        (values.len() == items.len()).then_some(values)
     }
 
     /// `exit_codes = [0, 1, …]`: a non-empty array of exit codes (0 to 255).
@@ -364,19 +378,8 @@ impl ActionBuilder<'_, '_, '_> {
             );
             return None;
         }
-        let mut codes = Vec::new();
-        for (index, item) in items.iter().enumerate() {
-            match item.value {
-                NodeValue::Integer(code) if (0..=255).contains(&code) => codes.push(i32::try_from(code).ok()?),
-                NodeValue::Integer(code) => self.diagnostics.push(
-                    Diagnostic::error("invalid-value", format!("`expect.exit_codes[{index}]` is {code}"))
-                        .with_span(item.span)
-                        .with_label("an exit code is 0 to 255"),
-                ),
-                _ => self.diagnostics.push(wrong_type(item, &format!("`expect.exit_codes[{index}]`"), "an integer")),
-            }
-        }
-        (codes.len() == items.len()).then_some(codes)
+        let codes = self.integers_in(items, "expect.exit_codes", 0..=255, "an exit code is 0 to 255")?;
+        codes.into_iter().map(|code| i32::try_from(code).ok()).collect()
     }
 
     /// Parses a string node as a template, narrowing syntax errors to the
