@@ -514,7 +514,7 @@ async fn the_service_runs_a_plan_with_an_http_step() {
 fn http_bench() {
     use planrun::model::{HostPattern, HttpPolicy, HttpRule};
     use planrun::tools::http::{HttpCall, HttpTool};
-    let n: usize = std::env::var("HTTP_BENCH_N").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
+    let n: usize = planrun::runtime::process_var("HTTP_BENCH_N").and_then(|n| n.parse().ok()).unwrap_or(200);
     let fixture = HttpFixture::start();
     let url = fixture.url("/api/items");
     let best = |mut round: Box<dyn FnMut()>| {
