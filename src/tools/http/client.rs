@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 /// One request to one checked address.
+#[cfg_attr(not(feature = "http"), expect(dead_code, reason = "a build without the client sends nothing"))]
 pub struct Hop<'a> {
     pub method: &'a str,
     pub url: &'a str,
@@ -38,7 +39,9 @@ pub struct Answer {
 
 /// Why no answer came.
 pub enum SendError {
+    #[cfg_attr(not(feature = "http"), expect(dead_code, reason = "a build without the client sends nothing"))]
     Timeout,
+    #[cfg_attr(not(feature = "http"), expect(dead_code, reason = "a build without the client sends nothing"))]
     Failed(String),
     /// Built without the `http` feature.
     #[cfg_attr(feature = "http", expect(dead_code, reason = "only the build without the client refuses this way"))]
