@@ -216,6 +216,14 @@ fn field(name: &str, template: &Template) -> PayloadField {
     }
 }
 
+/// A `json` document as written, with the references of its leaves.
+fn json_field(json: &crate::template::JsonTemplate) -> PayloadField {
+    let templates = json.templates();
+    let shown = serde_json::to_string(json).unwrap_or_default();
+    let runtime = templates.iter().flat_map(|leaf| leaf.references().map(|r| r.expr.clone())).collect();
+    PayloadField { name: "json".to_string(), shown, runtime }
+}
+
 fn payload(step: &Step) -> Vec<PayloadField> {
     match &step.action {
         Action::Shell { command, cwd, stdin } => {
@@ -240,12 +248,7 @@ fn payload(step: &Step) -> Vec<PayloadField> {
         Action::WriteFile { path, content, json } => {
             let mut fields = vec![field("path", path)];
             fields.extend(content.iter().map(|content| field("content", content)));
-            if let Some(json) = json {
-                let templates = json.templates();
-                let shown = serde_json::to_string(json).unwrap_or_default();
-                let runtime = templates.iter().flat_map(|leaf| leaf.references().map(|r| r.expr.clone())).collect();
-                fields.push(PayloadField { name: "json".to_string(), shown, runtime });
-            }
+            fields.extend(json.as_ref().map(json_field));
             fields
         }
         Action::ReadFile { path } => vec![field("path", path)],
@@ -270,6 +273,16 @@ fn payload(step: &Step) -> Vec<PayloadField> {
                 },
             ]
         }
+        Action::Http { method, url, headers, body, json, .. } => {
+            let mut fields =
+                vec![PayloadField { name: "method".to_string(), shown: method.clone(), runtime: Vec::new() }];
+            fields.push(field("url", url));
+            // Names and templates only: a secret shows as its reference.
+            fields.extend(headers.iter().map(|(name, value)| field(&format!("headers.{name}"), value)));
+            fields.extend(body.iter().map(|body| field("body", body)));
+            fields.extend(json.as_ref().map(json_field));
+            fields
+        }
     }
 }
 
@@ -282,7 +295,19 @@ fn verdict(step: &Step, policy: &Policy, rules: &PathRules) -> Option<Verdict> {
     match &step.action {
         Action::Shell { command, .. } => Some(shell_verdict(command, policy, rules)),
         Action::WriteFile { path, .. } | Action::ReadFile { path } => Some(path_verdict(path, rules)),
-        Action::Finish { .. } | Action::Flaky { .. } | Action::TicketLookup { .. } | Action::TicketClose { .. } => None,
+        Action::Http { method, url, .. } if url.is_literal() => {
+            let evaluation = crate::policy::evaluate_http_url(&policy.http, method, url.source());
+            Some(Verdict {
+                decision: evaluation.decision.as_str(),
+                rule: Some(evaluation.rule),
+                reason: evaluation.reason,
+            })
+        }
+        Action::Finish { .. }
+        | Action::Flaky { .. }
+        | Action::TicketLookup { .. }
+        | Action::TicketClose { .. }
+        | Action::Http { .. } => None,
         Action::Mcp { server, tool, .. } => Some(mcp_verdict(server, tool, policy)),
     }
 }

@@ -317,6 +317,7 @@ fn summarize_action(action: &serde_json::Value) -> Option<String> {
         ResolvedAction::TicketLookup { ticket_id } => format!("ticket_lookup {ticket_id}"),
         ResolvedAction::TicketClose { ticket_id } => format!("ticket_close {ticket_id}"),
         ResolvedAction::Mcp { server, tool, .. } => format!("mcp {server} {tool}"),
+        ResolvedAction::Http { method, url, .. } => format!("{method} {url}"),
         ResolvedAction::Finish { .. } | ResolvedAction::Flaky { .. } => return None,
     })
 }

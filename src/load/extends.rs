@@ -16,6 +16,10 @@
 //! - the sandbox takes the stricter: `shell.sandbox` (`landlock` over
 //!   `none`) and `shell.require_sandbox` (true if either file says so).
 //!
+//! - `[[http.allow]]` rules add up (the parent's first, each with its
+//!   origin), `http.deny` adds up and wins, `http.max_response_bytes` and
+//!   `http.timeout_secs` take the stricter value.
+//!
 //! Adding a policy section: merge it in [`merge`] by one of these kinds
 //! (`[secrets.NAME]` and `[mcp.servers.NAME]` are unions where the child
 //! wins a name clash; `shell.env_allow` is a
@@ -87,14 +91,23 @@ impl Loader {
         (crate::load::table::error_count(&self.diagnostics) == errors_before).then_some(merged)
     }
 
-    /// Each rule's origin: the file as shown and the rule's line.
+    /// Each rule's origin (`shell.allow`, `http.allow`): the file as shown
+    /// and the rule's line.
     fn set_origins(&self, policy: &mut Policy, root: &Node) {
-        let items = root.get("shell").and_then(|shell| shell.get("allow")).and_then(Node::as_array).unwrap_or(&[]);
-        for (rule, item) in policy.shell.allow.iter_mut().zip(items) {
-            rule.origin = self.sources.get(item.span.source).map(|file| {
+        let items = |section: &str| {
+            root.get(section).and_then(|table| table.get("allow")).and_then(Node::as_array).unwrap_or(&[])
+        };
+        let origin = |item: &Node| {
+            self.sources.get(item.span.source).map(|file| {
                 let (line, _) = file.line_col(item.span.start);
                 format!("{}:{line}", file.name)
-            });
+            })
+        };
+        for (rule, item) in policy.shell.allow.iter_mut().zip(items("shell")) {
+            rule.origin = origin(item);
+        }
+        for (rule, item) in policy.http.allow.iter_mut().zip(items("http")) {
+            rule.origin = origin(item);
         }
     }
 
@@ -260,6 +273,18 @@ impl Loader {
             (Some(parent), Some(child)) => Some(parent.min(child)),
             (parent, child) => parent.or(child),
         };
+        // `[http]`: rules add up (the parent's first), `deny` adds up and
+        // wins, the limits take the stricter value.
+        let http = &mut merged.http;
+        http.allow.append(&mut child.http.allow);
+        for pattern in child.http.deny {
+            if !http.deny.contains(&pattern) {
+                http.deny.push(pattern);
+            }
+        }
+        let max_response = gives(root, "http", "max_response_bytes");
+        stricter(max_response, &mut http.max_response_bytes, child.http.max_response_bytes);
+        stricter(gives(root, "http", "timeout_secs"), &mut http.timeout_secs, child.http.timeout_secs);
         self.diagnostics.push(merged_note(&merged, root));
         Some(merged)
     }

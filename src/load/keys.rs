@@ -365,6 +365,11 @@ pub(crate) static EXPECT: Section = Section {
         ),
         key("output_contains", STRING, "the output must contain this text"),
         key("output_matches", STRING, "the output must match this regex"),
+        key(
+            "status",
+            Type::NonEmptyArray(&Type::Range { min: 100, max: 599 }),
+            "for `http`: the response statuses that count as success (default any 2xx)",
+        ),
     ],
     variants: &[],
 };
@@ -492,8 +497,41 @@ pub(crate) static STEP: Section = Section {
                 ),
             ],
         },
+        Variant {
+            name: "http",
+            doc: "send one HTTP request the policy's `[[http.allow]]` rules allow; the response is untrusted data",
+            keys: &[
+                required("method", Type::Enum(HTTP_METHODS), "the request method"),
+                required(
+                    "url",
+                    STRING,
+                    "`http://` or `https://` URL; scheme, host and port literal, path and query may hold templates \
+                     (each value percent-encoded)",
+                ),
+                key(
+                    "headers",
+                    Type::Map(&Type::String),
+                    "request headers; values may hold templates and `{{ secrets.NAME }}` (sent, never recorded)",
+                ),
+                key("body", STRING, "the request body as text; may hold templates; not with `json`"),
+                key(
+                    "json",
+                    Type::Document,
+                    "a table or array sent as the JSON body (`content-type: application/json`); its string leaves are templates",
+                ),
+                key(
+                    "max_response_bytes",
+                    POSITIVE,
+                    "the largest body kept; the rest is dropped and marked (never above the policy's `http.max_response_bytes`)",
+                ),
+                key("response_headers", STRINGS, "response headers the step's output names (`output_json.headers`)"),
+            ],
+        },
     ],
 };
+
+/// The methods an `http` step may send.
+pub(crate) const HTTP_METHODS: &[&str] = crate::model::HTTP_METHODS;
 
 /// A policy file.
 pub(crate) static POLICY: Section = Section {
@@ -522,6 +560,7 @@ pub(crate) static POLICY: Section = Section {
             "`[secrets.NAME]`: where each secret a step's `env` may use comes from (default none)",
         ),
         key("mcp", Type::Table(&MCP), "the MCP servers `mcp` steps may call (default none)"),
+        key("http", Type::Table(&HTTP), "the egress policy of `http` steps (default: no request allowed)"),
     ],
     variants: &[],
 };
@@ -559,6 +598,52 @@ pub(crate) static MCP_SERVER: Section = Section {
             "the tools steps may call, each pinned by the digest of its definition (`sha256:…`, see `planrun mcp pin`)",
         ),
         key("description", STRING, "one line about the server"),
+    ],
+    variants: &[],
+};
+
+/// A policy's `[http]`.
+pub(crate) static HTTP: Section = Section {
+    title: "http",
+    doc: "which requests `http` steps may send: deny wins, then the first matching rule allows; nothing else is sent",
+    keys: &[
+        key("allow", Type::Array(&Type::Table(&HTTP_RULE)), "rules; the first that matches allows"),
+        key("deny", STRINGS, "hosts never reached (exact or `*.suffix`), whatever a rule says"),
+        key("max_response_bytes", POSITIVE, "the largest response body a step keeps")
+            .defaults_to(Number(crate::model::DEFAULT_HTTP_MAX_RESPONSE_BYTES)),
+        key("timeout_secs", POSITIVE, "the longest a request may take, in seconds")
+            .defaults_to(Number(crate::model::DEFAULT_HTTP_TIMEOUT_SECS)),
+    ],
+    variants: &[],
+};
+
+/// One `[[http.allow]]` rule.
+pub(crate) static HTTP_RULE: Section = Section {
+    title: "http rule",
+    doc: "one `[[http.allow]]` rule",
+    keys: &[
+        key("id", STRING, "a stable name for records").defaults_to(Computed(|| "http.allow[<index>]".to_string())),
+        key("methods", Type::NonEmptyArray(&Type::Enum(HTTP_METHODS)), "the methods allowed")
+            .defaults_to(Code(&["GET"])),
+        key("scheme", Type::Enum(&["https", "http"]), "the scheme").defaults_to(Code(&["https"])),
+        required("host", STRING, "the host: a name (exact), `*.suffix` (any name below), or an IP address"),
+        key("port", Type::Range { min: 1, max: 65535 }, "the port (default the scheme's: 443 or 80)"),
+        key("path", STRING, "a path prefix, matched by segment (`/v1` takes `/v1/…`, never `/v1beta`)")
+            .defaults_to(Code(&["/"])),
+        key("path_matches", STRING, "a regex the whole path must also match"),
+        key(
+            "private",
+            Type::Boolean,
+            "whether loopback, private, link-local and cloud-metadata addresses may be reached (default false)",
+        ),
+        key(
+            "redirects",
+            Type::Range { min: 0, max: crate::model::MAX_HTTP_REDIRECTS as i64 },
+            "redirect hops followed, each judged by the policy again (default 0: none)",
+        ),
+        key("reason", STRING, "why the rule exists; shown with every decision it makes"),
+        key("match", STRINGS, "example URLs the rule must allow with its first method (checked at load)"),
+        key("not_match", STRINGS, "example URLs the rule must not allow with its first method (checked at load)"),
     ],
     variants: &[],
 };
@@ -990,6 +1075,8 @@ mod tests {
             &SECRET,
             &MCP,
             &MCP_SERVER,
+            &HTTP,
+            &HTTP_RULE,
             &SHELL,
             &RULE,
             &TOKEN_TABLE,

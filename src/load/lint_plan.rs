@@ -137,7 +137,7 @@ pub(crate) fn lint_plan(loaded: &LoadedPlan, file: &SourceFile, diagnostics: &mu
                     ),
                     Some(_) => {}
                 },
-                RefTarget::Secret(_) if site.kind != SiteKind::Env => found.push(
+                RefTarget::Secret(_) if !matches!(site.kind, SiteKind::Env | SiteKind::Header) => found.push(
                     Diagnostic::error(
                         "secret-outside-env",
                         format!("`{{{{ {} }}}}` outside a step's `env`", reference.expr),

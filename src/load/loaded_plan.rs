@@ -74,8 +74,11 @@ pub(crate) enum SiteKind {
     Data,
     /// A file step's `path`: only `{{ run.id }}` and `path`-typed inputs.
     Path,
-    /// A value of a shell step's `env`: the only place a secret may appear.
+    /// A value of a shell step's `env`: a place a secret may appear.
     Env,
+    /// A value of an `http` step's `headers`: the other place a secret may
+    /// appear (sent, never recorded).
+    Header,
 }
 
 impl LoadedPlan {

@@ -48,6 +48,8 @@ mod route_checks;
 mod schema;
 mod table;
 mod validate_backoff;
+mod validate_http_policy;
+mod validate_http_step;
 mod validate_inputs;
 mod validate_json;
 mod validate_mcp;

@@ -177,7 +177,17 @@ mod tests {
         let step = &plan["properties"]["steps"]["items"];
         assert_eq!(
             step["properties"]["kind"]["enum"],
-            json!(["shell", "write_file", "read_file", "finish", "flaky", "ticket_lookup", "ticket_close", "mcp"])
+            json!([
+                "shell",
+                "write_file",
+                "read_file",
+                "finish",
+                "flaky",
+                "ticket_lookup",
+                "ticket_close",
+                "mcp",
+                "http"
+            ])
         );
         assert_eq!(step["unevaluatedProperties"], json!(false));
         assert_eq!(step["allOf"][0]["then"]["required"], json!(["command"]));
@@ -188,7 +198,7 @@ mod tests {
     #[test]
     fn policy_sections_are_closed_objects() {
         let policy = schema(SchemaKind::Policy);
-        for section in ["shell", "files", "retry", "budget"] {
+        for section in ["shell", "files", "retry", "budget", "http"] {
             assert_eq!(policy["properties"][section]["additionalProperties"], json!(false), "{section}");
         }
         let token =

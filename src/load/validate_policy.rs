@@ -83,13 +83,27 @@ pub(crate) fn validate_policy(
     let empty = BTreeMap::new();
     let declared = [secrets.as_ref().unwrap_or(&empty), parent.map_or(&empty, |parent| &parent.secrets)];
     let mcp = validate_mcp::servers(reader.get("mcp"), &declared, diagnostics);
+    let first_http = parent.map_or(0, |parent| parent.http.allow.len());
+    let http = crate::load::validate_http_policy::http(reader.get("http"), first_http, diagnostics);
     reader.finish(diagnostics);
     if error_count(diagnostics) > errors_before {
         return None;
     }
-    let (shell, files, mut retry, budget, secrets, mcp) = (shell?, files?, retry?, budget?, secrets?, mcp?);
+    let (shell, files, mut retry, budget, secrets, mcp, http) =
+        (shell?, files?, retry?, budget?, secrets?, mcp?, http?);
     retry.backoff = backoff?;
-    Some(Policy { name: name.to_string(), shell, files, retry, budget, secrets, source, extends: Vec::new(), mcp })
+    Some(Policy {
+        name: name.to_string(),
+        shell,
+        files,
+        retry,
+        budget,
+        secrets,
+        source,
+        extends: Vec::new(),
+        mcp,
+        http,
+    })
 }
 
 /// `search-path-in-workspace`: a search path folder that is the workspace,

@@ -179,11 +179,11 @@ fn small(value: i64, node: &Node, what: &str, diagnostics: &mut Vec<Diagnostic>)
 
 pub(super) struct ActionBuilder<'r, 'n, 'd> {
     pub(super) reader: &'r mut TableReader<'n>,
-    file: &'r SourceFile,
+    pub(super) file: &'r SourceFile,
     step: usize,
     sites: &'r mut Vec<TemplateSite>,
     path_span: &'r mut Option<Span>,
-    command_span: &'r mut Option<Span>,
+    pub(super) command_span: &'r mut Option<Span>,
     cwd_span: &'r mut Option<Span>,
     /// Where an `mcp` step's `server` and `tool` are.
     pub(super) mcp_spans: &'r mut [Option<Span>; 2],
@@ -239,6 +239,7 @@ impl ActionBuilder<'_, '_, '_> {
             "ticket_lookup" => Some(Action::TicketLookup { ticket_id: self.literal("ticket_id")? }),
             "ticket_close" => Some(Action::TicketClose { ticket_id: self.literal("ticket_id")? }),
             "mcp" => self.mcp_action(),
+            "http" => self.http(),
             _ => None,
         }
     }
@@ -342,8 +343,40 @@ impl ActionBuilder<'_, '_, '_> {
         let output_matches = reader
             .string("output_matches", self.diagnostics)
             .and_then(|(text, node)| compile_regex(text, false, node, self.diagnostics));
+        let status = reader.array("status", self.diagnostics).and_then(|items| self.statuses(items));
         reader.finish(self.diagnostics);
-        Some(Expect { exit_code, exit_codes, output_contains, output_matches })
+        Some(Expect { exit_code, exit_codes, output_contains, output_matches, status })
+    }
+
+    /// `status = [200, …]`: a non-empty array of HTTP statuses (100 to 599).
+    fn statuses(&mut self, items: &[Node]) -> Option<Vec<u16>> {
+        let statuses = self.integers_in(items, "expect.status", 100..=599, "an HTTP status is 100 to 599")?;
+        let statuses: Vec<u16> = statuses.into_iter().filter_map(|code| u16::try_from(code).ok()).collect();
+        (!statuses.is_empty()).then_some(statuses)
+    }
+
+    /// The integers of the list `key` within `range`, or `invalid-value`
+    /// (labelled `label`) or `wrong-type` for each item that is not.
+    fn integers_in(
+        &mut self,
+        items: &[Node],
+        key: &str,
+        range: std::ops::RangeInclusive<i64>,
+        label: &str,
+    ) -> Option<Vec<i64>> {
+        let mut values = Vec::new();
+        for (index, item) in items.iter().enumerate() {
+            match item.value {
+                NodeValue::Integer(value) if range.contains(&value) => values.push(value),
+                NodeValue::Integer(value) => self.diagnostics.push(
+                    Diagnostic::error("invalid-value", format!("`{key}[{index}]` is {value}"))
+                        .with_span(item.span)
+                        .with_label(label),
+                ),
+                _ => self.diagnostics.push(wrong_type(item, &format!("`{key}[{index}]`"), "an integer")),
+            }
+        }
+        (values.len() == items.len()).then_some(values)
     }
 
     /// `exit_codes = [0, 1, …]`: a non-empty array of exit codes (0 to 255).
@@ -358,19 +391,8 @@ impl ActionBuilder<'_, '_, '_> {
             );
             return None;
         }
-        let mut codes = Vec::new();
-        for (index, item) in items.iter().enumerate() {
-            match item.value {
-                NodeValue::Integer(code) if (0..=255).contains(&code) => codes.push(i32::try_from(code).ok()?),
-                NodeValue::Integer(code) => self.diagnostics.push(
-                    Diagnostic::error("invalid-value", format!("`expect.exit_codes[{index}]` is {code}"))
-                        .with_span(item.span)
-                        .with_label("an exit code is 0 to 255"),
-                ),
-                _ => self.diagnostics.push(wrong_type(item, &format!("`expect.exit_codes[{index}]`"), "an integer")),
-            }
-        }
-        (codes.len() == items.len()).then_some(codes)
+        let codes = self.integers_in(items, "expect.exit_codes", 0..=255, "an exit code is 0 to 255")?;
+        codes.into_iter().map(|code| i32::try_from(code).ok()).collect()
     }
 
     /// Parses a string node as a template, narrowing syntax errors to the
@@ -380,7 +402,7 @@ impl ActionBuilder<'_, '_, '_> {
     }
 
     /// [`Self::template`] for a field of `kind`.
-    fn template_in(&mut self, node: &Node, what: &str, kind: SiteKind) -> Option<Template> {
+    pub(super) fn template_in(&mut self, node: &Node, what: &str, kind: SiteKind) -> Option<Template> {
         let text = node.as_str()?;
         match Template::parse(text) {
             Ok(template) => {

@@ -74,6 +74,10 @@ pub struct Expect {
     pub output_contains: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "optional_regex")]
     pub output_matches: Option<Regex>,
+    /// For `http`: the response statuses that count as success (default
+    /// any 2xx).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Vec<u16>>,
 }
 
 impl Expect {

@@ -108,6 +108,7 @@ pub enum ToolFacts {
     Shell(ShellFacts),
     File(FileFacts),
     Flaky(FlakyFacts),
+    Http(crate::model::HttpFacts),
 }
 
 impl ToolFacts {
@@ -124,6 +125,7 @@ impl ToolFacts {
         match self {
             ToolFacts::Shell(facts) => Some(&facts.rule),
             ToolFacts::File(facts) => facts.rule.as_deref(),
+            ToolFacts::Http(facts) => facts.rule.as_deref(),
             ToolFacts::None | ToolFacts::Flaky(_) => None,
         }
     }
@@ -134,6 +136,7 @@ impl ToolFacts {
             ToolFacts::Shell(facts) => serde_json::to_value(facts),
             ToolFacts::File(facts) => serde_json::to_value(facts),
             ToolFacts::Flaky(facts) => serde_json::to_value(facts),
+            ToolFacts::Http(facts) => serde_json::to_value(facts),
         };
         match value {
             Ok(Value::Object(map)) => map,
@@ -310,6 +313,7 @@ impl StepDetails {
                 Some("decision") => attempt(serde_json::from_value(value.clone()).ok().map(ToolFacts::Shell)),
                 Some("path") => attempt(serde_json::from_value(value.clone()).ok().map(ToolFacts::File)),
                 Some("attempt") => attempt(serde_json::from_value(value.clone()).ok().map(ToolFacts::Flaky)),
+                Some("method") => attempt(serde_json::from_value(value.clone()).ok().map(ToolFacts::Http)),
                 Some("reason") => map
                     .get("reason")
                     .and_then(Value::as_str)

@@ -11,6 +11,7 @@ mod decision_text;
 mod evidence;
 mod facts;
 mod failure;
+mod http;
 mod inputs;
 mod mcp;
 pub(crate) mod open_words;
@@ -38,12 +39,16 @@ pub use facts::{
     StepDetails, StopReason, ToolFacts, VouchedBy,
 };
 pub use failure::FailureClass;
+pub use http::{
+    DEFAULT_HTTP_MAX_RESPONSE_BYTES, DEFAULT_HTTP_TIMEOUT_SECS, HTTP_METHODS, HostPattern, HttpFacts, HttpPolicy,
+    HttpRule, MAX_HTTP_REDIRECTS,
+};
 pub use inputs::{
     GivenInput, GivenValue, InputError, InputSource, InputSpec, InputType, InputValues, check_relative_path,
     inputs_from_object, json_type, parse_input_flag, resolve_inputs,
 };
 pub use mcp::{McpPolicy, McpServer};
-pub use plan::{Action, DEFAULT_POLICY, Plan, SourceRef, Step};
+pub use plan::{Action, DEFAULT_POLICY, Plan, SourceRef, Step, is_safe_method};
 pub use policy::{
     ArgMatcher, ArgPattern, Budget, Decision, FilePolicy, NetworkAccess, Policy, RetryPolicy, SandboxMode,
     SecretSource, SecretSpec, ShellPolicy, ShellRule, SlotKind,

@@ -148,6 +148,24 @@ pub enum Action {
     /// with `arguments` (a table whose string leaves are templates). The
     /// result's content is the step output, marked untrusted.
     Mcp { server: String, tool: String, arguments: JsonTemplate },
+    /// Sends one HTTP request the policy's `[http]` allows. `url`'s scheme,
+    /// host and port are literal (the loader checks); `headers` values are
+    /// templates and may use secrets (sent, never recorded). At most one of
+    /// `body` and `json`. The response body is untrusted data.
+    Http {
+        method: String,
+        url: Template,
+        #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        headers: std::collections::BTreeMap<String, Template>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        body: Option<Template>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        json: Option<JsonTemplate>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        max_response_bytes: Option<u64>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        response_headers: Vec<String>,
+    },
 }
 
 impl Action {
@@ -162,6 +180,7 @@ impl Action {
             Action::TicketLookup { .. } => "ticket_lookup",
             Action::TicketClose { .. } => "ticket_close",
             Action::Mcp { .. } => "mcp",
+            Action::Http { .. } => "http",
         }
     }
 
@@ -172,8 +191,13 @@ impl Action {
     /// so the checkpoint after one may wait for the next one's sync (see
     /// [`crate::store::RunHandle::checkpoint_reads`]), and whatever the run
     /// recorded is made durable before a step of this kind starts.
+    /// A `GET` or `HEAD` request is a read (sending it again changes
+    /// nothing, by HTTP's own rules); any other method may change the world.
     pub fn may_change_the_world(&self) -> bool {
-        !matches!(self, Action::ReadFile { .. } | Action::TicketLookup { .. } | Action::Finish { .. })
+        match self {
+            Action::Http { method, .. } => !is_safe_method(method),
+            _ => !matches!(self, Action::ReadFile { .. } | Action::TicketLookup { .. } | Action::Finish { .. }),
+        }
     }
 
     /// Whether a step of this kind may ever produce structured output
@@ -182,7 +206,11 @@ impl Action {
     pub fn may_produce_json(&self) -> bool {
         matches!(
             self,
-            Action::ReadFile { .. } | Action::TicketLookup { .. } | Action::TicketClose { .. } | Action::Mcp { .. }
+            Action::ReadFile { .. }
+                | Action::TicketLookup { .. }
+                | Action::TicketClose { .. }
+                | Action::Mcp { .. }
+                | Action::Http { .. }
         )
     }
 
@@ -198,6 +226,11 @@ impl Action {
             Action::Flaky { output, .. } => vec![output],
             Action::TicketLookup { .. } | Action::TicketClose { .. } => Vec::new(),
             Action::Mcp { arguments, .. } => arguments.templates(),
+            Action::Http { url, headers, body, json, .. } => std::iter::once(url)
+                .chain(headers.values())
+                .chain(body)
+                .chain(json.iter().flat_map(JsonTemplate::templates))
+                .collect(),
         }
     }
 
@@ -206,6 +239,7 @@ impl Action {
         match self {
             // An MCP tool may do anything its server does.
             Action::WriteFile { .. } | Action::TicketClose { .. } | Action::Mcp { .. } => Risk::Write,
+            Action::Http { method, .. } if !is_safe_method(method) => Risk::Write,
             _ => Risk::Read,
         }
     }
@@ -226,9 +260,14 @@ impl Step {
         templates
     }
 
-    /// The secrets the step's `env` uses, by name, sorted and unique.
+    /// The secrets the step's `env` (or an `http` step's `headers`) uses,
+    /// by name, sorted and unique.
     pub fn secrets(&self) -> Vec<String> {
-        secret_names(self.env.values())
+        let headers = match &self.action {
+            Action::Http { headers, .. } => Some(headers.values()),
+            _ => None,
+        };
+        secret_names(self.env.values().chain(headers.into_iter().flatten()))
     }
 }
 
@@ -244,6 +283,11 @@ pub(crate) fn secret_names<'t>(templates: impl Iterator<Item = &'t Template>) ->
     names.sort();
     names.dedup();
     names
+}
+
+/// `GET` and `HEAD`: methods HTTP defines as safe (no change requested).
+pub fn is_safe_method(method: &str) -> bool {
+    method == "GET" || method == "HEAD"
 }
 
 impl Plan {

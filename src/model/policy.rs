@@ -30,6 +30,10 @@ pub struct Policy {
     /// `[mcp.servers.NAME]`: the MCP servers `mcp` steps may call.
     #[serde(skip_serializing_if = "crate::model::McpPolicy::is_empty")]
     pub mcp: crate::model::McpPolicy,
+    /// `[http]`: the egress policy of `http` steps (left out of the
+    /// serialised policy while it is the default, as records always had it).
+    #[serde(skip_serializing_if = "crate::model::HttpPolicy::is_default")]
+    pub http: crate::model::HttpPolicy,
 }
 
 /// One `[secrets.NAME]` table.

@@ -19,6 +19,7 @@
 //! | explain routing | [`route`] | [`Routed`] |
 //! | preview a run | [`preview`] | [`Preview`](crate::preview::Preview) |
 //! | ask a policy about a command line | [`policy_check`] | [`PolicyVerdict`] |
+//! | ask the egress policy about a request | [`policy_check_url`] | [`HttpVerdict`] |
 //! | validate files | [`check`] | [`CheckOutcome`] |
 //! | run declared scenarios against golden snapshots | [`test`] (one: [`run_scenario`]) | [`TestOutcome`] |
 //! | check a run's records end to end | [`verify`] | [`Verification`] |
@@ -74,7 +75,7 @@ pub use error::OpsError;
 pub use exit_status::ExitStatus;
 pub use export::{Exported, export};
 pub use mcp_pin::{McpPinInput, McpPinOutcome, ReviewedTool, mcp_pin};
-pub use policy_check::{PolicyCheckInput, PolicyVerdict, policy_check};
+pub use policy_check::{HttpVerdict, PolicyCheckInput, PolicyUrlInput, PolicyVerdict, policy_check, policy_check_url};
 pub use preview::{PreviewTarget, preview};
 pub use queue::{Queued, QueuedSummary, queue, queued_run};
 pub use route::{Routed, route};

@@ -1,5 +1,5 @@
-//! Ask a policy about one command line (`planrun policy check`), executing
-//! and creating nothing.
+//! Ask a policy about one command line or one HTTP request (`planrun
+//! policy check`), executing, sending and creating nothing.
 
 use std::path::{Path, PathBuf};
 
@@ -8,7 +8,7 @@ use crate::diag::display_path;
 use crate::load::Loader;
 use crate::model::Policy;
 use crate::ops::{ExitStatus, OpsError};
-use crate::policy::{ShellEvaluation, evaluate_shell_with};
+use crate::policy::{HttpEvaluation, ShellEvaluation, evaluate_http_url, evaluate_shell_with};
 
 /// Which policy, which command line, judged against which workspace.
 pub struct PolicyCheckInput<'a> {
@@ -53,6 +53,50 @@ pub fn policy_check(input: PolicyCheckInput<'_>) -> Result<PolicyVerdict, OpsErr
     let origin =
         policy.shell.allow.iter().find(|rule| rule.name == evaluation.rule).and_then(|rule| rule.origin.clone());
     Ok(PolicyVerdict { evaluation, extends: policy.extends, origin })
+}
+
+/// Which policy, which request (`planrun policy check --url URL --method M`).
+pub struct PolicyUrlInput<'a> {
+    pub policy: &'a str,
+    pub policies: &'a Path,
+    pub workspace: &'a Path,
+    pub method: &'a str,
+    pub url: &'a str,
+}
+
+/// The egress policy's decision on one request, with the rule behind it.
+#[derive(Debug)]
+pub struct HttpVerdict {
+    pub evaluation: HttpEvaluation,
+    pub method: String,
+    pub extends: Vec<String>,
+    /// Where the allowing rule was written.
+    pub origin: Option<String>,
+}
+
+impl HttpVerdict {
+    /// 0 allow, 1 anything else.
+    pub fn exit_status(&self) -> ExitStatus {
+        ExitStatus::from_success(self.evaluation.is_allowed())
+    }
+}
+
+/// Judges one request without sending it or resolving its host: a host
+/// name's addresses are judged when a step sends it (see docs/effects.md).
+pub fn policy_check_url(input: PolicyUrlInput<'_>) -> Result<HttpVerdict, OpsError> {
+    let method = input.method.to_ascii_uppercase();
+    if !crate::model::HTTP_METHODS.contains(&method.as_str()) {
+        return Err(OpsError::Usage(format!(
+            "unknown method `{}`: expected one of {}",
+            input.method.escape_debug(),
+            crate::model::HTTP_METHODS.join(", ")
+        )));
+    }
+    let policy = load_named_policy(input.policy, input.policies, input.workspace)?;
+    let evaluation = evaluate_http_url(&policy.http, &method, input.url);
+    let origin =
+        policy.http.allow.iter().find(|rule| rule.name == evaluation.rule).and_then(|rule| rule.origin.clone());
+    Ok(HttpVerdict { evaluation, method, extends: policy.extends, origin })
 }
 
 /// The workspace at `path` under `policy`'s file rules (a usage error when

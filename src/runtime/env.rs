@@ -212,6 +212,9 @@ pub struct RuntimeEnv {
     pub stores: Box<dyn StoreFactory>,
     pub sealer: Sealer,
     pub crash_at: Option<CrashAt>,
+    /// How `http` steps resolve host names: the system, or the stub of the
+    /// documented test hook `PLANRUN_TEST_RESOLVE=name=ADDR[,ADDR…][;…]`.
+    pub resolver: Arc<dyn crate::tools::http::Resolve>,
 }
 
 impl RuntimeEnv {
@@ -222,6 +225,7 @@ impl RuntimeEnv {
             stores: Box::new(FileStores),
             sealer: Sealer::plain(),
             crash_at: None,
+            resolver: Arc::new(crate::tools::http::SystemResolver),
         }
     }
 
@@ -240,6 +244,7 @@ impl RuntimeEnv {
             stores: Box::new(FileStores),
             sealer: Sealer::plain(),
             crash_at: None,
+            resolver: Arc::new(crate::tools::http::SystemResolver),
         }
     }
 }
@@ -258,7 +263,8 @@ impl RuntimeEnv {
     /// the real clock and ids, or the deterministic test ones when the
     /// documented test hook `PLANRUN_TEST_CLOCK=<RFC 3339 instant>` is set;
     /// HMAC seals when `PLANRUN_HMAC_KEY` is set (and not empty); the crash
-    /// hook `PLANRUN_CRASH_AT=<step_id>:<point>`.
+    /// hook `PLANRUN_CRASH_AT=<step_id>:<point>`; the resolver stub of
+    /// `PLANRUN_TEST_RESOLVE`.
     pub fn from_process() -> Result<RuntimeEnv, String> {
         let mut env = match process_var("PLANRUN_TEST_CLOCK") {
             Some(start) => start.parse().map(RuntimeEnv::fixed).map_err(|error| {
@@ -272,6 +278,11 @@ impl RuntimeEnv {
         };
         if let Some(text) = process_var("PLANRUN_CRASH_AT") {
             env.crash_at = Some(CrashAt::parse(&text).map_err(|error| format!("`PLANRUN_CRASH_AT`: {error}"))?);
+        }
+        if let Some(text) = process_var("PLANRUN_TEST_RESOLVE") {
+            let stub = crate::tools::http::StubResolver::parse(&text)
+                .map_err(|error| format!("`PLANRUN_TEST_RESOLVE`: {error}"))?;
+            env.resolver = Arc::new(stub);
         }
         Ok(env)
     }

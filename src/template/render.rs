@@ -107,6 +107,24 @@ impl Template {
         Ok(out)
     }
 
+    /// Renders the template with each substituted value passed through
+    /// `escape` (an `http` step's URL percent-encodes them); literal text
+    /// is kept as written.
+    pub fn render_escaped(
+        &self,
+        context: &dyn RenderContext,
+        escape: impl Fn(&str) -> String,
+    ) -> Result<String, TemplateError> {
+        let mut out = String::with_capacity(self.source().len());
+        for segment in self.segments() {
+            match segment {
+                Segment::Literal(text) => out.push_str(text),
+                Segment::Ref(reference) => out.push_str(&escape(&render_reference(reference, context)?)),
+            }
+        }
+        Ok(out)
+    }
+
     /// The value of a template that is exactly one reference, keeping a
     /// structured value's shape (`json = { items = "{{ steps.a.output_json.items }}" }`
     /// puts the list itself, not its text); any other template renders to

@@ -10,6 +10,7 @@
 pub mod children;
 mod files;
 pub mod guard;
+pub mod http;
 pub mod mcp;
 mod mcp_step;
 mod outcome;
@@ -84,6 +85,29 @@ pub enum ResolvedAction {
         /// The rendered arguments (a JSON object).
         arguments: serde_json::Value,
     },
+    Http {
+        method: String,
+        /// The URL with its templated parts rendered (percent-encoded).
+        url: String,
+        /// The step's `headers` as written (templates, never a secret's value).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        headers: BTreeMap<String, String>,
+        /// The secrets the step's `headers` send, by name.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        secrets: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        body: Option<String>,
+        /// The body is the step's `json` document.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        json_body: bool,
+        /// Accepted statuses (`expect.status`); empty: any 2xx.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        expect_status: Vec<u16>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_response_bytes: Option<u64>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        response_headers: Vec<String>,
+    },
 }
 
 impl ResolvedAction {
@@ -98,6 +122,10 @@ impl ResolvedAction {
             }
             ResolvedAction::Finish { .. } | ResolvedAction::Flaky { .. } => "run".to_string(),
             ResolvedAction::Mcp { server, tool, .. } => format!("mcp:{server}/{tool}"),
+            ResolvedAction::Http { url, .. } => match crate::policy::HttpTarget::parse(url) {
+                Ok(target) => format!("http:{}://{}:{}", target.scheme, target.host, target.port),
+                Err(_) => "http:".to_string(),
+            },
         }
     }
 }
@@ -127,6 +155,10 @@ pub struct Tools<'a> {
     /// The current step's own `env`, rendered (the policy's `shell.env`
     /// wins on a clash).
     step_env: BTreeMap<String, String>,
+    /// The current `http` step's `headers`, rendered (secrets included).
+    step_headers: BTreeMap<String, String>,
+    /// The client and resolver of `http` steps.
+    http: http::HttpTool,
 }
 
 impl<'a> Tools<'a> {
@@ -141,7 +173,22 @@ impl<'a> Tools<'a> {
             shared_sync: None,
             redactor: Redactor::default(),
             step_env: BTreeMap::new(),
+            step_headers: BTreeMap::new(),
+            http: http::HttpTool::default(),
         }
+    }
+
+    /// The same tools, resolving the host names of `http` steps with
+    /// `resolver` (the system's by default).
+    pub fn with_resolver(mut self, resolver: std::sync::Arc<dyn http::Resolve>) -> Self {
+        self.http = http::HttpTool::new(resolver);
+        self
+    }
+
+    /// The rendered `headers` the next `http` step sends (secrets
+    /// included; never recorded).
+    pub fn set_step_headers(&mut self, headers: BTreeMap<String, String>) {
+        self.step_headers = headers;
     }
 
     /// The same tools, noting each shell child in `children` while it runs,
@@ -264,6 +311,7 @@ impl<'a> Tools<'a> {
             ResolvedAction::WriteFile { path, content } => self.write(path, content),
             ResolvedAction::ReadFile { path } => self.read(path),
             ResolvedAction::Mcp { server, tool, arguments } => self.mcp(server, tool, arguments, timeout),
+            ResolvedAction::Http { .. } => self.http(action, None, timeout),
             ResolvedAction::Finish { message } => {
                 ToolOutcome::success(message.clone().unwrap_or_default(), None, ToolFacts::None)
             }
@@ -313,6 +361,7 @@ impl<'a> Tools<'a> {
                     Err(error) => Vouch::CannotAnswer(error.to_string()),
                 })
             }
+            ResolvedAction::Http { .. } => Some(Vouch::SendAgainUnderKey),
             _ => None,
         }
     }
@@ -339,8 +388,42 @@ impl<'a> Tools<'a> {
                 ));
                 self.redacted(outcome)
             }
+            ResolvedAction::Http { .. } => {
+                let outcome = self.http(action, Some(keyed.key), timeout);
+                self.redacted(outcome)
+            }
             _ => self.execute(action, attempt, timeout, approved),
         }
+    }
+
+    /// Sends an `http` action (with `Idempotency-Key: key` when keyed).
+    fn http(&mut self, action: &ResolvedAction, key: Option<&str>, timeout: Duration) -> ToolOutcome {
+        let ResolvedAction::Http {
+            method,
+            url,
+            body,
+            json_body,
+            expect_status,
+            max_response_bytes,
+            response_headers,
+            ..
+        } = action
+        else {
+            return ToolOutcome::failure(FailureClass::UnknownError, "not an http action".to_string(), ToolFacts::None);
+        };
+        let call = http::HttpCall {
+            method,
+            url,
+            headers: &self.step_headers,
+            body: body.as_deref(),
+            json_body: *json_body,
+            idempotency_key: key,
+            expect_status,
+            max_response_bytes: *max_response_bytes,
+            response_headers,
+            timeout,
+        };
+        self.http.call(&self.policy.http, &call)
     }
 
     fn write(&self, path: &str, content: &str) -> ToolOutcome {

@@ -54,6 +54,9 @@ pub enum Vouch {
     Conflict(String),
     /// The effect cannot tell (unreadable, malformed, or changed since).
     CannotAnswer(String),
+    /// The effect cannot tell, and its receiver de-duplicates by key (an
+    /// `http` request's `Idempotency-Key`): send it again under the same key.
+    SendAgainUnderKey,
 }
 
 impl ToolOutcome {

@@ -63,6 +63,7 @@ fn test_policy() -> Policy {
         source: SourceRef { path: "policies/test.toml".into(), sha256: String::new() },
         mcp: Default::default(),
         extends: Vec::new(),
+        http: crate::model::HttpPolicy::default(),
     }
 }
 

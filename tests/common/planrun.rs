@@ -32,6 +32,7 @@ pub const CLEARED: &[&str] = &[
     "PLANRUN_MAX_CLAIMS",
     "PLANRUN_NODE_ID",
     "PLANRUN_SANDBOX_SIMULATE",
+    "PLANRUN_TEST_RESOLVE",
 ];
 
 /// A `planrun` command line waiting to be run; start one with

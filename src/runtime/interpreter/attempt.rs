@@ -139,7 +139,10 @@ impl Attempt<'_, '_> {
         let timeout = self.budgets.timeout(step);
         self.tools.at_step(&step.id);
         match render_env(step, self.tools.policy, self.outputs) {
-            Ok(env) => self.tools.set_step_env(env),
+            Ok((env, headers)) => {
+                self.tools.set_step_env(env);
+                self.tools.set_step_headers(headers);
+            }
             Err(failure) => {
                 let outcome = ToolOutcome::err(failure);
                 return self.finish(index, step, attempt, started, Some(&action), Attempted::unkeyed(outcome));
@@ -503,21 +506,31 @@ impl Frozen {
     }
 }
 
-/// Renders a step's own `env` (its secrets included), or an `mcp` step's
-/// server's `env`: what the program gets, never recorded. A template
-/// failure names the variable only.
-fn render_env(step: &Step, policy: &Policy, outputs: &Outputs) -> Result<BTreeMap<String, String>, ToolFailure> {
+/// Renders a step's own `env` (or an `mcp` step's server's `env`) and an
+/// `http` step's `headers` (their secrets included): what the program or
+/// the server gets, never recorded. A template failure names the variable
+/// or header only.
+type Rendered = BTreeMap<String, String>;
+fn render_env(step: &Step, policy: &Policy, outputs: &Outputs) -> Result<(Rendered, Rendered), ToolFailure> {
     let env = match &step.action {
         Action::Mcp { server, .. } => policy.mcp.servers.get(server).map_or(&step.env, |server| &server.env),
         _ => &step.env,
     };
-    env.iter()
-        .map(|(name, value)| {
-            value.render(outputs).map(|text| (name.clone(), text)).map_err(|error| {
-                failure(FailureClass::TemplateError, format!("`env.{name}` could not be resolved: {error}"))
+    let render = |key: &str, values: &BTreeMap<String, crate::template::Template>| {
+        values
+            .iter()
+            .map(|(name, value)| {
+                value.render(outputs).map(|text| (name.clone(), text)).map_err(|error| {
+                    failure(FailureClass::TemplateError, format!("`{key}.{name}` could not be resolved: {error}"))
+                })
             })
-        })
-        .collect()
+            .collect::<Result<Rendered, _>>()
+    };
+    let headers = match &step.action {
+        Action::Http { headers, .. } => render("headers", headers)?,
+        _ => Rendered::new(),
+    };
+    Ok((render("env", env)?, headers))
 }
 
 /// Renders every template of an action. Only data fields can hold step
@@ -556,5 +569,37 @@ pub(super) fn render_action(step: &Step, outputs: &Outputs) -> Result<ResolvedAc
             tool: tool.clone(),
             arguments: arguments.render_value(outputs).map_err(fail)?,
         },
+        Action::Http { method, url, headers, body, json, max_response_bytes, response_headers } => {
+            ResolvedAction::Http {
+                method: method.clone(),
+                url: url.render_escaped(outputs, percent_encode).map_err(fail)?,
+                headers: headers.iter().map(|(name, value)| (name.clone(), value.source().to_string())).collect(),
+                secrets: step.secrets(),
+                body: match (body, json) {
+                    (_, Some(json)) => Some(json.render_value(outputs).map_err(fail)?.to_string()),
+                    (Some(body), None) => Some(body.render(outputs).map_err(fail)?),
+                    (None, None) => None,
+                },
+                json_body: json.is_some(),
+                expect_status: step.expect.as_ref().and_then(|expect| expect.status.clone()).unwrap_or_default(),
+                max_response_bytes: *max_response_bytes,
+                response_headers: response_headers.clone(),
+            }
+        }
     })
+}
+
+/// A value put into a URL: every byte but the unreserved ones
+/// (`A-Z a-z 0-9 - . _ ~`) percent-encoded, so it cannot add a path
+/// segment, a query parameter or a fragment.
+fn percent_encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }

@@ -16,7 +16,10 @@
 //! `done` result of the right shape) before it is reused, and never stands
 //! in for the effect's answer: the ticket system saying "not applied" runs
 //! the close even over a `done` note. Only where neither can answer does
-//! the step end `tool_result_uncertain` with a reconciliation record.
+//! the step end `tool_result_uncertain` with a reconciliation record. A
+//! keyed `http` request is the exception: its receiver de-duplicates by
+//! the `Idempotency-Key` header, so one whose outcome was never recorded
+//! is sent again under the same key ([`Vouch::SendAgainUnderKey`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -147,6 +150,10 @@ impl<'r> Idempotency<'r> {
                 ),
                 facts,
             )),
+            // An `http` request whose outcome was never recorded: sent
+            // again with the same `Idempotency-Key`; the server that
+            // honours the header answers without applying it twice.
+            (Some(Vouch::SendAgainUnderKey), _) => self.first_execution(&keyed, facts, state, recorder, effect),
             (Some(Vouch::Applied(success)), note) => {
                 let noted = match note {
                     Note::Done(receipt, _) => Some(receipt),
@@ -445,6 +452,7 @@ fn vouch_name(vouch: &Vouch) -> &'static str {
         Vouch::NotApplied => "not_applied",
         Vouch::Conflict(_) => "conflict",
         Vouch::CannotAnswer(_) => "cannot_answer",
+        Vouch::SendAgainUnderKey => "send_again_under_key",
     }
 }
 

@@ -160,7 +160,8 @@ impl<'r> Interpreter<'r> {
             tools: Tools::new(workspace, policy)
                 .with_fence(fence)
                 .with_children(children)
-                .with_shared_sync(shared_sync),
+                .with_shared_sync(shared_sync)
+                .with_resolver(env.resolver.clone()),
             budgets: Budgets::new(plan, policy, clock),
             idempotency: Idempotency::new(store, env, recovering),
             verifier: Verifier::new(plan, policy, workspace),
