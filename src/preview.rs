@@ -257,6 +257,12 @@ fn payload(step: &Step) -> Vec<PayloadField> {
         Action::TicketLookup { ticket_id } | Action::TicketClose { ticket_id } => {
             vec![PayloadField { name: "ticket_id".to_string(), shown: ticket_id.clone(), runtime: Vec::new() }]
         }
+        Action::Agent(agent) => vec![
+            field("goal", &agent.goal),
+            PayloadField { name: "tools".to_string(), shown: agent.tools.join(", "), runtime: Vec::new() },
+            PayloadField { name: "model".to_string(), shown: agent.model.clone(), runtime: Vec::new() },
+            PayloadField { name: "max_turns".to_string(), shown: agent.max_turns.to_string(), runtime: Vec::new() },
+        ],
     }
 }
 
@@ -269,7 +275,11 @@ fn verdict(step: &Step, policy: &Policy, rules: &PathRules) -> Option<Verdict> {
     match &step.action {
         Action::Shell { command, .. } => Some(shell_verdict(command, policy, rules)),
         Action::WriteFile { path, .. } | Action::ReadFile { path } => Some(path_verdict(path, rules)),
-        Action::Finish { .. } | Action::Flaky { .. } | Action::TicketLookup { .. } | Action::TicketClose { .. } => None,
+        Action::Finish { .. }
+        | Action::Flaky { .. }
+        | Action::TicketLookup { .. }
+        | Action::TicketClose { .. }
+        | Action::Agent(_) => None,
     }
 }
 

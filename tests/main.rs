@@ -72,6 +72,7 @@
 mod common;
 mod serve_harness;
 
+mod agent;
 mod approvals;
 mod authoring;
 mod budget_paths;

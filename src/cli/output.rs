@@ -68,7 +68,7 @@ pub fn run_status(status: RunStatus) -> String {
     match status {
         RunStatus::Done => paint(GREEN, status),
         RunStatus::Failed | RunStatus::Rejected | RunStatus::Cancelled => paint(RED, status),
-        RunStatus::Running | RunStatus::WaitingApproval => paint(YELLOW, status),
+        RunStatus::Running | RunStatus::WaitingApproval | RunStatus::WaitingInput => paint(YELLOW, status),
     }
 }
 

@@ -195,6 +195,8 @@ impl Loader {
         }
         // `[secrets.NAME]`: a union; the child wins a name clash.
         merged.secrets.extend(child.secrets);
+        // `[models.NAME]`: a union; the child wins a name clash.
+        merged.models.extend(child.models);
         let files = &mut merged.files;
         for glob in child.files.deny {
             if !files.deny.contains(&glob) {

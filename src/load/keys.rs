@@ -469,6 +469,41 @@ pub(crate) static STEP: Section = Section {
             doc: "close a ticket of the demo ticket system (a write: give it an `idempotency_key`)",
             keys: &[required("ticket_id", STRING, "the ticket; literal (a target never comes from step output)")],
         },
+        Variant {
+            name: "agent",
+            doc: "a bounded agent: a model proposes one action per turn, the runtime validates and runs it",
+            keys: &[
+                required("goal", STRING, "what the model is asked to achieve; may hold templates"),
+                required(
+                    "tools",
+                    Type::NonEmptyArray(&Type::String),
+                    "the tools offered: shell rule ids of the policy, `read_file`, `write_file`, `ticket_lookup`, `ticket_close`",
+                ),
+                required("model", STRING, "the policy's model profile (`[models.NAME]`)"),
+                required("max_turns", Type::Range { min: 1, max: 100 }, "model answers per step at most"),
+                key(
+                    "max_model_calls",
+                    Type::Range { min: 1, max: 100 },
+                    "model calls per step at most (default `max_turns`)",
+                ),
+                key(
+                    "max_tokens_in",
+                    POSITIVE,
+                    "prompt tokens per step at most, as the backend counts them (default no limit)",
+                ),
+                key(
+                    "max_tokens_out",
+                    POSITIVE,
+                    "answer tokens per step at most, as the backend counts them (default no limit)",
+                ),
+                key(
+                    "max_refusals",
+                    Type::Range { min: 0, max: 100 },
+                    "refused proposals per step before the step fails",
+                )
+                .defaults_to(Number(crate::model::DEFAULT_MAX_REFUSALS as u64)),
+            ],
+        },
     ],
 };
 
@@ -493,6 +528,32 @@ pub(crate) static POLICY: Section = Section {
             Type::Map(&Type::Table(&SECRET)),
             "`[secrets.NAME]`: where each secret a step's `env` may use comes from (default none)",
         ),
+        key(
+            "models",
+            Type::Map(&Type::Table(&MODEL)),
+            "`[models.NAME]`: the model profiles agent steps may use (default none)",
+        ),
+    ],
+    variants: &[],
+};
+
+/// One `[models.NAME]` table of a policy.
+pub(crate) static MODEL: Section = Section {
+    title: "model profile",
+    doc: "how an agent step reaches its model",
+    keys: &[
+        required(
+            "backend",
+            Type::Enum(&["openai", "ollama"]),
+            "the protocol: OpenAI-compatible chat completions or Ollama's API",
+        ),
+        required("endpoint", STRING, "`http://host:port` (with a path such as `/v1` for `openai`); plain HTTP"),
+        required("model", STRING, "the model name the server knows"),
+        key("temperature", Type::Number { min: 0.0, max: 2.0 }, "sampling temperature").defaults_to(Float(0.0)),
+        key("max_tokens", Type::Range { min: 16, max: 32768 }, "the answer's token limit").defaults_to(Number(512)),
+        key("timeout_secs", Type::Range { min: 1, max: 3600 }, "one model call; on expiry the step fails")
+            .defaults_to(Number(60)),
+        key("api_key", STRING, "the secret (`[secrets.NAME]`) holding the bearer token (default none: no header)"),
     ],
     variants: &[],
 };

@@ -47,6 +47,7 @@ mod read_file;
 mod route_checks;
 mod schema;
 mod table;
+mod validate_agent;
 mod validate_inputs;
 mod validate_json;
 mod validate_plan;

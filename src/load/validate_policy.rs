@@ -79,12 +79,13 @@ pub(crate) fn validate_policy(
     let retry = retry(reader.get("retry"), diagnostics);
     let budget = budget(reader.get("budget"), diagnostics);
     let secrets = validate_secrets::secrets(reader.get("secrets"), &source.path, diagnostics);
+    let models = crate::load::validate_agent::models(reader.get("models"), diagnostics);
     reader.finish(diagnostics);
     if error_count(diagnostics) > errors_before {
         return None;
     }
-    let (shell, files, retry, budget, secrets) = (shell?, files?, retry?, budget?, secrets?);
-    Some(Policy { name: name.to_string(), shell, files, retry, budget, secrets, source, extends: Vec::new() })
+    let (shell, files, retry, budget, secrets, models) = (shell?, files?, retry?, budget?, secrets?, models?);
+    Some(Policy { name: name.to_string(), shell, files, retry, budget, secrets, source, extends: Vec::new(), models })
 }
 
 /// `search-path-in-workspace`: a search path folder that is the workspace,

@@ -232,6 +232,7 @@ impl ActionBuilder<'_, '_, '_> {
             }
             "ticket_lookup" => Some(Action::TicketLookup { ticket_id: self.literal("ticket_id")? }),
             "ticket_close" => Some(Action::TicketClose { ticket_id: self.literal("ticket_id")? }),
+            "agent" => self.agent(),
             _ => None,
         }
     }
@@ -362,7 +363,7 @@ impl ActionBuilder<'_, '_, '_> {
 
     /// Parses a string node as a template, narrowing syntax errors to the
     /// offending reference, and remembers it for the template lints.
-    pub(super) fn template(&mut self, node: &Node, what: &str) -> Option<Template> {
+    pub(crate) fn template(&mut self, node: &Node, what: &str) -> Option<Template> {
         self.template_in(node, what, SiteKind::Data)
     }
 

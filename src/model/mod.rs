@@ -5,6 +5,7 @@
 //! has already checked versions, keys, types, references and rule examples.
 //! Later stages never re-validate and never see raw file text.
 
+mod agent;
 mod condition;
 mod decision_text;
 mod evidence;
@@ -19,6 +20,7 @@ mod scenario;
 mod service_policy;
 mod when;
 
+pub use agent::{AGENT_BUILTIN_TOOLS, AgentSpec, AgentTool, DEFAULT_MAX_REFUSALS, ModelBackend, ModelProfile};
 pub use condition::{
     BudgetOverride, Check, Condition, ConditionTest, Evaluation, Expect, OnFailure, Risk, Test, VerifyCheck, WhenFalse,
 };

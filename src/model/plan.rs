@@ -141,6 +141,9 @@ pub enum Action {
     TicketLookup { ticket_id: String },
     /// Closes a ticket of the demo ticket system, once per idempotency key.
     TicketClose { ticket_id: String },
+    /// A bounded agent: a model proposes one action per turn, the runtime
+    /// validates it and runs it through the same path as a planned step.
+    Agent(crate::model::AgentSpec),
 }
 
 impl Action {
@@ -154,6 +157,7 @@ impl Action {
             Action::Flaky { .. } => "flaky",
             Action::TicketLookup { .. } => "ticket_lookup",
             Action::TicketClose { .. } => "ticket_close",
+            Action::Agent(_) => "agent",
         }
     }
 
@@ -171,7 +175,10 @@ impl Action {
     /// Whether a step of this kind may ever produce structured output
     /// (`output_json`): only `read_file` does, when the file holds JSON.
     pub fn may_produce_json(&self) -> bool {
-        matches!(self, Action::ReadFile { .. } | Action::TicketLookup { .. } | Action::TicketClose { .. })
+        matches!(
+            self,
+            Action::ReadFile { .. } | Action::TicketLookup { .. } | Action::TicketClose { .. } | Action::Agent(_)
+        )
     }
 
     /// Every template in the payload, in payload order.
@@ -185,6 +192,7 @@ impl Action {
             Action::Finish { message } => message.iter().collect(),
             Action::Flaky { output, .. } => vec![output],
             Action::TicketLookup { .. } | Action::TicketClose { .. } => Vec::new(),
+            Action::Agent(agent) => vec![&agent.goal],
         }
     }
 

@@ -27,6 +27,9 @@ pub struct Policy {
     /// files are shown (`policies/default.toml`); empty when it extends none.
     #[serde(skip)]
     pub extends: Vec<String>,
+    /// `[models.NAME]`: the model profiles agent steps may use.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, crate::model::ModelProfile>,
 }
 
 /// One `[secrets.NAME]` table.
@@ -199,6 +202,26 @@ impl Budget {
                 (Some(policy), Some(plan)) => Some(policy.min(plan)),
                 (policy, plan) => policy.or(plan),
             },
+        }
+    }
+}
+
+impl Policy {
+    /// The agent tool named `name` under this policy: a shell rule id, or
+    /// a built-in tool.
+    pub fn agent_tool(&self, name: &str) -> Option<crate::model::AgentTool<'_>> {
+        use crate::model::AgentTool;
+        match name {
+            "read_file" => Some(AgentTool::ReadFile),
+            "write_file" => Some(AgentTool::WriteFile),
+            "ticket_lookup" => Some(AgentTool::TicketLookup),
+            "ticket_close" => Some(AgentTool::TicketClose),
+            _ => self
+                .shell
+                .allow
+                .iter()
+                .position(|rule| rule.name == name)
+                .map(|index| AgentTool::Shell(index, self.shell.allow[index].name.as_str())),
         }
     }
 }

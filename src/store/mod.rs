@@ -82,6 +82,9 @@ pub use file::group_commit::{Durability, GroupCommit, SharedSync};
 pub use holder::Holder;
 pub use open::{migrate, open};
 pub use record_handle::{LoadedRecord, RecordEvent, RecordHandle, RecordKind, RecordWriter};
+pub use records::agent::{
+    AgentProgress, AgentTurn, MAX_OBSERVATION_BYTES, MAX_RAW_ANSWER_BYTES, ModelAnswer, Observation, capped,
+};
 pub use records::audit::{AuditError, AuditEvent, AuditTail, verify_audit};
 pub use records::canonical;
 pub use records::envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};

@@ -10,6 +10,7 @@
 pub mod children;
 mod files;
 pub mod guard;
+pub mod model_call;
 mod outcome;
 mod pipes;
 mod process;
@@ -201,6 +202,12 @@ impl<'a> Tools<'a> {
             }
             _ => Decision::Allow,
         }
+    }
+
+    /// The policy's full verdict on a command: decision, rule and reason.
+    pub fn shell_verdict(&mut self, argv: &[String]) -> (Decision, String, String) {
+        let verdict = evaluate_shell(&self.policy.shell, self.workspace, &mut self.resolver, argv);
+        (verdict.decision, verdict.rule, verdict.reason)
     }
 
     /// Runs one attempt of an action. `attempt` is 1-based. `approved` says

@@ -59,6 +59,7 @@ fn test_policy() -> Policy {
         secrets: BTreeMap::new(),
         source: SourceRef { path: "policies/test.toml".into(), sha256: String::new() },
         extends: Vec::new(),
+        models: BTreeMap::new(),
     }
 }
 

@@ -63,6 +63,9 @@ impl Attempt<'_, '_> {
     /// person approved (only when resuming a paused run): it skips the
     /// start event, the condition, resolution and the gate, not the budgets.
     pub(super) fn run(mut self, index: usize, step: &Step, approved: Option<ResolvedAction>) -> Result<(), StoreError> {
+        if let Action::Agent(spec) = &step.action {
+            return self.agent(index, step, spec, approved);
+        }
         // A holder whose lease ran out starts nothing.
         self.recorder.may_act()?;
         // What the run recorded so far is durable before anything that may
@@ -204,7 +207,7 @@ impl Attempt<'_, '_> {
     }
 
     /// Records an attempt's outcome and decides what comes next.
-    fn finish(
+    pub(super) fn finish(
         &mut self,
         index: usize,
         step: &Step,
@@ -543,5 +546,11 @@ pub(super) fn render_action(step: &Step, outputs: &Outputs) -> Result<ResolvedAc
         }
         Action::TicketLookup { ticket_id } => ResolvedAction::TicketLookup { ticket_id: ticket_id.clone() },
         Action::TicketClose { ticket_id } => ResolvedAction::TicketClose { ticket_id: ticket_id.clone() },
+        Action::Agent(_) => {
+            return Err(failure(
+                FailureClass::UnknownError,
+                "an agent step has no single action to render".to_string(),
+            ));
+        }
     })
 }

@@ -21,6 +21,7 @@
 //! Cost per step is the tool's own cost plus one checkpoint of constant size:
 //! nothing here grows with the number of steps already run.
 
+mod agent;
 mod attempt;
 mod budgets;
 mod completion;
@@ -345,7 +346,7 @@ impl<'r> Interpreter<'r> {
         }
         // No child of this run runs any more (it paused or ended).
         self.tools.forget_children();
-        if self.state.status == RunStatus::WaitingApproval {
+        if matches!(self.state.status, RunStatus::WaitingApproval | RunStatus::WaitingInput) {
             progress.run_paused(&self.state, &self.recorder.records());
             return Ok(self.state);
         }

@@ -54,6 +54,10 @@ pub struct RunState {
     pub started_at: String,
     pub updated_at: String,
     pub finished_at: Option<String>,
+    /// The agent step in progress: its recorded model answers and their
+    /// observations; absent when no agent step is under way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<super::agent::AgentProgress>,
 }
 
 /// Which plan and policy the run executes, with digests of their files.
@@ -188,6 +192,7 @@ impl RunState {
             started_at: now.clone(),
             updated_at: now,
             finished_at: None,
+            agent: None,
         }
     }
 
@@ -201,6 +206,17 @@ impl RunState {
             } else {
                 format!("`pending_action` while the status is `{}`", self.status)
             });
+        }
+        let asking = self.agent.as_ref().is_some_and(|agent| agent.question.is_some());
+        if (self.status == RunStatus::WaitingInput) != asking {
+            return Err(if asking {
+                format!("an agent question while the status is `{}`", self.status)
+            } else {
+                "status `waiting_input` without an agent question".to_string()
+            });
+        }
+        if self.agent.as_ref().is_some_and(|agent| Some(&agent.step_id) != self.current_step_id.as_ref()) {
+            return Err("an agent record for another step than the current one".to_string());
         }
         if self.approval.is_some() && !waiting {
             return Err(format!("an `approval` while the status is `{}`", self.status));
