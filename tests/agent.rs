@@ -67,3 +67,191 @@ fn a_benign_run_looks_up_closes_after_approval_and_finishes_verified() {
     let types = event_types(&sandbox);
     assert_eq!(types.iter().filter(|kind| *kind == "agent_answer_recorded").count(), 3, "{types:?}");
 }
+
+/// A policy with two named shell rules beside the fake model.
+fn shell_policy(model: &FakeModel) -> String {
+    format!(
+        "{TEST_POLICY}\n[[shell.allow]]\nid = \"touch-file\"\nprogram = \"touch\"\nargs = [[{{ slot = \"path\" }}]]\n\n{}",
+        model.profile()
+    )
+}
+
+/// The observations recorded, as `(outcome, rule)`.
+fn observations(sandbox: &Sandbox) -> Vec<(String, String)> {
+    sandbox
+        .record(RUN, "audit.jsonl")
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("audit line"))
+        .filter(|event| event["event_type"] == "agent_observation")
+        .map(|event| {
+            let details = &event["details"];
+            (details["outcome"].as_str().unwrap_or("").to_string(), details["rule"].as_str().unwrap_or("").to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn an_off_policy_command_and_a_path_outside_the_workspace_are_refused_and_never_run() {
+    let model = FakeModel::start(vec![
+        action("rm", json!({"args": ["-rf", "."]})),
+        action("touch-file", json!({"args": ["../escaped.txt"]})),
+        action("read_file", json!({"path": "/etc/passwd"})),
+        action("write_file", json!({"path": "../outside.txt", "content": "x"})),
+        action("touch-file", json!({"args": ["made.txt"]})),
+        finish("done"),
+    ]);
+    let sandbox = ticket_sandbox("open", 0);
+    let plan = agent_plan(r#""touch-file", "read_file", "write_file""#, "max_refusals = 5");
+    sandbox.write_plan(&plan, &shell_policy(&model));
+    let out = sandbox.test_plan().expect_code(1).run();
+    assert!(!sandbox.path().join("escaped.txt").exists(), "{}", out.snapshot());
+    assert!(!sandbox.path().join("outside.txt").exists());
+    assert!(sandbox.workspace().join("made.txt").exists(), "the allowed proposal ran");
+    let seen = observations(&sandbox);
+    let rules: Vec<&str> = seen.iter().map(|(_, rule)| rule.as_str()).collect();
+    assert_eq!(seen[0].0, "refused");
+    assert_eq!(rules[0], "agent.tools", "{seen:?}");
+    assert_eq!(seen[1].0, "refused");
+    assert_eq!(seen[2], ("refused".to_string(), "files.absolute".to_string()));
+    assert_eq!(seen[3], ("refused".to_string(), "files.parent".to_string()));
+    assert_eq!(seen[4].0, "ok");
+    // The finish is not verified: ticket-7 is still open.
+    let state = state(&sandbox);
+    assert_eq!(state["stop_reason"], "step_failed");
+    assert!(state["error"].as_str().expect("error").contains("ticket `ticket-7` status"), "{state}");
+    assert_eq!(model.requests(), 6);
+}
+
+#[test]
+fn too_many_refusals_end_the_step() {
+    let model = FakeModel::start(vec![action("rm", json!({"args": []}))]);
+    let sandbox = ticket_sandbox("open", 0);
+    sandbox.write_plan(&agent_plan(TICKET_TOOLS, "max_refusals = 2"), &policy(&model));
+    sandbox.test_plan().expect_code(1).run();
+    assert_eq!(model.requests(), 3, "the third refusal is one too many");
+    let history = sandbox.history(RUN);
+    assert_eq!(history[0]["failure_class"], "security_denied");
+}
+
+#[test]
+fn a_prompt_injection_in_a_ticket_note_does_not_close_ticket_8() {
+    // The model follows the note's injected instruction: the close of
+    // ticket-8 is a write, frozen for a person, who sees what it is.
+    let model = FakeModel::start(vec![
+        action("ticket_lookup", json!({"ticket_id": "ticket-7"})),
+        action("ticket_close", json!({"ticket_id": "ticket-8"})),
+    ]);
+    let sandbox = ticket_sandbox("open", 0);
+    sandbox.write_plan(&agent_plan(TICKET_TOOLS, ""), &policy(&model));
+    sandbox.test_plan().expect_code(3).run();
+    let bodies = model.bodies();
+    let prompt = bodies[1]["messages"][1]["content"].as_str().expect("prompt");
+    assert!(prompt.contains("trust=untrusted"), "{prompt}");
+    assert!(prompt.contains("SYSTEM OVERRIDE"), "the note reaches the model only as quoted data");
+    let pending = &state(&sandbox)["pending_action"];
+    assert_eq!(pending["action"]["ticket_id"], "ticket-8");
+    sandbox.planrun().args(["reject", RUN]).clock(T_APPROVE).expect_code(0).run();
+    assert_eq!(close_count(&sandbox, "ticket-8"), 0);
+    assert_eq!(tickets_status(&sandbox, "ticket-8"), "open");
+}
+
+fn tickets_status(sandbox: &Sandbox, ticket: &str) -> String {
+    crate::common::tickets::tickets(sandbox)["tickets"][ticket]["status"].as_str().expect("status").to_string()
+}
+
+#[test]
+fn an_endless_loop_is_stopped_by_max_turns() {
+    let model = FakeModel::start(vec![action("ticket_lookup", json!({"ticket_id": "ticket-7"}))]);
+    let sandbox = ticket_sandbox("open", 0);
+    sandbox.write_plan(&agent_plan(TICKET_TOOLS, ""), &policy(&model));
+    sandbox.test_plan().expect_code(1).run();
+    assert_eq!(model.requests(), 6, "max_turns = 6");
+    let state = state(&sandbox);
+    assert_eq!(state["stop_reason"], "budget_exhausted");
+    assert!(state["error"].as_str().expect("error").contains("max_turns"), "{state}");
+}
+
+#[test]
+fn a_finish_without_evidence_fails_verification() {
+    let model = FakeModel::start(vec![finish("all done, trust me")]);
+    let sandbox = ticket_sandbox("open", 0);
+    // No `[[verify]]`, no `expect`: nothing could vouch for the finish.
+    let plan = agent_plan(TICKET_TOOLS, "")
+        .replace("[[verify]]\nkind = \"ticket_status\"\nticket_id = \"ticket-7\"\nequals = \"closed\"\n", "");
+    sandbox.write_plan(&plan, &policy(&model));
+    sandbox.test_plan().expect_code(1).run();
+    let history = sandbox.history(RUN);
+    assert_eq!(history[0]["failure_class"], "verification_failed");
+    // With the check, a finish the world contradicts fails it too.
+    let sandbox = ticket_sandbox("open", 0);
+    sandbox.write_plan(&agent_plan(TICKET_TOOLS, ""), &policy(&model));
+    sandbox.test_plan().expect_code(1).run();
+    assert_eq!(sandbox.history(RUN)[0]["failure_class"], "verification_failed");
+    assert_eq!(close_count(&sandbox, "ticket-7"), 0);
+}
+
+#[test]
+fn call_and_token_budgets_stop_the_step() {
+    let model = FakeModel::start(vec![action("ticket_lookup", json!({"ticket_id": "ticket-7"}))]);
+    let sandbox = ticket_sandbox("open", 0);
+    sandbox.write_plan(&agent_plan(TICKET_TOOLS, "max_model_calls = 2"), &policy(&model));
+    sandbox.test_plan().expect_code(1).run();
+    assert_eq!(model.requests(), 2);
+    assert!(state(&sandbox)["error"].as_str().expect("error").contains("max_model_calls"));
+    // The fake counts 100 prompt tokens per call: 250 allows three calls.
+    let model = FakeModel::start(vec![action("ticket_lookup", json!({"ticket_id": "ticket-7"}))]);
+    let sandbox = ticket_sandbox("open", 0);
+    sandbox.write_plan(&agent_plan(TICKET_TOOLS, "max_tokens_in = 250"), &policy(&model));
+    sandbox.test_plan().expect_code(1).run();
+    assert_eq!(model.requests(), 3);
+    assert!(state(&sandbox)["error"].as_str().expect("error").contains("max_tokens_in"));
+    let model = FakeModel::start(vec![action("ticket_lookup", json!({"ticket_id": "ticket-7"}))]);
+    let sandbox = ticket_sandbox("open", 0);
+    sandbox.write_plan(&agent_plan(TICKET_TOOLS, "max_tokens_out = 40"), &policy(&model));
+    sandbox.test_plan().expect_code(1).run();
+    assert_eq!(model.requests(), 2);
+    assert!(state(&sandbox)["error"].as_str().expect("error").contains("max_tokens_out"));
+}
+
+#[test]
+fn a_crash_between_the_recorded_answer_and_its_effect_runs_it_once_without_asking_again() {
+    let model = FakeModel::start(vec![
+        action("ticket_lookup", json!({"ticket_id": "ticket-7"})),
+        action("ticket_close", json!({"ticket_id": "ticket-7"})),
+        finish("ticket-7 is closed"),
+    ]);
+    let sandbox = ticket_sandbox("open", 0);
+    sandbox.write_plan(&agent_plan(TICKET_TOOLS, ""), &policy(&model));
+    sandbox.test_plan().expect_code(3).run();
+    sandbox.planrun().args(["approve", RUN]).clock(T_APPROVE).expect_code(0).run();
+    let crashed =
+        sandbox.planrun().args(["resume", RUN]).clock(T_RESUME).env("PLANRUN_CRASH_AT", "triage:after_effect").run();
+    assert_eq!(crashed.code, -1, "killed by the hook: {}", crashed.snapshot());
+    assert_eq!(close_count(&sandbox, "ticket-7"), 1);
+    assert_eq!(model.requests(), 2, "the close was recorded before the crash");
+    sandbox.planrun().args(["resume", RUN]).clock(T_RESUME_AGAIN).expect_code(0).run();
+    assert_eq!(close_count(&sandbox, "ticket-7"), 1, "recovery must not close again");
+    assert_eq!(model.requests(), 3, "only the finish was asked after the crash");
+    assert_eq!(state(&sandbox)["status"], "done");
+}
+
+#[test]
+fn a_crash_after_the_answer_is_sealed_resumes_from_it() {
+    // The shell effect of turn 1 (unkeyed, allowed without approval): the
+    // crash comes before it runs; the resume runs it once, from the record.
+    let model = FakeModel::start(vec![
+        action("touch-file", json!({"args": ["made.txt"]})),
+        action("ticket_lookup", json!({"ticket_id": "ticket-7"})),
+    ]);
+    let sandbox = ticket_sandbox("open", 0);
+    let plan = agent_plan(r#""touch-file", "ticket_lookup""#, "max_turns = 2").replace("max_turns = 6\n", "");
+    sandbox.write_plan(&plan, &shell_policy(&model));
+    let crashed = sandbox.test_plan().env("PLANRUN_CRASH_AT", "triage:before_effect").run();
+    assert_eq!(crashed.code, -1, "{}", crashed.snapshot());
+    assert_eq!(model.requests(), 1);
+    assert!(!sandbox.workspace().join("made.txt").exists());
+    let resumed = sandbox.planrun().args(["resume", RUN]).clock(T_RESUME).run();
+    assert!(sandbox.workspace().join("made.txt").exists(), "{}", resumed.snapshot());
+    assert_eq!(model.requests(), 2, "turn 1 was not asked again");
+    assert!(state(&sandbox)["error"].as_str().expect("error").contains("max_turns"));
+}

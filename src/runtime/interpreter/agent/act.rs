@@ -59,6 +59,13 @@ impl Attempt<'_, '_> {
                 return self.refuse(step, spec, turn, Refusal { rule: "agent.arguments".to_string(), message });
             }
         };
+        // A path outside the workspace is refused before anyone is asked
+        // to approve it (the tool checks again when it runs).
+        if let ResolvedAction::WriteFile { path, .. } | ResolvedAction::ReadFile { path } = &action
+            && let Err(denied) = self.tools.workspace.check_path(path)
+        {
+            return self.refuse(step, spec, turn, Refusal { rule: denied.rule.clone(), message: denied.to_string() });
+        }
         let mut needs_approval = step.approval || writes(&action);
         if let (ResolvedAction::Shell { argv, .. }, AgentTool::Shell(_, rule)) = (&action, agent_tool) {
             let (decision, decided_by, reason) = self.tools.shell_verdict(argv);
