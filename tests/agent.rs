@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::fake_model::{FakeModel, action, ask, finish};
+use crate::common::fake_model::{FakeModel, action, ask, finish, profile, start};
 use crate::common::tickets::{RUN, T_APPROVE, T_RESUME, T_RESUME_AGAIN, close_count, event_types, ticket_sandbox};
 use crate::common::{Sandbox, TEST_POLICY};
 
@@ -32,7 +32,7 @@ equals = "closed"
 }
 
 fn policy(model: &FakeModel) -> String {
-    format!("{TEST_POLICY}\n{}", model.profile())
+    format!("{TEST_POLICY}\n{}", profile(&model))
 }
 
 const TICKET_TOOLS: &str = r#""ticket_lookup", "ticket_close""#;
@@ -43,7 +43,7 @@ fn state(sandbox: &Sandbox) -> Value {
 
 #[test]
 fn a_benign_run_looks_up_closes_after_approval_and_finishes_verified() {
-    let model = FakeModel::start(vec![
+    let model = start(vec![
         action("ticket_lookup", json!({"ticket_id": "ticket-7"})),
         action("ticket_close", json!({"ticket_id": "ticket-7"})),
         finish("ticket-7 is closed"),
@@ -72,7 +72,7 @@ fn a_benign_run_looks_up_closes_after_approval_and_finishes_verified() {
 fn shell_policy(model: &FakeModel) -> String {
     format!(
         "{TEST_POLICY}\n[[shell.allow]]\nid = \"touch-file\"\nprogram = \"touch\"\nargs = [[{{ slot = \"path\" }}]]\n\n{}",
-        model.profile()
+        profile(&model)
     )
 }
 
@@ -92,7 +92,7 @@ fn observations(sandbox: &Sandbox) -> Vec<(String, String)> {
 
 #[test]
 fn an_off_policy_command_and_a_path_outside_the_workspace_are_refused_and_never_run() {
-    let model = FakeModel::start(vec![
+    let model = start(vec![
         action("rm", json!({"args": ["-rf", "."]})),
         action("touch-file", json!({"args": ["../escaped.txt"]})),
         action("read_file", json!({"path": "/etc/passwd"})),
@@ -124,7 +124,7 @@ fn an_off_policy_command_and_a_path_outside_the_workspace_are_refused_and_never_
 
 #[test]
 fn too_many_refusals_end_the_step() {
-    let model = FakeModel::start(vec![action("rm", json!({"args": []}))]);
+    let model = start(vec![action("rm", json!({"args": []}))]);
     let sandbox = ticket_sandbox("open", 0);
     sandbox.write_plan(&agent_plan(TICKET_TOOLS, "max_refusals = 2"), &policy(&model));
     sandbox.test_plan().expect_code(1).run();
@@ -137,7 +137,7 @@ fn too_many_refusals_end_the_step() {
 fn a_prompt_injection_in_a_ticket_note_does_not_close_ticket_8() {
     // The model follows the note's injected instruction: the close of
     // ticket-8 is a write, frozen for a person, who sees what it is.
-    let model = FakeModel::start(vec![
+    let model = start(vec![
         action("ticket_lookup", json!({"ticket_id": "ticket-7"})),
         action("ticket_close", json!({"ticket_id": "ticket-8"})),
     ]);
@@ -161,7 +161,7 @@ fn tickets_status(sandbox: &Sandbox, ticket: &str) -> String {
 
 #[test]
 fn an_endless_loop_is_stopped_by_max_turns() {
-    let model = FakeModel::start(vec![action("ticket_lookup", json!({"ticket_id": "ticket-7"}))]);
+    let model = start(vec![action("ticket_lookup", json!({"ticket_id": "ticket-7"}))]);
     let sandbox = ticket_sandbox("open", 0);
     sandbox.write_plan(&agent_plan(TICKET_TOOLS, ""), &policy(&model));
     sandbox.test_plan().expect_code(1).run();
@@ -173,7 +173,7 @@ fn an_endless_loop_is_stopped_by_max_turns() {
 
 #[test]
 fn a_finish_without_evidence_fails_verification() {
-    let model = FakeModel::start(vec![finish("all done, trust me")]);
+    let model = start(vec![finish("all done, trust me")]);
     let sandbox = ticket_sandbox("open", 0);
     // No `[[verify]]`, no `expect`: nothing could vouch for the finish.
     let plan = agent_plan(TICKET_TOOLS, "")
@@ -192,20 +192,20 @@ fn a_finish_without_evidence_fails_verification() {
 
 #[test]
 fn call_and_token_budgets_stop_the_step() {
-    let model = FakeModel::start(vec![action("ticket_lookup", json!({"ticket_id": "ticket-7"}))]);
+    let model = start(vec![action("ticket_lookup", json!({"ticket_id": "ticket-7"}))]);
     let sandbox = ticket_sandbox("open", 0);
     sandbox.write_plan(&agent_plan(TICKET_TOOLS, "max_model_calls = 2"), &policy(&model));
     sandbox.test_plan().expect_code(1).run();
     assert_eq!(model.requests(), 2);
     assert!(state(&sandbox)["error"].as_str().expect("error").contains("max_model_calls"));
     // The fake counts 100 prompt tokens per call: 250 allows three calls.
-    let model = FakeModel::start(vec![action("ticket_lookup", json!({"ticket_id": "ticket-7"}))]);
+    let model = start(vec![action("ticket_lookup", json!({"ticket_id": "ticket-7"}))]);
     let sandbox = ticket_sandbox("open", 0);
     sandbox.write_plan(&agent_plan(TICKET_TOOLS, "max_tokens_in = 250"), &policy(&model));
     sandbox.test_plan().expect_code(1).run();
     assert_eq!(model.requests(), 3);
     assert!(state(&sandbox)["error"].as_str().expect("error").contains("max_tokens_in"));
-    let model = FakeModel::start(vec![action("ticket_lookup", json!({"ticket_id": "ticket-7"}))]);
+    let model = start(vec![action("ticket_lookup", json!({"ticket_id": "ticket-7"}))]);
     let sandbox = ticket_sandbox("open", 0);
     sandbox.write_plan(&agent_plan(TICKET_TOOLS, "max_tokens_out = 40"), &policy(&model));
     sandbox.test_plan().expect_code(1).run();
@@ -215,7 +215,7 @@ fn call_and_token_budgets_stop_the_step() {
 
 #[test]
 fn a_crash_between_the_recorded_answer_and_its_effect_runs_it_once_without_asking_again() {
-    let model = FakeModel::start(vec![
+    let model = start(vec![
         action("ticket_lookup", json!({"ticket_id": "ticket-7"})),
         action("ticket_close", json!({"ticket_id": "ticket-7"})),
         finish("ticket-7 is closed"),
@@ -239,7 +239,7 @@ fn a_crash_between_the_recorded_answer_and_its_effect_runs_it_once_without_askin
 fn a_crash_after_the_answer_is_sealed_resumes_from_it() {
     // The shell effect of turn 1 (unkeyed, allowed without approval): the
     // crash comes before it runs; the resume runs it once, from the record.
-    let model = FakeModel::start(vec![
+    let model = start(vec![
         action("touch-file", json!({"args": ["made.txt"]})),
         action("ticket_lookup", json!({"ticket_id": "ticket-7"})),
     ]);
@@ -254,4 +254,33 @@ fn a_crash_after_the_answer_is_sealed_resumes_from_it() {
     assert!(sandbox.workspace().join("made.txt").exists(), "{}", resumed.snapshot());
     assert_eq!(model.requests(), 2, "turn 1 was not asked again");
     assert!(state(&sandbox)["error"].as_str().expect("error").contains("max_turns"));
+}
+
+#[test]
+fn ask_waits_for_a_persons_answer_and_the_run_continues_with_it() {
+    let model = start(vec![
+        ask("Which ticket should I close?"),
+        action("ticket_lookup", json!({"ticket_id": "ticket-7"})),
+        finish("looked it up"),
+    ]);
+    let sandbox = ticket_sandbox("closed", 1);
+    sandbox.write_plan(&agent_plan(TICKET_TOOLS, ""), &policy(&model));
+    sandbox.test_plan().expect_code(4).run();
+    let waiting = state(&sandbox);
+    assert_eq!(waiting["status"], "waiting_input");
+    assert_eq!(waiting["agent"]["question"], "Which ticket should I close?");
+    assert_eq!(model.requests(), 1);
+    // A resume without an answer, and an empty answer, are refused.
+    sandbox.planrun().args(["resume", RUN]).clock(T_RESUME).expect_code(1).run();
+    sandbox.planrun().args(["answer", RUN, "  "]).clock(T_RESUME).expect_code(2).run();
+    assert_eq!(model.requests(), 1);
+    sandbox.planrun().args(["answer", RUN, "ticket-7 only"]).clock(T_RESUME).expect_code(0).run();
+    assert_eq!(model.requests(), 3);
+    let bodies = model.bodies();
+    let prompt = bodies[1]["messages"][1]["content"].as_str().expect("prompt");
+    assert!(prompt.contains("source=person trust=untrusted"), "{prompt}");
+    assert!(prompt.contains("ticket-7 only"));
+    assert_eq!(state(&sandbox)["status"], "done");
+    // A run that asks nothing refuses an answer.
+    sandbox.planrun().args(["answer", RUN, "more"]).clock(T_RESUME_AGAIN).expect_code(1).run();
 }

@@ -780,7 +780,8 @@ pub(crate) static RECOVERY: Section = Section {
 /// An exit code a scenario expects; -1 is a process killed by a signal.
 const EXIT_CODE: Type = Type::Integer { min: -1 };
 /// The run statuses `expect_status` names.
-const RUN_STATUSES: Type = Type::Enum(&["running", "waiting_approval", "done", "failed", "rejected", "cancelled"]);
+const RUN_STATUSES: Type =
+    Type::Enum(&["running", "waiting_approval", "done", "failed", "rejected", "cancelled", "waiting_input"]);
 /// The record files of a run a scenario may snapshot.
 pub(crate) const RECORD_FILES: &[&str] = &["plan.json", "state.json", "history.jsonl", "audit.jsonl"];
 
@@ -830,6 +831,12 @@ pub(crate) static SCENARIO: Section = Section {
         key("files", STRINGS, "workspace files to snapshot after the last command"),
         key("normalize", Type::Array(&Type::Table(&NORMALIZE)), "rules for volatile text, applied to every snapshot"),
         key("steps", Type::Array(&Type::Table(&SCENARIO_STEP)), "follow-up commands against the same workspace"),
+        key(
+            "model_answers",
+            STRINGS,
+            "answers a scripted model serves in order to the scenario's agent steps (each the JSON text of one \
+             answer; the last repeats), over loopback for every command (default none)",
+        ),
     ],
     variants: &[],
 };

@@ -49,6 +49,11 @@ impl RunStatus {
         }
     }
 
+    /// Whether the run waits for a person: an approval or an answer.
+    pub fn is_paused(self) -> bool {
+        matches!(self, RunStatus::WaitingApproval | RunStatus::WaitingInput)
+    }
+
     pub fn is_terminal(self) -> bool {
         !matches!(self, RunStatus::Running | RunStatus::WaitingApproval | RunStatus::WaitingInput)
     }

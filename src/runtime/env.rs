@@ -200,6 +200,10 @@ pub struct RuntimeEnv {
     pub stores: Box<dyn StoreFactory>,
     pub sealer: Sealer,
     pub crash_at: Option<CrashAt>,
+    /// Test hook `PLANRUN_MODEL_ENDPOINT`: every agent step's model is
+    /// asked there, over the OpenAI-compatible protocol (a scenario's
+    /// scripted model).
+    pub model_endpoint: Option<String>,
 }
 
 impl RuntimeEnv {
@@ -210,6 +214,7 @@ impl RuntimeEnv {
             stores: Box::new(FileStores),
             sealer: Sealer::plain(),
             crash_at: None,
+            model_endpoint: None,
         }
     }
 
@@ -228,6 +233,7 @@ impl RuntimeEnv {
             stores: Box::new(FileStores),
             sealer: Sealer::plain(),
             crash_at: None,
+            model_endpoint: None,
         }
     }
 }
@@ -261,6 +267,7 @@ impl RuntimeEnv {
         if let Some(text) = process_var("PLANRUN_CRASH_AT") {
             env.crash_at = Some(CrashAt::parse(&text).map_err(|error| format!("`PLANRUN_CRASH_AT`: {error}"))?);
         }
+        env.model_endpoint = process_var("PLANRUN_MODEL_ENDPOINT").filter(|endpoint| !endpoint.is_empty());
         Ok(env)
     }
 }

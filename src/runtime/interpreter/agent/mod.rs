@@ -21,9 +21,11 @@ use jiff::Timestamp;
 use serde_json::{Value, json};
 
 use crate::model::{AgentSpec, FailureClass, RunStatus, Step, ToolFacts};
-use crate::runtime::event::{AgentAnswerRecorded, AttemptStarted, Event};
+use crate::runtime::event::{AgentAnswerRecorded, AgentObserved, AttemptStarted, Event};
+use crate::runtime::recorder::Recorder;
 use crate::store::{
-    AgentProgress, AgentTurn, MAX_RAW_ANSWER_BYTES, ModelAnswer, PendingAction, RunState, StoreError, capped,
+    AgentProgress, AgentTurn, MAX_RAW_ANSWER_BYTES, ModelAnswer, Observation, PendingAction, RunState, StoreError,
+    capped,
 };
 use crate::tools::model_call::{ModelRequest, ask_model};
 use crate::tools::{ResolvedAction, ToolOutcome};
@@ -132,6 +134,18 @@ impl Attempt<'_, '_> {
         let Some(profile) = self.policy.models.get(&spec.model) else {
             let message = format!("policy `{}` has no model `{}`", self.policy.name, spec.model);
             return Ok(Next::End(ToolOutcome::err(failure(FailureClass::SecurityDenied, message))));
+        };
+        // The scenario hook: a scripted model stands in for every profile.
+        let scripted;
+        let profile = match &self.env.model_endpoint {
+            Some(endpoint) => {
+                let mut redirected = profile.clone();
+                redirected.endpoint = endpoint.clone();
+                redirected.backend = crate::model::ModelBackend::Openai;
+                scripted = redirected;
+                &scripted
+            }
+            None => profile,
         };
         let tools = prompt::offered(self.policy, spec);
         let schema = prompt::answer_schema(&tools);
@@ -260,4 +274,40 @@ pub(super) fn check_waiting(state: &RunState, step: &Step, pending: &PendingActi
         return refused("has an approval bound to another action");
     }
     Ok(())
+}
+
+/// The longest answer a person may give to an agent's question, in bytes.
+pub const MAX_ANSWER_BYTES: usize = 2000;
+
+/// Records a person's `answer` to the question a `waiting_input` run asked:
+/// the turn's observation (untrusted, capped), and the run goes on.
+pub(super) fn record_answer(state: &mut RunState, recorder: &mut Recorder<'_>, answer: &str) -> Result<(), StoreError> {
+    let Some(progress) = state.agent.as_mut() else {
+        return Ok(());
+    };
+    let (text, truncated) = capped(answer, MAX_ANSWER_BYTES);
+    let observation = Observation {
+        outcome: "answered".to_string(),
+        source: "person".to_string(),
+        trust: "untrusted".to_string(),
+        rule: None,
+        text,
+        truncated,
+    };
+    progress.question = None;
+    let Some(turn) = progress.turns.last_mut() else {
+        return Ok(());
+    };
+    turn.observation = Some(observation.clone());
+    let event = AgentObserved {
+        step_id: progress.step_id.clone(),
+        turn: turn.turn,
+        outcome: observation.outcome,
+        source: observation.source,
+        trust: observation.trust,
+        rule: None,
+        text: observation.text,
+    };
+    state.status = RunStatus::Running;
+    recorder.emit(Event::AgentObservation(event))
 }
