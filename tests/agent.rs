@@ -56,6 +56,7 @@ fn a_benign_run_looks_up_closes_after_approval_and_finishes_verified() {
     let pending = &state(&sandbox)["pending_action"];
     assert_eq!(pending["kind"], "ticket_close");
     assert_eq!(pending["action"]["ticket_id"], "ticket-7");
+    assert_eq!(pending["provenance"][0]["source"], "goal (trusted)");
     sandbox.planrun().args(["approve", RUN]).clock(T_APPROVE).expect_code(0).run();
     sandbox.planrun().args(["resume", RUN]).clock(T_RESUME).expect_code(0).run();
     assert_eq!(model.requests(), 3);
@@ -150,6 +151,8 @@ fn a_prompt_injection_in_a_ticket_note_does_not_close_ticket_8() {
     assert!(prompt.contains("SYSTEM OVERRIDE"), "the note reaches the model only as quoted data");
     let pending = &state(&sandbox)["pending_action"];
     assert_eq!(pending["action"]["ticket_id"], "ticket-8");
+    // The approval view names where the target came from: the ticket note.
+    assert_eq!(pending["provenance"][0]["source"], "observation turn 1 (tool:ticket_lookup, untrusted)", "{pending}");
     sandbox.planrun().args(["reject", RUN]).clock(T_APPROVE).expect_code(0).run();
     assert_eq!(close_count(&sandbox, "ticket-8"), 0);
     assert_eq!(tickets_status(&sandbox, "ticket-8"), "open");

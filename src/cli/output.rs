@@ -235,6 +235,19 @@ impl Progress for StderrProgress {
     }
 
     fn run_paused(&mut self, state: &RunState, records: &RunRecords) {
+        if let Some(question) = state.agent.as_ref().and_then(|agent| agent.question.as_ref()) {
+            anstream::eprintln!(
+                "{} run {} {} at step {} · records in {}",
+                paint(BOLD, "planrun:"),
+                paint(BOLD, &state.run_id),
+                run_status(state.status),
+                state.current_step_id.as_deref().unwrap_or("-"),
+                shown(records)
+            );
+            anstream::eprintln!("  question (from the model, untrusted): {question:?}");
+            anstream::eprintln!("  answer with `planrun answer {} \"TEXT\"`", state.run_id);
+            return;
+        }
         let Some(pending) = &state.pending_action else { return };
         anstream::eprintln!(
             "{} run {} {} at step {} ({} {}, required by {}) · records in {}",
@@ -248,6 +261,9 @@ impl Progress for StderrProgress {
             shown(records)
         );
         anstream::eprintln!("  fingerprint {}", pending.fingerprint);
+        for source in &pending.provenance {
+            anstream::eprintln!("  {} = {:?} from {}", source.argument, source.value, source.source);
+        }
         anstream::eprintln!(
             "  review with `planrun approve {} --fingerprint {}` (or `planrun reject {}`), then `planrun resume {}`",
             state.run_id,

@@ -91,7 +91,9 @@ pub use records::envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
 pub use records::history::{StepRecord, StepRecordStatus};
 pub use records::receipts::{RECEIPT_LINK, Receipt, ReceiptError, ReceiptState};
 pub use records::run_log::{LoadedRun, full_state};
-pub use records::state::{Approval, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState};
+pub use records::state::{
+    Approval, ArgumentSource, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState,
+};
 pub use run_id::{RunId, RunIdError, validate_run_id};
 pub use run_store::{
     CREATE_ATTEMPTS, ClaimsExhausted, NewEvent, QueuedClaim, QueuedRun, RunHandle, RunListing, RunRecords, RunStore,

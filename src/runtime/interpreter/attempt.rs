@@ -461,6 +461,7 @@ impl Attempt<'_, '_> {
             state_version: self.state.state_version + 1,
             required_by: required_by.clone(),
             requested_at: format_timestamp(self.env.clock.now()),
+            provenance: Vec::new(),
         };
         self.recorder.emit(Event::ApprovalRequested(ApprovalRequested {
             step_id: step.id.clone(),

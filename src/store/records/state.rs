@@ -127,6 +127,24 @@ pub struct PendingAction {
     /// Why approval is needed: `step` (`approval = "required"`) or the policy rule.
     pub required_by: String,
     pub requested_at: String,
+    /// For an agent step's action: where each argument's value was seen
+    /// before the model proposed it (the model's answer is untrusted, and
+    /// so is what it quotes). Not part of the fingerprint; absent for
+    /// planned steps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provenance: Vec<ArgumentSource>,
+}
+
+/// Where an argument of a frozen agent action came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArgumentSource {
+    /// The argument's name (`ticket_id`, `path`, `args[0]` …).
+    pub argument: String,
+    pub value: String,
+    /// `goal` (the step's goal, trusted), `observation turn N (tool:NAME,
+    /// untrusted)`, or `model` (no earlier text holds it: the model wrote it).
+    pub source: String,
 }
 
 /// A person's approval, bound to one frozen action.

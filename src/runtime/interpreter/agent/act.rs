@@ -11,7 +11,7 @@ use crate::runtime::approval::fingerprint;
 use crate::runtime::env::CrashPoint;
 use crate::runtime::event::{AgentObserved, ApprovalRequested, Event};
 use crate::runtime::format_timestamp;
-use crate::store::{AgentTurn, MAX_OBSERVATION_BYTES, Observation, PendingAction, StoreError, capped};
+use crate::store::{AgentTurn, ArgumentSource, MAX_OBSERVATION_BYTES, Observation, PendingAction, StoreError, capped};
 use crate::tools::{ResolvedAction, ToolOutcome, ToolSuccess};
 
 use super::super::attempt::Attempt;
@@ -278,6 +278,7 @@ impl Attempt<'_, '_> {
             state_version: self.state.state_version + 1,
             required_by: required_by.to_string(),
             requested_at: format_timestamp(self.env.clock.now()),
+            provenance: self.provenance(step, action),
         };
         self.recorder.emit(Event::ApprovalRequested(ApprovalRequested {
             step_id: step.id.clone(),
@@ -291,6 +292,49 @@ impl Attempt<'_, '_> {
         self.state.pending_action = Some(pending);
         self.state.status = RunStatus::WaitingApproval;
         Ok(())
+    }
+}
+
+impl Attempt<'_, '_> {
+    /// Where each argument of `action` was seen before the model proposed
+    /// it: the goal, the earliest observation holding it, or nowhere.
+    fn provenance(&self, step: &Step, action: &ResolvedAction) -> Vec<ArgumentSource> {
+        let goal = match &step.action {
+            crate::model::Action::Agent(spec) => spec.goal.render(&*self.outputs).unwrap_or_default(),
+            _ => String::new(),
+        };
+        let turns = self.state.agent.as_ref().map(|progress| progress.turns.as_slice()).unwrap_or_default();
+        let arguments: Vec<(String, String)> = match action {
+            ResolvedAction::Shell { argv, .. } => {
+                argv.iter().skip(1).enumerate().map(|(at, arg)| (format!("args[{at}]"), arg.clone())).collect()
+            }
+            ResolvedAction::WriteFile { path, content } => {
+                vec![("path".to_string(), path.clone()), ("content".to_string(), content.clone())]
+            }
+            ResolvedAction::ReadFile { path } => vec![("path".to_string(), path.clone())],
+            ResolvedAction::TicketLookup { ticket_id } | ResolvedAction::TicketClose { ticket_id } => {
+                vec![("ticket_id".to_string(), ticket_id.clone())]
+            }
+            ResolvedAction::Finish { .. } | ResolvedAction::Flaky { .. } => Vec::new(),
+        };
+        arguments
+            .into_iter()
+            .map(|(argument, value)| {
+                let seen = |text: &str| !value.is_empty() && text.contains(value.as_str());
+                let source = if seen(&goal) {
+                    "goal (trusted)".to_string()
+                } else if let Some((turn, observation)) = turns
+                    .iter()
+                    .filter_map(|turn| turn.observation.as_ref().map(|observation| (turn.turn, observation)))
+                    .find(|(_, observation)| seen(&observation.text))
+                {
+                    format!("observation turn {turn} ({}, {})", observation.source, observation.trust)
+                } else {
+                    "model (no earlier text holds it; untrusted)".to_string()
+                };
+                ArgumentSource { argument, value, source }
+            })
+            .collect()
     }
 }
 
