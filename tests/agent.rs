@@ -195,25 +195,16 @@ fn a_finish_without_evidence_fails_verification() {
 
 #[test]
 fn call_and_token_budgets_stop_the_step() {
-    let model = start(vec![action("ticket_lookup", json!({"ticket_id": "ticket-7"}))]);
-    let sandbox = ticket_sandbox("open", 0);
-    sandbox.write_plan(&agent_plan(TICKET_TOOLS, "max_model_calls = 2"), &policy(&model));
-    sandbox.test_plan().expect_code(1).run();
-    assert_eq!(model.requests(), 2);
-    assert!(state(&sandbox)["error"].as_str().expect("error").contains("max_model_calls"));
-    // The fake counts 100 prompt tokens per call: 250 allows three calls.
-    let model = start(vec![action("ticket_lookup", json!({"ticket_id": "ticket-7"}))]);
-    let sandbox = ticket_sandbox("open", 0);
-    sandbox.write_plan(&agent_plan(TICKET_TOOLS, "max_tokens_in = 250"), &policy(&model));
-    sandbox.test_plan().expect_code(1).run();
-    assert_eq!(model.requests(), 3);
-    assert!(state(&sandbox)["error"].as_str().expect("error").contains("max_tokens_in"));
-    let model = start(vec![action("ticket_lookup", json!({"ticket_id": "ticket-7"}))]);
-    let sandbox = ticket_sandbox("open", 0);
-    sandbox.write_plan(&agent_plan(TICKET_TOOLS, "max_tokens_out = 40"), &policy(&model));
-    sandbox.test_plan().expect_code(1).run();
-    assert_eq!(model.requests(), 2);
-    assert!(state(&sandbox)["error"].as_str().expect("error").contains("max_tokens_out"));
+    // The scripted model counts 100 prompt and 20 answer tokens per call.
+    for (budget, requests) in [("max_model_calls = 2", 2), ("max_tokens_in = 250", 3), ("max_tokens_out = 40", 2)] {
+        let model = start(vec![action("ticket_lookup", json!({"ticket_id": "ticket-7"}))]);
+        let sandbox = ticket_sandbox("open", 0);
+        sandbox.write_plan(&agent_plan(TICKET_TOOLS, budget), &policy(&model));
+        sandbox.test_plan().expect_code(1).run();
+        assert_eq!(model.requests(), requests, "{budget}");
+        let name = budget.split(' ').next().expect("name");
+        assert!(state(&sandbox)["error"].as_str().expect("error").contains(name), "{budget}");
+    }
 }
 
 #[test]

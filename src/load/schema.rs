@@ -177,7 +177,7 @@ mod tests {
         let step = &plan["properties"]["steps"]["items"];
         assert_eq!(
             step["properties"]["kind"]["enum"],
-            json!(["shell", "write_file", "read_file", "finish", "flaky", "ticket_lookup", "ticket_close"])
+            json!(["shell", "write_file", "read_file", "finish", "flaky", "ticket_lookup", "ticket_close", "agent"])
         );
         assert_eq!(step["unevaluatedProperties"], json!(false));
         assert_eq!(step["allOf"][0]["then"]["required"], json!(["command"]));

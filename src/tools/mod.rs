@@ -79,6 +79,19 @@ pub enum ResolvedAction {
 }
 
 impl ResolvedAction {
+    /// The kind name, as plan files spell it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ResolvedAction::Shell { .. } => "shell",
+            ResolvedAction::WriteFile { .. } => "write_file",
+            ResolvedAction::ReadFile { .. } => "read_file",
+            ResolvedAction::Finish { .. } => "finish",
+            ResolvedAction::Flaky { .. } => "flaky",
+            ResolvedAction::TicketLookup { .. } => "ticket_lookup",
+            ResolvedAction::TicketClose { .. } => "ticket_close",
+        }
+    }
+
     /// What the action targets, for approval scopes: `program:git`,
     /// `file:report.txt`, `ticket:ticket-7`.
     pub fn scope(&self) -> String {

@@ -83,6 +83,7 @@ fn story(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Vec<String> {
     }
     let by_status = match state.status {
         RunStatus::WaitingApproval => waiting(plan, state, history),
+        RunStatus::WaitingInput => super::agent::check_asking(plan, state),
         RunStatus::Done => done(plan, state, &last),
         _ => Ok(()),
     };

@@ -19,7 +19,7 @@ use super::super::completion::apply_expect;
 use super::super::idempotency::{EffectRun, KeyedStep, crash_hook};
 use super::super::outcome::failure;
 use super::Next;
-use super::proposal::{Proposal, agent_key, decode, kind_of, resolve, writes};
+use super::proposal::{Proposal, agent_key, decode, resolve, writes};
 use crate::model::RunStatus;
 
 /// A proposal the runtime refuses: the rule and why.
@@ -351,7 +351,7 @@ pub(crate) struct FrozenTurn {
 }
 
 pub(crate) fn frozen_agent_action(run_id: &str, step_id: &str, turn: u32, action: &ResolvedAction) -> FrozenTurn {
-    let kind = kind_of(action);
+    let kind = action.kind();
     let action_json = serde_json::to_value(action).unwrap_or(Value::Null);
     let risk = if writes(action) { "write" } else { "read" };
     let key = agent_key(run_id, step_id, turn);

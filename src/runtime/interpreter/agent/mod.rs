@@ -311,3 +311,25 @@ pub(super) fn record_answer(state: &mut RunState, recorder: &mut Recorder<'_>, a
     state.status = RunStatus::Running;
     recorder.emit(Event::AgentObservation(event))
 }
+
+/// A `waiting_input` run's story: the step at the cursor is an agent step
+/// whose last recorded answer, not acted on yet, asked exactly the
+/// question on record.
+pub(super) fn check_asking(plan: &crate::model::Plan, state: &RunState) -> Result<(), String> {
+    let step = plan.steps.get(state.cursor.next_step);
+    let progress = state.agent.as_ref().filter(|agent| step.is_some_and(|step| step.id == agent.step_id));
+    let asked = progress.and_then(|agent| {
+        let turn = agent.unanswered()?;
+        match proposal::decode(&turn.answer.decoded) {
+            Ok(proposal::Proposal::Ask(question)) => Some(question),
+            _ => None,
+        }
+    });
+    match (asked, progress.and_then(|agent| agent.question.as_ref())) {
+        (Some(asked), Some(question)) if asked == *question => Ok(()),
+        _ => {
+            Err("a `waiting_input` run whose question is not the one its agent step's recorded answer asked"
+                .to_string())
+        }
+    }
+}

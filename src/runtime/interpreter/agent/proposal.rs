@@ -126,19 +126,6 @@ pub(crate) fn writes(action: &ResolvedAction) -> bool {
     matches!(action, ResolvedAction::WriteFile { .. } | ResolvedAction::TicketClose { .. })
 }
 
-/// The kind name of an action, as plan files spell it.
-pub(crate) fn kind_of(action: &ResolvedAction) -> &'static str {
-    match action {
-        ResolvedAction::Shell { .. } => "shell",
-        ResolvedAction::WriteFile { .. } => "write_file",
-        ResolvedAction::ReadFile { .. } => "read_file",
-        ResolvedAction::Finish { .. } => "finish",
-        ResolvedAction::Flaky { .. } => "flaky",
-        ResolvedAction::TicketLookup { .. } => "ticket_lookup",
-        ResolvedAction::TicketClose { .. } => "ticket_close",
-    }
-}
-
 /// The idempotency key of turn `turn`'s write in step `step_id` of run
 /// `run_id`: each proposal's effect happens at most once.
 pub(crate) fn agent_key(run_id: &str, step_id: &str, turn: u32) -> String {
