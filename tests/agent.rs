@@ -32,7 +32,7 @@ equals = "closed"
 }
 
 fn policy(model: &FakeModel) -> String {
-    format!("{TEST_POLICY}\n{}", profile(&model))
+    format!("{TEST_POLICY}\n{}", profile(model))
 }
 
 const TICKET_TOOLS: &str = r#""ticket_lookup", "ticket_close""#;
@@ -73,7 +73,7 @@ fn a_benign_run_looks_up_closes_after_approval_and_finishes_verified() {
 fn shell_policy(model: &FakeModel) -> String {
     format!(
         "{TEST_POLICY}\n[[shell.allow]]\nid = \"touch-file\"\nprogram = \"touch\"\nargs = [[{{ slot = \"path\" }}]]\n\n{}",
-        profile(&model)
+        profile(model)
     )
 }
 

@@ -84,7 +84,7 @@ impl Attempt<'_, '_> {
             Some(frozen) if frozen == action => true,
             Some(_) => {
                 let message = "the approved action is not the recorded answer's action".to_string();
-                return Ok(Next::End(ToolOutcome::err(failure(FailureClass::SecurityDenied, message))));
+                return Ok(Next::End(Box::new(ToolOutcome::err(failure(FailureClass::SecurityDenied, message)))));
             }
             None => false,
         };
@@ -174,7 +174,7 @@ impl Attempt<'_, '_> {
                 "agent step `{}`: {refusals} proposals refused (`max_refusals` = {}); the last by rule `{rule}`: {message}",
                 step.id, spec.max_refusals
             );
-            return Ok(Next::End(ToolOutcome::err(failure(FailureClass::SecurityDenied, message))));
+            return Ok(Next::End(Box::new(ToolOutcome::err(failure(FailureClass::SecurityDenied, message)))));
         }
         Ok(Next::Continue)
     }
@@ -222,7 +222,7 @@ impl Attempt<'_, '_> {
                 "agent step `{}`: the model answered finish, but the step has no `expect` and the plan no `[[verify]]`: a model's word is not evidence",
                 step.id
             );
-            return Ok(Next::End(ToolOutcome::err(failure(FailureClass::VerificationFailed, message))));
+            return Ok(Next::End(Box::new(ToolOutcome::err(failure(FailureClass::VerificationFailed, message)))));
         }
         if let Some(exhausted) =
             self.budgets.tool_calls(self.state, self.verifier.calls() + self.verifier.reserved_by(index))
@@ -242,9 +242,9 @@ impl Attempt<'_, '_> {
         self.observe(step, turn, observed(if accepted { "ok" } else { "failed" }, "runtime", "trusted", None, &text))?;
         if !failed.is_empty() {
             let message = format!("agent step `{}`: the model answered finish, but {}", step.id, failed.join("; "));
-            return Ok(Next::End(ToolOutcome::err(failure(FailureClass::VerificationFailed, message))));
+            return Ok(Next::End(Box::new(ToolOutcome::err(failure(FailureClass::VerificationFailed, message)))));
         }
-        Ok(Next::End(outcome))
+        Ok(Next::End(Box::new(outcome)))
     }
 
     /// `ask`: the run waits for a person's answer.

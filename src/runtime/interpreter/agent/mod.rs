@@ -41,7 +41,7 @@ pub(super) enum Next {
     /// The run waits for a person (approval or an answer).
     Pause,
     /// The step ends with this outcome.
-    End(ToolOutcome),
+    End(Box<ToolOutcome>),
     /// The run was ended (a budget ran out).
     Stopped,
 }
@@ -103,7 +103,7 @@ impl Attempt<'_, '_> {
                     self.state.agent = None;
                     return Ok(());
                 }
-                Next::End(outcome) => return self.end_agent(index, step, started, outcome),
+                Next::End(outcome) => return self.end_agent(index, step, started, *outcome),
             }
         }
     }
@@ -112,7 +112,10 @@ impl Attempt<'_, '_> {
     /// run when a budget would be exceeded by the call.
     fn ask(&mut self, step: &Step, spec: &AgentSpec, goal: &str) -> Result<Next, StoreError> {
         let Some(progress) = self.state.agent.as_ref() else {
-            return Ok(Next::End(ToolOutcome::err(failure(FailureClass::UnknownError, "no agent record".to_string()))));
+            return Ok(Next::End(Box::new(ToolOutcome::err(failure(
+                FailureClass::UnknownError,
+                "no agent record".to_string(),
+            )))));
         };
         let turns = progress.turns.len() as u64;
         let limits = [
@@ -133,7 +136,7 @@ impl Attempt<'_, '_> {
         }
         let Some(profile) = self.policy.models.get(&spec.model) else {
             let message = format!("policy `{}` has no model `{}`", self.policy.name, spec.model);
-            return Ok(Next::End(ToolOutcome::err(failure(FailureClass::SecurityDenied, message))));
+            return Ok(Next::End(Box::new(ToolOutcome::err(failure(FailureClass::SecurityDenied, message)))));
         };
         // The scenario hook: a scripted model stands in for every profile.
         let scripted;
@@ -163,7 +166,7 @@ impl Attempt<'_, '_> {
             Ok(reply) => reply,
             Err(error) => {
                 let message = format!("agent step `{}`: the model call failed: {error}", step.id);
-                return Ok(Next::End(ToolOutcome::err(failure(FailureClass::ExecutionError, message))));
+                return Ok(Next::End(Box::new(ToolOutcome::err(failure(FailureClass::ExecutionError, message)))));
             }
         };
         progress.tokens_in += reply.tokens_in.unwrap_or(0);
