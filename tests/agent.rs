@@ -37,6 +37,13 @@ fn policy(model: &FakeModel) -> String {
 
 const TICKET_TOOLS: &str = r#""ticket_lookup", "ticket_close""#;
 
+/// Runs the agent plan to its pause for the close, then approves it.
+fn pause_and_approve(sandbox: &Sandbox, model: &FakeModel) {
+    sandbox.write_plan(&agent_plan(TICKET_TOOLS, ""), &policy(model));
+    sandbox.test_plan().expect_code(3).run();
+    sandbox.planrun().args(["approve", RUN]).clock(T_APPROVE).expect_code(0).run();
+}
+
 fn state(sandbox: &Sandbox) -> Value {
     sandbox.state(RUN)
 }
@@ -215,9 +222,7 @@ fn a_crash_between_the_recorded_answer_and_its_effect_runs_it_once_without_askin
         finish("ticket-7 is closed"),
     ]);
     let sandbox = ticket_sandbox("open", 0);
-    sandbox.write_plan(&agent_plan(TICKET_TOOLS, ""), &policy(&model));
-    sandbox.test_plan().expect_code(3).run();
-    sandbox.planrun().args(["approve", RUN]).clock(T_APPROVE).expect_code(0).run();
+    pause_and_approve(&sandbox, &model);
     let crashed =
         sandbox.planrun().args(["resume", RUN]).clock(T_RESUME).env("PLANRUN_CRASH_AT", "triage:after_effect").run();
     assert_eq!(crashed.code, -1, "killed by the hook: {}", crashed.snapshot());
