@@ -283,6 +283,12 @@ fn payload(step: &Step) -> Vec<PayloadField> {
             fields.extend(json.as_ref().map(json_field));
             fields
         }
+        Action::Agent(agent) => vec![
+            field("goal", &agent.goal),
+            PayloadField { name: "tools".to_string(), shown: agent.tools.join(", "), runtime: Vec::new() },
+            PayloadField { name: "model".to_string(), shown: agent.model.clone(), runtime: Vec::new() },
+            PayloadField { name: "max_turns".to_string(), shown: agent.max_turns.to_string(), runtime: Vec::new() },
+        ],
     }
 }
 
@@ -307,7 +313,8 @@ fn verdict(step: &Step, policy: &Policy, rules: &PathRules) -> Option<Verdict> {
         | Action::Flaky { .. }
         | Action::TicketLookup { .. }
         | Action::TicketClose { .. }
-        | Action::Http { .. } => None,
+        | Action::Http { .. }
+        | Action::Agent(_) => None,
         Action::Mcp { server, tool, .. } => Some(mcp_verdict(server, tool, policy)),
     }
 }

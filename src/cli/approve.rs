@@ -100,6 +100,9 @@ pub fn approve(args: &ApproveArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode
         anstream::println!("  idempotency   {}", pending.idempotency_key.as_deref().unwrap_or("-"));
         anstream::println!("  fingerprint   {}", pending.fingerprint);
         anstream::println!("  state version {}", pending.state_version);
+        for source in &pending.provenance {
+            anstream::println!("  provenance    {} = {:?} from {}", source.argument, source.value, source.source);
+        }
         anstream::println!("  expires       {}", approval.expires_at);
         anstream::println!("continue with `planrun resume {}`", args.run_id);
     }

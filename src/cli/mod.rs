@@ -2,6 +2,7 @@
 //! its own file; output helpers in `output.rs`; exit codes are
 //! [`crate::ops::ExitStatus`]. No logic of the runtime lives here.
 
+mod answer;
 mod approve;
 mod cancel;
 mod check;
@@ -243,6 +244,8 @@ pub enum Command {
     Reject(reject::RejectArgs),
     /// Continue a run that waits for approval or was interrupted.
     Resume(resume::ResumeArgs),
+    /// Answer the question a run's agent step asked, and continue the run.
+    Answer(answer::AnswerArgs),
     /// Abandon a run that waits for approval or was interrupted; it ends `cancelled`.
     Cancel(cancel::CancelArgs),
     /// Run the declared scenarios and compare them with the golden snapshots.
@@ -338,6 +341,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Approve(args)) => approve::approve(args, &cli.dirs, &env),
         Some(Command::Reject(args)) => reject::reject(args, &cli.dirs, &env),
         Some(Command::Resume(args)) => resume::resume(args, &cli.dirs, &env),
+        Some(Command::Answer(args)) => answer::answer(args, &cli.dirs, &env),
         Some(Command::Cancel(args)) => cancel::cancel(args, &cli.dirs, &env),
         Some(Command::Reconcile(args)) => reconcile::reconcile(args, &cli.dirs, &env),
         Some(Command::Demo(args)) => demo::demo(args, &cli.dirs, &env),
@@ -379,6 +383,7 @@ fn touches_runs(cli: &Cli) -> bool {
             | Command::Approve(_)
             | Command::Reject(_)
             | Command::Resume(_)
+            | Command::Answer(_)
             | Command::Cancel(_)
             | Command::Reconcile(_)
             | Command::Export(_)

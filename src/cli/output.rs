@@ -68,7 +68,7 @@ pub fn run_status(status: RunStatus) -> String {
     match status {
         RunStatus::Done => paint(GREEN, status),
         RunStatus::Failed | RunStatus::Rejected | RunStatus::Cancelled => paint(RED, status),
-        RunStatus::Running | RunStatus::WaitingApproval => paint(YELLOW, status),
+        RunStatus::Running | RunStatus::WaitingApproval | RunStatus::WaitingInput => paint(YELLOW, status),
     }
 }
 
@@ -243,6 +243,19 @@ impl Progress for StderrProgress {
     }
 
     fn run_paused(&mut self, state: &RunState, records: &RunRecords) {
+        if let Some(question) = state.agent.as_ref().and_then(|agent| agent.question.as_ref()) {
+            anstream::eprintln!(
+                "{} run {} {} at step {} · records in {}",
+                paint(BOLD, "planrun:"),
+                paint(BOLD, &state.run_id),
+                run_status(state.status),
+                state.current_step_id.as_deref().unwrap_or("-"),
+                shown(records)
+            );
+            anstream::eprintln!("  question (from the model, untrusted): {question:?}");
+            anstream::eprintln!("  answer with `planrun answer {} \"TEXT\"`", state.run_id);
+            return;
+        }
         let Some(pending) = &state.pending_action else { return };
         anstream::eprintln!(
             "{} run {} {} at step {} ({} {}, required by {}) · records in {}",
@@ -259,6 +272,9 @@ impl Progress for StderrProgress {
         // What the run was given, beside the action it asks to run.
         for (name, value) in &state.inputs {
             anstream::eprintln!("  input {name} = {value}");
+        }
+        for source in &pending.provenance {
+            anstream::eprintln!("  {} = {:?} from {}", source.argument, source.value, source.source);
         }
         anstream::eprintln!(
             "  review with `planrun approve {} --fingerprint {}` (or `planrun reject {}`), then `planrun resume {}`",

@@ -40,6 +40,7 @@ pub fn resume(args: &ResumeArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
         run_id,
         allow_changed_files: args.allow_changed_files,
         policies: Some(dirs.policies.clone()),
+        answer: None,
     };
     report(args.quiet, args.json, dirs, env, |progress| ops::resume(request, env, progress))
 }

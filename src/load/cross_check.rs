@@ -81,6 +81,7 @@ fn plan_vs_policy(loaded: &LoadedPlan, policy: &Policy, diagnostics: &mut Vec<Di
     crate::load::validate_secrets::plan_env_findings(loaded, policy, diagnostics);
     crate::load::validate_mcp::plan_mcp_findings(loaded, policy, diagnostics);
     crate::load::validate_http_policy::http_always_denied(loaded, policy, diagnostics);
+    crate::load::validate_agent::agent_findings(loaded, policy, diagnostics);
     for (step, spans) in loaded.plan.steps.iter().zip(&loaded.spans.steps) {
         let settings = [
             (StepLimit::RetryCap, step.retry.map(u64::from), spans.retry, u64::from(policy.retry.cap)),

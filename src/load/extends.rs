@@ -225,6 +225,8 @@ impl Loader {
         merged.secrets.extend(child.secrets);
         // `[mcp.servers.NAME]`: a union; the child wins a name clash.
         merged.mcp.servers.extend(child.mcp.servers);
+        // `[models.NAME]`: a union; the child wins a name clash.
+        merged.models.extend(child.models);
         let files = &mut merged.files;
         for glob in child.files.deny {
             if !files.deny.contains(&glob) {

@@ -527,6 +527,41 @@ pub(crate) static STEP: Section = Section {
                 key("response_headers", STRINGS, "response headers the step's output names (`output_json.headers`)"),
             ],
         },
+        Variant {
+            name: "agent",
+            doc: "a bounded agent: a model proposes one action per turn, the runtime validates and runs it",
+            keys: &[
+                required("goal", STRING, "what the model is asked to achieve; may hold templates"),
+                required(
+                    "tools",
+                    Type::NonEmptyArray(&Type::String),
+                    "the tools offered: shell rule ids of the policy, `read_file`, `write_file`, `ticket_lookup`, `ticket_close`",
+                ),
+                required("model", STRING, "the policy's model profile (`[models.NAME]`)"),
+                required("max_turns", Type::Range { min: 1, max: 100 }, "model answers per step at most"),
+                key(
+                    "max_model_calls",
+                    Type::Range { min: 1, max: 100 },
+                    "model calls per step at most (default `max_turns`)",
+                ),
+                key(
+                    "max_tokens_in",
+                    POSITIVE,
+                    "prompt tokens per step at most, as the backend counts them (default no limit)",
+                ),
+                key(
+                    "max_tokens_out",
+                    POSITIVE,
+                    "answer tokens per step at most, as the backend counts them (default no limit)",
+                ),
+                key(
+                    "max_refusals",
+                    Type::Range { min: 0, max: 100 },
+                    "refused proposals per step before the step fails",
+                )
+                .defaults_to(Number(crate::model::DEFAULT_MAX_REFUSALS as u64)),
+            ],
+        },
     ],
 };
 
@@ -561,6 +596,11 @@ pub(crate) static POLICY: Section = Section {
         ),
         key("mcp", Type::Table(&MCP), "the MCP servers `mcp` steps may call (default none)"),
         key("http", Type::Table(&HTTP), "the egress policy of `http` steps (default: no request allowed)"),
+        key(
+            "models",
+            Type::Map(&Type::Table(&MODEL)),
+            "`[models.NAME]`: the model profiles agent steps may use (default none)",
+        ),
     ],
     variants: &[],
 };
@@ -644,6 +684,27 @@ pub(crate) static HTTP_RULE: Section = Section {
         key("reason", STRING, "why the rule exists; shown with every decision it makes"),
         key("match", STRINGS, "example URLs the rule must allow with its first method (checked at load)"),
         key("not_match", STRINGS, "example URLs the rule must not allow with its first method (checked at load)"),
+    ],
+    variants: &[],
+};
+
+/// One `[models.NAME]` table of a policy.
+pub(crate) static MODEL: Section = Section {
+    title: "model profile",
+    doc: "how an agent step reaches its model",
+    keys: &[
+        required(
+            "backend",
+            Type::Enum(&["openai", "ollama"]),
+            "the protocol: OpenAI-compatible chat completions or Ollama's API",
+        ),
+        required("endpoint", STRING, "`http://host:port` (with a path such as `/v1` for `openai`); plain HTTP"),
+        required("model", STRING, "the model name the server knows"),
+        key("temperature", Type::Number { min: 0.0, max: 2.0 }, "sampling temperature").defaults_to(Float(0.0)),
+        key("max_tokens", Type::Range { min: 16, max: 32768 }, "the answer's token limit").defaults_to(Number(512)),
+        key("timeout_secs", Type::Range { min: 1, max: 3600 }, "one model call; on expiry the step fails")
+            .defaults_to(Number(60)),
+        key("api_key", STRING, "the secret (`[secrets.NAME]`) holding the bearer token (default none: no header)"),
     ],
     variants: &[],
 };
@@ -923,7 +984,8 @@ pub(crate) static RECOVERY: Section = Section {
 /// An exit code a scenario expects; -1 is a process killed by a signal.
 const EXIT_CODE: Type = Type::Integer { min: -1 };
 /// The run statuses `expect_status` names.
-const RUN_STATUSES: Type = Type::Enum(&["running", "waiting_approval", "done", "failed", "rejected", "cancelled"]);
+const RUN_STATUSES: Type =
+    Type::Enum(&["running", "waiting_approval", "done", "failed", "rejected", "cancelled", "waiting_input"]);
 /// The record files of a run a scenario may snapshot.
 pub(crate) const RECORD_FILES: &[&str] = &["plan.json", "state.json", "history.jsonl", "audit.jsonl"];
 
@@ -973,6 +1035,12 @@ pub(crate) static SCENARIO: Section = Section {
         key("files", STRINGS, "workspace files to snapshot after the last command"),
         key("normalize", Type::Array(&Type::Table(&NORMALIZE)), "rules for volatile text, applied to every snapshot"),
         key("steps", Type::Array(&Type::Table(&SCENARIO_STEP)), "follow-up commands against the same workspace"),
+        key(
+            "model_answers",
+            STRINGS,
+            "answers a scripted model serves in order to the scenario's agent steps (each the JSON text of one \
+             answer; the last repeats), over loopback for every command (default none)",
+        ),
     ],
     variants: &[],
 };

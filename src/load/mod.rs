@@ -47,6 +47,7 @@ mod read_file;
 mod route_checks;
 mod schema;
 mod table;
+mod validate_agent;
 mod validate_backoff;
 mod validate_http_policy;
 mod validate_http_step;

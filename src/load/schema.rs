@@ -186,7 +186,8 @@ mod tests {
                 "ticket_lookup",
                 "ticket_close",
                 "mcp",
-                "http"
+                "http",
+                "agent"
             ])
         );
         assert_eq!(step["unevaluatedProperties"], json!(false));

@@ -85,12 +85,13 @@ pub(crate) fn validate_policy(
     let mcp = validate_mcp::servers(reader.get("mcp"), &declared, diagnostics);
     let first_http = parent.map_or(0, |parent| parent.http.allow.len());
     let http = crate::load::validate_http_policy::http(reader.get("http"), first_http, diagnostics);
+    let models = crate::load::validate_agent::models(reader.get("models"), diagnostics);
     reader.finish(diagnostics);
     if error_count(diagnostics) > errors_before {
         return None;
     }
-    let (shell, files, mut retry, budget, secrets, mcp, http) =
-        (shell?, files?, retry?, budget?, secrets?, mcp?, http?);
+    let (shell, files, mut retry, budget, secrets, mcp, http, models) =
+        (shell?, files?, retry?, budget?, secrets?, mcp?, http?, models?);
     retry.backoff = backoff?;
     Some(Policy {
         name: name.to_string(),
@@ -103,6 +104,7 @@ pub(crate) fn validate_policy(
         extends: Vec::new(),
         mcp,
         http,
+        models,
     })
 }
 

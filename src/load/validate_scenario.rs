@@ -134,6 +134,7 @@ fn scenario(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Opt
         ("failed", RunStatus::Failed),
         ("rejected", RunStatus::Rejected),
         ("cancelled", RunStatus::Cancelled),
+        ("waiting_input", RunStatus::WaitingInput),
     ];
     let expect_status = reader.choice("expect_status", "`expect_status`", &statuses, diagnostics).flatten();
     let folder = match reader.string("folder", diagnostics) {
@@ -171,6 +172,10 @@ fn scenario(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Opt
         files.push(path);
     }
     let normalize = normalize_rules(reader.array("normalize", diagnostics), diagnostics);
+    let model_answers = reader
+        .array("model_answers", diagnostics)
+        .map(|items| crate::load::table::strings(items, "model_answers", diagnostics, |_, _, _| true))
+        .unwrap_or_default();
     let steps = match reader.array("steps", diagnostics) {
         Some(items) => items.iter().enumerate().filter_map(|(at, item)| follow_up(item, at, diagnostics)).collect(),
         None => Vec::new(),
@@ -192,6 +197,7 @@ fn scenario(node: &Node, index: usize, diagnostics: &mut Vec<Diagnostic>) -> Opt
         files,
         normalize,
         steps,
+        model_answers,
     })
 }
 

@@ -240,6 +240,7 @@ impl ActionBuilder<'_, '_, '_> {
             "ticket_close" => Some(Action::TicketClose { ticket_id: self.literal("ticket_id")? }),
             "mcp" => self.mcp_action(),
             "http" => self.http(),
+            "agent" => self.agent(),
             _ => None,
         }
     }
@@ -397,7 +398,7 @@ impl ActionBuilder<'_, '_, '_> {
 
     /// Parses a string node as a template, narrowing syntax errors to the
     /// offending reference, and remembers it for the template lints.
-    pub(super) fn template(&mut self, node: &Node, what: &str) -> Option<Template> {
+    pub(crate) fn template(&mut self, node: &Node, what: &str) -> Option<Template> {
         self.template_in(node, what, SiteKind::Data)
     }
 

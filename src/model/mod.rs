@@ -5,6 +5,7 @@
 //! has already checked versions, keys, types, references and rule examples.
 //! Later stages never re-validate and never see raw file text.
 
+mod agent;
 mod backoff;
 mod condition;
 mod decision_text;
@@ -22,6 +23,7 @@ mod scenario;
 mod service_policy;
 mod when;
 
+pub use agent::{AGENT_BUILTIN_TOOLS, AgentSpec, AgentTool, DEFAULT_MAX_REFUSALS, ModelBackend, ModelProfile};
 pub use backoff::{
     BackoffOverride, DEFAULT_BACKOFF_INITIAL_MS, DEFAULT_BACKOFF_MAX_MS, DEFAULT_BACKOFF_MULTIPLIER, Jitter,
     RetryBackoff,

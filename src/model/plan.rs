@@ -166,6 +166,9 @@ pub enum Action {
         #[serde(skip_serializing_if = "Vec::is_empty")]
         response_headers: Vec<String>,
     },
+    /// A bounded agent: a model proposes one action per turn, the runtime
+    /// validates it and runs it through the same path as a planned step.
+    Agent(crate::model::AgentSpec),
 }
 
 impl Action {
@@ -181,6 +184,7 @@ impl Action {
             Action::TicketClose { .. } => "ticket_close",
             Action::Mcp { .. } => "mcp",
             Action::Http { .. } => "http",
+            Action::Agent(_) => "agent",
         }
     }
 
@@ -211,6 +215,7 @@ impl Action {
                 | Action::TicketClose { .. }
                 | Action::Mcp { .. }
                 | Action::Http { .. }
+                | Action::Agent(_)
         )
     }
 
@@ -231,6 +236,7 @@ impl Action {
                 .chain(body)
                 .chain(json.iter().flat_map(JsonTemplate::templates))
                 .collect(),
+            Action::Agent(agent) => vec![&agent.goal],
         }
     }
 

@@ -34,6 +34,9 @@ pub struct Policy {
     /// serialised policy while it is the default, as records always had it).
     #[serde(skip_serializing_if = "crate::model::HttpPolicy::is_default")]
     pub http: crate::model::HttpPolicy,
+    /// `[models.NAME]`: the model profiles agent steps may use.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, crate::model::ModelProfile>,
 }
 
 /// One `[secrets.NAME]` table.
@@ -270,6 +273,26 @@ impl Budget {
                 (Some(policy), Some(plan)) => Some(policy.min(plan)),
                 (policy, plan) => policy.or(plan),
             },
+        }
+    }
+}
+
+impl Policy {
+    /// The agent tool named `name` under this policy: a shell rule id, or
+    /// a built-in tool.
+    pub fn agent_tool(&self, name: &str) -> Option<crate::model::AgentTool<'_>> {
+        use crate::model::AgentTool;
+        match name {
+            "read_file" => Some(AgentTool::ReadFile),
+            "write_file" => Some(AgentTool::WriteFile),
+            "ticket_lookup" => Some(AgentTool::TicketLookup),
+            "ticket_close" => Some(AgentTool::TicketClose),
+            _ => self
+                .shell
+                .allow
+                .iter()
+                .position(|rule| rule.name == name)
+                .map(|index| AgentTool::Shell(index, self.shell.allow[index].name.as_str())),
         }
     }
 }

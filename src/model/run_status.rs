@@ -16,17 +16,20 @@ pub enum RunStatus {
     Rejected,
     /// A person abandoned a paused or interrupted run (`planrun cancel`).
     Cancelled,
+    /// Paused: an agent step asked a person a question (`planrun answer`).
+    WaitingInput,
 }
 
 impl RunStatus {
     /// Every status, in the order a run can reach them.
-    pub const ALL: [RunStatus; 6] = [
+    pub const ALL: [RunStatus; 7] = [
         RunStatus::Running,
         RunStatus::WaitingApproval,
         RunStatus::Done,
         RunStatus::Failed,
         RunStatus::Rejected,
         RunStatus::Cancelled,
+        RunStatus::WaitingInput,
     ];
 
     /// The status named `name` as `state.json` spells it.
@@ -42,11 +45,17 @@ impl RunStatus {
             RunStatus::Failed => "failed",
             RunStatus::Rejected => "rejected",
             RunStatus::Cancelled => "cancelled",
+            RunStatus::WaitingInput => "waiting_input",
         }
     }
 
+    /// Whether the run waits for a person: an approval or an answer.
+    pub fn is_paused(self) -> bool {
+        matches!(self, RunStatus::WaitingApproval | RunStatus::WaitingInput)
+    }
+
     pub fn is_terminal(self) -> bool {
-        !matches!(self, RunStatus::Running | RunStatus::WaitingApproval)
+        !matches!(self, RunStatus::Running | RunStatus::WaitingApproval | RunStatus::WaitingInput)
     }
 }
 

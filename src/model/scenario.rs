@@ -59,6 +59,9 @@ pub struct Scenario {
     pub normalize: Vec<Normalize>,
     /// Follow-up commands, in order.
     pub steps: Vec<Stage>,
+    /// Answers a scripted model serves, in order, to the scenario's agent
+    /// steps (`PLANRUN_MODEL_ENDPOINT` points every command at it).
+    pub model_answers: Vec<String>,
 }
 
 /// One process of a scenario: its arguments (before the sandbox's

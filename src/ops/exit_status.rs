@@ -21,6 +21,8 @@ pub enum ExitStatus {
     InvalidInput,
     /// 3: the run paused waiting for approval.
     WaitingApproval,
+    /// 4: the run paused waiting for a person's answer (an agent step asked).
+    WaitingInput,
 }
 
 impl ExitStatus {
@@ -29,6 +31,7 @@ impl ExitStatus {
         match status {
             RunStatus::Done => ExitStatus::Done,
             RunStatus::WaitingApproval => ExitStatus::WaitingApproval,
+            RunStatus::WaitingInput => ExitStatus::WaitingInput,
             RunStatus::Failed | RunStatus::Rejected | RunStatus::Cancelled | RunStatus::Running => ExitStatus::Failed,
         }
     }
@@ -45,6 +48,7 @@ impl ExitStatus {
             ExitStatus::Failed => 1,
             ExitStatus::InvalidInput => 2,
             ExitStatus::WaitingApproval => 3,
+            ExitStatus::WaitingInput => 4,
         }
     }
 }

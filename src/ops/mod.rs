@@ -55,6 +55,7 @@ mod runs;
 mod scenario_git;
 mod scenario_run;
 mod scenario_sandbox;
+mod scripted_model;
 #[cfg(feature = "server")]
 pub mod service;
 mod show;
@@ -68,7 +69,7 @@ pub use catalog::{load_catalog, load_plan_file};
 pub use check::{CheckInput, CheckOutcome, check};
 pub use control::{
     ApproveInput, Approved, CancelInput, ControlError, HeldRun, ReconcileInput, Reconciled, ResumeRequest, approve,
-    cancel, reconcile, reject, resume, resume_held,
+    cancel, check_answer, reconcile, reject, resume, resume_held,
 };
 pub use ended_run::EndedRun;
 pub use error::OpsError;
@@ -83,6 +84,7 @@ pub use run::{RunInput, RunOutcome, RunTarget, given_inputs, run};
 pub use runs::{ListedRun, RunSummary, RunsInput, RunsOutcome, StatusFilter, runs};
 pub use scenario_run::{Captured, ScenarioContext, ScenarioRun, run_scenario};
 pub use scenario_sandbox::SandboxError;
+pub use scripted_model::{SCRIPTED_TOKENS_IN, SCRIPTED_TOKENS_OUT, ScriptedModel};
 pub use show::{LATEST, driven_run, full_state_json, show};
 pub use store_admin::{Migrated, migrate};
 pub use test::{

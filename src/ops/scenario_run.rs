@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use crate::model::{Normalize, Scenario, ScenarioFile, Stage, file_snapshot_name};
 use crate::ops::scenario_git::build_git_fixture;
 use crate::ops::scenario_sandbox::{Sandbox, SandboxError};
+use crate::ops::scripted_model::ScriptedModel;
 use crate::snapshot::{hash_placeholders, render_record};
 
 /// Where a scenario's sandbox comes from.
@@ -73,7 +74,17 @@ pub fn run_scenario(
     }
     let mut problems = Vec::new();
     let mut cli = String::new();
+    // Agent steps ask a scripted model on loopback, for every command.
+    let scripted = match scenario.model_answers.is_empty() {
+        true => None,
+        false => Some(ScriptedModel::start(scenario.model_answers.clone()).map_err(SandboxError::Create)?),
+    };
     for stage in std::iter::once(&scenario.run).chain(&scenario.steps) {
+        let mut stage = stage.clone();
+        if let Some(model) = &scripted {
+            stage.env.insert("PLANRUN_MODEL_ENDPOINT".to_string(), model.endpoint());
+        }
+        let stage = &stage;
         let output = sandbox.run(stage)?;
         if let Some(expected) = stage.expect_code
             && expected != output.code

@@ -178,6 +178,7 @@ fn work_loop(input: &WorkerInput, env: &RuntimeEnv, report: &(dyn Fn(&WorkedRun)
                     // Runs in a database always have a checkpoint: no
                     // interrupted start to begin again from a policy file.
                     policies: None,
+                    answer: None,
                 };
                 crate::ops::resume(request, env, &mut NoProgress)
             });

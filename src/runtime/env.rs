@@ -215,6 +215,10 @@ pub struct RuntimeEnv {
     /// How `http` steps resolve host names: the system, or the stub of the
     /// documented test hook `PLANRUN_TEST_RESOLVE=name=ADDR[,ADDR…][;…]`.
     pub resolver: Arc<dyn crate::tools::http::Resolve>,
+    /// Test hook `PLANRUN_MODEL_ENDPOINT`: every agent step's model is
+    /// asked there, over the OpenAI-compatible protocol (a scenario's
+    /// scripted model).
+    pub model_endpoint: Option<String>,
 }
 
 impl RuntimeEnv {
@@ -226,6 +230,7 @@ impl RuntimeEnv {
             sealer: Sealer::plain(),
             crash_at: None,
             resolver: Arc::new(crate::tools::http::SystemResolver),
+            model_endpoint: None,
         }
     }
 
@@ -245,6 +250,7 @@ impl RuntimeEnv {
             sealer: Sealer::plain(),
             crash_at: None,
             resolver: Arc::new(crate::tools::http::SystemResolver),
+            model_endpoint: None,
         }
     }
 }
@@ -284,6 +290,7 @@ impl RuntimeEnv {
                 .map_err(|error| format!("`PLANRUN_TEST_RESOLVE`: {error}"))?;
             env.resolver = Arc::new(stub);
         }
+        env.model_endpoint = process_var("PLANRUN_MODEL_ENDPOINT").filter(|endpoint| !endpoint.is_empty());
         Ok(env)
     }
 }

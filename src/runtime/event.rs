@@ -51,6 +51,8 @@ pub enum Event {
     ReconciliationSettled(ReconciliationSettled),
     CompletionVerified(CompletionVerified),
     RunCancelled(RunCancelled),
+    AgentAnswerRecorded(AgentAnswerRecorded),
+    AgentObservation(AgentObserved),
 }
 
 /// The `event_type` and `details` columns of an event's line.
@@ -87,7 +89,9 @@ impl Event {
             | Event::ReceiptRecorded(ReceiptRecorded { step_id, .. })
             | Event::ReceiptReused(ReceiptReused { step_id, .. })
             | Event::ReconciliationRecorded(ReconciliationRecorded { step_id, .. })
-            | Event::ReconciliationSettled(ReconciliationSettled { step_id, .. }) => Some(step_id),
+            | Event::ReconciliationSettled(ReconciliationSettled { step_id, .. })
+            | Event::AgentAnswerRecorded(AgentAnswerRecorded { step_id, .. })
+            | Event::AgentObservation(AgentObserved { step_id, .. }) => Some(step_id),
         }
     }
 
@@ -137,6 +141,13 @@ impl Event {
                 }
             }
             Event::RunCancelled(_) => "cancelled",
+            Event::AgentAnswerRecorded(_) => "recorded",
+            Event::AgentObservation(event) => match event.outcome.as_str() {
+                "ok" => "ok",
+                "refused" => "refused",
+                "answered" => "answered",
+                _ => "failed",
+            },
         }
     }
 
@@ -526,4 +537,29 @@ mod tests {
         );
         assert_eq!((event.step_id(), event.status()), (None, "cancelled"));
     }
+}
+
+/// `agent_answer_recorded`: a model answer of an agent step, sealed before
+/// anything acts on it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentAnswerRecorded {
+    #[serde(skip)]
+    pub step_id: String,
+    pub turn: u32,
+    pub answer: crate::store::ModelAnswer,
+}
+
+/// `agent_observation`: what came of a turn's answer (a tool's result, a
+/// refusal with its rule, a person's answer).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentObserved {
+    #[serde(skip)]
+    pub step_id: String,
+    pub turn: u32,
+    pub outcome: String,
+    pub source: String,
+    pub trust: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    pub text: String,
 }

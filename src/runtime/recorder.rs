@@ -172,6 +172,8 @@ impl<'c> Recorder<'c> {
         state.status = status;
         state.stop_reason = Some(reason);
         state.current_step_id = None;
+        // An agent step in progress ends with the run (its turns stay in the log).
+        state.agent = None;
         state.error = error;
         state.finished_at = Some(format_timestamp(self.clock.now()));
     }

@@ -82,13 +82,18 @@ pub use file::group_commit::{Durability, GroupCommit, SharedSync};
 pub use holder::Holder;
 pub use open::{migrate, open};
 pub use record_handle::{LoadedRecord, RecordEvent, RecordHandle, RecordKind, RecordWriter};
+pub use records::agent::{
+    AgentProgress, AgentTurn, MAX_OBSERVATION_BYTES, MAX_RAW_ANSWER_BYTES, ModelAnswer, Observation, capped,
+};
 pub use records::audit::{AuditError, AuditEvent, AuditTail, verify_audit};
 pub use records::canonical;
 pub use records::envelope::{EnvelopeError, SCHEMA_VERSION, Sealer};
 pub use records::history::{StepRecord, StepRecordStatus};
 pub use records::receipts::{RECEIPT_LINK, Receipt, ReceiptError, ReceiptState};
 pub use records::run_log::{LoadedRun, full_state};
-pub use records::state::{Approval, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState};
+pub use records::state::{
+    Approval, ArgumentSource, Counters, Cursor, Evidence, PendingAction, PlanRef, Reconciliation, RunState,
+};
 pub use run_id::{RunId, RunIdError, validate_run_id};
 pub use run_store::{
     CREATE_ATTEMPTS, ClaimsExhausted, NewEvent, QueuedClaim, QueuedRun, RunHandle, RunListing, RunRecords, RunStore,

@@ -13,6 +13,7 @@ pub mod guard;
 pub mod http;
 pub mod mcp;
 mod mcp_step;
+pub mod model_call;
 mod outcome;
 mod pipes;
 mod process;
@@ -111,6 +112,21 @@ pub enum ResolvedAction {
 }
 
 impl ResolvedAction {
+    /// The kind name, as plan files spell it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ResolvedAction::Shell { .. } => "shell",
+            ResolvedAction::WriteFile { .. } => "write_file",
+            ResolvedAction::ReadFile { .. } => "read_file",
+            ResolvedAction::Finish { .. } => "finish",
+            ResolvedAction::Flaky { .. } => "flaky",
+            ResolvedAction::TicketLookup { .. } => "ticket_lookup",
+            ResolvedAction::TicketClose { .. } => "ticket_close",
+            ResolvedAction::Mcp { .. } => "mcp",
+            ResolvedAction::Http { .. } => "http",
+        }
+    }
+
     /// What the action targets, for approval scopes: `program:git`,
     /// `file:report.txt`, `ticket:ticket-7`.
     pub fn scope(&self) -> String {
@@ -258,6 +274,12 @@ impl<'a> Tools<'a> {
             }
             _ => Decision::Allow,
         }
+    }
+
+    /// The policy's full verdict on a command: decision, rule and reason.
+    pub fn shell_verdict(&mut self, argv: &[String]) -> (Decision, String, String) {
+        let verdict = evaluate_shell(&self.policy.shell, self.workspace, &mut self.resolver, argv);
+        (verdict.decision, verdict.rule, verdict.reason)
     }
 
     /// Runs one attempt of an action. `attempt` is 1-based. `approved` says

@@ -60,7 +60,7 @@ pub enum Vouch {
 }
 
 impl ToolOutcome {
-    pub(super) fn success(output_text: String, output_json: Option<Value>, facts: ToolFacts) -> Self {
+    pub(crate) fn success(output_text: String, output_json: Option<Value>, facts: ToolFacts) -> Self {
         ToolOutcome { result: Ok(ToolSuccess { output_text, output_json }), facts, stderr_text: None }
     }
 

@@ -64,6 +64,7 @@ fn test_policy() -> Policy {
         mcp: Default::default(),
         extends: Vec::new(),
         http: crate::model::HttpPolicy::default(),
+        models: BTreeMap::new(),
     }
 }
 

@@ -12,6 +12,7 @@
 
 #![allow(dead_code)]
 
+pub mod fake_model;
 pub mod http_fixture;
 pub mod planrun;
 pub mod tickets;

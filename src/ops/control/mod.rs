@@ -28,4 +28,4 @@ pub use error::ControlError;
 pub use held_run::HeldRun;
 pub use reconcile::{ReconcileInput, Reconciled, reconcile};
 pub use reject::reject;
-pub use resume::{ResumeRequest, resume, resume_held};
+pub use resume::{ResumeRequest, check_answer, resume, resume_held};

@@ -27,6 +27,9 @@ pub struct ResumeRequest {
     /// started again (as `--policies` for `--plan`); `None` where no such
     /// folder is known (the service), and such a start is refused.
     pub policies: Option<PathBuf>,
+    /// A person's answer to the question of a `waiting_input` run
+    /// (`planrun answer`); a run that asks none refuses one.
+    pub answer: Option<String>,
 }
 
 /// A run opened (and held) for `resume`, with its records read back.
@@ -95,6 +98,21 @@ fn continue_run(
             state.stop_reason.as_ref().map_or("-", crate::model::StopReason::as_str)
         )));
     }
+    match (state.status, &request.answer) {
+        (crate::model::RunStatus::WaitingInput, None) => {
+            return Err(ControlError::Refused(format!(
+                "run `{}` waits for a person's answer to its question: `planrun answer {} TEXT`",
+                state.run_id, state.run_id
+            )));
+        }
+        (status, Some(_)) if status != crate::model::RunStatus::WaitingInput => {
+            return Err(ControlError::Refused(format!(
+                "run `{}` asks no question (status `{status}`): there is nothing to answer",
+                state.run_id
+            )));
+        }
+        _ => {}
+    }
     let changed_files = if request.allow_changed_files { ChangedFiles::Allow } else { ChangedFiles::RefuseResume };
     let (plan, policy) = load_files(state, changed_files, &request.workspace)?;
     RunError::check_sandbox(&policy)?;
@@ -106,9 +124,22 @@ fn continue_run(
     let secrets = RunSecrets::resolve(&plan, &policy).map_err(RunError::Secret)?;
     let discarded = (loaded.discarded_history, loaded.discarded_events);
     let interpreter = Interpreter::resumed(&plan, &policy, &workspace, run, store, loaded, env).with_secrets(secrets);
-    let state = interpreter.resume(discarded, progress).map_err(|error| match error {
+    let state = interpreter.resume(discarded, request.answer.as_deref(), progress).map_err(|error| match error {
         ResumeError::Approval(invalid) => ControlError::from(invalid),
         ResumeError::Store(store) => ControlError::Store(store),
     })?;
     Ok(RunOutcome { state })
+}
+
+/// Whether `text` may be a person's answer to an agent's question: 1 to
+/// [`MAX_ANSWER_BYTES`] bytes, not blank.
+pub fn check_answer(text: &str) -> Result<(), String> {
+    let max = crate::runtime::interpreter::MAX_ANSWER_BYTES;
+    if text.trim().is_empty() {
+        return Err("the answer is empty".to_string());
+    }
+    if text.len() > max {
+        return Err(format!("the answer is {} bytes; at most {max} are accepted", text.len()));
+    }
+    Ok(())
 }

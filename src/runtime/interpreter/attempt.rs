@@ -63,6 +63,9 @@ impl Attempt<'_, '_> {
     /// person approved (only when resuming a paused run): it skips the
     /// start event, the condition, resolution and the gate, not the budgets.
     pub(super) fn run(mut self, index: usize, step: &Step, approved: Option<ResolvedAction>) -> Result<(), StoreError> {
+        if let Action::Agent(spec) = &step.action {
+            return self.agent(index, step, spec, approved);
+        }
         // A holder whose lease ran out starts nothing.
         self.recorder.may_act()?;
         // What the run recorded so far is durable before anything that may
@@ -207,7 +210,7 @@ impl Attempt<'_, '_> {
     }
 
     /// Records an attempt's outcome and decides what comes next.
-    fn finish(
+    pub(super) fn finish(
         &mut self,
         index: usize,
         step: &Step,
@@ -465,6 +468,7 @@ impl Attempt<'_, '_> {
             state_version: self.state.state_version + 1,
             required_by: required_by.clone(),
             requested_at: format_timestamp(self.env.clock.now()),
+            provenance: Vec::new(),
         };
         self.recorder.emit(Event::ApprovalRequested(ApprovalRequested {
             step_id: step.id.clone(),
@@ -585,6 +589,12 @@ pub(super) fn render_action(step: &Step, outputs: &Outputs) -> Result<ResolvedAc
                 max_response_bytes: *max_response_bytes,
                 response_headers: response_headers.clone(),
             }
+        }
+        Action::Agent(_) => {
+            return Err(failure(
+                FailureClass::UnknownError,
+                "an agent step has no single action to render".to_string(),
+            ));
         }
     })
 }

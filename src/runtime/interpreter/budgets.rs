@@ -92,6 +92,11 @@ impl<'c> Budgets<'c> {
 }
 
 impl Exhausted {
+    /// A budget of an agent step (`max_turns`, `max_model_calls`, …).
+    pub(super) fn new(budget: &'static str, limit: u64, used: u64) -> Self {
+        Exhausted { budget, limit, used }
+    }
+
     /// `budget_exhausted` (on the step at the cursor), then the run ends
     /// `failed` with stop reason `budget_exhausted`.
     pub(super) fn record(

@@ -50,6 +50,21 @@ impl<'r> Verifier<'r> {
         if self.first_effect.is_some_and(|first| index >= first) { self.tool_calls } else { 0 }
     }
 
+    /// The tool calls the checks cost.
+    pub(super) fn calls(&self) -> u64 {
+        self.tool_calls
+    }
+
+    /// Every check against fresh evidence now, recorded nowhere: what an
+    /// agent step's `finish` must pass before the step may end.
+    pub(super) fn check_fresh(
+        &self,
+        state: &mut RunState,
+        receipts: &dyn RunStore,
+    ) -> Result<Vec<CheckOutcome>, StoreError> {
+        self.checks.iter().map(|check| self.verify(check, state, receipts, None)).collect()
+    }
+
     /// The run reached its end (`reason`): `[[verify]]` decides whether it
     /// is `done`.
     pub(super) fn complete(

@@ -83,6 +83,7 @@ fn story(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Vec<String> {
     }
     let by_status = match state.status {
         RunStatus::WaitingApproval => waiting(plan, state, history),
+        RunStatus::WaitingInput => super::agent::check_asking(plan, state),
         RunStatus::Done => done(plan, state, &last),
         _ => Ok(()),
     };
@@ -105,6 +106,9 @@ fn waiting(plan: &Plan, state: &RunState, history: &[StepRecord]) -> Result<(), 
     let Some(step) = plan.steps.get(index).filter(|step| step.id == pending.step_id) else {
         return Err(format!("the pending step `{}` is not step {} of the plan", pending.step_id, index + 1));
     };
+    if matches!(step.action, crate::model::Action::Agent(_)) {
+        return super::agent::check_waiting(state, step, pending);
+    }
     let mut outputs = Outputs::restored(plan, &state.run_id, history);
     outputs.set_run_data(state.goal.clone(), state.inputs.clone());
     if let Some(condition) = &step.when {

@@ -21,6 +21,7 @@
 //! Cost per step is the tool's own cost plus one checkpoint of constant size:
 //! nothing here grows with the number of steps already run.
 
+mod agent;
 mod attempt;
 mod budgets;
 mod completion;
@@ -52,6 +53,7 @@ use completion::Verifier;
 use idempotency::{Idempotency, crash_hook};
 use outputs::Outputs;
 
+pub use agent::MAX_ANSWER_BYTES;
 pub use invariants::check_story;
 
 /// Why a run is cancelled before its first step
@@ -250,7 +252,14 @@ impl<'r> Interpreter<'r> {
     /// continues at its cursor.
     /// `discarded` counts the history records and audit events past the
     /// checkpoint that opening the run dropped (a crash tail).
-    pub fn resume(mut self, discarded: (usize, u64), progress: &mut dyn Progress) -> Result<RunState, ResumeError> {
+    /// A `waiting_input` run continues with `answer`, a person's answer to
+    /// its agent step's question (the caller checks that one is given).
+    pub fn resume(
+        mut self,
+        discarded: (usize, u64),
+        answer: Option<&str>,
+        progress: &mut dyn Progress,
+    ) -> Result<RunState, ResumeError> {
         let (discarded_history, discarded_events) = discarded;
         progress.run_started(&self.state.run_id, self.plan, self.policy, &self.recorder.records());
         let now = self.env.clock.now();
@@ -270,6 +279,11 @@ impl<'r> Interpreter<'r> {
         }))?;
         self.recorder.child_stopped(self.tools.stop_left_over_child(), &self.state)?;
         if self.end_if_claims_exhausted()? {
+            return Ok(self.drive(progress)?);
+        }
+        if self.state.status == RunStatus::WaitingInput {
+            agent::record_answer(&mut self.state, &mut self.recorder, answer.unwrap_or_default())?;
+            self.recorder.checkpoint(&mut self.state)?;
             return Ok(self.drive(progress)?);
         }
         if let Some(pending) = pending {
@@ -347,7 +361,7 @@ impl<'r> Interpreter<'r> {
         }
         // No child of this run runs any more (it paused or ended).
         self.tools.forget_children();
-        if self.state.status == RunStatus::WaitingApproval {
+        if matches!(self.state.status, RunStatus::WaitingApproval | RunStatus::WaitingInput) {
             progress.run_paused(&self.state, &self.recorder.records());
             return Ok(self.state);
         }

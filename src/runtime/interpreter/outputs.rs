@@ -83,6 +83,11 @@ impl Outputs {
 
     /// Keeps a completed step's output: always as `last`, by name only when
     /// some template names the step.
+    /// The value of secret `name`, when the run reads it.
+    pub(super) fn secret_value(&self, name: &str) -> Option<&str> {
+        self.secrets.value(name)
+    }
+
     pub(super) fn record(&mut self, step_id: &str, output: StepOutput) {
         if self.referenced.contains(step_id) {
             self.named.insert(step_id.to_string(), output.clone());

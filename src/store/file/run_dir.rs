@@ -41,7 +41,6 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::model::RunStatus;
 use crate::store::error::{io_error, serialize_error};
 use crate::store::file::atomic::replace_unsynced;
 use crate::store::file::folders::{append_event, append_log, create_folder, create_log, seal_bytes};
@@ -232,7 +231,7 @@ impl RunDir {
         if self.path != self.final_path {
             self.publish()?;
         }
-        let paused_or_ended = state.status == RunStatus::WaitingApproval || state.status.is_terminal();
+        let paused_or_ended = state.status.is_paused() || state.status.is_terminal();
         // A checkpoint that covers nothing that ran (the first one of a
         // new run) is made durable by the next one's sync: lost, it loses
         // nothing.

@@ -28,7 +28,6 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::model::RunStatus;
 use crate::store::records::audit::{LogFiles, verify_audit, verify_checkpointed_log};
 use crate::store::records::head::{CHECKPOINT_KEY, split_payload};
 use crate::store::records::history::history_chain;
@@ -164,8 +163,7 @@ fn load_logged(
     let checked = check_log(folder.run_id, FILES, &folder.dir.join(FILES.audit), log, sealer)?;
     let compact_seq = check_compact_head(folder.run_id, FILES, texts, &checked, sealer)?;
     let CheckedLog { events, tail, state, plan, history, lines, plan_hash, history_hash, .. } = checked;
-    let state_behind =
-        (state.status == RunStatus::WaitingApproval || state.status.is_terminal()) && compact_seq != Some(tail.seq);
+    let state_behind = (state.status.is_paused() || state.status.is_terminal()) && compact_seq != Some(tail.seq);
     let (history_len, history_behind, discarded_history) = check_history_view(folder, &lines)?;
     let plan_behind = match folder.read_optional("plan.json")? {
         None => true,

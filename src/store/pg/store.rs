@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
-use crate::model::RunStatus;
 use crate::store::records::canonical::sha256_hex;
 use crate::store::records::receipts::{check_receipt_references, named_receipts, open_receipt, seal_receipt};
 use crate::store::{
@@ -162,7 +161,7 @@ impl PgStore {
         // `state.json` as the file store writes it: only when the run has
         // paused or ended (it is then the compact head `runs.state` holds).
         let status = loaded.state.status;
-        let compact = status == RunStatus::WaitingApproval || status.is_terminal();
+        let compact = status.is_paused() || status.is_terminal();
         // Checked above: each is the receipt its log names.
         let mut receipts = Vec::new();
         for key in named_receipts(&loaded.audit).into_keys() {

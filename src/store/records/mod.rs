@@ -2,6 +2,7 @@
 //! canonical JSON, the audit log's lines and chain, the head line, step
 //! records, receipts and the run state.
 
+pub(crate) mod agent;
 pub(crate) mod audit;
 pub mod canonical;
 pub(crate) mod envelope;

@@ -317,6 +317,7 @@ pub fn full_state(run: &LoadedRun) -> Value {
             let status = match state.status {
                 crate::model::RunStatus::Running if current => "running",
                 crate::model::RunStatus::WaitingApproval if current => "waiting_approval",
+                crate::model::RunStatus::WaitingInput if current => "waiting_input",
                 _ => status,
             };
             if let Some(object) = step.as_object_mut() {

@@ -54,6 +54,10 @@ pub struct RunState {
     pub started_at: String,
     pub updated_at: String,
     pub finished_at: Option<String>,
+    /// The agent step in progress: its recorded model answers and their
+    /// observations; absent when no agent step is under way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<super::agent::AgentProgress>,
 }
 
 /// Which plan and policy the run executes, with digests of their files.
@@ -123,6 +127,24 @@ pub struct PendingAction {
     /// Why approval is needed: `step` (`approval = "required"`) or the policy rule.
     pub required_by: String,
     pub requested_at: String,
+    /// For an agent step's action: where each argument's value was seen
+    /// before the model proposed it (the model's answer is untrusted, and
+    /// so is what it quotes). Not part of the fingerprint; absent for
+    /// planned steps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provenance: Vec<ArgumentSource>,
+}
+
+/// Where an argument of a frozen agent action came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArgumentSource {
+    /// The argument's name (`ticket_id`, `path`, `args[0]` …).
+    pub argument: String,
+    pub value: String,
+    /// `goal` (the step's goal, trusted), `observation turn N (tool:NAME,
+    /// untrusted)`, or `model` (no earlier text holds it: the model wrote it).
+    pub source: String,
 }
 
 /// A person's approval, bound to one frozen action.
@@ -188,6 +210,7 @@ impl RunState {
             started_at: now.clone(),
             updated_at: now,
             finished_at: None,
+            agent: None,
         }
     }
 
@@ -201,6 +224,17 @@ impl RunState {
             } else {
                 format!("`pending_action` while the status is `{}`", self.status)
             });
+        }
+        let asking = self.agent.as_ref().is_some_and(|agent| agent.question.is_some());
+        if (self.status == RunStatus::WaitingInput) != asking {
+            return Err(if asking {
+                format!("an agent question while the status is `{}`", self.status)
+            } else {
+                "status `waiting_input` without an agent question".to_string()
+            });
+        }
+        if self.agent.as_ref().is_some_and(|agent| Some(&agent.step_id) != self.current_step_id.as_ref()) {
+            return Err("an agent record for another step than the current one".to_string());
         }
         if self.approval.is_some() && !waiting {
             return Err(format!("an `approval` while the status is `{}`", self.status));

@@ -132,6 +132,7 @@ impl AgentRunner {
             run_id: RunId::parse(&run_id)?,
             allow_changed_files: false,
             policies: None,
+            answer: None,
         };
         let outcome = ops::resume_held(request, held, &self.env, &mut NoProgress)?;
         Ok(self.result(&run_id, &outcome.state, "resumed"))

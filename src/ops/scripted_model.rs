@@ -1,0 +1,108 @@
+//! A scripted model on loopback: an OpenAI-compatible chat-completions
+//! server that answers each request with the next answer of a script (the
+//! last one again once the script is used up). `planrun test` serves a
+//! scenario's `model_answers` with it, so agent plans get golden snapshots;
+//! the test suite drives agent steps with it and counts its requests.
+//!
+//! Each answer reports 100 prompt tokens and 20 answer tokens, so token
+//! budgets are testable and snapshots stable.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+/// Prompt tokens the scripted model reports per answer.
+pub const SCRIPTED_TOKENS_IN: u64 = 100;
+/// Answer tokens the scripted model reports per answer.
+pub const SCRIPTED_TOKENS_OUT: u64 = 20;
+
+/// A running scripted model (its thread serves until the process ends).
+pub struct ScriptedModel {
+    port: u16,
+    requests: Arc<AtomicUsize>,
+    bodies: Arc<Mutex<Vec<Value>>>,
+}
+
+impl ScriptedModel {
+    /// Serves `answers` (each the text of one answer) on a free loopback port.
+    pub fn start(answers: Vec<String>) -> std::io::Result<ScriptedModel> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
+        let requests = Arc::new(AtomicUsize::new(0));
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let (counter, kept) = (Arc::clone(&requests), Arc::clone(&bodies));
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let Some(body) = read_request(&mut stream) else { continue };
+                let index = counter.fetch_add(1, Ordering::SeqCst);
+                if let Ok(mut kept) = kept.lock() {
+                    kept.push(body);
+                }
+                let answer = answers.get(index).or(answers.last()).cloned().unwrap_or_default();
+                let _ = stream.write_all(reply(index, &answer).as_bytes());
+            }
+        });
+        Ok(ScriptedModel { port, requests, bodies })
+    }
+
+    /// `http://127.0.0.1:PORT/v1`: what `PLANRUN_MODEL_ENDPOINT` is set to.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+
+    /// Requests answered so far.
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    /// The request bodies, in order.
+    pub fn bodies(&self) -> Vec<Value> {
+        self.bodies.lock().map(|bodies| bodies.clone()).unwrap_or_default()
+    }
+}
+
+fn reply(index: usize, answer: &str) -> String {
+    let body = json!({
+        "id": format!("scripted-{index}"),
+        "object": "chat.completion",
+        "model": "scripted",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": SCRIPTED_TOKENS_IN,
+            "completion_tokens": SCRIPTED_TOKENS_OUT,
+            "total_tokens": SCRIPTED_TOKENS_IN + SCRIPTED_TOKENS_OUT,
+        },
+    })
+    .to_string();
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// The JSON body of one request (`None` for anything else).
+fn read_request(stream: &mut TcpStream) -> Option<Value> {
+    let mut data = Vec::new();
+    let mut buffer = [0u8; 8192];
+    loop {
+        let read = stream.read(&mut buffer).ok()?;
+        if read == 0 || data.len() > 4 << 20 {
+            return None;
+        }
+        data.extend_from_slice(&buffer[..read]);
+        let Some(end) = data.windows(4).position(|window| window == b"\r\n\r\n") else { continue };
+        let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|line| line.strip_prefix("content-length:"))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or(0);
+        if data.len() >= end + 4 + length {
+            return serde_json::from_slice(&data[end + 4..end + 4 + length]).ok();
+        }
+    }
+}

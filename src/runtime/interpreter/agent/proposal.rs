@@ -1,0 +1,133 @@
+//! A model answer read as one member of the union the prompt asks for —
+//! `action {tool, arguments}`, `ask {question}`, `finish {summary}` — and
+//! an action's arguments turned into the [`ResolvedAction`] the runtime
+//! would run. Anything else is refused with a reason (the model sees it as
+//! an observation); nothing here runs anything.
+
+use serde_json::{Map, Value};
+
+use crate::model::{AgentTool, ArgMatcher, Policy};
+use crate::tools::ResolvedAction;
+
+/// The longest question or summary accepted, in bytes.
+pub(crate) const MAX_TEXT_BYTES: usize = 2000;
+
+/// What the model proposed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Proposal {
+    Act { tool: String, arguments: Map<String, Value> },
+    Ask(String),
+    Finish(String),
+}
+
+/// Reads a decoded answer; `Err` says why it is not a union member.
+pub(crate) fn decode(answer: &Value) -> Result<Proposal, String> {
+    let Some(object) = answer.as_object() else {
+        return Err("the answer is not a JSON object".to_string());
+    };
+    let kind = object.get("type").and_then(Value::as_str).ok_or("the answer has no string `type`")?;
+    let text = |key: &str| -> Result<String, String> {
+        let text = object.get(key).and_then(Value::as_str).ok_or(format!("`{kind}` needs a string `{key}`"))?;
+        if text.trim().is_empty() || text.len() > MAX_TEXT_BYTES {
+            return Err(format!("`{key}` must be 1 to {MAX_TEXT_BYTES} bytes"));
+        }
+        Ok(text.to_string())
+    };
+    let only = |keys: &[&str]| -> Result<(), String> {
+        match object.keys().find(|key| !keys.contains(&key.as_str())) {
+            Some(extra) => Err(format!("`{kind}` has an unexpected field `{extra}`")),
+            None => Ok(()),
+        }
+    };
+    match kind {
+        "action" => {
+            only(&["type", "tool", "arguments"])?;
+            let tool = object.get("tool").and_then(Value::as_str).ok_or("`action` needs a string `tool`")?;
+            let arguments =
+                object.get("arguments").and_then(Value::as_object).ok_or("`action` needs an object `arguments`")?;
+            Ok(Proposal::Act { tool: tool.to_string(), arguments: arguments.clone() })
+        }
+        "ask" => {
+            only(&["type", "question"])?;
+            Ok(Proposal::Ask(text("question")?))
+        }
+        "finish" => {
+            only(&["type", "summary"])?;
+            Ok(Proposal::Finish(text("summary")?))
+        }
+        other => Err(format!("unknown answer type `{other}` (expected `action`, `ask` or `finish`)")),
+    }
+}
+
+/// The action `tool` with `arguments` stands for, or why the arguments do
+/// not fit the tool's schema. A shell rule's arguments must fit one of
+/// its argument lists here already (the policy decides again when it runs).
+pub(crate) fn resolve(
+    policy: &Policy,
+    tool: AgentTool<'_>,
+    arguments: &Map<String, Value>,
+) -> Result<ResolvedAction, String> {
+    let string = |key: &str| -> Result<String, String> {
+        arguments.get(key).and_then(Value::as_str).map(str::to_string).ok_or(format!("needs a string `{key}`"))
+    };
+    let only = |keys: &[&str]| -> Result<(), String> {
+        match arguments.keys().find(|key| !keys.contains(&key.as_str())) {
+            Some(extra) => Err(format!("unexpected argument `{extra}`")),
+            None => Ok(()),
+        }
+    };
+    match tool {
+        AgentTool::ReadFile => {
+            only(&["path"])?;
+            Ok(ResolvedAction::ReadFile { path: string("path")? })
+        }
+        AgentTool::WriteFile => {
+            only(&["path", "content"])?;
+            Ok(ResolvedAction::WriteFile { path: string("path")?, content: string("content")? })
+        }
+        AgentTool::TicketLookup => {
+            only(&["ticket_id"])?;
+            Ok(ResolvedAction::TicketLookup { ticket_id: string("ticket_id")? })
+        }
+        AgentTool::TicketClose => {
+            only(&["ticket_id"])?;
+            Ok(ResolvedAction::TicketClose { ticket_id: string("ticket_id")? })
+        }
+        AgentTool::Shell(index, _) => {
+            only(&["args"])?;
+            let rule = &policy.shell.allow[index];
+            let args = arguments
+                .get("args")
+                .and_then(Value::as_array)
+                .ok_or("needs an array `args`")?
+                .iter()
+                .map(|arg| arg.as_str().map(str::to_string).ok_or("`args` holds a value that is not a string"))
+                .collect::<Result<Vec<String>, _>>()?;
+            let fits = rule.args.iter().any(|pattern| {
+                let shape = if rule.prefix { args.len() >= pattern.0.len() } else { args.len() == pattern.0.len() };
+                shape
+                    && pattern.0.iter().zip(&args).all(|(matcher, arg)| match matcher {
+                        ArgMatcher::Literal(literal) => literal == arg,
+                        ArgMatcher::Regex(regex) => regex.is_match(arg),
+                        ArgMatcher::Slot { allow_dash, .. } => *allow_dash || !arg.starts_with('-'),
+                    })
+            });
+            if !fits {
+                return Err(format!("`args` fit none of rule `{}`'s argument lists", rule.name));
+            }
+            let argv = std::iter::once(rule.program.clone()).chain(args).collect();
+            Ok(ResolvedAction::Shell { argv, env: Default::default(), secrets: Vec::new(), cwd: None, stdin: None })
+        }
+    }
+}
+
+/// Whether an action writes (and so pauses for a person's approval).
+pub(crate) fn writes(action: &ResolvedAction) -> bool {
+    matches!(action, ResolvedAction::WriteFile { .. } | ResolvedAction::TicketClose { .. })
+}
+
+/// The idempotency key of turn `turn`'s write in step `step_id` of run
+/// `run_id`: each proposal's effect happens at most once.
+pub(crate) fn agent_key(run_id: &str, step_id: &str, turn: u32) -> String {
+    format!("{run_id}/{step_id}/turn-{turn}")
+}
