@@ -121,11 +121,16 @@ fn on_postgres_a_killed_holders_tool_dies_with_it_and_does_nothing_more() {
     let script = "echo $$ >> tool.pids; sleep 2; echo late >> canary";
     let plan = one_step_plan(&format!("kind = \"shell\"\ncommand = [\"sh\", \"-c\", \"{script}\"]"));
     // Its allow rule stands before `[retry]` (a table after it would belong to it).
-    let policy = TEST_POLICY.replace("step_timeout_secs = 1", "step_timeout_secs = 60").replacen(
-        "[retry]",
-        &format!("[[shell.allow]]\nprogram = \"sh\"\nargs = [[\"-c\", \"{script}\"]]\n[retry]"),
-        1,
-    );
+    // No sandbox: the tool notes its pid at the workspace's top, which the
+    // sandbox refuses to create; this test is about the tool guard.
+    let policy = TEST_POLICY
+        .replace("[shell]\n", "[shell]\nsandbox = \"none\"\n")
+        .replace("step_timeout_secs = 1", "step_timeout_secs = 60")
+        .replacen(
+            "[retry]",
+            &format!("[[shell.allow]]\nprogram = \"sh\"\nargs = [[\"-c\", \"{script}\"]]\n[retry]"),
+            1,
+        );
     sandbox.write_plan(&plan, &policy);
     let pids = || -> Vec<u32> {
         fs::read_to_string(sandbox.workspace().join("tool.pids"))

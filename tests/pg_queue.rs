@@ -444,9 +444,11 @@ async fn an_accepted_run_left_queued_is_driven_by_the_scan() {
     );
 }
 
-/// A policy for [`SLOW_PLAN`]'s step.
+/// A policy for [`SLOW_PLAN`]'s step. No sandbox: its tool notes its pid
+/// in a file at the workspace's top, which the sandbox refuses to create.
 const SLOW_POLICY: &str = r#"version = 1
 [shell]
+sandbox = "none"
 search_path = ["/usr/bin", "/bin"]
 [shell.env]
 PATH = "/usr/bin:/bin"
