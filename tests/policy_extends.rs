@@ -139,6 +139,16 @@ fn a_rule_id_both_files_give_names_both_files() {
     assert!(output.stdout.contains("error[duplicate-rule-id]"), "{}", output.stdout);
     assert!(output.stdout.contains("policies/parent.toml:8"), "{}", output.stdout);
     assert!(output.stdout.contains("policies/child.toml:14:6"), "{}", output.stdout);
+    assert!(output.stdout.contains("shell rule id `pwd` is given in"), "{}", output.stdout);
+
+    // The same for `[[http.allow]]` rules.
+    let parent = format!("{PARENT}[http]\n[[http.allow]]\nid = \"api\"\nhost = \"api.example.com\"\n");
+    let sandbox = sandbox_with(&format!("{CHILD}[http]\n[[http.allow]]\nid = \"api\"\nhost = \"other.example.com\"\n"));
+    sandbox.write("policies/parent.toml", &parent);
+    let output = check(&sandbox);
+    assert_eq!(output.code, 2, "{}", output.snapshot());
+    assert!(output.stdout.contains("http rule id `api` is given in `policies/parent.toml:"), "{}", output.stdout);
+    assert!(output.stdout.contains("policies/child.toml:15:6"), "{}", output.stdout);
 }
 
 #[test]

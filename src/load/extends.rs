@@ -37,7 +37,7 @@ use crate::load::loader::Loader;
 use crate::load::node::Node;
 use crate::load::read_file::{EXTENSIONS, Format, ReadFile};
 use crate::load::validate_policy::validate_policy;
-use crate::model::{Policy, ShellRule};
+use crate::model::Policy;
 
 /// A policy's name: its file stem.
 fn stem(path: &Path) -> String {
@@ -184,7 +184,14 @@ impl Loader {
     /// `child` on top of `parent` (see the module notes); `None` when both
     /// give a rule the same id.
     fn merge(&mut self, parent: Policy, mut child: Policy, root: &Node) -> Option<Policy> {
-        let errors = self.duplicate_rules(&parent.shell.allow, &child.shell.allow, root);
+        let shell_parent: Vec<_> =
+            parent.shell.allow.iter().map(|rule| (rule.name.as_str(), rule.origin.as_deref())).collect();
+        let shell_child: Vec<&str> = child.shell.allow.iter().map(|rule| rule.name.as_str()).collect();
+        let http_parent: Vec<_> =
+            parent.http.allow.iter().map(|rule| (rule.name.as_str(), rule.origin.as_deref())).collect();
+        let http_child: Vec<&str> = child.http.allow.iter().map(|rule| rule.name.as_str()).collect();
+        let mut errors = self.duplicate_rules("shell", &shell_parent, &shell_child, root);
+        errors.extend(self.duplicate_rules("http", &http_parent, &http_child, root));
         if !errors.is_empty() {
             self.diagnostics.extend(errors);
             return None;
@@ -291,21 +298,28 @@ impl Loader {
         Some(merged)
     }
 
-    /// `duplicate-rule-id` for each child rule whose id a parent rule has.
-    fn duplicate_rules(&self, parent: &[ShellRule], child: &[ShellRule], root: &Node) -> Vec<Diagnostic> {
-        let items = root.get("shell").and_then(|shell| shell.get("allow")).and_then(Node::as_array).unwrap_or(&[]);
+    /// `duplicate-rule-id` for each child rule of `[[SECTION.allow]]` whose
+    /// id a parent rule of the same section has.
+    fn duplicate_rules(
+        &self,
+        section: &str,
+        parent: &[(&str, Option<&str>)],
+        child: &[&str],
+        root: &Node,
+    ) -> Vec<Diagnostic> {
+        let items = root.get(section).and_then(|table| table.get("allow")).and_then(Node::as_array).unwrap_or(&[]);
         child
             .iter()
             .zip(items)
-            .filter_map(|(rule, item)| {
-                let first = parent.iter().find(|first| first.name == rule.name)?;
+            .filter_map(|(name, item)| {
+                let (_, origin) = parent.iter().find(|(first, _)| first == name)?;
                 let span = item.get("id").map_or(item.span, |id| id.span);
                 let here = self.sources.location(span);
-                let there = first.origin.as_deref().unwrap_or("the parent policy");
+                let there = origin.unwrap_or("the parent policy");
                 Some(
                     Diagnostic::error(
                         "duplicate-rule-id",
-                        format!("rule id `{}` is given in `{there}` and in `{here}`", rule.name),
+                        format!("{section} rule id `{name}` is given in `{there}` and in `{here}`"),
                     )
                     .with_span(span)
                     .with_label("also a rule of the extended policy")
