@@ -234,16 +234,10 @@ fn plan_lists_the_inputs_and_a_scenario_gives_them() {
 /// before any run exists (no bridge run, no agent run, the canary absent).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_service_checks_a_requests_inputs_before_it_accepts_the_run() {
-    use crate::serve_harness::{Server, client, post};
+    use crate::serve_harness::{client, post};
     use serde_json::json;
 
-    let sandbox = Sandbox::new();
-    sandbox.write("plans/test.toml", &plan(false));
-    sandbox.write("policies/default.toml", POLICY);
-    let plans = sandbox.path().join("plans");
-    let policies = sandbox.path().join("policies");
-    let args = ["--plans", plans.to_str().expect("utf-8"), "--policies", policies.to_str().expect("utf-8")];
-    let server = Server::start_in_with(sandbox, &[], &args);
+    let server = greeting_server();
     let client = client();
     let url = server.url("/runs");
     let refused = [
@@ -288,16 +282,10 @@ async fn the_service_checks_a_requests_inputs_before_it_accepts_the_run() {
 /// gives them to the runs of that plan.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_checks_its_inputs_and_gives_them_to_the_goals_plan() {
-    use crate::serve_harness::{Server, client, post};
+    use crate::serve_harness::{client, post};
     use serde_json::json;
 
-    let sandbox = Sandbox::new();
-    sandbox.write("plans/test.toml", &plan(false));
-    sandbox.write("policies/default.toml", POLICY);
-    let plans = sandbox.path().join("plans");
-    let policies = sandbox.path().join("policies");
-    let args = ["--plans", plans.to_str().expect("utf-8"), "--policies", policies.to_str().expect("utf-8")];
-    let server = Server::start_in_with(sandbox, &[], &args);
+    let server = greeting_server();
     let client = client();
     let url = server.url("/controller/runs");
     for (body, expected) in [
@@ -320,4 +308,15 @@ async fn the_controller_checks_its_inputs_and_gives_them_to_the_goals_plan() {
     assert_eq!(answer["inputs"], json!({"name": "bo"}), "{answer}");
     let greeting = std::fs::read_to_string(server.sandbox.workspace().join("notes/greeting.txt")).expect("greeting");
     assert_eq!(greeting, "hello bo x2 quick goal=[greet someone]\n");
+}
+
+/// `planrun serve` over a sandbox holding [`plan`] (no approval) and [`POLICY`].
+fn greeting_server() -> crate::serve_harness::Server {
+    let sandbox = Sandbox::new();
+    sandbox.write("plans/test.toml", &plan(false));
+    sandbox.write("policies/default.toml", POLICY);
+    let plans = sandbox.path().join("plans");
+    let policies = sandbox.path().join("policies");
+    let args = ["--plans", plans.to_str().expect("utf-8"), "--policies", policies.to_str().expect("utf-8")];
+    crate::serve_harness::Server::start_in_with(sandbox, &[], &args)
 }

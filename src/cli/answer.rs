@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cli::DirArgs;
+use crate::cli::resume::GoOnArgs;
 use crate::cli::run::report;
 use crate::ops;
 use crate::ops::ResumeRequest;
@@ -17,15 +18,8 @@ pub struct AnswerArgs {
     pub run_id: String,
     /// The answer (1 to 2000 bytes); the model reads it as untrusted data.
     pub text: String,
-    /// Continue even if the plan or policy file changed since the run started.
-    #[arg(long)]
-    pub allow_changed_files: bool,
-    /// Print the final state as JSON to stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// Print no progress to stderr.
-    #[arg(long, short)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub go_on: GoOnArgs,
 }
 
 /// Exit code: as a run (0 done, 1 failed, 3 waiting for approval, 4
@@ -43,9 +37,9 @@ pub fn answer(args: &AnswerArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     let request = ResumeRequest {
         workspace: dirs.workspace.clone(),
         run_id,
-        allow_changed_files: args.allow_changed_files,
+        allow_changed_files: args.go_on.allow_changed_files,
         policies: Some(dirs.policies.clone()),
         answer: Some(args.text.clone()),
     };
-    report(args.quiet, args.json, dirs, env, |progress| ops::resume(request, env, progress))
+    report(args.go_on.quiet, args.go_on.json, dirs, env, |progress| ops::resume(request, env, progress))
 }

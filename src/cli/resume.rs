@@ -15,6 +15,13 @@ use crate::runtime::RuntimeEnv;
 pub struct ResumeArgs {
     /// The run to continue.
     pub run_id: String,
+    #[command(flatten)]
+    pub go_on: GoOnArgs,
+}
+
+/// How a command that continues a run (`resume`, `answer`) goes on.
+#[derive(Debug, Args)]
+pub struct GoOnArgs {
     /// Continue even if the plan or policy file changed since the run started.
     #[arg(long)]
     pub allow_changed_files: bool,
@@ -38,9 +45,9 @@ pub fn resume(args: &ResumeArgs, dirs: &DirArgs, env: &RuntimeEnv) -> ExitCode {
     let request = ResumeRequest {
         workspace: dirs.workspace.clone(),
         run_id,
-        allow_changed_files: args.allow_changed_files,
+        allow_changed_files: args.go_on.allow_changed_files,
         policies: Some(dirs.policies.clone()),
         answer: None,
     };
-    report(args.quiet, args.json, dirs, env, |progress| ops::resume(request, env, progress))
+    report(args.go_on.quiet, args.go_on.json, dirs, env, |progress| ops::resume(request, env, progress))
 }

@@ -258,19 +258,13 @@ impl Loader {
             retry.cap = retry.cap.min(child.retry.cap);
         }
         // `[retry_backoff]`: the child's keys replace the parent's.
-        let (backoff, child_backoff) = (&mut retry.backoff, child.retry.backoff);
-        if gives(root, "retry_backoff", "initial_ms") {
-            backoff.initial_ms = child_backoff.initial_ms;
-        }
-        if gives(root, "retry_backoff", "max_ms") {
-            backoff.max_ms = child_backoff.max_ms;
-        }
-        if gives(root, "retry_backoff", "multiplier") {
-            backoff.multiplier = child_backoff.multiplier;
-        }
-        if gives(root, "retry_backoff", "jitter") {
-            backoff.jitter = child_backoff.jitter;
-        }
+        let (given, child_backoff) = (|key| gives(root, "retry_backoff", key), child.retry.backoff);
+        retry.backoff = retry.backoff.with_all(&crate::model::BackoffOverride {
+            initial_ms: given("initial_ms").then_some(child_backoff.initial_ms),
+            max_ms: given("max_ms").then_some(child_backoff.max_ms),
+            multiplier: given("multiplier").then_some(child_backoff.multiplier),
+            jitter: given("jitter").then_some(child_backoff.jitter),
+        });
         let (budget, given) = (&mut merged.budget, &child.budget);
         stricter(gives(root, "budget", "max_steps"), &mut budget.max_steps, given.max_steps);
         stricter(gives(root, "budget", "max_tool_calls"), &mut budget.max_tool_calls, given.max_tool_calls);
