@@ -17,6 +17,7 @@ mod plan;
 mod policy;
 mod reconcile;
 mod reject;
+mod replay;
 mod resume;
 mod route;
 mod run;
@@ -238,6 +239,8 @@ pub enum Command {
     Show(show::ShowArgs),
     /// Check a run's records end to end (seal, hash chains, plan copy).
     Verify(verify::VerifyArgs),
+    /// Decide a recorded run again under today's plans and policies, executing nothing: what would differ.
+    Replay(replay::ReplayArgs),
     /// Approve the action a run is waiting on (bound to its fingerprint).
     Approve(approve::ApproveArgs),
     /// Reject the action a run is waiting on; the run ends `rejected`.
@@ -338,6 +341,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Runs(args)) => runs::runs(args, &cli.dirs, &env),
         Some(Command::Show(args)) => show::show(args, &cli.dirs, &env),
         Some(Command::Verify(args)) => verify::verify(args, &cli.dirs, &env),
+        Some(Command::Replay(args)) => replay::replay(args, &cli.dirs, &env),
         Some(Command::Approve(args)) => approve::approve(args, &cli.dirs, &env),
         Some(Command::Reject(args)) => reject::reject(args, &cli.dirs, &env),
         Some(Command::Resume(args)) => resume::resume(args, &cli.dirs, &env),
@@ -380,6 +384,7 @@ fn touches_runs(cli: &Cli) -> bool {
             Command::Runs(_)
             | Command::Show(_)
             | Command::Verify(_)
+            | Command::Replay(_)
             | Command::Approve(_)
             | Command::Reject(_)
             | Command::Resume(_)

@@ -23,6 +23,7 @@
 //! | validate files | [`check`] | [`CheckOutcome`] |
 //! | run declared scenarios against golden snapshots | [`test`] (one: [`run_scenario`]) | [`TestOutcome`] |
 //! | check a run's records end to end | [`verify`] | [`Verification`] |
+//! | decide a recorded run again under today's plans and policies | [`replay`] | [`ReplayReport`] |
 //! | write a database run as files | [`export`] | [`Exported`] |
 //! | create or update a database store's schema | [`migrate`] | [`Migrated`] |
 //! | queue a run for a worker (database store) | [`queue`] | [`Queued`] |
@@ -49,6 +50,7 @@ mod mcp_pin;
 mod policy_check;
 mod preview;
 mod queue;
+mod replay;
 mod route;
 mod run;
 mod runs;
@@ -79,6 +81,7 @@ pub use mcp_pin::{McpPinInput, McpPinOutcome, ReviewedTool, mcp_pin};
 pub use policy_check::{HttpVerdict, PolicyCheckInput, PolicyUrlInput, PolicyVerdict, policy_check, policy_check_url};
 pub use preview::{PreviewTarget, preview};
 pub use queue::{Queued, QueuedSummary, queue, queued_run};
+pub use replay::{ReplayInput, ReplayReport, RouteReplay, replay};
 pub use route::{Routed, route};
 pub use run::{RunInput, RunOutcome, RunTarget, given_inputs, run};
 pub use runs::{ListedRun, RunSummary, RunsInput, RunsOutcome, StatusFilter, runs};

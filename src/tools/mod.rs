@@ -21,6 +21,7 @@ pub mod sandbox;
 mod shell;
 mod shell_step;
 pub mod tickets;
+mod verdict;
 
 #[cfg(test)]
 mod tests;
@@ -31,7 +32,6 @@ use std::time::Duration;
 use crate::confine::{ProgramResolver, Workspace};
 use crate::fence::Fence;
 use crate::model::{Decision, FailureClass, FileFacts, FlakyFacts, Policy, ToolFacts};
-use crate::policy::evaluate_shell;
 use crate::redact::Redactor;
 use crate::store::SharedSync;
 use crate::tools::children::ChildNote;
@@ -40,6 +40,7 @@ pub use files::{FileError, TargetContent, WriteSync, read_file, target_content, 
 pub use outcome::{ToolFailure, ToolOutcome, ToolSuccess, Vouch};
 pub use shell::{ChildEvent, STDERR_TAIL_BYTES, ShellCommand, ShellRun, run_shell};
 pub use shell_step::ShellSettings;
+pub use verdict::{ActionVerdict, action_verdict};
 
 /// An action with every template rendered: exactly what will run.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -264,22 +265,12 @@ impl<'a> Tools<'a> {
         }
     }
 
-    /// The policy's decision for an action before it runs: `prompt` means
-    /// the runtime must get a person's approval first. Only shell commands
-    /// have rules with decisions; file paths are checked when they run.
+    /// The policy's decision for an action before it runs
+    /// ([`action_verdict`]): `prompt` means the runtime must get a person's
+    /// approval first (only shell rules say `prompt`); the tools decide
+    /// again when they run.
     pub fn decide(&mut self, action: &ResolvedAction) -> Decision {
-        match action {
-            ResolvedAction::Shell { argv, .. } => {
-                evaluate_shell(&self.policy.shell, self.workspace, &mut self.resolver, argv).decision
-            }
-            _ => Decision::Allow,
-        }
-    }
-
-    /// The policy's full verdict on a command: decision, rule and reason.
-    pub fn shell_verdict(&mut self, argv: &[String]) -> (Decision, String, String) {
-        let verdict = evaluate_shell(&self.policy.shell, self.workspace, &mut self.resolver, argv);
-        (verdict.decision, verdict.rule, verdict.reason)
+        action_verdict(self.policy, self.workspace, &mut self.resolver, action).decision
     }
 
     /// Runs one attempt of an action. `attempt` is 1-based. `approved` says

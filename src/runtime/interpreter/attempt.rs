@@ -127,10 +127,9 @@ impl Attempt<'_, '_> {
         if !resuming_pending {
             // The tool evaluates the policy again when it runs; asking it
             // first is only worth it when some rule can say `prompt`.
-            let prompt = self.prompt_rules && self.tools.decide(&action) == Decision::Prompt;
-            if step.approval || prompt {
-                let required_by = if step.approval { "step".to_string() } else { "policy".to_string() };
-                return self.freeze(step, &action, required_by);
+            let decision = if self.prompt_rules { self.tools.decide(&action) } else { Decision::Allow };
+            if let Some(required_by) = approval_required_by(step, decision) {
+                return self.freeze(step, &action, required_by.to_string());
             }
         }
 
@@ -482,6 +481,19 @@ impl Attempt<'_, '_> {
         self.state.pending_action = Some(pending);
         self.state.status = RunStatus::WaitingApproval;
         Ok(())
+    }
+}
+
+/// Who requires a person's approval before a planned step's resolved
+/// action runs, given the policy's decision on it: the step (`approval =
+/// "required"`), a rule that says `prompt` (`policy`), or nobody.
+pub(crate) fn approval_required_by(step: &Step, decision: Decision) -> Option<&'static str> {
+    if step.approval {
+        Some("step")
+    } else if decision == Decision::Prompt {
+        Some("policy")
+    } else {
+        None
     }
 }
 

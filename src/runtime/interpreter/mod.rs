@@ -16,6 +16,8 @@
 //! - `invariants.rs`: whether a loaded run's story is one the plan could
 //!   produce ([`check_story`]);
 //! - `outcome.rs`: failures the interpreter makes itself;
+//! - `replay/`: a recorded run's steps and agent turns decided again
+//!   under today's plan and policy, executing nothing ([`replay_steps`]);
 //! - `Recorder` (`runtime/recorder.rs`): every record the run writes.
 //!
 //! Cost per step is the tool's own cost plus one checkpoint of constant size:
@@ -29,6 +31,7 @@ mod idempotency;
 mod invariants;
 mod outcome;
 mod outputs;
+mod replay;
 #[cfg(test)]
 mod tests;
 
@@ -55,6 +58,7 @@ use outputs::Outputs;
 
 pub use agent::MAX_ANSWER_BYTES;
 pub use invariants::check_story;
+pub use replay::{Decided, Difference, FieldChange, StepReplay, replay_steps};
 
 /// Why a run is cancelled before its first step
 /// ([`Interpreter::cancel_before_start`]).

@@ -50,31 +50,37 @@ impl Outputs {
     pub(super) fn restored(plan: &Plan, run_id: &str, history: &[StepRecord]) -> Self {
         let mut outputs = Outputs::new(plan, run_id);
         for record in history {
-            let exit_code = match &record.details {
-                StepDetails::Attempt { tool, .. } => tool.exit_code(),
-                _ => None,
-            };
-            let status = match record.status {
-                StepRecordStatus::Done => StepState::Done,
-                StepRecordStatus::Failed => StepState::Failed,
-                _ => continue,
-            };
-            let output = StepOutput {
-                output_text: record.output_text.clone(),
-                output_json: record.output_json.clone(),
-                stderr_text: record.stderr_text.clone().unwrap_or_default(),
-                status,
-                exit_code,
-            };
-            // A failed attempt is readable by name only (a later attempt
-            // of the same step replaces it); `last` stays the last step
-            // that succeeded.
-            match status {
-                StepState::Failed => outputs.record_failed(&record.step_id, output),
-                _ => outputs.record(&record.step_id, output),
-            }
+            outputs.add_record(record);
         }
         outputs
+    }
+
+    /// Keeps what one history record makes readable: a completed attempt's
+    /// output (a skipped step leaves none).
+    pub(super) fn add_record(&mut self, record: &StepRecord) {
+        let exit_code = match &record.details {
+            StepDetails::Attempt { tool, .. } => tool.exit_code(),
+            _ => None,
+        };
+        let status = match record.status {
+            StepRecordStatus::Done => StepState::Done,
+            StepRecordStatus::Failed => StepState::Failed,
+            StepRecordStatus::Skipped => return,
+        };
+        let output = StepOutput {
+            output_text: record.output_text.clone(),
+            output_json: record.output_json.clone(),
+            stderr_text: record.stderr_text.clone().unwrap_or_default(),
+            status,
+            exit_code,
+        };
+        // A failed attempt is readable by name only (a later attempt
+        // of the same step replaces it); `last` stays the last step
+        // that succeeded.
+        match status {
+            StepState::Failed => self.record_failed(&record.step_id, output),
+            _ => self.record(&record.step_id, output),
+        }
     }
 
     pub(super) fn set_secrets(&mut self, secrets: RunSecrets) {

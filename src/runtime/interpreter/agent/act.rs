@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::model::{AgentSpec, AgentTool, Decision, FailureClass, Step, ToolFacts};
+use crate::model::{AgentSpec, FailureClass, Step, ToolFacts};
 use crate::runtime::approval::fingerprint;
 use crate::runtime::env::CrashPoint;
 use crate::runtime::event::{AgentObserved, ApprovalRequested, Event};
@@ -19,7 +19,8 @@ use super::super::completion::apply_expect;
 use super::super::idempotency::{EffectRun, KeyedStep, crash_hook};
 use super::super::outcome::failure;
 use super::Next;
-use super::proposal::{Proposal, agent_key, decode, resolve, writes};
+use super::decide::{TurnDecision, decide_turn};
+use super::proposal::{agent_key, writes};
 use crate::model::RunStatus;
 
 /// A proposal the runtime refuses: the rule and why.
@@ -38,48 +39,15 @@ impl Attempt<'_, '_> {
         turn: &AgentTurn,
         approved: Option<ResolvedAction>,
     ) -> Result<Next, StoreError> {
-        let (tool, arguments) = match decode(&turn.answer.decoded) {
-            Err(reason) => {
-                let reason = if turn.answer.decoded.is_null() { "the answer is not JSON".to_string() } else { reason };
-                return self.refuse(step, spec, turn, Refusal { rule: "agent.answer".to_string(), message: reason });
-            }
-            Ok(Proposal::Finish(summary)) => return self.finish_turn(index, step, turn, summary),
-            Ok(Proposal::Ask(question)) => return self.ask_person(step, turn, question),
-            Ok(Proposal::Act { tool, arguments }) => (tool, arguments),
+        let policy = self.policy;
+        let workspace = self.tools.workspace;
+        let decided = decide_turn(policy, workspace, &mut self.tools.resolver, step, spec, &turn.answer.decoded);
+        let (tool, action, required_by) = match decided {
+            TurnDecision::Refused { rule, message } => return self.refuse(step, spec, turn, Refusal { rule, message }),
+            TurnDecision::Finish(summary) => return self.finish_turn(index, step, turn, summary),
+            TurnDecision::Ask(question) => return self.ask_person(step, turn, question),
+            TurnDecision::Act { tool, action, approval, .. } => (tool, action, approval),
         };
-        let offered = spec.tools.contains(&tool);
-        let Some(agent_tool) = self.policy.agent_tool(&tool).filter(|_| offered) else {
-            let message = format!("tool `{tool}` is not offered to this step (offered: {})", spec.tools.join(", "));
-            return self.refuse(step, spec, turn, Refusal { rule: "agent.tools".to_string(), message });
-        };
-        let action = match resolve(self.policy, agent_tool, &arguments) {
-            Ok(action) => action,
-            Err(message) => {
-                let message = format!("arguments of `{tool}`: {message}");
-                return self.refuse(step, spec, turn, Refusal { rule: "agent.arguments".to_string(), message });
-            }
-        };
-        // A path outside the workspace is refused before anyone is asked
-        // to approve it (the tool checks again when it runs).
-        if let ResolvedAction::WriteFile { path, .. } | ResolvedAction::ReadFile { path } = &action
-            && let Err(denied) = self.tools.workspace.check_path(path)
-        {
-            return self.refuse(step, spec, turn, Refusal { rule: denied.rule.clone(), message: denied.to_string() });
-        }
-        let mut needs_approval = step.approval || writes(&action);
-        if let (ResolvedAction::Shell { argv, .. }, AgentTool::Shell(_, rule)) = (&action, agent_tool) {
-            let (decision, decided_by, reason) = self.tools.shell_verdict(argv);
-            if decision == Decision::Forbidden {
-                let message = format!("`{}` is refused by the policy: {reason}", argv.join(" "));
-                return self.refuse(step, spec, turn, Refusal { rule: decided_by, message });
-            }
-            if decided_by != rule {
-                let message =
-                    format!("`{}` is decided by rule `{decided_by}`, not by the offered tool `{rule}`", argv.join(" "));
-                return self.refuse(step, spec, turn, Refusal { rule: "agent.tools".to_string(), message });
-            }
-            needs_approval |= decision == Decision::Prompt;
-        }
         let approved = match approved {
             Some(frozen) if frozen == action => true,
             Some(_) => {
@@ -88,14 +56,7 @@ impl Attempt<'_, '_> {
             }
             None => false,
         };
-        if needs_approval && !approved {
-            let required_by = if step.approval {
-                "step"
-            } else if writes(&action) {
-                "risk"
-            } else {
-                "policy"
-            };
+        if let Some(required_by) = required_by.filter(|_| !approved) {
             self.freeze_turn(step, turn, &action, required_by)?;
             return Ok(Next::Pause);
         }

@@ -11,9 +11,12 @@
 //!
 //! - `prompt.rs`: instructions, tool schemas, transcript, answer schema;
 //! - `proposal.rs`: an answer decoded and an action resolved, or refused;
+//! - `decide.rs`: the runtime's decision on one answer (pure; `replay`
+//!   compares it with what a run recorded);
 //! - `act.rs`: acting on one recorded answer.
 
 mod act;
+pub(crate) mod decide;
 pub(crate) mod prompt;
 pub(crate) mod proposal;
 
