@@ -14,6 +14,7 @@
 //! | `ticket_store` | the demo ticket store under faults: injected transient look-up failures (`fail_next_lookups`) retried within budget (plain runs, the ticket demo, the verifier's look-up after the close), an unknown ticket `not_found` and never retried, a `tickets.json` that is not strict JSON (duplicate key, `NaN`, trailing data) failing by name | |
 //! | `ticket_demo` | the ticket demo: pause for approval, approve and resume, already closed, untrusted ticket data, `planrun demo` | `bounded/` |
 //! | `agent` | agent steps against a scripted model on loopback (the OpenAI protocol, requests counted): a benign run to a verified finish after approval, off-policy commands and paths outside the workspace refused with their rule and never run, too many refusals, a prompt injection in a ticket note frozen for a person (provenance shown) and rejected, `max_turns`, a finish without evidence, call and token budgets, ask → `planrun answer` → continue, crashes before and after a turn's effect (one effect, no second model call) | `runs/ticket_agent@*`, `bounded/agent_injection@*` |
+//! | `replay` | `planrun replay`: an unchanged run identical (exit 0); a policy edit that denies a recorded shell step, a rule that now says `prompt` or a step that requires approval, a changed template (rendered differently), removed and new steps, a goal that now routes elsewhere (exit 1, the step and rule named); agent turns against the scripted model's recorded answers (the model asked nothing, a denied or prompting turn named); a canary proving nothing runs or is written; `--json`; a run copied as files into another workspace; bad input (exit 2) | |
 //! | `approvals` | approval matching (fingerprint, scope, state version), expiry, forged approvals, `decision = "prompt"`, changed plans, `reject`, `cancel` | `bounded/rejected@*` |
 //! | `crash_start` | `SIGKILL` (through `strace`) at every `rename` of a run: before its first checkpoint the id is free and every command says so alike; after it the run resumes to `done` or is cancelled | |
 //! | `crash_points` | the crash harness: `SIGKILL` (through `strace`) at every persistence syscall of a run, an approval and a resume (the ticket demo, its resume under the key, a keyed write, a plain run), then recovery: never stuck, no keyed effect twice, ≥ 95 % of the ticket demo's resume kill points `done` through the ticket store's receipt | |
@@ -117,6 +118,7 @@ mod policy_extends;
 mod preview;
 mod reconcile;
 mod records;
+mod replay;
 mod retry_backoff;
 mod routing;
 mod sandbox;

@@ -10,7 +10,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::confine::Workspace;
-use crate::ops::{ExitStatus, OpsError, load_catalog};
+use crate::model::{Plan, Policy};
+use crate::ops::{ExitStatus, OpsError, load_catalog, load_plan_file};
 use crate::router::Router;
 use crate::runtime::interpreter::{StepReplay, replay_steps};
 use crate::runtime::{RuntimeEnv, read_checked};
@@ -78,34 +79,71 @@ pub fn replay(input: ReplayInput<'_>, env: &RuntimeEnv) -> Result<ReplayReport, 
     let store = env.store(input.workspace);
     let run_id = crate::ops::show::resolve(store.as_ref(), input.run_id.as_str(), input.workspace)?;
     let (run, _) = read_checked(store.as_ref(), &run_id, input.workspace)?;
-    let catalog = load_catalog(input.plans, input.policies, Some(input.workspace))?;
-    let recorded = &run.state.plan.id;
-    let plan = catalog.plans.iter().find(|plan| plan.id == *recorded).ok_or_else(|| {
-        OpsError::Usage(format!("no plan `{recorded}` (the plan run `{run_id}` ran) in `{}`", input.plans.display()))
-    })?;
-    let policy = catalog.policies.get(&plan.policy).ok_or_else(|| {
-        OpsError::Usage(format!("plan `{}` names policy `{}`, which was not loaded", plan.id, plan.policy))
-    })?;
+    let recorded = run.state.plan.id.clone();
+    let (plan, policy, route) = match &run.state.goal {
+        Some(goal) => today_by_goal(input, &recorded, goal)?,
+        None => {
+            let (plan, policy) = today_by_file(input, &run.state.plan.path)?;
+            (plan, policy, None)
+        }
+    };
+    if plan.id != recorded {
+        return Err(OpsError::Usage(format!(
+            "no plan `{recorded}` (the plan run `{run_id}` ran) in `{}`: `{}` is plan `{}`",
+            input.plans.display(),
+            plan.source.path,
+            plan.id
+        )));
+    }
     let workspace = Workspace::open(input.workspace, &policy.files)
         .map_err(|error| OpsError::Usage(format!("cannot open workspace `{}`: {error}", input.workspace.display())))?;
-    let route = run.state.goal.as_ref().map(|goal| {
-        let decision = Router::new(&catalog.plans).route(goal);
-        let routed = decision.plan().map(|index| catalog.plans[index].id.clone());
-        RouteReplay {
-            elsewhere: routed.as_deref() != Some(recorded.as_str()),
-            plan: routed,
-            why: decision.explanation(),
-        }
-    });
-    let steps = replay_steps(plan, policy, &workspace, &run);
+    let steps = replay_steps(&plan, &policy, &workspace, &run);
     let changed = steps.iter().filter(|step| !step.differences.is_empty()).count();
     Ok(ReplayReport {
         run_id: run.state.run_id.clone(),
-        plan: plan.id.clone(),
-        policy: policy.name.clone(),
+        plan: plan.id,
+        policy: policy.name,
         goal: run.state.goal.clone(),
         route,
         steps,
         changed,
     })
+}
+
+/// A run started with a goal: today's catalog (every plan and policy, as
+/// routing needs them), the plan of the recorded id with its policy, and
+/// where the goal routes today.
+fn today_by_goal(
+    input: ReplayInput<'_>,
+    recorded: &str,
+    goal: &str,
+) -> Result<(Plan, Policy, Option<RouteReplay>), OpsError> {
+    let mut catalog = load_catalog(input.plans, input.policies, Some(input.workspace))?;
+    let decision = Router::new(&catalog.plans).route(goal);
+    let routed = decision.plan().map(|index| catalog.plans[index].id.clone());
+    let route =
+        RouteReplay { elsewhere: routed.as_deref() != Some(recorded), plan: routed, why: decision.explanation() };
+    let index = catalog.plans.iter().position(|plan| plan.id == recorded).ok_or_else(|| {
+        OpsError::Usage(format!("no plan `{recorded}` (the plan the run ran) in `{}`", input.plans.display()))
+    })?;
+    let plan = catalog.plans.swap_remove(index);
+    let policy = catalog.policies.remove(&plan.policy).ok_or_else(|| {
+        OpsError::Usage(format!("plan `{}` names policy `{}`, which was not loaded", plan.id, plan.policy))
+    })?;
+    Ok((plan, policy, Some(route)))
+}
+
+/// A run started with `--plan FILE`: the file of the same name in the
+/// given plans folder, with the policy it names today.
+fn today_by_file(input: ReplayInput<'_>, recorded_path: &str) -> Result<(Plan, Policy), OpsError> {
+    let name = Path::new(recorded_path).file_name().unwrap_or_default();
+    let file = input.plans.join(name);
+    if !file.is_file() {
+        return Err(OpsError::Usage(format!(
+            "no plan file `{}` (the run ran `{recorded_path}`) in `{}`",
+            name.to_string_lossy(),
+            input.plans.display()
+        )));
+    }
+    load_plan_file(&file, input.policies, input.workspace)
 }
