@@ -314,7 +314,7 @@ pub struct StepSkipped {
 }
 
 /// `approval_requested`: the resolved action is frozen; the run pauses.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalRequested {
     #[serde(skip)]
     pub step_id: String,
@@ -541,7 +541,7 @@ mod tests {
 
 /// `agent_answer_recorded`: a model answer of an agent step, sealed before
 /// anything acts on it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentAnswerRecorded {
     #[serde(skip)]
     pub step_id: String,
@@ -551,7 +551,7 @@ pub struct AgentAnswerRecorded {
 
 /// `agent_observation`: what came of a turn's answer (a tool's result, a
 /// refusal with its rule, a person's answer).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentObserved {
     #[serde(skip)]
     pub step_id: String,

@@ -14,8 +14,9 @@ use crate::tools::action_verdict;
 
 use super::super::attempt::{approval_required_by, render_action};
 use super::super::outputs::Outputs;
-use super::turns::replay_turns;
+use super::turns::{details, replay_turns};
 use super::{Decided, Difference, FieldChange, StepReplay};
+use crate::runtime::event::ApprovalRequested;
 
 /// What a replay reads and decides with.
 pub(super) struct Replayer<'a> {
@@ -42,7 +43,7 @@ pub fn replay_steps(plan: &Plan, policy: &Policy, workspace: &Workspace, run: &L
         if first.kind == "agent" && agents_done.insert(first.step_id.clone()) {
             replays.extend(replayer.agent_step(&first.step_id, run));
         } else if first.kind != "agent" {
-            replays.push(replayer.planned(group, approvals.get(first.step_id.as_str()).copied()));
+            replays.push(replayer.planned(group, approvals.get(first.step_id.as_str()).map(String::as_str)));
         }
         for record in group {
             replayer.outputs.add_record(record);
@@ -60,11 +61,11 @@ pub fn replay_steps(plan: &Plan, policy: &Policy, workspace: &Workspace, run: &L
 }
 
 /// The steps that waited for a person's approval, and who required it.
-fn planned_approvals(audit: &[AuditEvent]) -> HashMap<&str, &str> {
+fn planned_approvals(audit: &[AuditEvent]) -> HashMap<&str, String> {
     audit
         .iter()
         .filter(|event| event.event_type == "approval_requested")
-        .filter_map(|event| Some((event.step_id.as_deref()?, event.details.get("required_by")?.as_str()?)))
+        .filter_map(|event| Some((event.step_id.as_deref()?, details::<ApprovalRequested>(event)?.required_by)))
         .collect()
 }
 

@@ -6,7 +6,8 @@
 use serde_json::Value;
 
 use crate::model::{AgentSpec, RunStatus, Step};
-use crate::store::LoadedRun;
+use crate::runtime::event::{AgentAnswerRecorded, AgentObserved, ApprovalRequested};
+use crate::store::{AuditEvent, LoadedRun};
 
 use super::super::agent::decide::{TurnDecision, decide_turn};
 use super::super::agent::proposal::{Proposal, decode};
@@ -55,33 +56,38 @@ pub(super) fn replay_turns(
 /// The turns of step `step_id`, in the order the log holds them.
 fn recorded_turns(run: &LoadedRun, step_id: &str) -> Vec<RecordedTurn> {
     let mut turns: Vec<RecordedTurn> = Vec::new();
-    let text = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_string);
     for event in run.audit.iter().filter(|event| event.step_id.as_deref() == Some(step_id)) {
-        let details = &event.details;
-        let turn = details.get("turn").and_then(Value::as_u64).and_then(|turn| u32::try_from(turn).ok());
         match event.event_type.as_str() {
-            "agent_answer_recorded" => turns.push(RecordedTurn {
-                turn: turn.unwrap_or(0),
-                answer: details.get("answer").and_then(|answer| answer.get("decoded")).cloned().unwrap_or(Value::Null),
-                approval: None,
-                observation: None,
-            }),
+            "agent_answer_recorded" => {
+                if let Some(recorded) = details::<AgentAnswerRecorded>(event) {
+                    let answer = recorded.answer.decoded;
+                    turns.push(RecordedTurn { turn: recorded.turn, answer, approval: None, observation: None });
+                }
+            }
             "approval_requested" => {
-                if let Some(last) = turns.last_mut().filter(|last| last.observation.is_none()) {
-                    last.approval = text(details.get("required_by"));
+                let requested = details::<ApprovalRequested>(event);
+                if let (Some(last), Some(requested)) =
+                    (turns.last_mut().filter(|last| last.observation.is_none()), requested)
+                {
+                    last.approval = Some(requested.required_by);
                 }
             }
             "agent_observation" => {
-                if let Some(observed) = turns.iter_mut().rev().find(|recorded| Some(recorded.turn) == turn) {
-                    let outcome = text(details.get("outcome")).unwrap_or_default();
-                    let rule = text(details.get("rule"));
-                    observed.observation = Some((outcome, rule, text(details.get("text")).unwrap_or_default()));
+                let Some(observed) = details::<AgentObserved>(event) else { continue };
+                if let Some(turn) = turns.iter_mut().rev().find(|recorded| recorded.turn == observed.turn) {
+                    turn.observation = Some((observed.outcome, observed.rule, observed.text));
                 }
             }
             _ => {}
         }
     }
     turns
+}
+
+/// An event's details as the type the runtime wrote them from; `None` for
+/// details in a shape this version does not read.
+pub(super) fn details<T: serde::de::DeserializeOwned>(event: &AuditEvent) -> Option<T> {
+    serde_json::from_value(Value::Object(event.details.clone())).ok()
 }
 
 /// What the run decided about a recorded turn.
