@@ -46,7 +46,7 @@ impl Attempt<'_, '_> {
             TurnDecision::Refused { rule, message } => return self.refuse(step, spec, turn, Refusal { rule, message }),
             TurnDecision::Finish(summary) => return self.finish_turn(index, step, turn, summary),
             TurnDecision::Ask(question) => return self.ask_person(step, turn, question),
-            TurnDecision::Act { tool, action, approval, .. } => (tool, action, approval),
+            TurnDecision::Act { tool, action, approval, .. } => (tool, *action, approval),
         };
         let approved = match approved {
             Some(frozen) if frozen == action => true,

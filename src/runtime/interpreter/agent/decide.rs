@@ -27,7 +27,7 @@ pub(crate) enum TurnDecision {
     /// The action `tool` proposed, resolved. `approval`: who requires a
     /// person's approval first (`step`, `risk` or `policy`), if anyone;
     /// `rule`: the shell rule that allows it, for a shell tool.
-    Act { tool: String, action: ResolvedAction, approval: Option<&'static str>, rule: Option<String> },
+    Act { tool: String, action: Box<ResolvedAction>, approval: Option<&'static str>, rule: Option<String> },
 }
 
 impl TurnDecision {
@@ -99,5 +99,5 @@ pub(crate) fn decide_turn(
     } else {
         None
     };
-    TurnDecision::Act { tool, action, approval, rule: allowed_by }
+    TurnDecision::Act { tool, action: Box::new(action), approval, rule: allowed_by }
 }
