@@ -318,3 +318,28 @@ fn bad_input_exits_2_and_says_which() {
     let out = replay(&sandbox, 2, &[]);
     assert!(out.stderr.contains("failed verification") || out.stderr.contains("tamper"), "{}", out.stderr);
 }
+
+#[test]
+fn pg_replay_reads_a_database_run_directly_and_as_exported_files() {
+    let sandbox = Sandbox::new();
+    let Some(schema) = crate::pg_store::Schema::migrated("replay", &sandbox) else { return };
+    std::fs::create_dir_all(sandbox.workspace().join("out")).expect("out/");
+    sandbox.write_plan(PLAN, TEST_POLICY);
+    let store = ["--store", schema.url.as_str()];
+    sandbox.test_plan().args(store).expect_code(0).run();
+    assert!(!sandbox.workspace().join("runs").exists(), "the database holds the run");
+    replay(&sandbox, 0, &store);
+    let exported = Sandbox::new();
+    let out = exported.workspace();
+    sandbox.planrun().args(["export", "t", "--store", &schema.url, "--out"]).arg(&out).expect_code(0).run();
+    sandbox.write("policies/default.toml", &echo_hello_rule("forbidden"));
+    let direct = replay(&sandbox, 1, &store);
+    assert!(line(&direct, "greet").contains("now denied by rule `echo-hello`"), "{}", direct.stdout);
+    let from_files = exported
+        .planrun()
+        .current_dir(sandbox.path())
+        .args(["replay", "t", "--plans", "plans", "--policies", "policies"])
+        .expect_code(1)
+        .run();
+    assert_eq!(from_files.stdout, direct.stdout, "the export replays as the database run does");
+}
