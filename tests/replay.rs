@@ -124,6 +124,12 @@ fn a_changed_template_renders_differently_and_removed_and_new_steps_are_named() 
     let finished = steps.iter().find(|step| step["step_id"] == "finished").expect("finished");
     assert_eq!(finished["differences"], json!([{"kind": "new_step"}]));
     assert_eq!(report["changed"], 3);
+    let out = replay(&sandbox, 1, &[]);
+    assert!(
+        line(&out, "keep").contains(r#"rendered differently: content "hello\n" → "said: hello\n""#),
+        "{}",
+        out.stdout
+    );
 }
 
 #[test]
@@ -319,6 +325,7 @@ fn bad_input_exits_2_and_says_which() {
     assert!(out.stderr.contains("failed verification") || out.stderr.contains("tamper"), "{}", out.stderr);
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn pg_replay_reads_a_database_run_directly_and_as_exported_files() {
     let sandbox = Sandbox::new();

@@ -106,13 +106,28 @@ fn difference(difference: &Difference) -> String {
             format!("no longer needs approval (was required by {was_required_by})")
         }
         Difference::RenderedDifferently { fields } => {
-            let fields: Vec<String> =
-                fields.iter().map(|change| format!("{} {} → {}", change.field, change.old, change.new)).collect();
+            let fields: Vec<String> = fields
+                .iter()
+                .map(|change| format!("{} {} → {}", change.field, shown(&change.old), shown(&change.new)))
+                .collect();
             format!("rendered differently: {}", fields.join(", "))
         }
         Difference::Unresolved { reason } => format!("no longer resolves: {reason}"),
         Difference::StepRemoved => "no longer in the plan".to_string(),
         Difference::NewStep => "a new step (not in the plan the run recorded)".to_string(),
         Difference::DecisionChanged { old, new } => format!("decided differently: {old} → {new}"),
+    }
+}
+
+/// The longest value a report line shows, in characters (`--json` has it
+/// whole).
+const SHOWN_CHARS: usize = 120;
+
+/// A field's value as JSON, cut to [`SHOWN_CHARS`] with `…`.
+fn shown(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(SHOWN_CHARS) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text,
     }
 }
