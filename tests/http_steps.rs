@@ -16,7 +16,7 @@ use crate::secrets::{CANARY, hits};
 /// A policy with one rule for the fixture's `/api` (loopback, so
 /// `private = true`): `rule_extra` are more keys of the rule, `extra` more
 /// keys of `[http]` or, starting with `[`, tables after the rule.
-fn policy(port: u16, rule_extra: &str, extra: &str) -> String {
+pub(crate) fn policy(port: u16, rule_extra: &str, extra: &str) -> String {
     let (http_extra, extra) = if extra.starts_with('[') { ("", extra) } else { (extra, "") };
     format!(
         r#"version = 1
@@ -41,14 +41,14 @@ reason = "the test fixture"
 }
 
 /// A plan of one `http` step `call` (TOML lines) and a `finish`.
-fn plan(call: &str) -> String {
+pub(crate) fn plan(call: &str) -> String {
     format!(
         "version = 1\nid = \"test\"\n\n[[steps]]\nid = \"call\"\nkind = \"http\"\n{call}\n\n[[steps]]\nid = \"end\"\nkind = \"finish\"\n"
     )
 }
 
 /// Runs `plan` as run `t`, the records of an earlier run `t` removed first.
-fn run(sandbox: &Sandbox, plan: &str, policy: &str, envs: &[(&str, &str)]) -> Output {
+pub(crate) fn run(sandbox: &Sandbox, plan: &str, policy: &str, envs: &[(&str, &str)]) -> Output {
     let _ = std::fs::remove_dir_all(sandbox.workspace().join("runs"));
     let _ = std::fs::remove_dir_all(sandbox.workspace().join(".planrun"));
     sandbox.write_plan(plan, policy);
@@ -59,7 +59,7 @@ fn run(sandbox: &Sandbox, plan: &str, policy: &str, envs: &[(&str, &str)]) -> Ou
     command.run()
 }
 
-fn call_record(sandbox: &Sandbox) -> Value {
+pub(crate) fn call_record(sandbox: &Sandbox) -> Value {
     sandbox.history("t").into_iter().find(|record| record["step_id"] == "call").expect("the call's record")
 }
 
@@ -379,7 +379,7 @@ fn the_idempotency_key_header_is_stable_across_a_crash_and_resume() {
 }
 
 /// `check` output of a plan and a policy.
-fn check(plan: &str, policy: &str) -> Output {
+pub(crate) fn check(plan: &str, policy: &str) -> Output {
     let sandbox = Sandbox::new();
     sandbox.write_plan(plan, policy);
     sandbox.planrun().in_sandbox().args(["check", "--plans", "plans", "--policies", "policies"]).run()

@@ -5,6 +5,9 @@
 //! the client is told to connect to the address the policy judged
 //! (`resolve`), never to resolve the name itself, follows no redirect
 //! (the tool judges each hop) and ignores proxies from the environment.
+//! With `http.proxy` one client per (proxy, its address) sends every
+//! request to the proxy: absolute form for `http` URLs, a `CONNECT`
+//! tunnel for `https` ones.
 //!
 //! Without the `http` feature the client refuses every request with a
 //! message naming the feature; plans with `http` steps still load and check.
@@ -17,9 +20,12 @@ use std::time::Duration;
 pub struct Hop<'a> {
     pub method: &'a str,
     pub url: &'a str,
-    /// The URL's host as written (a name or an IP literal).
+    /// `http.proxy`'s URL when the request goes through the proxy.
+    pub proxy: Option<&'a str>,
+    /// The host the connection is for (a name or an IP literal): the URL's,
+    /// or the proxy's with `proxy`.
     pub host: &'a str,
-    /// Where to connect: the address the policy judged.
+    /// Where to connect: the address the policy judged, or the proxy's.
     pub address: SocketAddr,
     pub headers: &'a [(String, String)],
     pub body: Option<&'a [u8]>,
@@ -65,7 +71,7 @@ mod with_reqwest {
     #[derive(Default)]
     pub struct Client {
         runtime: Option<tokio::runtime::Runtime>,
-        clients: HashMap<(String, SocketAddr), reqwest::Client>,
+        clients: HashMap<(bool, String, SocketAddr), reqwest::Client>,
     }
 
     impl Client {
@@ -77,7 +83,7 @@ mod with_reqwest {
                     .map_err(|error| SendError::Failed(format!("cannot start the HTTP client: {error}")))?;
                 self.runtime = Some(runtime);
             }
-            let key = (hop.host.to_string(), hop.address);
+            let key = (hop.proxy.is_some(), hop.host.to_string(), hop.address);
             if !self.clients.contains_key(&key) {
                 let client = build(hop)?;
                 self.clients.insert(key.clone(), client);
@@ -101,6 +107,12 @@ mod with_reqwest {
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("planrun/", env!("CARGO_PKG_VERSION")));
+        if let Some(proxy) = hop.proxy {
+            // `Proxy::all` without `no_proxy`: `NO_PROXY` is not read either.
+            let proxy = reqwest::Proxy::all(proxy)
+                .map_err(|error| SendError::Failed(format!("invalid proxy `{proxy}`: {error}")))?;
+            builder = builder.proxy(proxy);
+        }
         if hop.host.parse::<std::net::IpAddr>().is_err() {
             builder = builder.resolve(hop.host, hop.address);
         }
