@@ -142,6 +142,7 @@ impl HttpTool {
                 method: &method,
                 url: &url,
                 proxy: proxy_url.as_deref(),
+                tls: target.scheme == "https",
                 host,
                 address,
                 headers: &headers,
