@@ -16,7 +16,7 @@ use crate::secrets::{CANARY, hits};
 /// A policy with one rule for the fixture's `/api` (loopback, so
 /// `private = true`): `rule_extra` are more keys of the rule, `extra` more
 /// keys of `[http]` or, starting with `[`, tables after the rule.
-fn policy(port: u16, rule_extra: &str, extra: &str) -> String {
+pub(crate) fn policy(port: u16, rule_extra: &str, extra: &str) -> String {
     let (http_extra, extra) = if extra.starts_with('[') { ("", extra) } else { (extra, "") };
     format!(
         r#"version = 1
@@ -41,14 +41,14 @@ reason = "the test fixture"
 }
 
 /// A plan of one `http` step `call` (TOML lines) and a `finish`.
-fn plan(call: &str) -> String {
+pub(crate) fn plan(call: &str) -> String {
     format!(
         "version = 1\nid = \"test\"\n\n[[steps]]\nid = \"call\"\nkind = \"http\"\n{call}\n\n[[steps]]\nid = \"end\"\nkind = \"finish\"\n"
     )
 }
 
 /// Runs `plan` as run `t`, the records of an earlier run `t` removed first.
-fn run(sandbox: &Sandbox, plan: &str, policy: &str, envs: &[(&str, &str)]) -> Output {
+pub(crate) fn run(sandbox: &Sandbox, plan: &str, policy: &str, envs: &[(&str, &str)]) -> Output {
     let _ = std::fs::remove_dir_all(sandbox.workspace().join("runs"));
     let _ = std::fs::remove_dir_all(sandbox.workspace().join(".planrun"));
     sandbox.write_plan(plan, policy);
@@ -59,7 +59,7 @@ fn run(sandbox: &Sandbox, plan: &str, policy: &str, envs: &[(&str, &str)]) -> Ou
     command.run()
 }
 
-fn call_record(sandbox: &Sandbox) -> Value {
+pub(crate) fn call_record(sandbox: &Sandbox) -> Value {
     sandbox.history("t").into_iter().find(|record| record["step_id"] == "call").expect("the call's record")
 }
 
@@ -379,7 +379,7 @@ fn the_idempotency_key_header_is_stable_across_a_crash_and_resume() {
 }
 
 /// `check` output of a plan and a policy.
-fn check(plan: &str, policy: &str) -> Output {
+pub(crate) fn check(plan: &str, policy: &str) -> Output {
     let sandbox = Sandbox::new();
     sandbox.write_plan(plan, policy);
     sandbox.planrun().in_sandbox().args(["check", "--plans", "plans", "--policies", "policies"]).run()
@@ -501,114 +501,6 @@ async fn the_service_runs_a_plan_with_an_http_step() {
     let requests = fixture.requests();
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].target, "/api/items");
-}
-
-/// The `http` benchmark (`tests/bench/http.sh`): N GET requests to the
-/// fixture three ways, best of 5 each: a bare reqwest loop (one client,
-/// one current-thread runtime), the `http` tool in process (policy,
-/// normalisation, resolution, the checked connection), and a whole run of
-/// a plan of N `http` steps (records and checkpoints included). Prints
-/// the ratios to the bare loop; never asserted.
-#[test]
-#[ignore = "benchmark: run by tests/bench/http.sh"]
-fn http_bench() {
-    use planrun::model::{HostPattern, HttpPolicy, HttpRule};
-    use planrun::tools::http::{HttpCall, HttpTool};
-    let n: usize = planrun::runtime::process_var("HTTP_BENCH_N").and_then(|n| n.parse().ok()).unwrap_or(200);
-    let fixture = HttpFixture::start();
-    let url = fixture.url("/api/items");
-    let best = |mut round: Box<dyn FnMut()>| {
-        (0..5)
-            .map(|_| {
-                let started = std::time::Instant::now();
-                round();
-                started.elapsed().as_secs_f64()
-            })
-            .fold(f64::MAX, f64::min)
-    };
-
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let client = crate::serve_harness::client();
-    let (bare_url, bare_client) = (url.clone(), client.clone());
-    let bare = best(Box::new(move || {
-        runtime.block_on(async {
-            for _ in 0..n {
-                let response = bare_client.get(&bare_url).send().await.expect("request");
-                assert_eq!(response.bytes().await.expect("body").len(), 17);
-            }
-        });
-    }));
-
-    let policy = HttpPolicy {
-        allow: vec![HttpRule {
-            name: "fixture".into(),
-            methods: vec!["GET".into()],
-            scheme: "http".into(),
-            host: HostPattern::Exact("127.0.0.1".into()),
-            port: Some(fixture.port()),
-            path: "/api".into(),
-            path_matches: None,
-            private: true,
-            redirects: 0,
-            reason: None,
-            origin: None,
-        }],
-        ..HttpPolicy::default()
-    };
-    let headers = std::collections::BTreeMap::new();
-    let tool_url = url.clone();
-    let mut tool = HttpTool::default();
-    let in_process = best(Box::new(move || {
-        for _ in 0..n {
-            let call = HttpCall {
-                method: "GET",
-                url: &tool_url,
-                headers: &headers,
-                body: None,
-                json_body: false,
-                idempotency_key: None,
-                expect_status: &[],
-                max_response_bytes: None,
-                response_headers: &[],
-                timeout: std::time::Duration::from_secs(10),
-            };
-            assert!(tool.call(&policy, &call).result.is_ok());
-        }
-    }));
-
-    let sandbox = Sandbox::new();
-    let mut plan = String::from("version = 1\nid = \"test\"\n");
-    for index in 0..n {
-        plan.push_str(&format!(
-            "\n[[steps]]\nid = \"get-{index}\"\nkind = \"http\"\nmethod = \"GET\"\nurl = \"{url}\"\n"
-        ));
-    }
-    let budget = format!("[budget]\nmax_steps = {0}\nmax_tool_calls = {0}\n", n + 10);
-    sandbox.write_plan(&plan, &format!("{}\n{budget}", policy_text(fixture.port())));
-    let mut round = 0;
-    let whole_run = best(Box::new(|| {
-        round += 1;
-        let output = sandbox
-            .planrun()
-            .in_sandbox()
-            .args(["--plan", "plans/test.toml", "--policies", "policies", "--run-id"])
-            .arg(format!("b{round}"))
-            .arg("--quiet")
-            .run();
-        assert_eq!(output.code, 0, "{}", output.snapshot());
-    }));
-    let per = |seconds: f64| seconds * 1e6 / n as f64;
-    println!("http: {n} GET requests to a loopback server, best of 5");
-    println!("http: bare reqwest loop      {:8.1} µs/request", per(bare));
-    println!("http: http tool in process   {:8.1} µs/request  ratio {:.2}", per(in_process), in_process / bare);
-    println!("http: whole run, N steps     {:8.1} µs/step     ratio {:.2}", per(whole_run), whole_run / bare);
-}
-
-/// The fixture's policy for the benchmark: one rule, no other section.
-fn policy_text(port: u16) -> String {
-    format!(
-        "version = 1\n[http]\n[[http.allow]]\nid = \"fixture\"\nscheme = \"http\"\nhost = \"127.0.0.1\"\nport = {port}\npath = \"/api\"\nprivate = true\n"
-    )
 }
 
 /// `extends` merges `[http]`: rules add up with their origin, `deny` adds

@@ -72,6 +72,8 @@
 //! | `mcp` | `kind = "mcp"` steps against the fixture MCP server: a pinned tool called (its content the untrusted output), a changed description and arguments outside the schema refused with the call log absent, a crash, a hang, garbage, an answer too large and a tool error each with its own message, the server's secret found nowhere, unknown servers and tools and every server and step key refused at load with positions, `extends` merging servers, `planrun mcp pin` (review, `--write` keeping the file) | `mcp/` |
 //! | `secrets` | `[secrets.NAME]` and a step's `env`: the loader's refusals (a secret outside `env`, an unknown secret, a name `shell.env_allow` does not list, a secret without exactly one source) with positions; a missing secret stops the run before anything (exit 2, the variable named); `from_file`; the policy's `shell.env` winning; the canary (environment printed, the value echoed raw and base64 to stdout and stderr and in the failure message) found nowhere under the sandbox, in the command line's or the service's output and answers, `verify` passing | |
 //! | `http_steps` | `http` steps against a loopback server that logs every request: GET/POST with JSON, status sets, timeouts, size caps, redirects followed or refused and each hop judged, names resolving to private or metadata addresses, decimal/octal/IPv4-mapped hosts, userinfo, a rebinding name (the resolver stub `PLANRUN_TEST_RESOLVE`), percent-encoded templated paths, a secret in a header in no record (the canary search), the `Idempotency-Key` across a crash and resume, the loader's refusals with positions, `policy check --url`; every refusal with the server's log empty | |
+//! | `http_proxy` | `http.proxy`: a GET through a logging proxy on loopback in absolute form (the proxy resolves the name), an `https` request as `CONNECT`, refused URLs and redirect hops leave the proxy's log empty, `HTTP_PROXY` and the other environment proxies never used (a canary proxy's log empty), bad proxy URLs refused at load with positions | |
+//! | `http_bench` | the `http` benchmark (`tests/bench/http.sh`, ignored): a bare reqwest loop, the `http` tool in process, and whole runs of `GET`, `read_file`, `POST` and `flaky` steps as a marginal cost per step | |
 //! | `serve_harness` | the service test harness (server process, fake model servers) | |
 //! | `common` | the harness: `Sandbox`, the `Planrun` builder, the ticket demo's sandbox (`common::tickets`) | |
 
@@ -95,6 +97,8 @@ mod diagnostics;
 mod docs;
 mod effect_receipts;
 mod failure_handling;
+mod http_bench;
+mod http_proxy;
 mod http_steps;
 mod idempotency;
 mod inputs;

@@ -4,7 +4,8 @@
 //! steps and by `planrun mcp pin`. Nothing is called when a definition
 //! changed or the arguments do not fit the schema (the call log stays
 //! absent); a crash, a hang, garbage or an answer too large ends the step
-//! with its own message; the server's secret reaches it and no record.
+//! with its own message; the server's secret reaches it and no record; a
+//! call in flight when the run is killed is made again by `resume`.
 
 use std::fs;
 
@@ -369,4 +370,43 @@ fn mcp_pin_shows_each_definition_and_digest_and_writes_them_keeping_the_file() {
     let crashed = pin(&[]);
     assert_eq!(crashed.code, 2, "{}", crashed.snapshot());
     assert!(crashed.stderr.contains("the server ended (exit status: 3) before it answered"), "{}", crashed.stderr);
+}
+
+/// A run killed (`SIGKILL`) while its `mcp` call is in flight: an `mcp`
+/// step keeps no receipt (docs/effects-mcp.md), so `resume` calls the tool
+/// again; the step's one record is the second call's, untrusted, its
+/// secret replaced, and the canary is in no file of the run.
+#[test]
+fn a_call_in_flight_when_the_run_is_killed_is_made_again_by_resume() {
+    use std::time::{Duration, Instant};
+    let sandbox = sandbox();
+    sandbox.write_plan(&plan("tool = \"echo_env\"\narguments = { name = \"DOCS_TOKEN\" }"), &pinned());
+    sandbox.write("workspace/mcp/mcp-mode", "slow-first-call");
+    let mut holder = sandbox.test_plan().env("PLANRUN_TEST_CANARY", CANARY).spawn();
+    let started = Instant::now();
+    while call_log(&sandbox).is_none() {
+        assert!(started.elapsed() < Duration::from_secs(20), "the call never reached the server");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    holder.kill().expect("SIGKILL the holder");
+    holder.wait().expect("reap the holder");
+    assert!(sandbox.history("t").iter().all(|record| record["step_id"] != "call"), "a record before the kill");
+
+    let output = sandbox
+        .planrun()
+        .in_sandbox()
+        .args(["resume", "t", "--policies", "policies"])
+        .env("PLANRUN_TEST_CANARY", CANARY)
+        .run();
+    assert_eq!(output.code, 0, "{}", output.snapshot());
+    let calls = call_log(&sandbox).expect("the call log");
+    assert_eq!(calls.lines().count(), 2, "called again: {calls}");
+    let history = sandbox.history("t");
+    let records: Vec<_> = history.iter().filter(|record| record["step_id"] == "call").collect();
+    assert_eq!(records.len(), 1, "{history:?}");
+    assert_eq!(records[0]["status"], "done");
+    assert_eq!(records[0]["output_text"], "[secret:TOKEN]");
+    assert_eq!(records[0]["output_json"]["untrusted_fields"], json!(["content"]));
+    let texts = [("resume stdout", output.stdout.as_str()), ("resume stderr", output.stderr.as_str())];
+    assert_eq!(hits(sandbox.path(), &texts, CANARY), Vec::<(String, String)>::new());
 }

@@ -94,6 +94,9 @@ fn policy_check_url(args: &PolicyCheckArgs, url: &str, dirs: &DirArgs) -> ExitCo
     let mut value = serde_json::to_value(&verdict.evaluation).unwrap_or_default();
     if let Some(object) = value.as_object_mut() {
         object.insert("method".to_string(), serde_json::json!(verdict.method));
+        if let Some(proxy) = &verdict.proxy {
+            object.insert("proxy".to_string(), serde_json::json!(proxy));
+        }
         if !verdict.extends.is_empty() {
             object.insert("extends".to_string(), serde_json::json!(verdict.extends));
             object.insert("origin".to_string(), serde_json::json!(verdict.origin));

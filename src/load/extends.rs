@@ -288,6 +288,10 @@ impl Loader {
         let max_response = gives(root, "http", "max_response_bytes");
         stricter(max_response, &mut http.max_response_bytes, child.http.max_response_bytes);
         stricter(gives(root, "http", "timeout_secs"), &mut http.timeout_secs, child.http.timeout_secs);
+        // `http.proxy`: the child's where it names one, else the parent's.
+        if child.http.proxy.is_some() {
+            http.proxy = child.http.proxy;
+        }
         self.diagnostics.push(merged_note(&merged, root));
         Some(merged)
     }

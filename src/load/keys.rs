@@ -653,6 +653,12 @@ pub(crate) static HTTP: Section = Section {
             .defaults_to(Number(crate::model::DEFAULT_HTTP_MAX_RESPONSE_BYTES)),
         key("timeout_secs", POSITIVE, "the longest a request may take, in seconds")
             .defaults_to(Number(crate::model::DEFAULT_HTTP_TIMEOUT_SECS)),
+        key(
+            "proxy",
+            STRING,
+            "`http://host:port`: the proxy every request goes through (default none; proxies from the environment \
+             are never used)",
+        ),
     ],
     variants: &[],
 };

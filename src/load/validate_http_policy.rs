@@ -1,8 +1,8 @@
 //! A policy's `[http]` → [`HttpPolicy`]: `[[http.allow]]` rules (each
 //! rule's `match` / `not_match` example URLs judged at load by the
 //! runtime's own matcher, [`crate::policy::evaluate_http_url`]),
-//! `http.deny`, `http.max_response_bytes`, `http.timeout_secs`; and the
-//! plan-against-policy finding `http-always-denied`.
+//! `http.deny`, `http.max_response_bytes`, `http.timeout_secs`,
+//! `http.proxy`; and the plan-against-policy finding `http-always-denied`.
 
 use crate::diag::Diagnostic;
 use crate::load::keys::{HTTP, HTTP_METHODS, HTTP_RULE};
@@ -10,7 +10,8 @@ use crate::load::loaded_plan::LoadedPlan;
 use crate::load::node::Node;
 use crate::load::table::{TableReader, compile_regex, empty_table, error_count, section, strings};
 use crate::model::{
-    Action, DEFAULT_HTTP_MAX_RESPONSE_BYTES, DEFAULT_HTTP_TIMEOUT_SECS, HostPattern, HttpPolicy, HttpRule, Policy,
+    Action, DEFAULT_HTTP_MAX_RESPONSE_BYTES, DEFAULT_HTTP_TIMEOUT_SECS, HostPattern, HttpPolicy, HttpProxy, HttpRule,
+    Policy,
 };
 use crate::policy::{HttpTarget, evaluate_http_url, rule_matches};
 
@@ -39,6 +40,7 @@ pub(super) fn http(node: Option<&Node>, first_index: usize, diagnostics: &mut Ve
     let timeout_secs = reader
         .integer("timeout_secs", 1, diagnostics)
         .map_or(DEFAULT_HTTP_TIMEOUT_SECS, |(secs, _)| secs.unsigned_abs());
+    let proxy = reader.string("proxy", diagnostics).map(|(text, node)| proxy(text, node, diagnostics));
     let mut allow = Vec::new();
     let mut rules_ok = true;
     if let Some(items) = reader.array("allow", diagnostics) {
@@ -50,7 +52,59 @@ pub(super) fn http(node: Option<&Node>, first_index: usize, diagnostics: &mut Ve
         }
     }
     reader.finish(diagnostics);
-    rules_ok.then_some(HttpPolicy { allow, deny, max_response_bytes, timeout_secs })
+    let proxy = match proxy {
+        Some(Some(proxy)) => Some(proxy),
+        Some(None) => return None,
+        None => None,
+    };
+    rules_ok.then_some(HttpPolicy { allow, deny, max_response_bytes, timeout_secs, proxy })
+}
+
+/// `http.proxy`: `http://host:port` and nothing else (no user name or
+/// password, no path, query or fragment; plain HTTP to the proxy).
+fn proxy(text: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> Option<HttpProxy> {
+    let refuse = |diagnostics: &mut Vec<Diagnostic>, why: String, help: &str| {
+        diagnostics.push(
+            Diagnostic::error("invalid-value", format!("`http.proxy` `{text}` {why}"))
+                .with_span(node.span)
+                .with_label("expected `http://host:port`")
+                .with_help(help.to_string()),
+        );
+        None
+    };
+    let url = match url::Url::parse(text) {
+        Ok(url) => url,
+        Err(error) => {
+            return refuse(diagnostics, format!("is not a URL: {error}"), "write e.g. `http://127.0.0.1:3128`");
+        }
+    };
+    if url.scheme() != "http" {
+        return refuse(
+            diagnostics,
+            format!("has scheme `{}`", url.scheme()),
+            "planrun speaks plain HTTP to the proxy (`http://`); requests to `https` URLs go through it in a              `CONNECT` tunnel, so their TLS still runs from planrun to the server",
+        );
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return refuse(
+            diagnostics,
+            "holds a user name or password".to_string(),
+            "proxy credentials are not supported: name a proxy that needs none (e.g. one on loopback)",
+        );
+    }
+    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+        return refuse(
+            diagnostics,
+            "has a path, query or fragment".to_string(),
+            "write the scheme, host and port alone",
+        );
+    }
+    let port = url.port_or_known_default().unwrap_or(80);
+    let host = url.host_str().unwrap_or_default();
+    match HttpTarget::parse(&format!("http://{host}:{port}/")) {
+        Ok(target) => Some(HttpProxy { host: target.host, ip: target.ip, port }),
+        Err(reason) => refuse(diagnostics, reason, "write e.g. `http://127.0.0.1:3128`"),
+    }
 }
 
 /// A host pattern: a name, `*.suffix`, or an IP address (normalised the

@@ -25,6 +25,40 @@ pub struct HttpPolicy {
     pub deny: Vec<HostPattern>,
     pub max_response_bytes: u64,
     pub timeout_secs: u64,
+    /// `http.proxy`: the HTTP proxy every request goes through; `None`:
+    /// straight to the checked address (proxies from the environment are
+    /// never used).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<HttpProxy>,
+}
+
+/// `http.proxy`: a plain-HTTP proxy (`http://host:port`), named by the
+/// policy. Requests to `http` URLs go to it in absolute form, requests to
+/// `https` URLs through a `CONNECT` tunnel (TLS stays end to end).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(into = "String")]
+pub struct HttpProxy {
+    /// Lower case; an IP literal in canonical form (IPv6 without brackets).
+    pub host: String,
+    /// The address when the host is an IP literal.
+    pub ip: Option<std::net::IpAddr>,
+    pub port: u16,
+}
+
+impl HttpProxy {
+    /// `http://host:port`.
+    pub fn url(&self) -> String {
+        match self.ip {
+            Some(std::net::IpAddr::V6(_)) => format!("http://[{}]:{}", self.host, self.port),
+            _ => format!("http://{}:{}", self.host, self.port),
+        }
+    }
+}
+
+impl From<HttpProxy> for String {
+    fn from(proxy: HttpProxy) -> String {
+        proxy.url()
+    }
 }
 
 impl Default for HttpPolicy {
@@ -34,6 +68,7 @@ impl Default for HttpPolicy {
             deny: Vec::new(),
             max_response_bytes: DEFAULT_HTTP_MAX_RESPONSE_BYTES,
             timeout_secs: DEFAULT_HTTP_TIMEOUT_SECS,
+            proxy: None,
         }
     }
 }
@@ -45,6 +80,7 @@ impl HttpPolicy {
             && self.deny.is_empty()
             && self.max_response_bytes == DEFAULT_HTTP_MAX_RESPONSE_BYTES
             && self.timeout_secs == DEFAULT_HTTP_TIMEOUT_SECS
+            && self.proxy.is_none()
     }
 }
 
@@ -132,9 +168,13 @@ pub struct HttpFacts {
     /// Why it was refused, when it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
-    /// The address connected to (`127.0.0.1:8080`) for the last hop.
+    /// The address connected to (`127.0.0.1:8080`) for the last hop: the
+    /// proxy's when the request went through `http.proxy`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
+    /// The proxy the request went through (`http.proxy`), when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     /// Redirect hops followed.

@@ -43,7 +43,7 @@ pub use facts::{
 pub use failure::FailureClass;
 pub use http::{
     DEFAULT_HTTP_MAX_RESPONSE_BYTES, DEFAULT_HTTP_TIMEOUT_SECS, HTTP_METHODS, HostPattern, HttpFacts, HttpPolicy,
-    HttpRule, MAX_HTTP_REDIRECTS,
+    HttpProxy, HttpRule, MAX_HTTP_REDIRECTS,
 };
 pub use inputs::{
     GivenInput, GivenValue, InputError, InputSource, InputSpec, InputType, InputValues, check_relative_path,

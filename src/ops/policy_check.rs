@@ -72,6 +72,8 @@ pub struct HttpVerdict {
     pub extends: Vec<String>,
     /// Where the allowing rule was written.
     pub origin: Option<String>,
+    /// `http.proxy`, which an allowed request would go through.
+    pub proxy: Option<String>,
 }
 
 impl HttpVerdict {
@@ -96,7 +98,8 @@ pub fn policy_check_url(input: PolicyUrlInput<'_>) -> Result<HttpVerdict, OpsErr
     let evaluation = evaluate_http_url(&policy.http, &method, input.url);
     let origin =
         policy.http.allow.iter().find(|rule| rule.name == evaluation.rule).and_then(|rule| rule.origin.clone());
-    Ok(HttpVerdict { evaluation, method, extends: policy.extends, origin })
+    let proxy = policy.http.proxy.as_ref().filter(|_| evaluation.is_allowed()).map(crate::model::HttpProxy::url);
+    Ok(HttpVerdict { evaluation, method, extends: policy.extends, origin, proxy })
 }
 
 /// The workspace at `path` under `policy`'s file rules (a usage error when

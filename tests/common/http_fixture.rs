@@ -11,6 +11,12 @@
 //! | `/api/status/NNN` | status NNN |
 //! | `/api/redirect/ANYTHING?to=URL` | 302 to URL |
 //! | anything else | 404 |
+//!
+//! [`HttpFixture::proxy_to`] starts the same server as a logging HTTP
+//! proxy instead: a request in absolute form (`GET http://host:port/path`)
+//! is logged (its `target` the absolute URL) and forwarded to one upstream
+//! address, whatever host it names; a `CONNECT` is logged and refused
+//! (403), so a test sees that an `https` request asked for a tunnel.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -40,6 +46,9 @@ pub struct HttpFixture {
     log: Arc<Mutex<Vec<Received>>>,
 }
 
+/// Where a proxy fixture forwards (`None`: an origin server).
+type Upstream = Option<SocketAddr>;
+
 impl HttpFixture {
     /// A fixture on `127.0.0.1` at a free port.
     pub fn start() -> HttpFixture {
@@ -48,6 +57,21 @@ impl HttpFixture {
 
     /// A fixture on `ip:port` (`0`: a free port).
     pub fn start_at(ip: IpAddr, port: u16) -> HttpFixture {
+        HttpFixture::listen(ip, port, None)
+    }
+
+    /// A logging proxy on `127.0.0.1` at a free port that forwards every
+    /// absolute-form request to `upstream`.
+    pub fn proxy_to(upstream: SocketAddr) -> HttpFixture {
+        HttpFixture::listen("127.0.0.1".parse().expect("ip"), 0, Some(upstream))
+    }
+
+    /// `http://127.0.0.1:PORT`, the fixture as a proxy URL.
+    pub fn proxy_url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    fn listen(ip: IpAddr, port: u16, upstream: Upstream) -> HttpFixture {
         let listener = TcpListener::bind((ip, port)).expect("bind the HTTP fixture");
         let address = listener.local_addr().expect("address");
         let log = Arc::new(Mutex::new(Vec::new()));
@@ -55,7 +79,7 @@ impl HttpFixture {
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
                 let log = Arc::clone(&shared);
-                std::thread::spawn(move || serve(stream, &log));
+                std::thread::spawn(move || serve(stream, &log, upstream));
             }
         });
         HttpFixture { address, log }
@@ -76,7 +100,7 @@ impl HttpFixture {
     }
 }
 
-fn serve(stream: TcpStream, log: &Mutex<Vec<Received>>) {
+fn serve(stream: TcpStream, log: &Mutex<Vec<Received>>, upstream: Upstream) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
     let _ = stream.set_nodelay(true);
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
@@ -113,6 +137,13 @@ fn serve(stream: TcpStream, log: &Mutex<Vec<Received>>) {
         }
         let received = Received { method, target, headers, body: String::from_utf8_lossy(&body).into_owned() };
         log.lock().expect("log").push(received.clone());
+        if let Some(upstream) = upstream {
+            let bytes = forward(&received, upstream);
+            if stream.write_all(&bytes).is_err() || received.method == "CONNECT" {
+                return;
+            }
+            continue;
+        }
         let (status, extra, content) = answer(&received);
         let response = format!(
             "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-fixture: yes\r\n{extra}\r\n",
@@ -126,6 +157,32 @@ fn serve(stream: TcpStream, log: &Mutex<Vec<Received>>) {
             return;
         }
     }
+}
+
+/// The proxy's answer to `request`: the upstream's answer to it in origin
+/// form, 403 to a `CONNECT`, 400 to a request that is not in absolute form.
+fn forward(request: &Received, upstream: SocketAddr) -> Vec<u8> {
+    let refuse = |status: &str| format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\n\r\n").into_bytes();
+    if request.method == "CONNECT" {
+        return refuse("403 Forbidden");
+    }
+    let Some(rest) = request.target.strip_prefix("http://") else {
+        return refuse("400 Bad Request");
+    };
+    let path = rest.find('/').map_or("/", |at| &rest[at..]);
+    let mut sent = format!("{} {path} HTTP/1.1\r\n", request.method);
+    for (name, value) in request.headers.iter().filter(|(name, _)| !name.ends_with("connection")) {
+        sent.push_str(&format!("{name}: {value}\r\n"));
+    }
+    sent.push_str("\r\n");
+    sent.push_str(&request.body);
+    let mut connection = TcpStream::connect(upstream).expect("connect upstream");
+    connection.write_all(sent.as_bytes()).expect("forward");
+    // The origin fixture reads the next request, finds none and closes.
+    connection.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    let mut answer = Vec::new();
+    connection.read_to_end(&mut answer).expect("read upstream");
+    answer
 }
 
 fn answer(request: &Received) -> (u16, String, String) {

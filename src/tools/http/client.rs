@@ -5,6 +5,9 @@
 //! the client is told to connect to the address the policy judged
 //! (`resolve`), never to resolve the name itself, follows no redirect
 //! (the tool judges each hop) and ignores proxies from the environment.
+//! With `http.proxy` one client per (proxy, its address) sends every
+//! request to the proxy: absolute form for `http` URLs, a `CONNECT`
+//! tunnel for `https` ones.
 //!
 //! Without the `http` feature the client refuses every request with a
 //! message naming the feature; plans with `http` steps still load and check.
@@ -17,9 +20,14 @@ use std::time::Duration;
 pub struct Hop<'a> {
     pub method: &'a str,
     pub url: &'a str,
-    /// The URL's host as written (a name or an IP literal).
+    /// `http.proxy`'s URL when the request goes through the proxy.
+    pub proxy: Option<&'a str>,
+    /// The URL is `https` (the client needs TLS and its trust roots).
+    pub tls: bool,
+    /// The host the connection is for (a name or an IP literal): the URL's,
+    /// or the proxy's with `proxy`.
     pub host: &'a str,
-    /// Where to connect: the address the policy judged.
+    /// Where to connect: the address the policy judged, or the proxy's.
     pub address: SocketAddr,
     pub headers: &'a [(String, String)],
     pub body: Option<&'a [u8]>,
@@ -56,16 +64,37 @@ pub use without::Client;
 
 #[cfg(feature = "http")]
 mod with_reqwest {
-    use std::collections::HashMap;
     use std::net::SocketAddr;
 
     use super::{Answer, Hop, SendError};
 
-    /// The runtime and the clients, made on first use and kept for the run.
+    /// The runtime and the clients, made on first use and kept for the run
+    /// (a run's steps reuse them, and their connections: nothing is built
+    /// per request).
     #[derive(Default)]
     pub struct Client {
         runtime: Option<tokio::runtime::Runtime>,
-        clients: HashMap<(String, SocketAddr), reqwest::Client>,
+        /// A few per run: looked up by a scan, without allocating.
+        clients: Vec<(Key, reqwest::Client)>,
+    }
+
+    /// What a client is made for: through the proxy or not, with TLS or
+    /// not, the host and the address it may connect to.
+    #[derive(PartialEq, Eq)]
+    struct Key {
+        proxy: bool,
+        tls: bool,
+        host: String,
+        address: SocketAddr,
+    }
+
+    impl Key {
+        fn fits(&self, hop: &Hop<'_>) -> bool {
+            self.proxy == hop.proxy.is_some()
+                && self.tls == hop.tls
+                && self.address == hop.address
+                && self.host == hop.host
+        }
     }
 
     impl Client {
@@ -77,14 +106,17 @@ mod with_reqwest {
                     .map_err(|error| SendError::Failed(format!("cannot start the HTTP client: {error}")))?;
                 self.runtime = Some(runtime);
             }
-            let key = (hop.host.to_string(), hop.address);
-            if !self.clients.contains_key(&key) {
+            if !self.clients.iter().any(|(key, _)| key.fits(hop)) {
                 let client = build(hop)?;
-                self.clients.insert(key.clone(), client);
+                let key =
+                    Key { proxy: hop.proxy.is_some(), tls: hop.tls, host: hop.host.to_string(), address: hop.address };
+                self.clients.push((key, client));
             }
-            let (Some(runtime), Some(client)) = (&self.runtime, self.clients.get(&key)) else {
+            let found = self.clients.iter().find(|(key, _)| key.fits(hop)).map(|(_, client)| client);
+            let (Some(runtime), Some(client)) = (&self.runtime, found) else {
                 return Err(SendError::Failed("the HTTP client is missing".to_string()));
             };
+            // One timer bounds the whole exchange, body included.
             runtime.block_on(async {
                 match tokio::time::timeout(hop.timeout, exchange(client, hop)).await {
                     Ok(answer) => answer,
@@ -101,8 +133,23 @@ mod with_reqwest {
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("planrun/", env!("CARGO_PKG_VERSION")));
+        if let Some(proxy) = hop.proxy {
+            // `Proxy::all` without `no_proxy`: `NO_PROXY` is not read either.
+            let proxy = reqwest::Proxy::all(proxy)
+                .map_err(|error| SendError::Failed(format!("invalid proxy `{proxy}`: {error}")))?;
+            builder = builder.proxy(proxy);
+        }
         if hop.host.parse::<std::net::IpAddr>().is_err() {
             builder = builder.resolve(hop.host, hop.address);
+        }
+        if !hop.tls {
+            // A client for `http://` URLs never speaks TLS: no trust roots
+            // (loading the system's reads every file of /etc/ssl/certs), so
+            // a TLS handshake through it could only fail.
+            let config = rustls::ClientConfig::builder()
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth();
+            builder = builder.tls_backend_preconfigured(config);
         }
         builder.build().map_err(|error| SendError::Failed(format!("cannot build the HTTP client: {error}")))
     }
@@ -110,7 +157,7 @@ mod with_reqwest {
     async fn exchange(client: &reqwest::Client, hop: &Hop<'_>) -> Result<Answer, SendError> {
         let method = reqwest::Method::from_bytes(hop.method.as_bytes())
             .map_err(|_| SendError::Failed(format!("invalid method `{}`", hop.method)))?;
-        let mut request = client.request(method, hop.url).timeout(hop.timeout);
+        let mut request = client.request(method, hop.url);
         for (name, value) in hop.headers {
             request = request.header(name.as_str(), value.as_str());
         }

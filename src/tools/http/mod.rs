@@ -5,7 +5,10 @@
 //! rules → resolve the host once ([`Resolve`]) and judge every address
 //! (private ones only through a `private = true` rule; `http.deny` on the
 //! addresses too) → connect to the judged address → read at most
-//! `max_response_bytes` of the body. A redirect is followed only when the
+//! `max_response_bytes` of the body. With `http.proxy` the rules and the
+//! checks of IP literals run the same, but the proxy resolves a host name
+//! and connects: the connection goes to the proxy (its name resolved once
+//! per hop, not judged: the policy named it). A redirect is followed only when the
 //! allowing rule says `redirects = N`, and each hop is judged again like
 //! the first; the step's own headers (its secrets) are not sent to another
 //! origin. The response is untrusted data: `output_text` is the body,
@@ -22,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::model::{Decision, FailureClass, HttpFacts, HttpPolicy, ToolFacts};
+use crate::model::{Decision, FailureClass, HttpFacts, HttpPolicy, HttpProxy, ToolFacts};
 use crate::policy::{HttpEvaluation, HttpTarget, evaluate_http, restricted_address};
 use crate::tools::ToolOutcome;
 
@@ -86,6 +89,7 @@ impl HttpTool {
             rule: None,
             refused: None,
             address: None,
+            proxy: policy.proxy.as_ref().map(HttpProxy::url),
             status: None,
             redirects: 0,
             response_bytes: None,
@@ -126,14 +130,20 @@ impl HttpTool {
         let key_header = call.idempotency_key.map(|key| ("idempotency-key".to_string(), key.to_string()));
         let mut hop_rule = first;
         loop {
-            let address = self.address(policy, &target, &hop_rule)?;
+            let (host, address) = match &policy.proxy {
+                Some(proxy) => (proxy.host.as_str(), self.proxy_address(proxy)?),
+                None => (target.host.as_str(), self.address(policy, &target, &hop_rule)?),
+            };
             facts.address = Some(address.to_string());
             let headers: Vec<(String, String)> = step_headers.iter().cloned().chain(key_header.clone()).collect();
             let url = target.url();
+            let proxy_url = policy.proxy.as_ref().map(HttpProxy::url);
             let hop = Hop {
                 method: &method,
                 url: &url,
-                host: &target.host,
+                proxy: proxy_url.as_deref(),
+                tls: target.scheme == "https",
+                host,
                 address,
                 headers: &headers,
                 body,
@@ -174,6 +184,28 @@ impl HttpTool {
             target = next;
             hop_rule = HttpEvaluation { redirects: hop_rule.redirects, ..verdict };
         }
+    }
+
+    /// The proxy's address: its IP literal, or its name resolved once (the
+    /// first answer; not judged: the policy named the proxy). The target's
+    /// name is the proxy's to resolve, and its IP literal was judged with
+    /// the rules ([`evaluate_http`]).
+    fn proxy_address(&self, proxy: &HttpProxy) -> Result<SocketAddr, Stop> {
+        let ip = match proxy.ip {
+            Some(ip) => ip,
+            None => self
+                .resolver
+                .lookup(&proxy.host, proxy.port)
+                .map_err(|message| Stop { class: FailureClass::ExecutionError, message: format!("proxy: {message}") })?
+                .first()
+                .copied()
+                .map(canonical)
+                .ok_or_else(|| Stop {
+                    class: FailureClass::ExecutionError,
+                    message: format!("cannot resolve the proxy `{}`: no address", proxy.host),
+                })?,
+        };
+        Ok(SocketAddr::new(ip, proxy.port))
     }
 
     /// The address to connect to: the IP literal, or the host resolved once
