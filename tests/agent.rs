@@ -322,3 +322,21 @@ fn a_server_that_refuses_json_schema_is_asked_again_with_json_object() {
     let summary = &sandbox.history(RUN)[0]["output_json"];
     assert_eq!(summary["model_calls"], 2, "{summary}");
 }
+
+#[test]
+fn a_summary_over_the_limit_is_refused_though_the_schema_gives_no_max_length() {
+    // The schema says the bound in words (llama.cpp cannot turn a
+    // `maxLength` of 2000 into a grammar); the runtime still holds it.
+    let long = "x".repeat(2001);
+    let model = start(vec![finish(&long), finish("ticket-7 was already closed")]);
+    let sandbox = ticket_sandbox("closed", 1);
+    sandbox.write_plan(&agent_plan(TICKET_TOOLS, ""), &policy(&model));
+    sandbox.test_plan().expect_code(0).run();
+    assert_eq!(
+        observations(&sandbox),
+        [("refused".to_string(), "agent.answer".to_string()), ("ok".to_string(), String::new())]
+    );
+    let schema = model.bodies()[0]["response_format"]["json_schema"]["schema"].to_string();
+    assert!(!schema.contains("maxLength"), "{schema}");
+    assert!(schema.contains("at most 2000 bytes"), "{schema}");
+}

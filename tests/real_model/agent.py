@@ -6,7 +6,11 @@ environment first. Steps:
 
 1. assemble the Gemma 3 270M GGUF and serve it with llama-cpp-python's
    OpenAI-compatible server on a free loopback port (model_server.py, as
-   the controller check does);
+   the controller check does), in the `gemma-system` chat format
+   (gemma_server.py: Gemma's turns with the system message at the top of
+   the first user turn, as Gemma 3's own template does; llama-cpp-python's
+   `gemma` format drops the system message, and with it the agent's only
+   trusted instructions — `--chat-format gemma` measures that);
 2. build planrun (release) and run each of RUNS in a fresh workspace
    filled with its fixtures, every agent step's model pointed at that
    server with `PLANRUN_MODEL_ENDPOINT` (the shipped profile's model
@@ -389,6 +393,9 @@ def main():
     parser.add_argument("--model-dir", required=True)
     parser.add_argument("--root", required=True)
     parser.add_argument("--only", help="run only the runs whose name contains this text")
+    parser.add_argument("--chat-format", default="gemma-system",
+                        help="the server's chat format: gemma-system (default: Gemma's turns with the system "
+                        "message kept, gemma_server.py) or gemma (llama-cpp-python's, which drops it)")
     parser.add_argument("--endpoint", help="an OpenAI-compatible server already running (http://HOST:PORT/v1): "
                         "ask it instead of starting llama-cpp-python's")
     args = parser.parse_args()
@@ -405,8 +412,8 @@ def main():
             gguf = assemble(args.model_dir)
             version = llama_version(args.venv)
             print(f"real-model: model {gguf} ({os.path.getsize(gguf) // 1_000_000} MB), "
-                  f"llama-cpp-python {version}", flush=True)
-            with llama_server(args.venv, gguf, scratch) as base:
+                  f"llama-cpp-python {version}, chat format {args.chat_format}", flush=True)
+            with llama_server(args.venv, gguf, scratch, chat_format=args.chat_format) as base:
                 if base is None:
                     print(f"real-model: llama_cpp.server did not start; see {scratch}/llama.log", file=sys.stderr)
                     return 2

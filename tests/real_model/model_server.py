@@ -94,10 +94,15 @@ def llama_server(venv, gguf, scratch, chat_format="gemma", n_ctx=4096):
     port; yields its base URL (`http://127.0.0.1:PORT/v1`), or None when it
     did not answer `GET /v1/models` within 300 s (its log is
     `scratch/llama.log`). `chat_format=None` uses the GGUF's own chat
-    template."""
+    template; `gemma-system` is Gemma's with the system message kept
+    (gemma_server.py)."""
     port = free_port()
     log = open(os.path.join(scratch, "llama.log"), "w")
-    command = [os.path.join(venv, "bin", "python"), "-m", "llama_cpp.server", "--model", gguf,
+    server = ["-m", "llama_cpp.server"]
+    if chat_format == "gemma-system":
+        # gemma_server.py registers it, then runs the same server.
+        server = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "gemma_server.py")]
+    command = [os.path.join(venv, "bin", "python"), *server, "--model", gguf,
                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--model_alias", MODEL_ALIAS]
     if chat_format:
         command += ["--chat_format", chat_format]

@@ -119,7 +119,11 @@ pub(crate) fn answer_schema(tools: &[Offered]) -> Value {
             )
         })
         .collect();
-    let text = json!({"type": "string", "minLength": 1, "maxLength": MAX_TEXT_BYTES});
+    // The length bound is said, not given as `maxLength`: llama.cpp turns
+    // `maxLength: 2000` into a grammar nested 2000 deep and refuses it
+    // ("exceeds sane defaults"; llama-cpp-python's server dies of it).
+    // `decode` holds the text to MAX_TEXT_BYTES whatever the schema says.
+    let text = json!({"type": "string", "minLength": 1, "description": format!("at most {MAX_TEXT_BYTES} bytes")});
     members.push(object(json!({"type": {"const": "ask"}, "question": text}), &["type", "question"]));
     members.push(object(json!({"type": {"const": "finish"}, "summary": text}), &["type", "summary"]));
     json!({"anyOf": members})
