@@ -288,3 +288,55 @@ fn ask_waits_for_a_persons_answer_and_the_run_continues_with_it() {
     // A run that asks nothing refuses an answer.
     sandbox.planrun().args(["answer", RUN, "more"]).clock(T_RESUME_AGAIN).expect_code(1).run();
 }
+
+#[test]
+fn a_server_that_refuses_json_schema_is_asked_again_with_json_object() {
+    // llama-cpp-python's server answers `json_schema` with HTTP 422.
+    let model = FakeModel::start_refusing_json_schema(vec![
+        action("ticket_lookup", json!({"ticket_id": "ticket-7"})),
+        finish("ticket-7 was already closed"),
+    ])
+    .expect("a loopback port");
+    let sandbox = ticket_sandbox("closed", 1);
+    sandbox.write_plan(&agent_plan(TICKET_TOOLS, ""), &policy(&model));
+    sandbox.test_plan().expect_code(0).run();
+    assert_eq!(model.requests(), 2, "two answers");
+    let bodies = model.bodies();
+    let formats: Vec<&Value> = bodies.iter().map(|body| &body["response_format"]["type"]).collect();
+    assert_eq!(formats, [&json!("json_schema"), &json!("json_object"), &json!("json_schema"), &json!("json_object")]);
+    // The same schema, in the slot llama-cpp-python reads.
+    assert_eq!(bodies[1]["response_format"]["schema"], bodies[0]["response_format"]["json_schema"]["schema"]);
+    let answers: Vec<Value> = sandbox
+        .record(RUN, "audit.jsonl")
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("audit line"))
+        .filter(|event| event["event_type"] == "agent_answer_recorded")
+        .collect();
+    assert_eq!(answers.len(), 2);
+    for answer in &answers {
+        assert_eq!(answer["details"]["answer"]["response_format"], "json_object", "{answer}");
+    }
+    let state = state(&sandbox);
+    assert_eq!(state["status"], "done");
+    // One model call per answer, however many requests it took.
+    let summary = &sandbox.history(RUN)[0]["output_json"];
+    assert_eq!(summary["model_calls"], 2, "{summary}");
+}
+
+#[test]
+fn a_summary_over_the_limit_is_refused_though_the_schema_gives_no_max_length() {
+    // The schema says the bound in words (llama.cpp cannot turn a
+    // `maxLength` of 2000 into a grammar); the runtime still holds it.
+    let long = "x".repeat(2001);
+    let model = start(vec![finish(&long), finish("ticket-7 was already closed")]);
+    let sandbox = ticket_sandbox("closed", 1);
+    sandbox.write_plan(&agent_plan(TICKET_TOOLS, ""), &policy(&model));
+    sandbox.test_plan().expect_code(0).run();
+    assert_eq!(
+        observations(&sandbox),
+        [("refused".to_string(), "agent.answer".to_string()), ("ok".to_string(), String::new())]
+    );
+    let schema = model.bodies()[0]["response_format"]["json_schema"]["schema"].to_string();
+    assert!(!schema.contains("maxLength"), "{schema}");
+    assert!(schema.contains("at most 2000 bytes"), "{schema}");
+}

@@ -29,6 +29,19 @@ pub struct ScriptedModel {
 impl ScriptedModel {
     /// Serves `answers` (each the text of one answer) on a free loopback port.
     pub fn start(answers: Vec<String>) -> std::io::Result<ScriptedModel> {
+        Self::serve(answers, false)
+    }
+
+    /// Serves `answers` as [`start`](Self::start) does, but refuses a
+    /// request with `response_format.type = "json_schema"` with HTTP 422,
+    /// as llama-cpp-python's server does (it knows only `json_object`).
+    /// A refused request is kept in [`bodies`](Self::bodies) and is not
+    /// counted in [`requests`](Self::requests).
+    pub fn start_refusing_json_schema(answers: Vec<String>) -> std::io::Result<ScriptedModel> {
+        Self::serve(answers, true)
+    }
+
+    fn serve(answers: Vec<String>, refuse_json_schema: bool) -> std::io::Result<ScriptedModel> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let port = listener.local_addr()?.port();
         let requests = Arc::new(AtomicUsize::new(0));
@@ -38,10 +51,16 @@ impl ScriptedModel {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
                 let Some(body) = read_request(&mut stream) else { continue };
-                let index = counter.fetch_add(1, Ordering::SeqCst);
+                let refused =
+                    refuse_json_schema && body.pointer("/response_format/type") == Some(&json!("json_schema"));
                 if let Ok(mut kept) = kept.lock() {
                     kept.push(body);
                 }
+                if refused {
+                    let _ = stream.write_all(refusal().as_bytes());
+                    continue;
+                }
+                let index = counter.fetch_add(1, Ordering::SeqCst);
                 let answer = answers.get(index).or(answers.last()).cloned().unwrap_or_default();
                 let _ = stream.write_all(reply(index, &answer).as_bytes());
             }
@@ -80,6 +99,17 @@ fn reply(index: usize, answer: &str) -> String {
     .to_string();
     format!(
         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// llama-cpp-python's answer to a `response_format` it does not know.
+fn refusal() -> String {
+    let body = json!({"detail": [{"type": "literal_error", "loc": ["body", "response_format", "type"],
+        "msg": "Input should be 'text' or 'json_object'"}]})
+    .to_string();
+    format!(
+        "HTTP/1.1 422 Unprocessable Entity\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
 }

@@ -7,6 +7,13 @@
 //! The whole call (connect, send, read) keeps within the profile's
 //! timeout; the answer is read up to [`MAX_RESPONSE_BYTES`]. Nothing here
 //! decides anything: the caller validates the answer.
+//!
+//! An OpenAI-compatible server that refuses `response_format: json_schema`
+//! (HTTP 400, 422, 500 or 501: llama-cpp-python's server knows only
+//! `json_object`) is asked again, within the same timeout, with
+//! `{"type": "json_object", "schema": …}` — the same schema, in the slot
+//! llama-cpp-python turns into a grammar — as the controller does; the
+//! reply says so ([`ModelReply::response_format`]).
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -21,6 +28,13 @@ pub const MAX_RESPONSE_BYTES: usize = 1 << 20;
 
 /// The schema's name in `response_format.json_schema`.
 const SCHEMA_NAME: &str = "planrun_agent_turn";
+
+/// The statuses by which a server refuses `response_format: json_schema`.
+const SCHEMA_REFUSALS: [u16; 4] = [400, 422, 500, 501];
+
+/// `response_format` as the call asked it when the server refused
+/// `json_schema`.
+pub const JSON_OBJECT: &str = "json_object";
 
 /// What one call asks.
 pub struct ModelRequest<'a> {
@@ -43,6 +57,9 @@ pub struct ModelReply {
     pub finish_reason: Option<String>,
     pub tokens_in: Option<u64>,
     pub tokens_out: Option<u64>,
+    /// [`JSON_OBJECT`] when the server refused `json_schema` and answered
+    /// when asked again with `json_object`; `None` otherwise.
+    pub response_format: Option<&'static str>,
 }
 
 /// Why a call gave no answer.
@@ -65,38 +82,52 @@ pub fn ask_model(request: &ModelRequest<'_>) -> Result<ModelReply, ModelError> {
         {"role": "system", "content": request.system},
         {"role": "user", "content": request.prompt},
     ]);
-    let (path, body) = match profile.backend {
-        ModelBackend::Openai => (
-            "/chat/completions",
-            json!({
-                "model": profile.model,
-                "messages": messages,
-                "temperature": profile.temperature,
-                "max_tokens": profile.max_tokens,
-                "response_format": {
-                    "type": "json_schema",
-                    "json_schema": {"name": SCHEMA_NAME, "schema": request.schema, "strict": true},
-                },
-            }),
-        ),
-        ModelBackend::Ollama => (
-            "/api/chat",
-            json!({
+    let timeout = Duration::from_secs(profile.timeout_secs);
+    let started = Instant::now();
+    let timed_out = |error: ModelError| {
+        if error == ModelError::Timeout(0) { ModelError::Timeout(profile.timeout_secs) } else { error }
+    };
+    match profile.backend {
+        ModelBackend::Openai => {
+            let body = |format: Value| {
+                json!({
+                    "model": profile.model,
+                    "messages": messages,
+                    "temperature": profile.temperature,
+                    "max_tokens": profile.max_tokens,
+                    "response_format": format,
+                })
+            };
+            let strict = json!({
+                "type": "json_schema",
+                "json_schema": {"name": SCHEMA_NAME, "schema": request.schema, "strict": true},
+            });
+            let path = "/chat/completions";
+            match post(&profile.endpoint, path, &body(strict), request.api_key, timeout) {
+                Err(ModelError::Status(status)) if SCHEMA_REFUSALS.contains(&status) => {
+                    let left = timeout.checked_sub(started.elapsed()).filter(|left| !left.is_zero());
+                    let left = left.ok_or(ModelError::Timeout(profile.timeout_secs))?;
+                    let loose = json!({"type": JSON_OBJECT, "schema": request.schema});
+                    let reply =
+                        post(&profile.endpoint, path, &body(loose), request.api_key, left).map_err(timed_out)?;
+                    let mut reply = openai_reply(&reply)?;
+                    reply.response_format = Some(JSON_OBJECT);
+                    Ok(reply)
+                }
+                reply => openai_reply(&reply.map_err(timed_out)?),
+            }
+        }
+        ModelBackend::Ollama => {
+            let body = json!({
                 "model": profile.model,
                 "messages": messages,
                 "stream": false,
                 "format": request.schema,
                 "options": {"temperature": profile.temperature, "num_predict": profile.max_tokens},
-            }),
-        ),
-    };
-    let timeout = Duration::from_secs(profile.timeout_secs);
-    let reply = post(&profile.endpoint, path, &body, request.api_key, timeout).map_err(|error| {
-        if error == ModelError::Timeout(0) { ModelError::Timeout(profile.timeout_secs) } else { error }
-    })?;
-    match profile.backend {
-        ModelBackend::Openai => openai_reply(&reply),
-        ModelBackend::Ollama => ollama_reply(&reply),
+            });
+            let reply = post(&profile.endpoint, "/api/chat", &body, request.api_key, timeout).map_err(timed_out)?;
+            ollama_reply(&reply)
+        }
     }
 }
 
@@ -116,6 +147,7 @@ fn openai_reply(body: &Value) -> Result<ModelReply, ModelError> {
         finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_string),
         tokens_in: usage.and_then(|usage| usage.get("prompt_tokens")).and_then(Value::as_u64),
         tokens_out: usage.and_then(|usage| usage.get("completion_tokens")).and_then(Value::as_u64),
+        response_format: None,
     })
 }
 
@@ -129,6 +161,7 @@ fn ollama_reply(body: &Value) -> Result<ModelReply, ModelError> {
         finish_reason: body.get("done_reason").and_then(Value::as_str).map(str::to_string),
         tokens_in: body.get("prompt_eval_count").and_then(Value::as_u64),
         tokens_out: body.get("eval_count").and_then(Value::as_u64),
+        response_format: None,
     })
 }
 

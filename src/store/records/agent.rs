@@ -79,6 +79,11 @@ pub struct ModelAnswer {
     pub tokens_in: Option<u64>,
     pub tokens_out: Option<u64>,
     pub finish_reason: Option<String>,
+    /// `json_object` when the OpenAI-compatible server refused
+    /// `response_format: json_schema` and answered when asked again with
+    /// `{"type": "json_object", "schema": …}`; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<String>,
 }
 
 /// What the runtime tells the model about an answer: a tool's result, a

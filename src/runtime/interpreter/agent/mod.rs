@@ -185,6 +185,7 @@ impl Attempt<'_, '_> {
             tokens_in: reply.tokens_in,
             tokens_out: reply.tokens_out,
             finish_reason: reply.finish_reason,
+            response_format: reply.response_format.map(str::to_string),
         };
         let turn = progress.turns.len() as u32 + 1;
         progress.turns.push(AgentTurn { turn, answer: answer.clone(), observation: None });

@@ -47,8 +47,10 @@ fn object(properties: Value, required: &[&str]) -> Value {
 }
 
 fn describe(policy: &Policy, tool: AgentTool<'_>) -> (String, Value) {
-    let path = json!({"type": "string", "description": "a path relative to the workspace"});
-    let ticket = json!({"type": "string", "description": "a ticket id such as ticket-7"});
+    // `minLength`: an empty path or id is never valid; said in the schema,
+    // a constrained decoder (llama.cpp's grammar) cannot produce one.
+    let path = json!({"type": "string", "minLength": 1, "description": "a path relative to the workspace"});
+    let ticket = json!({"type": "string", "minLength": 1, "description": "a ticket id such as ticket-7"});
     match tool {
         AgentTool::ReadFile => {
             ("read a text file of the workspace".to_string(), object(json!({"path": path}), &["path"]))
@@ -78,9 +80,7 @@ fn describe(policy: &Policy, tool: AgentTool<'_>) -> (String, Value) {
                             ArgMatcher::Regex(regex) => {
                                 json!({"type": "string", "pattern": format!("^(?:{})$", regex.as_str())})
                             }
-                            ArgMatcher::Slot { .. } => {
-                                json!({"type": "string", "description": "a path relative to the workspace"})
-                            }
+                            ArgMatcher::Slot { .. } => path.clone(),
                         })
                         .collect();
                     let mut shape = json!({"type": "array", "prefixItems": items, "minItems": items.len()});
@@ -119,7 +119,11 @@ pub(crate) fn answer_schema(tools: &[Offered]) -> Value {
             )
         })
         .collect();
-    let text = json!({"type": "string", "minLength": 1, "maxLength": MAX_TEXT_BYTES});
+    // The length bound is said, not given as `maxLength`: llama.cpp turns
+    // `maxLength: 2000` into a grammar nested 2000 deep and refuses it
+    // ("exceeds sane defaults"; llama-cpp-python's server dies of it).
+    // `decode` holds the text to MAX_TEXT_BYTES whatever the schema says.
+    let text = json!({"type": "string", "minLength": 1, "description": format!("at most {MAX_TEXT_BYTES} bytes")});
     members.push(object(json!({"type": {"const": "ask"}, "question": text}), &["type", "question"]));
     members.push(object(json!({"type": {"const": "finish"}, "summary": text}), &["type", "summary"]));
     json!({"anyOf": members})
@@ -160,7 +164,8 @@ pub(crate) fn turn_prompt(goal: &str, tools: &[Offered], progress: &AgentProgres
         }
     }
     prompt.push_str(&format!(
-        "\nThis is turn {} of at most {max_turns}. Answer with one JSON object.\n",
+        "\nThis is turn {} of at most {max_turns}. Use what the observations above say: do not propose an action \
+         whose result is already there, and answer finish once the goal is reached. Answer with one JSON object.\n",
         progress.turns.len() + 1
     ));
     prompt
