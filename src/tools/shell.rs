@@ -118,13 +118,16 @@ pub fn run_shell(
             plain
         }
     };
-    let mut child = child
+    child
         .current_dir(command.cwd)
         .stdin(if command.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()?;
+        .process_group(0);
+    let mut child = match command.sandbox {
+        Some(launch) => launch.spawn(&mut child)?,
+        None => child.spawn()?,
+    };
     let (pid, child_id) = (Pid::from_child(&child), child.id());
     let kill_group = || {
         // ESRCH (nothing left) is fine.

@@ -18,14 +18,15 @@
 //! the same for a long-running program (an MCP server), returning the
 //! `std::process::Command` to spawn.
 
+mod restrict;
 mod spec;
 mod trampoline;
 
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+use std::process::{Child, Command};
+use std::sync::{Mutex, OnceLock};
 
 use landlock::{LandlockStatus, RestrictSelf};
 use tempfile::TempDir;
@@ -152,19 +153,85 @@ pub struct Prepared {
     pub facts: SandboxFacts,
 }
 
-/// The trampoline, its spec and the step's temporary folder (removed when
-/// this is dropped).
+/// The rules of one program's sandbox and its temporary folder: emptied
+/// when this is dropped and kept for the next step of this process
+/// ([`remove_spare_temp_folders`] removes them), or removed, for a
+/// long-running program's ([`command_for`]).
 #[derive(Debug)]
 pub struct Launch {
+    spec: Spec,
+    tmp: Option<TempDir>,
+    reuse: bool,
     trampoline: PathBuf,
-    spec: String,
-    tmp: TempDir,
+}
+
+/// Temporary folders of steps that have ended, emptied, for the next steps
+/// of this process: making and removing a folder for each step was the
+/// largest part of the sandbox's cost (a `mkdir` and an `rmdir` on the
+/// system's temporary folder, about 0.2 ms of CPU and, on ext4, 3 ms of
+/// waiting; docs/performance.md).
+static SPARE: Mutex<Vec<TempDir>> = Mutex::new(Vec::new());
+
+/// Removes the temporary folders kept for later steps (the front end calls
+/// it before the process ends).
+pub fn remove_spare_temp_folders() {
+    let spare = std::mem::take(&mut *SPARE.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    drop(spare);
+}
+
+/// A temporary folder for one program: a spare one, or a new one.
+fn temp_folder() -> io::Result<TempDir> {
+    let spare = SPARE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+    match spare {
+        Some(folder) => Ok(folder),
+        None => tempfile::Builder::new().prefix("planrun-step-").tempdir(),
+    }
+}
+
+/// Removes everything in `folder` (symbolic links removed, never followed).
+fn empty(folder: &Path) -> io::Result<()> {
+    for entry in std::fs::read_dir(folder)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(entry.path())?;
+        } else {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(())
+}
+
+impl Drop for Launch {
+    fn drop(&mut self) {
+        let Some(tmp) = self.tmp.take() else { return };
+        // A folder that cannot be emptied is removed (as far as it can be).
+        if self.reuse && empty(tmp.path()).is_ok() {
+            SPARE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(tmp);
+        }
+    }
 }
 
 impl Launch {
     /// The command that runs `program` with `args` and exactly `env` (plus
-    /// `TMPDIR`) under the sandbox.
+    /// `TMPDIR`); start it with [`Launch::spawn`], which confines it.
     pub fn command(&self, program: &Path, args: &[String], env: &BTreeMap<String, String>) -> Command {
+        let mut command = Command::new(program);
+        // `PLANRUN_SANDBOX_SPEC` is the trampoline's alone: never passed on.
+        command.args(args).env_clear().envs(env).env_remove(SPEC_VAR).env("TMPDIR", self.temp_dir());
+        command
+    }
+
+    /// The command that runs `program` the other way: through the
+    /// trampoline, for a caller that spawns the command itself (a
+    /// long-running program: [`command_for`]). The spec travels as JSON in
+    /// [`SPEC_VAR`], set last, so nothing in `env` replaces it.
+    pub fn trampoline_command(
+        &self,
+        program: &Path,
+        args: &[String],
+        env: &BTreeMap<String, String>,
+    ) -> io::Result<Command> {
+        let spec = serde_json::to_string(&self.spec).map_err(io::Error::other)?;
         let mut command = Command::new(&self.trampoline);
         command
             .arg(PROGRAM_FOLLOWS)
@@ -172,19 +239,42 @@ impl Launch {
             .args(args)
             .env_clear()
             .envs(env)
-            .env("TMPDIR", self.tmp.path())
-            .env(SPEC_VAR, &self.spec);
-        command
+            .env("TMPDIR", self.temp_dir())
+            .env(SPEC_VAR, spec);
+        Ok(command)
+    }
+
+    /// Starts `command` confined: on a new thread of this process that
+    /// restricts itself with Landlock (a thread's restriction is its own:
+    /// planrun's other threads stay as they are) and then spawns the
+    /// program, which inherits the restriction with the thread's
+    /// credentials and can never lift it. No code of planrun runs in the
+    /// child between `fork` and `exec`, and no second program is executed.
+    pub fn spawn(&self, command: &mut Command) -> io::Result<Child> {
+        std::thread::scope(|scope| {
+            let confined = std::thread::Builder::new().name("planrun-sandbox".into()).spawn_scoped(scope, || {
+                restrict::restrict(&self.spec)
+                    .map_err(|failure| io::Error::other(format!("cannot apply the sandbox: {failure}")))?;
+                command.spawn()
+            })?;
+            confined.join().unwrap_or_else(|_| Err(io::Error::other("the sandbox's thread panicked")))
+        })
     }
 
     /// The step's private temporary folder.
     pub fn temp_dir(&self) -> &Path {
-        self.tmp.path()
+        self.tmp.as_ref().map_or(Path::new(""), TempDir::path)
     }
 }
 
 /// How `request`'s program starts, and what its record says of it.
 pub fn prepare(request: &Request<'_>) -> Result<Prepared, SandboxError> {
+    prepare_with(request, true)
+}
+
+/// [`prepare`]; `reuse`: the temporary folder is a spare one and is kept,
+/// emptied, for the next program (else new, and removed after).
+fn prepare_with(request: &Request<'_>, reuse: bool) -> Result<Prepared, SandboxError> {
     let unconfined =
         |why: String| SandboxFacts { kind: SandboxMode::None, abi: None, unconfined: Some(why), network: None };
     if request.shell.sandbox == SandboxMode::None {
@@ -197,7 +287,7 @@ pub fn prepare(request: &Request<'_>) -> Result<Prepared, SandboxError> {
         Support::Landlock { abi, trampoline } => (abi, trampoline),
         Support::Missing(why) => return Ok(Prepared { launch: None, facts: unconfined(why) }),
     };
-    let tmp = tempfile::Builder::new().prefix("planrun-step-").tempdir()?;
+    let tmp = if reuse { temp_folder()? } else { tempfile::Builder::new().prefix("planrun-step-").tempdir()? };
     let spec = spec_for(request, tmp.path())?;
     let network = match request.network {
         NetworkAccess::On => "on".to_string(),
@@ -208,8 +298,7 @@ pub fn prepare(request: &Request<'_>) -> Result<Prepared, SandboxError> {
         }
     };
     let facts = SandboxFacts { kind: SandboxMode::Landlock, abi: Some(abi), unconfined: None, network: Some(network) };
-    let spec = serde_json::to_string(&spec).map_err(io::Error::other)?;
-    Ok(Prepared { launch: Some(Launch { trampoline, spec, tmp }), facts })
+    Ok(Prepared { launch: Some(Launch { spec, tmp: Some(tmp), reuse, trampoline }), facts })
 }
 
 /// A long-running program (an MCP server) started under the sandbox, as a
@@ -233,9 +322,9 @@ pub fn command_for(
     args: &[String],
     env: &BTreeMap<String, String>,
 ) -> Result<Sandboxed, SandboxError> {
-    let prepared = prepare(request)?;
+    let prepared = prepare_with(request, false)?;
     let command = match &prepared.launch {
-        Some(launch) => launch.command(request.program, args, env),
+        Some(launch) => launch.trampoline_command(request.program, args, env)?,
         None => {
             let mut command = Command::new(request.program);
             command.args(args).env_clear().envs(env);
@@ -257,7 +346,7 @@ fn spec_for(request: &Request<'_>, tmp: &Path) -> io::Result<Spec> {
     }
     let root = request.workspace.root();
     let mut spec = Spec {
-        system,
+        system: collapse(&system),
         devices: DEVICES.iter().map(PathBuf::from).collect(),
         list: vec![root.to_path_buf()],
         read: Vec::new(),
@@ -283,4 +372,30 @@ fn spec_for(request: &Request<'_>, tmp: &Path) -> io::Result<Spec> {
         }
     }
     Ok(spec)
+}
+
+/// `folders` as few rules need them: each one resolved (`/bin` →
+/// `/usr/bin` on a merged-`/usr` system), those that are not there left
+/// out, and each one beneath another left out (the other's rule covers
+/// it). Resolutions are kept for the life of the process, so a run's steps
+/// after its first make no system call for them.
+fn collapse(folders: &[PathBuf]) -> Vec<PathBuf> {
+    static RESOLVED: Mutex<BTreeMap<PathBuf, Option<PathBuf>>> = Mutex::new(BTreeMap::new());
+    let mut resolved = RESOLVED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut real: Vec<PathBuf> = folders
+        .iter()
+        .filter_map(|folder| {
+            resolved.entry(folder.clone()).or_insert_with(|| std::fs::canonicalize(folder).ok()).clone()
+        })
+        .collect();
+    real.sort();
+    real.dedup();
+    let mut kept: Vec<PathBuf> = Vec::with_capacity(real.len());
+    for folder in real {
+        // Sorted: a folder's ancestors come before it.
+        if !kept.iter().any(|above| folder.starts_with(above)) {
+            kept.push(folder);
+        }
+    }
+    kept
 }
