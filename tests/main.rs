@@ -71,6 +71,7 @@
 //! | `mcp` | `kind = "mcp"` steps against the fixture MCP server: a pinned tool called (its content the untrusted output), a changed description and arguments outside the schema refused with the call log absent, a crash, a hang, garbage, an answer too large and a tool error each with its own message, the server's secret found nowhere, unknown servers and tools and every server and step key refused at load with positions, `extends` merging servers, `planrun mcp pin` (review, `--write` keeping the file) | `mcp/` |
 //! | `secrets` | `[secrets.NAME]` and a step's `env`: the loader's refusals (a secret outside `env`, an unknown secret, a name `shell.env_allow` does not list, a secret without exactly one source) with positions; a missing secret stops the run before anything (exit 2, the variable named); `from_file`; the policy's `shell.env` winning; the canary (environment printed, the value echoed raw and base64 to stdout and stderr and in the failure message) found nowhere under the sandbox, in the command line's or the service's output and answers, `verify` passing | |
 //! | `http_steps` | `http` steps against a loopback server that logs every request: GET/POST with JSON, status sets, timeouts, size caps, redirects followed or refused and each hop judged, names resolving to private or metadata addresses, decimal/octal/IPv4-mapped hosts, userinfo, a rebinding name (the resolver stub `PLANRUN_TEST_RESOLVE`), percent-encoded templated paths, a secret in a header in no record (the canary search), the `Idempotency-Key` across a crash and resume, the loader's refusals with positions, `policy check --url`; every refusal with the server's log empty | |
+//! | `sandbox_top` | the workspace's top level under the sandbox: files and folders created and removed at the top where a mount namespace can be made, while `runs/`, `bridge/`, `.planrun/` stay unwritable and unlisted and `.git` read-only (canaries absent, `verify` passing); a planted `.git` failing its step and removed; the top level read-only with the reason recorded where no namespace can be made (simulated); the trampoline's user-namespace way | |
 //! | `serve_harness` | the service test harness (server process, fake model servers) | |
 //! | `common` | the harness: `Sandbox`, the `Planrun` builder, the ticket demo's sandbox (`common::tickets`) | |
 
@@ -120,6 +121,7 @@ mod records;
 mod retry_backoff;
 mod routing;
 mod sandbox;
+mod sandbox_top;
 mod scenarios;
 mod sealed_receipts;
 mod secrets;

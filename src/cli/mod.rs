@@ -285,6 +285,9 @@ pub fn main() -> ExitCode {
     if simulate.as_deref() == Some(crate::tools::sandbox::SIMULATE_NO_LANDLOCK) {
         crate::tools::sandbox::simulate_no_landlock();
     }
+    if simulate.as_deref() == Some(crate::tools::sandbox::SIMULATE_NO_NAMESPACE) {
+        crate::tools::sandbox::simulate_no_namespace();
+    }
     let code = main_with_args(std::env::args_os());
     crate::tools::sandbox::remove_spare_temp_folders();
     code

@@ -111,7 +111,7 @@ pub fn run_shell(
 ) -> io::Result<ShellRun> {
     let started = Instant::now();
     let mut child = match command.sandbox {
-        Some(launch) => launch.command(command.program, command.args, command.env),
+        Some(launch) => launch.command(command.program, command.args, command.env)?,
         None => {
             let mut plain = Command::new(command.program);
             plain.args(command.args).env_clear().envs(command.env);

@@ -18,8 +18,10 @@
 //! the same for a long-running program (an MCP server), returning the
 //! `std::process::Command` to spawn.
 
+mod namespace;
 mod restrict;
 mod spec;
+mod top;
 mod trampoline;
 
 use std::collections::BTreeMap;
@@ -31,14 +33,17 @@ use std::sync::{Mutex, OnceLock};
 use landlock::{LandlockStatus, RestrictSelf};
 use tempfile::TempDir;
 
-pub use spec::{PROGRAM_FOLLOWS, SPEC_VAR, Spec, SpecNetwork};
+pub use spec::{Isolation, PROGRAM_FOLLOWS, SPEC_VAR, Spec, SpecNetwork};
+pub use top::{SIMULATE_NO_NAMESPACE, TopLevel, simulate_no_namespace, top_level};
 pub use trampoline::{EXEC_FAILED, SANDBOX_FAILED, trampoline};
 
 use crate::confine::{Workspace, readable_protected};
 use crate::model::{NetworkAccess, SandboxFacts, SandboxMode, ShellPolicy};
 
 /// The documented test switch: `PLANRUN_SANDBOX_SIMULATE=no-landlock`
-/// makes planrun behave as on a kernel without Landlock.
+/// makes planrun behave as on a kernel without Landlock, and
+/// `no-mount-namespace` as where no mount namespace can be made (the
+/// workspace's top level stays read-only).
 pub const SIMULATE_VAR: &str = "PLANRUN_SANDBOX_SIMULATE";
 /// The one value [`SIMULATE_VAR`] takes.
 pub const SIMULATE_NO_LANDLOCK: &str = "no-landlock";
@@ -49,9 +54,10 @@ pub const NETWORK_ABI: u32 = 4;
 
 /// Read and execute, beneath: where programs, their libraries and the
 /// machine's configuration live (plus the policy's `search_path`).
-const SYSTEM: [&str; 10] = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/sys"];
+pub(crate) const SYSTEM: [&str; 10] =
+    ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/sys"];
 /// Devices a program may open for reading and writing.
-const DEVICES: [&str; 5] = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
+pub(crate) const DEVICES: [&str; 5] = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
 
 /// What the kernel (and this installation) offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,6 +169,12 @@ pub struct Launch {
     tmp: Option<TempDir>,
     reuse: bool,
     trampoline: PathBuf,
+    /// Started through the trampoline (a user namespace needs a process of
+    /// one thread), not on a thread of planrun.
+    via_trampoline: bool,
+    /// The protected names at the workspace's top level when the program
+    /// started (see [`Launch::planted`]).
+    protected_before: Vec<String>,
 }
 
 /// Temporary folders of steps that have ended, emptied, for the next steps
@@ -214,11 +226,14 @@ impl Drop for Launch {
 impl Launch {
     /// The command that runs `program` with `args` and exactly `env` (plus
     /// `TMPDIR`); start it with [`Launch::spawn`], which confines it.
-    pub fn command(&self, program: &Path, args: &[String], env: &BTreeMap<String, String>) -> Command {
+    pub fn command(&self, program: &Path, args: &[String], env: &BTreeMap<String, String>) -> io::Result<Command> {
+        if self.via_trampoline {
+            return self.trampoline_command(program, args, env);
+        }
         let mut command = Command::new(program);
         // `PLANRUN_SANDBOX_SPEC` is the trampoline's alone: never passed on.
         command.args(args).env_clear().envs(env).env_remove(SPEC_VAR).env("TMPDIR", self.temp_dir());
-        command
+        Ok(command)
     }
 
     /// The command that runs `program` the other way: through the
@@ -251,6 +266,9 @@ impl Launch {
     /// credentials and can never lift it. No code of planrun runs in the
     /// child between `fork` and `exec`, and no second program is executed.
     pub fn spawn(&self, command: &mut Command) -> io::Result<Child> {
+        if self.via_trampoline {
+            return command.spawn();
+        }
         std::thread::scope(|scope| {
             let confined = std::thread::Builder::new().name("planrun-sandbox".into()).spawn_scoped(scope, || {
                 restrict::restrict(&self.spec)
@@ -259,6 +277,17 @@ impl Launch {
             })?;
             confined.join().unwrap_or_else(|_| Err(io::Error::other("the sandbox's thread panicked")))
         })
+    }
+
+    /// Protected entries the program created at the workspace's top level
+    /// (only possible where it could change the top level): their names,
+    /// each one removed but for planrun's own folders. Call it after the
+    /// program (and its process group) ended.
+    pub fn planted(&self, workspace: &Workspace) -> Vec<String> {
+        if self.spec.isolation.is_none() {
+            return Vec::new();
+        }
+        top::remove_planted(workspace, &self.protected_before)
     }
 
     /// The step's private temporary folder.
@@ -275,8 +304,13 @@ pub fn prepare(request: &Request<'_>) -> Result<Prepared, SandboxError> {
 /// [`prepare`]; `reuse`: the temporary folder is a spare one and is kept,
 /// emptied, for the next program (else new, and removed after).
 fn prepare_with(request: &Request<'_>, reuse: bool) -> Result<Prepared, SandboxError> {
-    let unconfined =
-        |why: String| SandboxFacts { kind: SandboxMode::None, abi: None, unconfined: Some(why), network: None };
+    let unconfined = |why: String| SandboxFacts {
+        kind: SandboxMode::None,
+        abi: None,
+        unconfined: Some(why),
+        network: None,
+        top_level: None,
+    };
     if request.shell.sandbox == SandboxMode::None {
         return Ok(Prepared { launch: None, facts: unconfined("policy".into()) });
     }
@@ -288,7 +322,8 @@ fn prepare_with(request: &Request<'_>, reuse: bool) -> Result<Prepared, SandboxE
         Support::Missing(why) => return Ok(Prepared { launch: None, facts: unconfined(why) }),
     };
     let tmp = if reuse { temp_folder()? } else { tempfile::Builder::new().prefix("planrun-step-").tempdir()? };
-    let spec = spec_for(request, tmp.path())?;
+    let top = top::top_level(&trampoline);
+    let (spec, protected_before) = spec_for(request, tmp.path(), &top)?;
     let network = match request.network {
         NetworkAccess::On => "on".to_string(),
         _ if abi < NETWORK_ABI => format!("unconfined (Landlock ABI {abi} has no network rules)"),
@@ -297,8 +332,16 @@ fn prepare_with(request: &Request<'_>, reuse: bool) -> Result<Prepared, SandboxE
             format!("ports {}", ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", "))
         }
     };
-    let facts = SandboxFacts { kind: SandboxMode::Landlock, abi: Some(abi), unconfined: None, network: Some(network) };
-    Ok(Prepared { launch: Some(Launch { spec, tmp: Some(tmp), reuse, trampoline }), facts })
+    let facts = SandboxFacts {
+        kind: SandboxMode::Landlock,
+        abi: Some(abi),
+        unconfined: None,
+        network: Some(network),
+        top_level: Some(top.fact()),
+    };
+    let via_trampoline = top == TopLevel::Trampoline;
+    let launch = Launch { spec, tmp: Some(tmp), reuse, trampoline, via_trampoline, protected_before };
+    Ok(Prepared { launch: Some(launch), facts })
 }
 
 /// A long-running program (an MCP server) started under the sandbox, as a
@@ -334,8 +377,9 @@ pub fn command_for(
     Ok(Sandboxed { command, facts: prepared.facts, temp: prepared.launch })
 }
 
-/// The rules for `request`, its temporary folder being `tmp`.
-fn spec_for(request: &Request<'_>, tmp: &Path) -> io::Result<Spec> {
+/// The rules for `request`, its temporary folder being `tmp`, the top
+/// level opened as `top` says; and the protected names at the top level.
+fn spec_for(request: &Request<'_>, tmp: &Path, top: &TopLevel) -> io::Result<(Spec, Vec<String>)> {
     let mut system: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
     system.extend(request.shell.search_path.iter().cloned());
     // The program's installation (`…/versions/3.11/bin/python3` →
@@ -356,7 +400,17 @@ fn spec_for(request: &Request<'_>, tmp: &Path) -> io::Result<Spec> {
             NetworkAccess::On => SpecNetwork::On,
             NetworkAccess::Ports(ports) => SpecNetwork::Ports(ports.clone()),
         },
+        isolation: None,
     };
+    if matches!(top, TopLevel::Thread | TopLevel::Trampoline) {
+        // The whole workspace, its protected entries covered, in place of a
+        // rule for each of its own entries.
+        let (names, hide, read_only) = top::protected(request.workspace)?;
+        spec.list.clear();
+        let user = *top == TopLevel::Trampoline;
+        spec.isolation = Some(Isolation { workspace: root.to_path_buf(), hide, read_only, user });
+        return Ok((spec, names));
+    }
     for entry in std::fs::read_dir(root)? {
         let entry = entry?;
         // Never through a symbolic link: its target is confined by its own
@@ -371,7 +425,7 @@ fn spec_for(request: &Request<'_>, tmp: &Path) -> io::Result<Spec> {
             Err(_) => {}
         }
     }
-    Ok(spec)
+    Ok((spec, Vec::new()))
 }
 
 /// `folders` as few rules need them: each one resolved (`/bin` →
@@ -379,7 +433,7 @@ fn spec_for(request: &Request<'_>, tmp: &Path) -> io::Result<Spec> {
 /// out, and each one beneath another left out (the other's rule covers
 /// it). Resolutions are kept for the life of the process, so a run's steps
 /// after its first make no system call for them.
-fn collapse(folders: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn collapse(folders: &[PathBuf]) -> Vec<PathBuf> {
     static RESOLVED: Mutex<BTreeMap<PathBuf, Option<PathBuf>>> = Mutex::new(BTreeMap::new());
     let mut resolved = RESOLVED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut real: Vec<PathBuf> = folders

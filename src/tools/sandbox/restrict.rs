@@ -41,6 +41,10 @@ impl<E: std::error::Error> From<E> for Failure {
 /// Landlock must be enforced at least in part: planrun only starts the
 /// trampoline where it found Landlock in the kernel.
 pub fn restrict(spec: &Spec) -> Result<(), Failure> {
+    // The mounts first: under Landlock the thread may not change them.
+    if let Some(isolation) = &spec.isolation {
+        super::namespace::isolate(isolation)?;
+    }
     let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(TARGET))?;
     let network = match &spec.network {
         SpecNetwork::On => BitFlags::EMPTY,
@@ -68,6 +72,9 @@ pub fn restrict(spec: &Spec) -> Result<(), Failure> {
     created = add(created, &spec.list, AccessFs::ReadDir.into())?;
     created = add(created, &spec.read, AccessFs::from_read(TARGET))?;
     created = add(created, &spec.write, AccessFs::from_all(TARGET))?;
+    if let Some(isolation) = &spec.isolation {
+        created = add(created, std::slice::from_ref(&isolation.workspace), AccessFs::from_all(TARGET))?;
+    }
     if let SpecNetwork::Ports(ports) = &spec.network {
         for port in ports {
             created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp))?;
