@@ -1,22 +1,31 @@
 //! The operating-system sandbox around every program a step starts
 //! (docs/effects-sandbox.md).
 //!
-//! On Linux with Landlock, planrun does not start a step's program itself
-//! but the trampoline (`planrun-sandbox`, installed next to `planrun`; see
-//! `trampoline.rs`), which restricts itself and then executes the program:
-//! it may read the system folders and the workspace, change only the
-//! workspace's own folders and files (never `runs/`, `bridge/`,
-//! `.planrun/`, `.git/` or what `files.deny` names at the top of the
-//! workspace) and a private temporary folder (its `TMPDIR`, removed after
-//! the step), and use no network unless its rule allows it. The rules, as
-//! the trampoline receives them, are a [`Spec`].
+//! On Linux with Landlock, planrun starts a shell step's program from a
+//! short-lived thread of its own that first restricts itself with Landlock
+//! (`restrict.rs`; a thread's restriction is its own, and the program
+//! inherits it); a long-running program (an MCP server), and every program
+//! where a user namespace is needed (below), starts through the trampoline
+//! (`planrun-sandbox`, installed next to `planrun`; `trampoline.rs`), which
+//! restricts itself the same way and then executes the program. The
+//! program may read the system folders and the workspace, change the
+//! workspace (never `runs/`, `bridge/`, `.planrun/`, `.git/` or what
+//! `files.deny` names at the top of the workspace) and a private temporary
+//! folder (its `TMPDIR`, emptied after the step), and use no network
+//! unless its rule allows it. The rules are a [`Spec`].
+//!
+//! The workspace's top level: where a mount namespace can be made
+//! ([`top_level`]), the program gets the whole workspace, with its
+//! protected entries covered in a mount namespace of its own
+//! (`namespace.rs`); elsewhere only the workspace's own entries, each with
+//! a rule, and the top level stays read-only.
 //!
 //! [`support`] says once per process what the kernel offers (the
 //! documented test switch [`SIMULATE_VAR`] makes it report a kernel
-//! without Landlock); [`prepare`] turns one program's request into a
-//! [`Prepared`] launch and the facts its record keeps; [`command_for`] is
-//! the same for a long-running program (an MCP server), returning the
-//! `std::process::Command` to spawn.
+//! without Landlock, or no mount namespace); [`prepare`] turns one
+//! program's request into a [`Prepared`] launch and the facts its record
+//! keeps; [`command_for`] is the same for a long-running program (an MCP
+//! server), returning the `std::process::Command` to spawn.
 
 mod namespace;
 mod restrict;
