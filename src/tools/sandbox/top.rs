@@ -128,11 +128,11 @@ pub fn protected(workspace: &Workspace) -> std::io::Result<(Vec<String>, Vec<Pat
 
 /// planrun's own folders: one may appear while a step runs because
 /// another run in the same workspace made it, so it is never removed.
-const PLANRUN_OWN: [&str; 3] = ["runs", "bridge", ".planrun"];
+const OWN_FOLDERS: [&str; 3] = ["runs", "bridge", ".planrun"];
 
 /// Protected entries at the top level that were not there before
 /// (`before`): their names. Each one a program may have created, which is
-/// removed, but for planrun's own folders ([`PLANRUN_OWN`]).
+/// removed, but for planrun's own folders ([`OWN_FOLDERS`]).
 pub fn remove_planted(workspace: &Workspace, before: &[String]) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(workspace.root()) else { return Vec::new() };
     let mut planted = Vec::new();
@@ -142,7 +142,7 @@ pub fn remove_planted(workspace: &Workspace, before: &[String]) -> Vec<String> {
             continue;
         }
         planted.push(name.clone());
-        if PLANRUN_OWN.iter().any(|own| own.eq_ignore_ascii_case(&name)) {
+        if OWN_FOLDERS.iter().any(|own| own.eq_ignore_ascii_case(&name)) {
             continue;
         }
         let is_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
