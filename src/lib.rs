@@ -82,7 +82,8 @@
 //! [`ops`] holds the use cases (the commands on existing runs in
 //! `ops/control/`); [`cli`] the command line (`main.rs` only calls
 //! [`cli::main`]); `src/bin/planrun-sandbox.rs` is the second binary, the
-//! trampoline that confines a shell step's program (it only calls
+//! trampoline that confines an MCP server or, where a user namespace is
+//! needed, a shell step's program (it only calls
 //! [`tools::sandbox::trampoline`]). With the feature `server` (on by default),
 //! `ops::service` holds the service's use cases: bridge runs, accepted runs and durable
 //! tasks, adapters (the agent adapter runs goals through [`ops::run`], as

@@ -212,9 +212,17 @@ fn the_stopped_child_is_logged_at_its_own_step_and_show_prints_the_interruption(
     sandbox.write_plan(&plan, &policy);
     let run = sandbox.workspace().join("runs/t");
     let mut holder = sandbox.test_plan().spawn();
-    let first = noted_child(&run, None);
-    let note = fs::read_to_string(run.join(".child")).expect("the note");
-    assert!(note.lines().any(|line| line == "step wait"), "the note names its step: {note:?}");
+    // The first step's child is noted too, for the short while it runs
+    // (and its sandbox is torn down): the note must come to name `wait`.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let first = loop {
+        let note = fs::read_to_string(run.join(".child")).unwrap_or_default();
+        if note.lines().any(|line| line == "step wait") {
+            break note.split_whitespace().next().and_then(|pid| pid.parse::<u32>().ok()).expect("the note's pid");
+        }
+        assert!(Instant::now() < deadline, "the note names its step: {note:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
     holder.kill().expect("SIGKILL the holder");
     holder.wait().expect("reap the holder");
     assert!(alive(first), "the killed holder's child runs on");

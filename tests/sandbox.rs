@@ -97,8 +97,13 @@ fn an_allowed_interpreter_cannot_write_outside_the_workspace_nor_into_its_protec
          print('tried')",
         canary = canary.display()
     );
-    let (output, history) = run(&sandbox, &plan(&[("sh", "sh", &sh), ("py", "python3", &py)]), &policy(""));
+    // The rules of a machine where no mount namespace can be made: the top
+    // level read-only (tests/sandbox_top.rs has the rules where one can).
+    sandbox.write_plan(&plan(&[("sh", "sh", &sh), ("py", "python3", &py)]), &policy(""));
+    let output = sandbox.test_plan().env("PLANRUN_SANDBOX_SIMULATE", "no-mount-namespace").run();
+    let history = sandbox.history("t");
     assert_eq!(output.code, 0, "{}", output.snapshot());
+    assert!(text(&step(&history, "sh")["details"]["sandbox"], "top_level").starts_with("read-only ("), "{history:?}");
     for id in ["sh", "py"] {
         let record = step(&history, id);
         assert_landlock(record);

@@ -288,7 +288,12 @@ pub fn main() -> ExitCode {
     if simulate.as_deref() == Some(crate::tools::sandbox::SIMULATE_NO_LANDLOCK) {
         crate::tools::sandbox::simulate_no_landlock();
     }
-    main_with_args(std::env::args_os())
+    if simulate.as_deref() == Some(crate::tools::sandbox::SIMULATE_NO_NAMESPACE) {
+        crate::tools::sandbox::simulate_no_namespace();
+    }
+    let code = main_with_args(std::env::args_os());
+    crate::tools::sandbox::remove_spare_temp_folders();
+    code
 }
 
 /// Parses `args` and runs the command, returning the documented exit code.

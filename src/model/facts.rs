@@ -56,6 +56,11 @@ pub struct SandboxFacts {
     /// `unconfined` where the ABI cannot restrict TCP (below 4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<String>,
+    /// Whether the program could create and remove entries at the
+    /// workspace's top level: `writable (mount namespace)`, `writable (user
+    /// and mount namespaces)`, or `read-only (…why)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_level: Option<String>,
 }
 
 /// How a program that was started ended.

@@ -111,20 +111,23 @@ pub fn run_shell(
 ) -> io::Result<ShellRun> {
     let started = Instant::now();
     let mut child = match command.sandbox {
-        Some(launch) => launch.command(command.program, command.args, command.env),
+        Some(launch) => launch.command(command.program, command.args, command.env)?,
         None => {
             let mut plain = Command::new(command.program);
             plain.args(command.args).env_clear().envs(command.env);
             plain
         }
     };
-    let mut child = child
+    child
         .current_dir(command.cwd)
         .stdin(if command.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()?;
+        .process_group(0);
+    let mut child = match command.sandbox {
+        Some(launch) => launch.spawn(&mut child)?,
+        None => child.spawn()?,
+    };
     let (pid, child_id) = (Pid::from_child(&child), child.id());
     let kill_group = || {
         // ESRCH (nothing left) is fine.

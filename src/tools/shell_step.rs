@@ -168,6 +168,10 @@ impl Tools<'_> {
                 );
             }
         };
+        // A protected entry the program created at the top level (`.git`,
+        // `.planrun/` …): the step fails; it is removed but for planrun's
+        // own folders.
+        let planted = confined.launch.as_ref().map(|launch| launch.planted(self.workspace)).unwrap_or_default();
         // The runtime ends a fenced step as a lost lease; `fenced` says why
         // the child died, should anything read it.
         facts.ran = Some(ShellRanFacts {
@@ -180,7 +184,10 @@ impl Tools<'_> {
             timed_out: run.timed_out && !run.fenced,
         });
         let facts = ToolFacts::Shell(facts);
-        let message = if run.fenced {
+        let message = if !planted.is_empty() {
+            let names = planted.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ");
+            Some(format!("`{name}` created {names} at the workspace's top level, which programs may not"))
+        } else if run.fenced {
             Some(format!("`{name}` was killed: this process's lease on the run ran out"))
         } else if run.timed_out {
             Some(format!("`{name}` timed out after {} and was killed", format_duration(timeout)))
@@ -199,7 +206,9 @@ impl Tools<'_> {
         let mut outcome = match message {
             None => ToolOutcome::success(run.stdout, None, facts),
             Some(message) => {
-                let mut outcome = ToolOutcome::failure(FailureClass::ExecutionError, message, facts);
+                let class =
+                    if planted.is_empty() { FailureClass::ExecutionError } else { FailureClass::SecurityDenied };
+                let mut outcome = ToolOutcome::failure(class, message, facts);
                 if let Err(failure) = &mut outcome.result {
                     failure.output_text = run.stdout;
                 }

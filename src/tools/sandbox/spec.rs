@@ -36,6 +36,30 @@ pub struct Spec {
     /// Never through a symbolic link.
     pub write: Vec<PathBuf>,
     pub network: SpecNetwork,
+    /// Set: the program runs in a mount namespace of its own where the
+    /// workspace's protected entries are covered, and may change the whole
+    /// workspace, its top level included (see [`Isolation`]). Absent in a
+    /// spec of before: `write` lists the workspace's own entries instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
+}
+
+/// The workspace as a program in a mount namespace of its own sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Isolation {
+    /// The workspace: read and change everything beneath, top level
+    /// included.
+    pub workspace: PathBuf,
+    /// Covered by an empty read-only folder (a folder) or by `/dev/null`,
+    /// read-only (a file): `runs/`, `bridge/`, `.planrun/`, what
+    /// `files.deny` names at the top.
+    pub hide: Vec<PathBuf>,
+    /// Mounted again read-only over themselves: `.git`.
+    pub read_only: Vec<PathBuf>,
+    /// Also a user namespace (a process without the privilege to make a
+    /// mount namespace; only the trampoline, a single thread, can).
+    pub user: bool,
 }
 
 /// The network the program may use.
