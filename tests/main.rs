@@ -126,6 +126,7 @@ mod secrets;
 mod security;
 mod seeing_runs;
 mod server;
+mod server_answer;
 mod server_approvals;
 mod server_contract;
 mod server_controller;
