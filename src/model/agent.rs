@@ -82,7 +82,8 @@ impl ModelBackend {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelProfile {
     pub backend: ModelBackend,
-    /// `http://host:port` (with a path prefix such as `/v1` for `openai`).
+    /// `http://host:port` or `https://host[:port]` (with a path prefix such
+    /// as `/v1` for `openai`).
     pub endpoint: String,
     /// The model name the server knows.
     pub model: String,
@@ -92,4 +93,9 @@ pub struct ModelProfile {
     /// The secret (`[secrets.NAME]`) that holds the bearer token, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
+    /// PEM certificates an `https://` endpoint's certificate must chain to,
+    /// instead of the system's roots (absolute: resolved against the policy
+    /// file's folder at load).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<std::path::PathBuf>,
 }

@@ -1,5 +1,6 @@
 //! One call to a model, as an agent step makes it: a blocking HTTP/1.1
-//! `POST` over plain TCP (a local server, or a TLS-terminating proxy), in
+//! `POST` over plain TCP for an `http://` endpoint (a local server), or
+//! over TLS for an `https://` one (`model_tls.rs`), in
 //! one of the two protocols the controller also speaks (see
 //! `ops/service/decision/`): OpenAI-compatible chat completions with a
 //! JSON Schema `response_format`, or Ollama's `/api/chat` with `format`.
@@ -10,11 +11,13 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::model::{ModelBackend, ModelProfile};
+use crate::tools::model_tls::{self, TlsPost};
 
 /// The largest response body read from a model server.
 pub const MAX_RESPONSE_BYTES: usize = 1 << 20;
@@ -91,7 +94,14 @@ pub fn ask_model(request: &ModelRequest<'_>) -> Result<ModelReply, ModelError> {
         ),
     };
     let timeout = Duration::from_secs(profile.timeout_secs);
-    let reply = post(&profile.endpoint, path, &body, request.api_key, timeout).map_err(|error| {
+    let call = Call {
+        endpoint: &profile.endpoint,
+        path,
+        bearer: request.api_key,
+        timeout,
+        ca_file: profile.ca_file.as_deref(),
+    };
+    let reply = post(&call, &body).map_err(|error| {
         if error == ModelError::Timeout(0) { ModelError::Timeout(profile.timeout_secs) } else { error }
     })?;
     match profile.backend {
@@ -132,15 +142,45 @@ fn ollama_reply(body: &Value) -> Result<ModelReply, ModelError> {
     })
 }
 
-/// `POST {endpoint}{path}` with a JSON body; the JSON answer of a 2xx.
-/// `Timeout(0)` stands for the call's own timeout.
-fn post(
-    endpoint: &str,
-    path: &str,
-    body: &Value,
-    bearer: Option<&str>,
+/// Where and how one call goes.
+struct Call<'a> {
+    endpoint: &'a str,
+    path: &'a str,
+    bearer: Option<&'a str>,
     timeout: Duration,
-) -> Result<Value, ModelError> {
+    ca_file: Option<&'a Path>,
+}
+
+/// `POST {endpoint}{path}` with a JSON body; the JSON answer of a 2xx.
+/// `https://` goes through the TLS client ([`crate::tools::model_tls`]),
+/// `http://` over a plain TCP connection. `Timeout(0)` stands for the
+/// call's own timeout.
+fn post(call: &Call<'_>, body: &Value) -> Result<Value, ModelError> {
+    let payload = serde_json::to_vec(body).map_err(|error| ModelError::Protocol(error.to_string()))?;
+    let (status, body) = if call.endpoint.starts_with("https://") {
+        let url = format!("{}{}", call.endpoint.trim_end_matches('/'), call.path);
+        model_tls::post(&TlsPost {
+            url: &url,
+            body: &payload,
+            bearer: call.bearer,
+            timeout: call.timeout,
+            ca_file: call.ca_file,
+            max_bytes: MAX_RESPONSE_BYTES,
+        })?
+    } else {
+        plain_post(call, &payload)?
+    };
+    if !(200..300).contains(&status) {
+        return Err(ModelError::Status(status));
+    }
+    crate::strict_json::parse_slice(&body)
+        .map_err(|error| ModelError::Protocol(format!("body is not strict JSON: {error}")))
+}
+
+/// One `POST` over a plain TCP connection (HTTP/1.1, `Connection: close`):
+/// the status and the (de-chunked) body.
+fn plain_post(call: &Call<'_>, payload: &[u8]) -> Result<(u16, Vec<u8>), ModelError> {
+    let (endpoint, path, bearer, timeout) = (call.endpoint, call.path, call.bearer, call.timeout);
     let started = Instant::now();
     let rest = endpoint
         .strip_prefix("http://")
@@ -158,7 +198,6 @@ fn post(
         std::io::ErrorKind::TimedOut => ModelError::Timeout(0),
         _ => ModelError::Unreachable(error.to_string()),
     })?;
-    let payload = serde_json::to_vec(body).map_err(|error| ModelError::Protocol(error.to_string()))?;
     let mut head = format!(
         "POST {target} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         payload.len()
@@ -174,7 +213,7 @@ fn post(
     };
     stream.set_write_timeout(remaining(started).or(Some(Duration::from_millis(1)))).map_err(io)?;
     stream.write_all(head.as_bytes()).map_err(io)?;
-    stream.write_all(&payload).map_err(io)?;
+    stream.write_all(payload).map_err(io)?;
     let mut response = Vec::new();
     let mut buffer = [0u8; 16 * 1024];
     loop {
@@ -192,12 +231,7 @@ fn post(
             break;
         }
     }
-    let (status, body) = parse_response(&response)?;
-    if !(200..300).contains(&status) {
-        return Err(ModelError::Status(status));
-    }
-    crate::strict_json::parse_slice(&body)
-        .map_err(|error| ModelError::Protocol(format!("body is not strict JSON: {error}")))
+    parse_response(&response)
 }
 
 /// The header block's end, if the response has one.
