@@ -15,6 +15,7 @@
 //! | `ticket_demo` | the ticket demo: pause for approval, approve and resume, already closed, untrusted ticket data, `planrun demo` | `bounded/` |
 //! | `agent` | agent steps against a scripted model on loopback (the OpenAI protocol, requests counted): a benign run to a verified finish after approval, off-policy commands and paths outside the workspace refused with their rule and never run, too many refusals, a prompt injection in a ticket note frozen for a person (provenance shown) and rejected, `max_turns`, a finish without evidence, call and token budgets, ask → `planrun answer` → continue, crashes before and after a turn's effect (one effect, no second model call) | `runs/ticket_agent@*`, `bounded/agent_injection@*` |
 //! | `agent_tls` | an agent step's model behind `https://`: real TLS to a loopback server with a certificate from a CA made by `openssl`, trusted through `ca_file`; another CA or the system roots refused before any request (no answer recorded); `ca_file` on `http://` refused by `check`; an unreadable `ca_file` | |
+//! | `agent_http` | `[[http.allow]]` rule ids as agent tools: URLs outside the egress rules, a metadata address, a method or argument outside the schema refused with their rule and nothing sent (the fixture's log empty); an allowed GET's body is the next untrusted observation; a POST waits for approval (risk `write`) with nothing sent | |
 //! | `approvals` | approval matching (fingerprint, scope, state version), expiry, forged approvals, `decision = "prompt"`, changed plans, `reject`, `cancel` | `bounded/rejected@*` |
 //! | `crash_start` | `SIGKILL` (through `strace`) at every `rename` of a run: before its first checkpoint the id is free and every command says so alike; after it the run resumes to `done` or is cancelled | |
 //! | `crash_points` | the crash harness: `SIGKILL` (through `strace`) at every persistence syscall of a run, an approval and a resume (the ticket demo, its resume under the key, a keyed write, a plain run), then recovery: never stuck, no keyed effect twice, ≥ 95 % of the ticket demo's resume kill points `done` through the ticket store's receipt | |
@@ -80,6 +81,7 @@ mod common;
 mod serve_harness;
 
 mod agent;
+mod agent_http;
 mod agent_tls;
 mod approvals;
 mod authoring;

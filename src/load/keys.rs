@@ -535,7 +535,8 @@ pub(crate) static STEP: Section = Section {
                 required(
                     "tools",
                     Type::NonEmptyArray(&Type::String),
-                    "the tools offered: shell rule ids of the policy, `read_file`, `write_file`, `ticket_lookup`, `ticket_close`",
+                    "the tools offered: shell and `[[http.allow]]` rule ids of the policy, `read_file`, `write_file`, \
+                     `ticket_lookup`, `ticket_close`",
                 ),
                 required("model", STRING, "the policy's model profile (`[models.NAME]`)"),
                 required("max_turns", Type::Range { min: 1, max: 100 }, "model answers per step at most"),

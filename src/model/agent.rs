@@ -2,7 +2,7 @@
 //!
 //! [`AgentSpec`] is a `kind = "agent"` step's payload; [`ModelProfile`] a
 //! policy's `[models.NAME]`. The tools an agent step may offer are named by
-//! [`AgentTool`]: a shell rule id of the policy, or one of the built-in
+//! [`AgentTool`]: a shell or http rule id of the policy, or one of the built-in
 //! file and ticket tools.
 
 use serde::Serialize;
@@ -21,7 +21,7 @@ pub struct AgentSpec {
     /// What the model is asked to achieve (a template: inputs, outputs, the
     /// run's goal).
     pub goal: Template,
-    /// The tools offered, by name (shell rule ids of the policy,
+    /// The tools offered, by name (shell and `[[http.allow]]` rule ids of the policy,
     /// `read_file`, `write_file`, `ticket_lookup`, `ticket_close`).
     pub tools: Vec<String>,
     /// The policy's model profile (`[models.NAME]`).
@@ -53,6 +53,8 @@ impl AgentSpec {
 pub enum AgentTool<'p> {
     /// A `[[shell.allow]]` rule, by index in the policy's rules.
     Shell(usize, &'p str),
+    /// An `[[http.allow]]` rule, by index in the policy's rules.
+    Http(usize, &'p str),
     ReadFile,
     WriteFile,
     TicketLookup,

@@ -21,6 +21,7 @@ use crate::tools::model_call::ModelError;
 use crate::tools::http::describe;
 
 /// One call: the endpoint's full URL, the JSON body, the bearer token.
+#[cfg_attr(not(feature = "http"), expect(dead_code, reason = "a build without the client sends nothing"))]
 pub(crate) struct TlsPost<'a> {
     pub url: &'a str,
     pub body: &'a [u8],

@@ -80,6 +80,20 @@ impl Attempt<'_, '_> {
             }
             needs_approval |= decision == Decision::Prompt;
         }
+        if let (ResolvedAction::Http { method, url, .. }, AgentTool::Http(_, rule)) = (&action, agent_tool) {
+            // Judged by the egress policy before anyone is asked to approve
+            // it (the tool judges it again, with the address, when it runs).
+            let judged = crate::policy::evaluate_http_url(&self.policy.http, method, url);
+            if !judged.is_allowed() {
+                let message = format!("{method} {url} is refused by the egress policy: {}", judged.reason);
+                return self.refuse(step, spec, turn, Refusal { rule: judged.rule, message });
+            }
+            if judged.rule != rule {
+                let message =
+                    format!("{method} {url} is allowed by rule `{}`, not by the offered tool `{rule}`", judged.rule);
+                return self.refuse(step, spec, turn, Refusal { rule: "agent.tools".to_string(), message });
+            }
+        }
         let approved = match approved {
             Some(frozen) if frozen == action => true,
             Some(_) => {
