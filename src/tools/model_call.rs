@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::model::{ModelBackend, ModelProfile};
-use crate::tools::model_tls::{self, TlsPost};
+use crate::tools::model_tls::{self, TlsError, TlsPost};
 
 /// The largest response body read from a model server.
 pub const MAX_RESPONSE_BYTES: usize = 1 << 20;
@@ -166,6 +166,11 @@ fn post(call: &Call<'_>, body: &Value) -> Result<Value, ModelError> {
             timeout: call.timeout,
             ca_file: call.ca_file,
             max_bytes: MAX_RESPONSE_BYTES,
+        })
+        .map_err(|error| match error {
+            TlsError::Unreachable(text) => ModelError::Unreachable(text),
+            TlsError::Timeout => ModelError::Timeout(0),
+            TlsError::Protocol(text) => ModelError::Protocol(text),
         })?
     } else {
         plain_post(call, &payload)?

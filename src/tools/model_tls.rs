@@ -13,7 +13,19 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::tools::model_call::ModelError;
+/// Why a call gave no answer (`model_call` turns it into its `ModelError`).
+#[derive(Debug)]
+pub(crate) enum TlsError {
+    /// Not connected, the TLS handshake refused (the certificate), the
+    /// request failed, or no client in this build.
+    Unreachable(String),
+    /// The call's own timeout.
+    #[cfg_attr(not(feature = "http"), expect(dead_code, reason = "a build without the client sends nothing"))]
+    Timeout,
+    /// The answer was too large.
+    #[cfg_attr(not(feature = "http"), expect(dead_code, reason = "a build without the client sends nothing"))]
+    Protocol(String),
+}
 
 /// The error and its causes, one line (a refused certificate is named in
 /// the innermost one: `invalid peer certificate: UnknownIssuer`).
@@ -37,32 +49,30 @@ pub(crate) struct TlsPost<'a> {
 pub(crate) const UNAVAILABLE: &str = "`https://` model endpoints need planrun built with the `http` feature (on by \
                                       default); this build speaks plain `http://` only";
 
-/// Sends `call`; the status and body of the answer. `Timeout(0)` stands
-/// for the call's own timeout.
+/// Sends `call`; the status and body of the answer.
 #[cfg(not(feature = "http"))]
-pub(crate) fn post(_call: &TlsPost<'_>) -> Result<(u16, Vec<u8>), ModelError> {
-    Err(ModelError::Unreachable(UNAVAILABLE.to_string()))
+pub(crate) fn post(_call: &TlsPost<'_>) -> Result<(u16, Vec<u8>), TlsError> {
+    Err(TlsError::Unreachable(UNAVAILABLE.to_string()))
 }
 
-/// Sends `call`; the status and body of the answer. `Timeout(0)` stands
-/// for the call's own timeout.
+/// Sends `call`; the status and body of the answer.
 #[cfg(feature = "http")]
-pub(crate) fn post(call: &TlsPost<'_>) -> Result<(u16, Vec<u8>), ModelError> {
+pub(crate) fn post(call: &TlsPost<'_>) -> Result<(u16, Vec<u8>), TlsError> {
     let client = client(call)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|error| ModelError::Unreachable(format!("cannot start the HTTPS client: {error}")))?;
+        .map_err(|error| TlsError::Unreachable(format!("cannot start the HTTPS client: {error}")))?;
     runtime.block_on(async {
         match tokio::time::timeout(call.timeout, exchange(&client, call)).await {
             Ok(answer) => answer,
-            Err(_) => Err(ModelError::Timeout(0)),
+            Err(_) => Err(TlsError::Timeout),
         }
     })
 }
 
 #[cfg(feature = "http")]
-fn client(call: &TlsPost<'_>) -> Result<reqwest::Client, ModelError> {
+fn client(call: &TlsPost<'_>) -> Result<reqwest::Client, TlsError> {
     // One crypto provider for the tree; a second install is a no-op.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut builder = reqwest::Client::builder()
@@ -73,20 +83,20 @@ fn client(call: &TlsPost<'_>) -> Result<reqwest::Client, ModelError> {
     if let Some(path) = call.ca_file {
         let shown = crate::diag::display_path(path);
         let pem = std::fs::read(path)
-            .map_err(|error| ModelError::Unreachable(format!("cannot read `ca_file` `{shown}`: {error}")))?;
+            .map_err(|error| TlsError::Unreachable(format!("cannot read `ca_file` `{shown}`: {error}")))?;
         let certificates = reqwest::Certificate::from_pem_bundle(&pem)
             .ok()
             .filter(|certificates| !certificates.is_empty())
-            .ok_or_else(|| ModelError::Unreachable(format!("`ca_file` `{shown}` holds no PEM certificate")))?;
+            .ok_or_else(|| TlsError::Unreachable(format!("`ca_file` `{shown}` holds no PEM certificate")))?;
         builder = builder.tls_certs_only(certificates);
     }
     builder
         .build()
-        .map_err(|error| ModelError::Unreachable(format!("cannot build the HTTPS client: {}", describe(&error))))
+        .map_err(|error| TlsError::Unreachable(format!("cannot build the HTTPS client: {}", describe(&error))))
 }
 
 #[cfg(feature = "http")]
-async fn exchange(client: &reqwest::Client, call: &TlsPost<'_>) -> Result<(u16, Vec<u8>), ModelError> {
+async fn exchange(client: &reqwest::Client, call: &TlsPost<'_>) -> Result<(u16, Vec<u8>), TlsError> {
     let mut request = client
         .post(call.url)
         .timeout(call.timeout)
@@ -97,7 +107,7 @@ async fn exchange(client: &reqwest::Client, call: &TlsPost<'_>) -> Result<(u16, 
         request = request.bearer_auth(token);
     }
     let failed = |error: reqwest::Error| {
-        if error.is_timeout() { ModelError::Timeout(0) } else { ModelError::Unreachable(describe(&error)) }
+        if error.is_timeout() { TlsError::Timeout } else { TlsError::Unreachable(describe(&error)) }
     };
     let mut response = request.send().await.map_err(failed)?;
     let status = response.status().as_u16();
@@ -105,7 +115,7 @@ async fn exchange(client: &reqwest::Client, call: &TlsPost<'_>) -> Result<(u16, 
     while let Some(piece) = response.chunk().await.map_err(failed)? {
         body.extend_from_slice(&piece);
         if body.len() > call.max_bytes {
-            return Err(ModelError::Protocol(format!("response larger than {} bytes", call.max_bytes)));
+            return Err(TlsError::Protocol(format!("response larger than {} bytes", call.max_bytes)));
         }
     }
     Ok((status, body))
