@@ -89,16 +89,7 @@ fn shell_policy(model: &FakeModel) -> String {
 
 /// The observations recorded, as `(outcome, rule)`.
 fn observations(sandbox: &Sandbox) -> Vec<(String, String)> {
-    sandbox
-        .record(RUN, "audit.jsonl")
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).expect("audit line"))
-        .filter(|event| event["event_type"] == "agent_observation")
-        .map(|event| {
-            let details = &event["details"];
-            (details["outcome"].as_str().unwrap_or("").to_string(), details["rule"].as_str().unwrap_or("").to_string())
-        })
-        .collect()
+    crate::common::fake_model::observations(sandbox).into_iter().map(|(outcome, rule, _)| (outcome, rule)).collect()
 }
 
 #[test]

@@ -15,6 +15,8 @@
 //! | `ticket_demo` | the ticket demo: pause for approval, approve and resume, already closed, untrusted ticket data, `planrun demo` | `bounded/` |
 //! | `agent` | agent steps against a scripted model on loopback (the OpenAI protocol, requests counted): a benign run to a verified finish after approval, off-policy commands and paths outside the workspace refused with their rule and never run, too many refusals, a prompt injection in a ticket note frozen for a person (provenance shown) and rejected, `max_turns`, a finish without evidence, call and token budgets, ask → `planrun answer` → continue, crashes before and after a turn's effect (one effect, no second model call), a server that refuses `json_schema` asked again with `json_object` (llama-cpp-python's server) | `runs/ticket_agent@*`, `bounded/agent_injection@*` |
 //! | `replay` | `planrun replay`: an unchanged run identical (exit 0); a policy edit that denies a recorded shell step, a rule that now says `prompt` or a step that requires approval, a changed template (rendered differently), removed and new steps, a goal that now routes elsewhere (exit 1, the step and rule named); agent turns against the scripted model's recorded answers (the model asked nothing, a denied or prompting turn named); a canary proving nothing runs or is written; `--json`; a run copied as files into another workspace; bad input (exit 2) | |
+//! | `agent_tls` | an agent step's model behind `https://`: real TLS to a loopback server with a certificate from a CA made by `openssl`, trusted through `ca_file`; another CA or the system roots refused before any request (no answer recorded); `ca_file` on `http://` refused by `check`; an unreadable `ca_file` | |
+//! | `agent_http` | `[[http.allow]]` rule ids as agent tools: URLs outside the egress rules, a metadata address, a method or argument outside the schema refused with their rule and nothing sent (the fixture's log empty); an allowed GET's body is the next untrusted observation; a POST waits for approval (risk `write`) with nothing sent | |
 //! | `approvals` | approval matching (fingerprint, scope, state version), expiry, forged approvals, `decision = "prompt"`, changed plans, `reject`, `cancel` | `bounded/rejected@*` |
 //! | `crash_start` | `SIGKILL` (through `strace`) at every `rename` of a run: before its first checkpoint the id is free and every command says so alike; after it the run resumes to `done` or is cancelled | |
 //! | `crash_points` | the crash harness: `SIGKILL` (through `strace`) at every persistence syscall of a run, an approval and a resume (the ticket demo, its resume under the key, a keyed write, a plain run), then recovery: never stuck, no keyed effect twice, ≥ 95 % of the ticket demo's resume kill points `done` through the ticket store's receipt | |
@@ -58,6 +60,7 @@
 //! | `server_routing` | the service routes the user's goal as `planrun route` does (`POST /runs` with `agent`, `POST /controller/runs`), never the bridge instruction's wording; the agent run records the user's goal | |
 //! | `server_controller` | `POST /controller/runs`: agent iterations, the one recovery rewrite (only to a plan the goal's plan declares in `recovery_plans`; a substitute's `done` never the run's), stop decisions, blocked goals | `server/controller_*` |
 //! | `server_approvals` | `POST /runs/{id}/approve\|reject`: approval-gated bridge runs, refusals, auth | `server/` |
+//! | `server_answer` | `POST /runs/{id}/answer`: a bridge run whose agent step asks waits `waiting_input` with its question (GET shows it), the answer resumes it to its end; refused answers (unknown run, not waiting, empty, blank, too long, wrong shape, no token) change nothing and never call the model; a controller stops `waiting_input`; an answer given with the CLI reads through | |
 //! | `decision_backends` | Ollama/OpenAI decision backends against local fake servers: the schema sent, answers validated against the offered choices (prose and one fence around one object stripped and recorded, two objects refused), evidence, cancellation | `server/controller_ollama@*` |
 //! | `controller_decisions` | the controller loop with misbehaving models: closed choices, no re-run after done, identical retries, start-up errors, the service policy's `[decision]` | |
 //! | `server_contract` | the OpenAPI document matches the service: auth declared only with a token, JSON errors for every path, integers, refusals; a body that is not strict JSON (duplicate key, `NaN`, trailing data) is 400 `malformed_json` and creates no run | |
@@ -82,6 +85,8 @@ mod common;
 mod serve_harness;
 
 mod agent;
+mod agent_http;
+mod agent_tls;
 mod approvals;
 mod authoring;
 mod budget_paths;
@@ -134,6 +139,7 @@ mod secrets;
 mod security;
 mod seeing_runs;
 mod server;
+mod server_answer;
 mod server_approvals;
 mod server_contract;
 mod server_controller;

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use planrun::runtime::process_var;
 
 use crate::common::tickets::{T_APPROVE, T_RESUME};
+use crate::common::tls::{make_ca, make_server_cert};
 use crate::common::{ROOT, Sandbox};
 
 /// A private cluster, stopped and removed with the value.
@@ -132,83 +133,13 @@ fn owned_by_server(path: &Path) {
     }
 }
 
-/// A CA (`<name>.pem`, `<name>.key`) made with the `openssl` command.
-fn make_ca(dir: &Path, name: &str) {
-    run(
-        "openssl",
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            &format!("/CN=planrun test {name}"),
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.pem"),
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-        dir,
-    );
-}
-
 /// Turns TLS on with a server certificate for `127.0.0.1` signed by a new
 /// CA (`<dir>/ca.pem`), refuses plain TCP sessions, and restarts.
 fn enable_tls(cluster: &Cluster) -> PathBuf {
     let dir = &cluster.dir;
     make_ca(dir, "ca");
     make_ca(dir, "other-ca");
-    run(
-        "openssl",
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-subj",
-            "/CN=planrun test server",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-        ],
-        dir,
-    );
-    let extensions = "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
-        keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n";
-    fs::write(dir.join("server.ext"), extensions).expect("extensions");
-    run(
-        "openssl",
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "server.ext",
-            "-out",
-            "server.pem",
-        ],
-        dir,
-    );
+    make_server_cert(dir, "ca");
     for file in ["server.key", "server.pem"] {
         owned_by_server(&dir.join(file));
     }

@@ -243,7 +243,8 @@ async fn the_openapi_document_lists_every_route() {
             "/runs/{id}/reject",
             "/controller/runs",
             "/controller/runs/{id}",
-            "/openapi.json"
+            "/openapi.json",
+            "/runs/{id}/answer"
         ]
     );
     let schemas = &document["components"]["schemas"];
@@ -251,7 +252,8 @@ async fn the_openapi_document_lists_every_route() {
     assert!(schemas["BridgeRun"]["properties"]["status"]["enum"].as_array().is_some_and(|statuses| {
         statuses.contains(&json!("waiting_approval")) && statuses.contains(&json!("rejected"))
     }));
-    for path in ["/runs/{id}/approve", "/runs/{id}/reject"] {
+    assert_eq!(schemas["AnswerRequest"]["required"], json!(["answer"]));
+    for path in ["/runs/{id}/approve", "/runs/{id}/reject", "/runs/{id}/answer"] {
         let responses = &document["paths"][path]["post"]["responses"];
         // 401 is declared only when a token is set (tests/server_contract.rs).
         for status in ["200", "404", "409"] {

@@ -535,7 +535,8 @@ pub(crate) static STEP: Section = Section {
                 required(
                     "tools",
                     Type::NonEmptyArray(&Type::String),
-                    "the tools offered: shell rule ids of the policy, `read_file`, `write_file`, `ticket_lookup`, `ticket_close`",
+                    "the tools offered: shell and `[[http.allow]]` rule ids of the policy, `read_file`, `write_file`, \
+                     `ticket_lookup`, `ticket_close`",
                 ),
                 required("model", STRING, "the policy's model profile (`[models.NAME]`)"),
                 required("max_turns", Type::Range { min: 1, max: 100 }, "model answers per step at most"),
@@ -704,13 +705,23 @@ pub(crate) static MODEL: Section = Section {
             Type::Enum(&["openai", "ollama"]),
             "the protocol: OpenAI-compatible chat completions or Ollama's API",
         ),
-        required("endpoint", STRING, "`http://host:port` (with a path such as `/v1` for `openai`); plain HTTP"),
+        required(
+            "endpoint",
+            STRING,
+            "`http://host:port` or `https://host[:port]` (with a path such as `/v1` for `openai`)",
+        ),
         required("model", STRING, "the model name the server knows"),
         key("temperature", Type::Number { min: 0.0, max: 2.0 }, "sampling temperature").defaults_to(Float(0.0)),
         key("max_tokens", Type::Range { min: 16, max: 32768 }, "the answer's token limit").defaults_to(Number(512)),
         key("timeout_secs", Type::Range { min: 1, max: 3600 }, "one model call; on expiry the step fails")
             .defaults_to(Number(60)),
         key("api_key", STRING, "the secret (`[secrets.NAME]`) holding the bearer token (default none: no header)"),
+        key(
+            "ca_file",
+            STRING,
+            "`https://` only: a PEM file of the CA certificates to trust instead of the system's (relative to the \
+             policy file)",
+        ),
     ],
     variants: &[],
 };

@@ -4,6 +4,7 @@
 //! ([`agent_findings`]: a tool or a model the policy does not have).
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use crate::diag::Diagnostic;
 use crate::load::keys::MODEL;
@@ -59,7 +60,12 @@ impl ActionBuilder<'_, '_, '_> {
 }
 
 /// `[models]`: one [`ModelProfile`] per name, or `None` after an error.
-pub(super) fn models(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> Option<BTreeMap<String, ModelProfile>> {
+pub(super) fn models(
+    node: Option<&Node>,
+    policy_path: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<BTreeMap<String, ModelProfile>> {
+    let folder = Path::new(policy_path).parent().unwrap_or(Path::new(""));
     let Some(node) = node else {
         return Some(BTreeMap::new());
     };
@@ -78,14 +84,14 @@ pub(super) fn models(node: Option<&Node>, diagnostics: &mut Vec<Diagnostic>) -> 
             );
             continue;
         }
-        if let Some(profile) = model(&key.name, value, diagnostics) {
+        if let Some(profile) = model(&key.name, value, folder, diagnostics) {
             found.insert(key.name.clone(), profile);
         }
     }
     (error_count(diagnostics) == before).then_some(found)
 }
 
-fn model(name: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> Option<ModelProfile> {
+fn model(name: &str, node: &Node, folder: &Path, diagnostics: &mut Vec<Diagnostic>) -> Option<ModelProfile> {
     let what = format!("`models.{name}`");
     let mut reader = TableReader::new(node, &what, format!(" in {what}"), MODEL.keys, diagnostics)?;
     let backend = reader.required("backend", diagnostics).and(
@@ -99,15 +105,15 @@ fn model(name: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> Option<M
             .flatten(),
     );
     let endpoint = reader.required_string("endpoint", diagnostics).and_then(|(text, node)| {
-        let plain = text.strip_prefix("http://").filter(|rest| !rest.is_empty() && !rest.starts_with('/'));
-        if plain.is_none() {
+        let rest = text.strip_prefix("http://").or_else(|| text.strip_prefix("https://"));
+        if !rest.is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/')) {
             diagnostics.push(
-                Diagnostic::error("invalid-value", format!("`endpoint` `{text}` is not a plain `http://` URL"))
-                    .with_span(node.span)
-                    .with_label("expected `http://host:port` or `http://host:port/v1`")
-                    .with_help(
-                        "agent steps reach their model over plain HTTP (a local server or a TLS-terminating proxy)",
-                    ),
+                Diagnostic::error(
+                    "invalid-value",
+                    format!("`endpoint` `{text}` is not an `http://` or `https://` URL"),
+                )
+                .with_span(node.span)
+                .with_label("expected `http://host:port/v1` or `https://host/v1`"),
             );
             return None;
         }
@@ -118,6 +124,21 @@ fn model(name: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> Option<M
     let max_tokens = reader.ranged("max_tokens", diagnostics).map_or(512, |(value, _)| value.unsigned_abs() as u32);
     let timeout_secs = reader.ranged("timeout_secs", diagnostics).map_or(60, |(value, _)| value.unsigned_abs());
     let api_key = reader.string("api_key", diagnostics).map(|(text, _)| text.to_string());
+    let tls = endpoint.as_deref().is_none_or(|endpoint| endpoint.starts_with("https://"));
+    let ca_file = reader.string("ca_file", diagnostics).and_then(|(text, node)| {
+        if text.is_empty() || !tls {
+            let why = if text.is_empty() { "`ca_file` is empty" } else { "`ca_file` is for an `https://` endpoint" };
+            diagnostics.push(
+                Diagnostic::error("invalid-value", why.to_string())
+                    .with_span(node.span)
+                    .with_label("expected the path of a PEM file, with an `https://` endpoint"),
+            );
+            return None;
+        }
+        let path = Path::new(text);
+        let joined = if path.is_absolute() { path.to_path_buf() } else { folder.join(path) };
+        Some(std::path::absolute(&joined).unwrap_or(joined))
+    });
     reader.finish(diagnostics);
     Some(ModelProfile {
         backend: backend?,
@@ -127,6 +148,7 @@ fn model(name: &str, node: &Node, diagnostics: &mut Vec<Diagnostic>) -> Option<M
         max_tokens,
         timeout_secs,
         api_key,
+        ca_file,
     })
 }
 

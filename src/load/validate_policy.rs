@@ -85,7 +85,7 @@ pub(crate) fn validate_policy(
     let mcp = validate_mcp::servers(reader.get("mcp"), &declared, diagnostics);
     let first_http = parent.map_or(0, |parent| parent.http.allow.len());
     let http = crate::load::validate_http_policy::http(reader.get("http"), first_http, diagnostics);
-    let models = crate::load::validate_agent::models(reader.get("models"), diagnostics);
+    let models = crate::load::validate_agent::models(reader.get("models"), &source.path, diagnostics);
     reader.finish(diagnostics);
     if error_count(diagnostics) > errors_before {
         return None;

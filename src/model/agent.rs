@@ -2,7 +2,7 @@
 //!
 //! [`AgentSpec`] is a `kind = "agent"` step's payload; [`ModelProfile`] a
 //! policy's `[models.NAME]`. The tools an agent step may offer are named by
-//! [`AgentTool`]: a shell rule id of the policy, or one of the built-in
+//! [`AgentTool`]: a shell or http rule id of the policy, or one of the built-in
 //! file and ticket tools.
 
 use serde::Serialize;
@@ -21,7 +21,7 @@ pub struct AgentSpec {
     /// What the model is asked to achieve (a template: inputs, outputs, the
     /// run's goal).
     pub goal: Template,
-    /// The tools offered, by name (shell rule ids of the policy,
+    /// The tools offered, by name (shell and `[[http.allow]]` rule ids of the policy,
     /// `read_file`, `write_file`, `ticket_lookup`, `ticket_close`).
     pub tools: Vec<String>,
     /// The policy's model profile (`[models.NAME]`).
@@ -53,6 +53,8 @@ impl AgentSpec {
 pub enum AgentTool<'p> {
     /// A `[[shell.allow]]` rule, by index in the policy's rules.
     Shell(usize, &'p str),
+    /// An `[[http.allow]]` rule, by index in the policy's rules.
+    Http(usize, &'p str),
     ReadFile,
     WriteFile,
     TicketLookup,
@@ -82,7 +84,8 @@ impl ModelBackend {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelProfile {
     pub backend: ModelBackend,
-    /// `http://host:port` (with a path prefix such as `/v1` for `openai`).
+    /// `http://host:port` or `https://host[:port]` (with a path prefix such
+    /// as `/v1` for `openai`).
     pub endpoint: String,
     /// The model name the server knows.
     pub model: String,
@@ -92,4 +95,9 @@ pub struct ModelProfile {
     /// The secret (`[secrets.NAME]`) that holds the bearer token, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
+    /// PEM certificates an `https://` endpoint's certificate must chain to,
+    /// instead of the system's roots (absolute: resolved against the policy
+    /// file's folder at load).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<std::path::PathBuf>,
 }

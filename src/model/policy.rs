@@ -292,7 +292,11 @@ impl Policy {
                 .allow
                 .iter()
                 .position(|rule| rule.name == name)
-                .map(|index| AgentTool::Shell(index, self.shell.allow[index].name.as_str())),
+                .map(|index| AgentTool::Shell(index, self.shell.allow[index].name.as_str()))
+                .or_else(|| {
+                    let index = self.http.allow.iter().position(|rule| rule.name == name)?;
+                    Some(AgentTool::Http(index, self.http.allow[index].name.as_str()))
+                }),
         }
     }
 }

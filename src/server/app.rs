@@ -50,6 +50,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/runs/{id}", get(get_run))
         .route("/runs/{id}/approve", post(approve_run))
         .route("/runs/{id}/reject", post(reject_run))
+        .route("/runs/{id}/answer", post(answer_run))
         .route("/controller/runs", post(create_controller_run))
         .route("/controller/runs/{id}", get(get_controller_run))
         .route("/openapi.json", get(get_openapi))
@@ -119,6 +120,14 @@ fn default_expires_in_secs() -> u64 {
 #[serde(deny_unknown_fields)]
 struct RejectBody {
     reason: Option<String>,
+}
+
+/// `POST /runs/{id}/answer` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnswerBody {
+    /// The person's answer: 1 to 2000 bytes, not blank (as `planrun answer`).
+    answer: String,
 }
 
 /// `POST /controller/runs` body.
@@ -258,6 +267,24 @@ async fn reject_run(
     let reason = optional_text(body.reason, "reason", MAX_REASON_CHARS)?;
     let state = run_in_slot(&service, Then::Answer, move |service| async move {
         approvals::reject(&service, id.as_str(), reason).await
+    });
+    Ok(Json(state.await?))
+}
+
+/// Answers the question of a `waiting_input` bridge run and continues its
+/// agent run: an answer `planrun answer` would refuse is 422
+/// `invalid_answer`, before anything is opened.
+async fn answer_run(
+    State(service): State<Arc<Service>>,
+    id: Result<Path<String>, PathRejection>,
+    body: Result<ObjectBody<AnswerBody>, ApiError>,
+) -> Result<Json<BridgeState>, ApiError> {
+    let id = run_id(id)?;
+    let ObjectBody(body) = body?;
+    crate::ops::check_answer(&body.answer)
+        .map_err(|message| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_answer", message))?;
+    let state = run_in_slot(&service, Then::Answer, move |service| async move {
+        approvals::answer(&service, id.as_str(), body.answer).await
     });
     Ok(Json(state.await?))
 }

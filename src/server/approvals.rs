@@ -1,5 +1,6 @@
 //! Deciding on bridge runs whose agent run is paused for approval
-//! (`POST /runs/{id}/approve`, `POST /runs/{id}/reject`).
+//! (`POST /runs/{id}/approve`, `POST /runs/{id}/reject`), and answering the
+//! question an agent step asked (`POST /runs/{id}/answer`).
 //!
 //! ```text
 //! approve: waiting_approval → approval recorded on agent-<id>   approval_granted
@@ -8,7 +9,17 @@
 //!            or waiting_approval at the next gated step          approval_requested
 //! reject:  waiting_approval → agent run ended rejected           approval_rejected
 //!          → rejected                                            run_finished
+//! answer:  waiting_input → answer recorded on agent-<id>, run    answer_given
+//!          resumed                                               run_resumed
+//!          → done | failed                                       run_finished
+//!            or waiting_input / waiting_approval at the next     input_requested /
+//!            pause                                               approval_requested
 //! ```
+//!
+//! An answer is checked as `planrun answer` checks it (1 to 2000 bytes, not
+//! blank) before the record is opened; the runtime records it on the agent
+//! run as the turn's observation (`source=person trust=untrusted`, sealed)
+//! in the same lock as the resume, so a refused answer changes nothing.
 //!
 //! The approval is checked by the runtime (`ops::approve`) against the
 //! frozen action: fingerprint (required over HTTP: an operator approves what
@@ -35,8 +46,11 @@ use axum::http::StatusCode;
 use crate::ops::ControlError;
 use crate::ops::OpsError;
 use crate::ops::service::Service;
+use crate::ops::service::adapters::AdapterResult;
 use crate::ops::service::bridge::{self, BridgeState, BridgeStatus};
-use crate::ops::service::bridge_event::{ApprovalGranted, ApprovalRejected, BridgeEvent, ResumeRefused, RunResumed};
+use crate::ops::service::bridge_event::{
+    AnswerGiven, ApprovalGranted, ApprovalRejected, BridgeEvent, ResumeRefused, RunResumed,
+};
 use crate::runtime::approval::ApprovalClaims;
 use crate::server::error::ApiError;
 use crate::store::{RecordWriter, StoreError};
@@ -54,7 +68,7 @@ pub struct ApprovalRequest {
 /// Approves the pending action of bridge run `run_id` and resumes its agent
 /// run; returns the new bridge state.
 pub async fn approve(service: &Service, run_id: &str, request: ApprovalRequest) -> Result<BridgeState, ApiError> {
-    let (mut records, mut state, agent_run_id) = open_waiting(service, run_id)?;
+    let (mut records, state, agent_run_id) = open_waiting(service, run_id, BridgeStatus::WaitingApproval)?;
     let claims = ApprovalClaims {
         fingerprint: Some(request.fingerprint),
         scope: request.scope,
@@ -96,23 +110,13 @@ pub async fn approve(service: &Service, run_id: &str, request: ApprovalRequest) 
             return Err(error);
         }
     };
-    bridge::apply_result(&mut state, &result);
-    records.event(
-        service.now(),
-        &BridgeEvent::RunResumed(RunResumed {
-            agent_run_id,
-            exit_code: result.exit_code,
-            agent_final_status: state.agent_final_status,
-            response_len: result.response.chars().count(),
-        }),
-    )?;
-    Ok(bridge::settle(service, &mut records, state, &result)?.state)
+    settle_resumed(service, records, state, agent_run_id, &result)
 }
 
 /// Rejects the pending action of bridge run `run_id`: its agent run ends
 /// `rejected` and the frozen action never runs; returns the new bridge state.
 pub async fn reject(service: &Service, run_id: &str, reason: Option<String>) -> Result<BridgeState, ApiError> {
-    let (mut records, mut state, agent_run_id) = open_waiting(service, run_id)?;
+    let (mut records, mut state, agent_run_id) = open_waiting(service, run_id, BridgeStatus::WaitingApproval)?;
     let pending = state.pending_action.clone();
     let runner = Arc::clone(&service.adapters.agent);
     let id = agent_run_id.clone();
@@ -131,15 +135,70 @@ pub async fn reject(service: &Service, run_id: &str, reason: Option<String>) -> 
     Ok(bridge::settle(service, &mut records, state, &result)?.state)
 }
 
-/// Locks bridge run `run_id`, which must exist and be waiting for
-/// approval; returns its writer, its state and its agent run id.
-fn open_waiting(service: &Service, run_id: &str) -> Result<(RecordWriter, BridgeState, String), ApiError> {
+/// Records a person's `answer` (checked by the caller) to the question of
+/// bridge run `run_id`'s agent run and continues it; returns the new bridge
+/// state. A refusal (the run does not wait for an answer, its records or
+/// files changed) changes nothing.
+pub async fn answer(service: &Service, run_id: &str, answer: String) -> Result<BridgeState, ApiError> {
+    let (mut records, state, agent_run_id) = open_waiting(service, run_id, BridgeStatus::WaitingInput)?;
+    let asked = state.pending_question.clone();
+    let answer_bytes = answer.len();
+    let runner = Arc::clone(&service.adapters.agent);
+    let id = agent_run_id.clone();
+    let result = blocking(move || runner.answer(&id, answer)).await?.map_err(refused)?;
+    records.event(
+        service.now(),
+        &BridgeEvent::AnswerGiven(AnswerGiven {
+            agent_run_id: agent_run_id.clone(),
+            step_id: asked.as_ref().map(|asked| asked.step_id.clone()).unwrap_or_default(),
+            turn: asked.as_ref().map_or(0, |asked| asked.turn),
+            answer_bytes,
+        }),
+    )?;
+    settle_resumed(service, records, state, agent_run_id, &result)
+}
+
+/// Takes the result of the agent run's resume into bridge run `state`:
+/// `run_resumed`, then `run_finished` or the next pause.
+fn settle_resumed(
+    service: &Service,
+    mut records: RecordWriter,
+    mut state: BridgeState,
+    agent_run_id: String,
+    result: &AdapterResult,
+) -> Result<BridgeState, ApiError> {
+    bridge::apply_result(&mut state, result);
+    records.event(
+        service.now(),
+        &BridgeEvent::RunResumed(RunResumed {
+            agent_run_id,
+            exit_code: result.exit_code,
+            agent_final_status: state.agent_final_status,
+            response_len: result.response.chars().count(),
+        }),
+    )?;
+    Ok(bridge::settle(service, &mut records, state, result)?.state)
+}
+
+/// Locks bridge run `run_id`, which must exist and be `waiting` (for
+/// approval, or for an answer); returns its writer, its state and its agent
+/// run id.
+fn open_waiting(
+    service: &Service,
+    run_id: &str,
+    waiting: BridgeStatus,
+) -> Result<(RecordWriter, BridgeState, String), ApiError> {
     let (mut records, state) = bridge::open_records(service, run_id).map_err(|error| match error {
         StoreError::NotFound { .. } => ApiError::not_found("bridge run", run_id),
         error => error.into(),
     })?;
     let state = bridge::sync_with_agent(service, &mut records, state)?;
-    if state.status != BridgeStatus::WaitingApproval {
+    let (what, paused_at) = if waiting == BridgeStatus::WaitingInput {
+        ("an answer", ("question", state.pending_question.is_some()))
+    } else {
+        ("approval", ("pending action", state.pending_action.is_some()))
+    };
+    if state.status != waiting {
         let agent = match (&state.agent_run_id, state.agent_final_status) {
             (Some(agent_run_id), Some(status)) => format!("; its agent run `{agent_run_id}` is `{}`", status.as_str()),
             _ => String::new(),
@@ -147,14 +206,14 @@ fn open_waiting(service: &Service, run_id: &str) -> Result<(RecordWriter, Bridge
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "run_not_waiting",
-            format!("bridge run `{run_id}` is not waiting for approval (status `{}`{agent})", state.status.as_str()),
+            format!("bridge run `{run_id}` is not waiting for {what} (status `{}`{agent})", state.status.as_str()),
         ));
     }
-    let agent_run_id = state.agent_run_id.clone().filter(|_| state.pending_action.is_some()).ok_or_else(|| {
+    let agent_run_id = state.agent_run_id.clone().filter(|_| paused_at.1).ok_or_else(|| {
         ApiError::new(
             StatusCode::CONFLICT,
             "records_invalid",
-            format!("bridge run `{run_id}` is waiting for approval but names no agent run or pending action"),
+            format!("bridge run `{run_id}` is waiting for {what} but names no agent run or {}", paused_at.0),
         )
     })?;
     Ok((records, state, agent_run_id))

@@ -12,7 +12,7 @@
 //! | 401 | `unauthorized` | missing or wrong bearer token |
 //! | 404 | `run_not_found` / `not_found` | unknown run id (or a run of another workspace to change) / route |
 //! | 405 | `method_not_allowed` | |
-//! | 409 | `run_not_waiting` | approve/reject: the bridge run is not `waiting_approval` |
+//! | 409 | `run_not_waiting` | approve/reject: the bridge run is not `waiting_approval`; answer: not `waiting_input` |
 //! | 409 | `approval_invalid` | approve: fingerprint, scope or state version do not match the frozen action, or the approval expired (a shared store: also in database time, or it was used already) |
 //! | 409 | `run_locked` | approve/reject: another decision on the run is in progress (this or another process) holds its lock |
 //! | 409 | `refused` | approve/reject: the runtime refused (agent run not waiting, plan or policy file changed) |
@@ -21,6 +21,7 @@
 //! | 413 | `body_too_large` | the body exceeds the limit |
 //! | 415 | `unsupported_media_type` | not `Content-Type: application/json` |
 //! | 422 | `invalid_body` | JSON of the wrong shape (missing or unknown field, wrong type) |
+//! | 422 | `invalid_answer` | answer: empty, white space only, or over 2000 bytes |
 //! | 500 | `records_failed` | run records could not be written or read |
 //! | 503 | `shutting_down` | the service is stopping |
 

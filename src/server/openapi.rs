@@ -11,6 +11,8 @@
 
 use serde_json::{Value, json};
 
+use crate::runtime::interpreter::MAX_ANSWER_BYTES;
+
 /// A goal's pattern: a character that is not Unicode `White_Space` (what
 /// `char::is_whitespace` uses), spelt out because `\s` differs between
 /// regex dialects (ECMA adds U+FEFF, Python the U+001C–U+001F separators).
@@ -151,10 +153,11 @@ fn full_document() -> Value {
                     "properties": {
                         "run_id": {"type": "string"},
                         "goal": {"type": "string"},
-                        "status": {"type": "string", "enum": ["queued", "created", "running", "waiting_approval", "done", "failed", "rejected", "cancelled"],
-                                   "description": "`waiting_approval` is the only status a finished request returns that is not final: \
+                        "status": {"type": "string", "enum": ["queued", "created", "running", "waiting_approval", "waiting_input", "done", "failed", "rejected", "cancelled"],
+                                   "description": "`waiting_approval` and `waiting_input` are the only statuses a finished request returns that are not final: \
                                                    the agent run is paused before a step that needs approval (see `pending_action`; \
-                                                   POST /runs/{id}/approve or /reject decides). `rejected`: a person rejected the pending action. \
+                                                   POST /runs/{id}/approve or /reject decides), or its agent step asked a person \
+                                                   a question (see `pending_question`; POST /runs/{id}/answer answers). `rejected`: a person rejected the pending action. \
                                                    `cancelled`: a person cancelled the agent run (`planrun cancel`). \
                                                    `queued`: accepted with `\"wait\": false` and not driven yet."},
                         "adapter": {"type": "string"},
@@ -168,6 +171,7 @@ fn full_document() -> Value {
                         "agent_state_path": nullable("string"),
                         "inputs": {"type": "object", "additionalProperties": true},
                         "pending_action": {"$ref": "#/components/schemas/PendingAction"},
+                        "pending_question": {"$ref": "#/components/schemas/PendingQuestion"},
                         "controller_run_id": {"type": "string"},
                         "created_at": {"type": "string", "format": "date-time"},
                         "updated_at": {"type": "string", "format": "date-time"}
@@ -218,9 +222,9 @@ fn full_document() -> Value {
                         "plan_id": {"type": ["string", "null"], "description": "the plan the goal routes to; its last run is the outcome"},
                         "inputs": {"type": "object", "additionalProperties": true, "description": "the inputs the request gave that plan (absent when none)"},
                         "current_goal": {"type": "string"},
-                        "status": {"type": "string", "enum": ["running", "done", "failed", "waiting_approval"]},
-                        "final_status": {"type": ["string", "null"], "enum": ["done", "failed", "waiting_approval", null]},
-                        "stop_reason": {"type": ["string", "null"], "enum": ["decision_stop", "max_iterations", "consecutive_failures", "prompt_blocked", "waiting_approval", "interrupted", null]},
+                        "status": {"type": "string", "enum": ["running", "done", "failed", "waiting_approval", "waiting_input"]},
+                        "final_status": {"type": ["string", "null"], "enum": ["done", "failed", "waiting_approval", "waiting_input", null]},
+                        "stop_reason": {"type": ["string", "null"], "enum": ["decision_stop", "max_iterations", "consecutive_failures", "prompt_blocked", "waiting_approval", "waiting_input", "interrupted", null]},
                         "decision_mode": {"type": "string", "enum": ["stub", "ollama", "openai"]},
                         "decision_model": nullable("string"),
                         "max_iterations": {"type": "integer"},
@@ -374,5 +378,50 @@ fn full_document() -> Value {
     });
     document["components"]["schemas"]["RunPage"] = run_page;
     document["paths"]["/runs"]["get"] = list_runs;
+    add_answer(&mut document, &run_id, &error_response, &bridge);
     document
+}
+
+/// `POST /runs/{id}/answer`, its request and the `PendingQuestion` schema
+/// (added after the document's `json!`, which is at the macro's recursion
+/// limit).
+fn add_answer(document: &mut Value, run_id: &Value, error_response: &dyn Fn(&str) -> Value, bridge: &Value) {
+    document["components"]["schemas"]["PendingQuestion"] = json!({
+        "type": "object",
+        "description": "The question the agent run's agent step asked a person; present exactly while status is waiting_input. \
+                        `question` is the model's text: untrusted.",
+        "required": ["step_id", "turn", "question"],
+        "properties": {
+            "step_id": {"type": "string"},
+            "turn": {"type": "integer", "minimum": 1, "description": "the agent turn that asked"},
+            "question": {"type": "string"}
+        }
+    });
+    document["components"]["schemas"]["AnswerRequest"] = json!({
+        "type": "object", "additionalProperties": false, "required": ["answer"],
+        "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": MAX_ANSWER_BYTES, "pattern": NOT_ONLY_WHITE_SPACE,
+                                  "description": "1 to 2000 bytes of UTF-8 (a character may take up to 4), holding a character that is \
+                                                  not white space; the model reads it as untrusted data"}}
+    });
+    document["paths"]["/runs/{id}/answer"] = json!({"post": {
+        "summary": "Answer the question of a bridge run waiting for input and resume its agent run to its end or its next pause",
+        "description": "Records the answer on the agent run (the agent turn's observation: `source=person trust=untrusted`, sealed \
+                        in its records, as `planrun answer` does), resumes it and answers the new bridge state: done, failed, \
+                        or waiting_input / waiting_approval again at the next pause. A refused answer changes nothing.",
+        "parameters": run_id,
+        "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AnswerRequest"}}}},
+        "responses": {
+            "200": {"description": "the new bridge state", "content": {"application/json": {"schema": bridge}}},
+            "400": error_response("malformed JSON or invalid run id"),
+            "401": error_response("missing or wrong bearer token"),
+            "404": error_response("unknown run id"),
+            "409": error_response("run_not_waiting (the bridge run is not waiting_input), run_locked (another request on the run is \
+                                   in progress), refused, records_invalid, plan_files_invalid"),
+            "413": error_response("body too large"),
+            "415": error_response("not application/json"),
+            "422": error_response("JSON of the wrong shape (answer missing, unknown field, wrong type), or invalid_answer: \
+                                   empty, white space only, or over 2000 bytes"),
+            "500": error_response("records_failed: records could not be read or written")
+        }
+    }});
 }

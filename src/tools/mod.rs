@@ -14,6 +14,7 @@ pub mod http;
 pub mod mcp;
 mod mcp_step;
 pub mod model_call;
+mod model_tls;
 mod outcome;
 mod pipes;
 mod process;

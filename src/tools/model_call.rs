@@ -1,5 +1,6 @@
 //! One call to a model, as an agent step makes it: a blocking HTTP/1.1
-//! `POST` over plain TCP (a local server, or a TLS-terminating proxy), in
+//! `POST` over plain TCP for an `http://` endpoint (a local server), or
+//! over TLS for an `https://` one (`model_tls.rs`), in
 //! one of the two protocols the controller also speaks (see
 //! `ops/service/decision/`): OpenAI-compatible chat completions with a
 //! JSON Schema `response_format`, or Ollama's `/api/chat` with `format`.
@@ -17,11 +18,13 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::model::{ModelBackend, ModelProfile};
+use crate::tools::model_tls::{self, TlsError, TlsPost};
 
 /// The largest response body read from a model server.
 pub const MAX_RESPONSE_BYTES: usize = 1 << 20;
@@ -84,6 +87,13 @@ pub fn ask_model(request: &ModelRequest<'_>) -> Result<ModelReply, ModelError> {
     ]);
     let timeout = Duration::from_secs(profile.timeout_secs);
     let started = Instant::now();
+    let call = |path: &'static str, timeout: Duration| Call {
+        endpoint: &profile.endpoint,
+        path,
+        bearer: request.api_key,
+        timeout,
+        ca_file: profile.ca_file.as_deref(),
+    };
     let timed_out = |error: ModelError| {
         if error == ModelError::Timeout(0) { ModelError::Timeout(profile.timeout_secs) } else { error }
     };
@@ -103,13 +113,13 @@ pub fn ask_model(request: &ModelRequest<'_>) -> Result<ModelReply, ModelError> {
                 "json_schema": {"name": SCHEMA_NAME, "schema": request.schema, "strict": true},
             });
             let path = "/chat/completions";
-            match post(&profile.endpoint, path, &body(strict), request.api_key, timeout) {
+            match post(&call(path, timeout), &body(strict)) {
                 Err(ModelError::Status(status)) if SCHEMA_REFUSALS.contains(&status) => {
                     let left = timeout.checked_sub(started.elapsed()).filter(|left| !left.is_zero());
                     let left = left.ok_or(ModelError::Timeout(profile.timeout_secs))?;
                     let loose = json!({"type": JSON_OBJECT, "schema": request.schema});
                     let reply =
-                        post(&profile.endpoint, path, &body(loose), request.api_key, left).map_err(timed_out)?;
+                        post(&call(path, left), &body(loose)).map_err(timed_out)?;
                     let mut reply = openai_reply(&reply)?;
                     reply.response_format = Some(JSON_OBJECT);
                     Ok(reply)
@@ -125,7 +135,7 @@ pub fn ask_model(request: &ModelRequest<'_>) -> Result<ModelReply, ModelError> {
                 "format": request.schema,
                 "options": {"temperature": profile.temperature, "num_predict": profile.max_tokens},
             });
-            let reply = post(&profile.endpoint, "/api/chat", &body, request.api_key, timeout).map_err(timed_out)?;
+            let reply = post(&call("/api/chat", timeout), &body).map_err(timed_out)?;
             ollama_reply(&reply)
         }
     }
@@ -165,15 +175,50 @@ fn ollama_reply(body: &Value) -> Result<ModelReply, ModelError> {
     })
 }
 
-/// `POST {endpoint}{path}` with a JSON body; the JSON answer of a 2xx.
-/// `Timeout(0)` stands for the call's own timeout.
-fn post(
-    endpoint: &str,
-    path: &str,
-    body: &Value,
-    bearer: Option<&str>,
+/// Where and how one call goes.
+struct Call<'a> {
+    endpoint: &'a str,
+    path: &'a str,
+    bearer: Option<&'a str>,
     timeout: Duration,
-) -> Result<Value, ModelError> {
+    ca_file: Option<&'a Path>,
+}
+
+/// `POST {endpoint}{path}` with a JSON body; the JSON answer of a 2xx.
+/// `https://` goes through the TLS client ([`crate::tools::model_tls`]),
+/// `http://` over a plain TCP connection. `Timeout(0)` stands for the
+/// call's own timeout.
+fn post(call: &Call<'_>, body: &Value) -> Result<Value, ModelError> {
+    let payload = serde_json::to_vec(body).map_err(|error| ModelError::Protocol(error.to_string()))?;
+    let (status, body) = if call.endpoint.starts_with("https://") {
+        let url = format!("{}{}", call.endpoint.trim_end_matches('/'), call.path);
+        model_tls::post(&TlsPost {
+            url: &url,
+            body: &payload,
+            bearer: call.bearer,
+            timeout: call.timeout,
+            ca_file: call.ca_file,
+            max_bytes: MAX_RESPONSE_BYTES,
+        })
+        .map_err(|error| match error {
+            TlsError::Unreachable(text) => ModelError::Unreachable(text),
+            TlsError::Timeout => ModelError::Timeout(0),
+            TlsError::Protocol(text) => ModelError::Protocol(text),
+        })?
+    } else {
+        plain_post(call, &payload)?
+    };
+    if !(200..300).contains(&status) {
+        return Err(ModelError::Status(status));
+    }
+    crate::strict_json::parse_slice(&body)
+        .map_err(|error| ModelError::Protocol(format!("body is not strict JSON: {error}")))
+}
+
+/// One `POST` over a plain TCP connection (HTTP/1.1, `Connection: close`):
+/// the status and the (de-chunked) body.
+fn plain_post(call: &Call<'_>, payload: &[u8]) -> Result<(u16, Vec<u8>), ModelError> {
+    let (endpoint, path, bearer, timeout) = (call.endpoint, call.path, call.bearer, call.timeout);
     let started = Instant::now();
     let rest = endpoint
         .strip_prefix("http://")
@@ -191,7 +236,6 @@ fn post(
         std::io::ErrorKind::TimedOut => ModelError::Timeout(0),
         _ => ModelError::Unreachable(error.to_string()),
     })?;
-    let payload = serde_json::to_vec(body).map_err(|error| ModelError::Protocol(error.to_string()))?;
     let mut head = format!(
         "POST {target} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         payload.len()
@@ -207,7 +251,7 @@ fn post(
     };
     stream.set_write_timeout(remaining(started).or(Some(Duration::from_millis(1)))).map_err(io)?;
     stream.write_all(head.as_bytes()).map_err(io)?;
-    stream.write_all(&payload).map_err(io)?;
+    stream.write_all(payload).map_err(io)?;
     let mut response = Vec::new();
     let mut buffer = [0u8; 16 * 1024];
     loop {
@@ -225,12 +269,7 @@ fn post(
             break;
         }
     }
-    let (status, body) = parse_response(&response)?;
-    if !(200..300).contains(&status) {
-        return Err(ModelError::Status(status));
-    }
-    crate::strict_json::parse_slice(&body)
-        .map_err(|error| ModelError::Protocol(format!("body is not strict JSON: {error}")))
+    parse_response(&response)
 }
 
 /// The header block's end, if the response has one.

@@ -33,3 +33,18 @@ pub fn finish(summary: &str) -> String {
 pub fn ask(question: &str) -> String {
     json!({"type": "ask", "question": question}).to_string()
 }
+
+/// The observations agent run `t` recorded (`agent_observation` events),
+/// as `(outcome, rule, text)`.
+pub fn observations(sandbox: &super::Sandbox) -> Vec<(String, String, String)> {
+    sandbox
+        .record(super::tickets::RUN, "audit.jsonl")
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("audit line"))
+        .filter(|event| event["event_type"] == "agent_observation")
+        .map(|event| {
+            let text = |key: &str| event["details"][key].as_str().unwrap_or("").to_string();
+            (text("outcome"), text("rule"), text("text"))
+        })
+        .collect()
+}

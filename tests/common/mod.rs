@@ -16,6 +16,7 @@ pub mod fake_model;
 pub mod http_fixture;
 pub mod planrun;
 pub mod tickets;
+pub mod tls;
 
 use std::fs;
 use std::path::{Path, PathBuf};

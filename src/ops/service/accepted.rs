@@ -155,8 +155,8 @@ impl ObservedAgent {
 
 /// Settles a bridge run whose service stopped driving it, never sending it
 /// to the adapter again: when its agent run paused or ended, the bridge run
-/// takes its result (`agent_run_observed`, then `approval_requested` or
-/// `run_finished`, as when the agent run is continued outside the
+/// takes its result (`agent_run_observed`, then `approval_requested`,
+/// `input_requested` or `run_finished`, as when the agent run is continued outside the
 /// service); otherwise it ends `failed` (`run_interrupted`, `run_finished`)
 /// with an error that names its agent run, which keeps its own records
 /// (`planrun show`, `planrun resume`).
@@ -166,10 +166,9 @@ fn settle_interrupted(
     mut state: BridgeState,
     agent: Option<ObservedAgent>,
 ) -> Result<BridgeState, ServiceError> {
-    let ended = agent
-        .as_ref()
-        .and_then(ObservedAgent::status)
-        .filter(|status| status.is_terminal() || *status == RunStatus::WaitingApproval);
+    let ended = agent.as_ref().and_then(ObservedAgent::status).filter(|status| {
+        status.is_terminal() || matches!(status, RunStatus::WaitingApproval | RunStatus::WaitingInput)
+    });
     if let (Some(agent_final_status), Some(ObservedAgent { run_id, result: Some(result) })) = (ended, &agent) {
         records.event(
             service.now(),

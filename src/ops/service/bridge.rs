@@ -11,24 +11,28 @@
 //!                agent_run_id)
 //! paused?      → the agent run waits for approval: status waiting_approval,
 //!                pending_action set, approval_requested logged; stop
+//!                (or its agent step asked a person: status waiting_input,
+//!                pending_question set, input_requested logged; stop)
 //! done|failed  → run_finished logged (status, adapter_mode, agent ids)
 //! ```
 //!
-//! The returned state is `done`, `failed` or `waiting_approval`, never
-//! `running`. `waiting_approval` is the only status that is not final: the
-//! bridge run's agent run is paused before a step that needs a person's
-//! approval, and the HTTP front end (`server/approvals.rs`) continues it (`done`, `failed`,
-//! or `waiting_approval` again at the next gated step) or ends it `rejected`.
+//! The returned state is `done`, `failed`, `waiting_approval` or
+//! `waiting_input`, never `running`. The two waiting statuses are the only
+//! ones that are not final: the bridge run's agent run is paused before a
+//! step that needs a person's approval, or its agent step asked a person a
+//! question, and the HTTP front end (`server/approvals.rs`) continues it
+//! (`done`, `failed`, or waiting again at the next pause) or ends it
+//! `rejected`.
 
 use serde::{Deserialize, Serialize};
 
 use crate::model::{FailureClass, RunStatus};
 use crate::ops::service::Service;
 use crate::ops::service::ServiceError;
-use crate::ops::service::adapters::{AdapterKind, AdapterMode, AdapterResult, Task};
+use crate::ops::service::adapters::{AdapterKind, AdapterMode, AdapterResult, PendingQuestion, Task};
 use crate::ops::service::bridge_event::{
-    AgentRunObserved, ApprovalRequested, BridgeEvent, InstructionGenerated, ResponseReceived, RunCreated, RunFinished,
-    TaskSent,
+    AgentRunObserved, ApprovalRequested, BridgeEvent, InputRequested, InstructionGenerated, ResponseReceived,
+    RunCreated, RunFinished, TaskSent,
 };
 use crate::ops::service::guard;
 use crate::ops::service::ids::{agent_run_id, controller_bridge_id};
@@ -61,6 +65,10 @@ pub struct BridgeState {
     /// `waiting_approval`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_action: Option<PendingAction>,
+    /// The question the agent run's agent step asked a person, exactly
+    /// while `status` is `waiting_input` (untrusted: the model's text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_question: Option<PendingQuestion>,
     /// The controller run that started this bridge run, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controller_run_id: Option<String>,
@@ -134,6 +142,7 @@ pub fn accept_run(
         agent_state_path: None,
         inputs: inputs.clone(),
         pending_action: None,
+        pending_question: None,
         controller_run_id: match origin {
             Origin::Api => None,
             Origin::Controller { controller_run_id, .. } => Some(controller_run_id.to_string()),
@@ -220,16 +229,19 @@ pub(crate) fn apply_result(state: &mut BridgeState, result: &AdapterResult) {
     state.response = Some(result.response.clone());
     state.error = result.error.clone();
     state.pending_action = None;
+    state.pending_question = None;
     if let Some(agent) = &result.agent {
         state.agent_run_id = Some(agent.agent_run_id.clone());
         state.agent_final_status = agent.agent_final_status;
         state.agent_state_path = agent.agent_state_path.clone();
         state.pending_action = agent.pending_action.clone();
+        state.pending_question = agent.pending_question.clone();
     }
 }
 
 /// Ends the bridge run `done`/`failed` (`rejected` when the agent run was
-/// rejected), or pauses it `waiting_approval` when its agent run paused.
+/// rejected), or pauses it `waiting_approval` (`waiting_input`) when its
+/// agent run paused for approval (asked a person a question).
 pub(crate) fn settle(
     service: &Service,
     records: &mut RecordWriter,
@@ -237,12 +249,10 @@ pub(crate) fn settle(
     result: &AdapterResult,
 ) -> Result<BridgeOutcome, ServiceError> {
     let failure_class = result.agent.as_ref().and_then(|agent| agent.failure_class);
-    if let Some(pending) = state.pending_action.clone() {
-        state.status = BridgeStatus::WaitingApproval;
-        state.updated_at = service.now();
-        records.event(
-            state.updated_at.clone(),
-            &BridgeEvent::ApprovalRequested(ApprovalRequested {
+    let pause = match (state.pending_action.clone(), state.pending_question.clone()) {
+        (Some(pending), _) => Some((
+            BridgeStatus::WaitingApproval,
+            BridgeEvent::ApprovalRequested(ApprovalRequested {
                 agent_run_id: state.agent_run_id.clone(),
                 step_id: pending.step_id,
                 kind: pending.kind,
@@ -250,7 +260,22 @@ pub(crate) fn settle(
                 fingerprint: pending.fingerprint,
                 state_version: pending.state_version,
             }),
-        )?;
+        )),
+        (None, Some(asked)) => Some((
+            BridgeStatus::WaitingInput,
+            BridgeEvent::InputRequested(InputRequested {
+                agent_run_id: state.agent_run_id.clone(),
+                step_id: asked.step_id,
+                turn: asked.turn,
+                question: asked.question,
+            }),
+        )),
+        (None, None) => None,
+    };
+    if let Some((status, event)) = pause {
+        state.status = status;
+        state.updated_at = service.now();
+        records.event(state.updated_at.clone(), &event)?;
         records.save_last(&state)?;
         return Ok(BridgeOutcome { state, failure_class });
     }
@@ -290,17 +315,18 @@ pub(crate) fn finish(
 /// Brings a waiting bridge run up to date with its agent run, under the
 /// record's lock. The agent run may have been approved and resumed,
 /// rejected or cancelled outside the service (the CLI on the same
-/// workspace): then the bridge run takes the agent run's real status
-/// (`agent_run_observed`, then `run_finished` or `approval_requested` at
-/// the next gate). A bridge run that is not waiting, or whose agent run
-/// waits at the same gate or cannot be read, is returned unchanged.
+/// workspace), or answered (`planrun answer`): then the bridge run takes
+/// the agent run's real status (`agent_run_observed`, then `run_finished`,
+/// or `approval_requested` / `input_requested` at the next pause). A bridge
+/// run that is not waiting, or whose agent run waits at the same gate (the
+/// same question of the same turn) or cannot be read, is returned
+/// unchanged.
 pub(crate) fn sync_with_agent(
     service: &Service,
     records: &mut RecordWriter,
     mut state: BridgeState,
 ) -> Result<BridgeState, ServiceError> {
-    let Some(agent_run_id) = state.agent_run_id.clone().filter(|_| state.status == BridgeStatus::WaitingApproval)
-    else {
+    let Some(agent_run_id) = state.agent_run_id.clone().filter(|_| state.status.waits_for_a_person()) else {
         return Ok(state);
     };
     let Ok(result) = service.adapters.agent.observe(&agent_run_id) else {
@@ -310,7 +336,9 @@ pub(crate) fn sync_with_agent(
         return Ok(state);
     };
     let fingerprint = |pending: Option<&PendingAction>| pending.map(|pending| pending.fingerprint.clone());
-    if fingerprint(agent.pending_action.as_ref()) == fingerprint(state.pending_action.as_ref()) {
+    if fingerprint(agent.pending_action.as_ref()) == fingerprint(state.pending_action.as_ref())
+        && agent.pending_question == state.pending_question
+    {
         return Ok(state);
     }
     records.event(
@@ -326,7 +354,7 @@ pub(crate) fn sync_with_agent(
 }
 
 /// The current state of bridge run `run_id` (`GET /runs/{id}`), read
-/// through to its agent run when it waits for approval; `None` when there
+/// through to its agent run when it waits for approval or an answer; `None` when there
 /// is no such run. While another request holds the record (an approve or
 /// reject in progress), the stored state is returned as it is. An accepted
 /// or running run whose agent run exists is `running` with that agent
@@ -341,7 +369,7 @@ pub fn read_current(service: &Service, run_id: &str) -> Result<Option<BridgeStat
     if matches!(state.status, BridgeStatus::Queued | BridgeStatus::Running) {
         return Ok(Some(with_agent_run(service, state)));
     }
-    if state.status != BridgeStatus::WaitingApproval {
+    if !state.status.waits_for_a_person() {
         return Ok(Some(state));
     }
     match open_records(service, run_id) {

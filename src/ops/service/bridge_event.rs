@@ -7,8 +7,8 @@
 //! `status` column comes from [`BridgeEvent`]'s [`RecordEvent::status`],
 //! derived from the details where they decide it. The approval events
 //! (`approval_granted`, `resume_refused`, `run_resumed`,
-//! `approval_rejected`) are written by the HTTP front end (`server/approvals.rs`) to the
-//! same record. To add an event: a struct here with its details in the
+//! `approval_rejected`) and `answer_given` are written by the HTTP front end
+//! (`server/approvals.rs`) to the same record. To add an event: a struct here with its details in the
 //! order they are written, a variant, and its arm in `status`.
 
 use serde::Serialize;
@@ -34,6 +34,8 @@ pub enum BridgeEvent {
     ResumeRefused(ResumeRefused),
     RunResumed(RunResumed),
     ApprovalRejected(ApprovalRejected),
+    InputRequested(InputRequested),
+    AnswerGiven(AnswerGiven),
     RunInterrupted(RunInterrupted),
     RunFinished(RunFinished),
 }
@@ -50,6 +52,7 @@ impl RecordEvent for BridgeEvent {
             // The agent run's status as observed; `null` while it has none.
             BridgeEvent::AgentRunObserved(event) => return event.agent_final_status.map(RunStatus::as_str),
             BridgeEvent::ApprovalRejected(_) => "rejected",
+            BridgeEvent::InputRequested(_) | BridgeEvent::AnswerGiven(_) => "waiting_input",
             BridgeEvent::RunInterrupted(_) => "failed",
             BridgeEvent::RunFinished(event) => event.status.as_str(),
         })
@@ -168,6 +171,28 @@ pub struct ApprovalRejected {
     pub step_id: Option<String>,
     pub fingerprint: Option<String>,
     pub reason: Option<String>,
+}
+
+/// `input_requested`: the agent run's agent step asked a person a question
+/// (the model's text: untrusted).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InputRequested {
+    pub agent_run_id: Option<String>,
+    pub step_id: String,
+    pub turn: u32,
+    pub question: String,
+}
+
+/// `answer_given`: a person's answer was recorded on the agent run (the
+/// text itself is sealed in the agent run's records, as its turn's
+/// observation).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AnswerGiven {
+    pub agent_run_id: String,
+    pub step_id: String,
+    pub turn: u32,
+    /// In bytes.
+    pub answer_bytes: usize,
 }
 
 /// `run_finished`: the bridge run ended (its `status` is the column's).

@@ -15,7 +15,8 @@
 //! recovery rule's rewrite), never a model's text. A
 //! `run_plan` identical to the last one (same plan, same goal) counts as a
 //! consecutive failure before it runs (`decision_repeated`), and a bridge
-//! run paused for approval stops the loop (`"waiting_approval"`).
+//! run paused for approval stops the loop (`"waiting_approval"`), and so
+//! does one whose agent step asked a person a question (`"waiting_input"`).
 //!
 //! After a failed bridge run the recovery rules of the service policy are
 //! considered (once per controller run, [`crate::ops::service::controller_recovery`]).
@@ -65,11 +66,13 @@ pub struct ControllerState {
     pub current_goal: String,
     pub status: ControllerStatus,
     /// Once finished: the outcome for the user's goal, the last run of the
-    /// plan it routes to (`done`, `failed` or `waiting_approval`); a plan
+    /// plan it routes to (`done`, `failed`, `waiting_approval` or
+    /// `waiting_input`); a plan
     /// run in its place under a recovery rule never makes it `done`.
     pub final_status: Option<ControllerStatus>,
     /// `decision_stop`, `max_iterations`, `consecutive_failures`, `prompt_blocked`,
     /// `waiting_approval` (the last bridge run waits for a person),
+    /// `waiting_input` (its agent step asked a person a question),
     /// `interrupted` (the service driving it stopped: [`settle_interrupted`]).
     pub stop_reason: Option<ControllerStopReason>,
     /// The backend chosen at start-up: `stub`, `ollama` or `openai`.
@@ -267,10 +270,11 @@ pub async fn execute(
             bridge_run_id: bridge_state.run_id.clone(),
             agent_run_id: agent_run_id(&bridge_state.run_id),
         });
-        // An agent run paused at an approval gate is neither a success nor a
-        // failure: the controller stops and hands it to a person
-        // (`POST /runs/{bridge_run_id}/approve`).
-        let waiting = bridge_state.status == BridgeStatus::WaitingApproval;
+        // An agent run paused at an approval gate, or asking a question, is
+        // neither a success nor a failure: the controller stops and hands it
+        // to a person (`POST /runs/{bridge_run_id}/approve` or `/answer`).
+        let waiting = bridge_state.status.waits_for_a_person();
+        let waiting_input = bridge_state.status == BridgeStatus::WaitingInput;
         let failed = !waiting && bridge_state.status != BridgeStatus::Done;
         state.bridge_results.push(BridgeResult {
             iteration,
@@ -288,7 +292,11 @@ pub async fn execute(
         if waiting {
             state.updated_at = service.now();
             records.save(&state)?;
-            break ControllerStopReason::WaitingApproval;
+            break if waiting_input {
+                ControllerStopReason::WaitingInput
+            } else {
+                ControllerStopReason::WaitingApproval
+            };
         }
         if failed {
             state.consecutive_failures += 1;
@@ -364,6 +372,7 @@ fn finish(
     let final_status = match own.map(|result| result.status) {
         Some(BridgeStatus::Done) => ControllerStatus::Done,
         Some(BridgeStatus::WaitingApproval) => ControllerStatus::WaitingApproval,
+        Some(BridgeStatus::WaitingInput) => ControllerStatus::WaitingInput,
         _ => ControllerStatus::Failed,
     };
     if let Some(last) = state.bridge_results.last()

@@ -19,6 +19,9 @@ pub enum BridgeStatus {
     Running,
     /// Not final: the agent run is paused for approval.
     WaitingApproval,
+    /// Not final: the agent run's agent step asked a person a question
+    /// (`POST /runs/{id}/answer`).
+    WaitingInput,
     Done,
     Failed,
     /// A person rejected the pending action.
@@ -34,11 +37,18 @@ impl BridgeStatus {
             BridgeStatus::Created => "created",
             BridgeStatus::Running => "running",
             BridgeStatus::WaitingApproval => "waiting_approval",
+            BridgeStatus::WaitingInput => "waiting_input",
             BridgeStatus::Done => "done",
             BridgeStatus::Failed => "failed",
             BridgeStatus::Rejected => "rejected",
             BridgeStatus::Cancelled => "cancelled",
         }
+    }
+
+    /// Whether the bridge run's agent run waits for a person: an approval
+    /// (`waiting_approval`) or an answer (`waiting_input`).
+    pub fn waits_for_a_person(self) -> bool {
+        matches!(self, BridgeStatus::WaitingApproval | BridgeStatus::WaitingInput)
     }
 }
 
@@ -49,6 +59,8 @@ pub enum ControllerStatus {
     Running,
     /// The last bridge run waits for a person's approval.
     WaitingApproval,
+    /// The last bridge run waits for a person's answer to its question.
+    WaitingInput,
     Done,
     Failed,
 }
@@ -58,6 +70,7 @@ impl ControllerStatus {
         match self {
             ControllerStatus::Running => "running",
             ControllerStatus::WaitingApproval => "waiting_approval",
+            ControllerStatus::WaitingInput => "waiting_input",
             ControllerStatus::Done => "done",
             ControllerStatus::Failed => "failed",
         }
@@ -78,6 +91,8 @@ pub enum ControllerStopReason {
     PromptBlocked,
     /// The last bridge run waits for a person.
     WaitingApproval,
+    /// The last bridge run waits for a person's answer.
+    WaitingInput,
     /// The service driving it stopped before it ended.
     Interrupted,
     /// A reason this version does not write, kept as recorded.
@@ -85,12 +100,13 @@ pub enum ControllerStopReason {
 }
 
 impl ControllerStopReason {
-    const KNOWN: [ControllerStopReason; 6] = [
+    const KNOWN: [ControllerStopReason; 7] = [
         ControllerStopReason::DecisionStop,
         ControllerStopReason::MaxIterations,
         ControllerStopReason::ConsecutiveFailures,
         ControllerStopReason::PromptBlocked,
         ControllerStopReason::WaitingApproval,
+        ControllerStopReason::WaitingInput,
         ControllerStopReason::Interrupted,
     ];
 
@@ -101,6 +117,7 @@ impl ControllerStopReason {
             ControllerStopReason::ConsecutiveFailures => "consecutive_failures",
             ControllerStopReason::PromptBlocked => "prompt_blocked",
             ControllerStopReason::WaitingApproval => "waiting_approval",
+            ControllerStopReason::WaitingInput => "waiting_input",
             ControllerStopReason::Interrupted => "interrupted",
             ControllerStopReason::Other(reason) => reason,
         }

@@ -58,6 +58,8 @@ pub enum SendError {
 
 #[cfg(feature = "http")]
 pub use with_reqwest::Client;
+#[cfg(feature = "http")]
+pub(crate) use with_reqwest::describe;
 
 #[cfg(not(feature = "http"))]
 pub use without::Client;
@@ -189,7 +191,7 @@ mod with_reqwest {
     }
 
     /// The error and its causes, one line.
-    fn describe(error: &reqwest::Error) -> String {
+    pub(crate) fn describe(error: &reqwest::Error) -> String {
         let mut text = error.to_string();
         let mut source = std::error::Error::source(error);
         while let Some(cause) = source {

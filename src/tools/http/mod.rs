@@ -30,6 +30,8 @@ use crate::policy::{HttpEvaluation, HttpTarget, evaluate_http, restricted_addres
 use crate::tools::ToolOutcome;
 
 pub use client::UNAVAILABLE;
+#[cfg(feature = "http")]
+pub(crate) use client::describe;
 pub use resolve::{Resolve, StubResolver, SystemResolver};
 
 use client::{Answer, Client, Hop, SendError};

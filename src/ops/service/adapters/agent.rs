@@ -8,8 +8,9 @@
 //! own. The catalog is loaded and validated once, at start-up.
 //!
 //! A run that pauses for approval (`waiting_approval`, exit code 3) is
-//! continued by [`AgentRunner::approve`] + [`AgentRunner::resume`] or ended
-//! by [`AgentRunner::reject`] (the runtime's control API; each locks the run
+//! continued by [`AgentRunner::approve`] + [`AgentRunner::resume_held`] or ended
+//! by [`AgentRunner::reject`]; one whose agent step asks a person
+//! (`waiting_input`, exit code 4) is continued by [`AgentRunner::answer`] (the runtime's control API; each locks the run
 //! folder, so two decisions on one run never both execute).
 
 use std::path::PathBuf;
@@ -20,7 +21,7 @@ use crate::load::Catalog;
 use crate::model::{
     FailureClass, GivenInput, GivenValue, InputError, InputSource, RunStatus, StopReason, resolve_inputs,
 };
-use crate::ops::service::adapters::{AdapterMode, AdapterResult, AgentMetadata};
+use crate::ops::service::adapters::{AdapterMode, AdapterResult, AgentMetadata, PendingQuestion};
 use crate::ops::service::ids::agent_run_id;
 use crate::ops::{self, ApproveInput, Approved, ExitStatus, OpsError, RunInput, RunTarget};
 use crate::ops::{HeldRun, ResumeRequest};
@@ -138,6 +139,23 @@ impl AgentRunner {
         Ok(self.result(&run_id, &outcome.state, "resumed"))
     }
 
+    /// Records a person's `answer` to the question agent run `run_id`
+    /// asked and continues it (`ops::resume` with the answer, as `planrun
+    /// answer`; never with changed plan or policy files). The caller
+    /// checked the answer ([`ops::check_answer`]); a run that asks nothing
+    /// refuses it.
+    pub fn answer(&self, run_id: &str, answer: String) -> Result<AdapterResult, OpsError> {
+        let request = ResumeRequest {
+            workspace: self.workspace.clone(),
+            run_id: RunId::parse(run_id)?,
+            allow_changed_files: false,
+            policies: None,
+            answer: Some(answer),
+        };
+        let outcome = ops::resume(request, &self.env, &mut NoProgress)?;
+        Ok(self.result(run_id, &outcome.state, "resumed"))
+    }
+
     /// Ends agent run `run_id` `rejected` (`ops::reject`).
     pub fn reject(&self, run_id: &str, reason: Option<String>) -> Result<AdapterResult, OpsError> {
         let ended = ops::reject(&self.workspace, &RunId::parse(run_id)?, reason, &self.env)?;
@@ -167,20 +185,26 @@ impl AgentRunner {
                 .then(|| last_failure_class(self.store.as_ref(), run_id))
                 .flatten(),
             pending_action: state.pending_action.clone().filter(|_| waiting),
+            pending_question: pending_question(state),
         };
-        let response = match metadata.pending_action.as_ref() {
-            Some(pending) => format!(
+        let response = match (metadata.pending_action.as_ref(), metadata.pending_question.as_ref()) {
+            (Some(pending), _) => format!(
                 "agent run `{run_id}` {verb} plan `{}` and is waiting for approval of step `{}`",
                 state.plan.id, pending.step_id
             ),
-            None => format!(
+            (None, Some(asked)) => format!(
+                "agent run `{run_id}` {verb} plan `{}` and is waiting for an answer to the question of step `{}`",
+                state.plan.id, asked.step_id
+            ),
+            (None, None) => format!(
                 "agent run `{run_id}` {verb} plan `{}` and ended `{status}` ({})",
                 state.plan.id,
                 state.stop_reason.as_ref().map_or("no stop reason", StopReason::as_str)
             ),
         };
-        // A paused run is not an error: it waits for a person's decision.
-        let error = if state.status == RunStatus::Done || waiting {
+        // A paused run is not an error: it waits for a person's decision
+        // or answer.
+        let error = if state.status == RunStatus::Done || waiting || metadata.pending_question.is_some() {
             None
         } else {
             Some(state.error.clone().unwrap_or_else(|| format!("agent run ended `{status}`")))
@@ -193,6 +217,17 @@ impl AgentRunner {
             agent: Some(metadata),
         }
     }
+}
+
+/// The question a `waiting_input` run's agent step asked, with its step
+/// and turn.
+fn pending_question(state: &RunState) -> Option<PendingQuestion> {
+    let agent = state.agent.as_ref().filter(|_| state.status == RunStatus::WaitingInput)?;
+    Some(PendingQuestion {
+        step_id: agent.step_id.clone(),
+        turn: agent.turns.last().map_or(0, |turn| turn.turn),
+        question: agent.question.clone()?,
+    })
 }
 
 /// The failure class of the run's last failed attempt, from its history.

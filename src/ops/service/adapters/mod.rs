@@ -98,6 +98,21 @@ pub struct AgentMetadata {
     pub failure_class: Option<crate::model::FailureClass>,
     /// The frozen action when the agent run paused (`waiting_approval`).
     pub pending_action: Option<crate::store::PendingAction>,
+    /// The question when the agent run's agent step asked a person
+    /// (`waiting_input`).
+    pub pending_question: Option<PendingQuestion>,
+}
+
+/// The question an agent run's agent step asked a person: the run waits
+/// (`waiting_input`) until it is answered (`POST /runs/{id}/answer`,
+/// `planrun answer`). The text is the model's: untrusted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PendingQuestion {
+    pub step_id: String,
+    /// The agent turn that asked (1-based).
+    pub turn: u32,
+    pub question: String,
 }
 
 impl AgentMetadata {
@@ -109,6 +124,7 @@ impl AgentMetadata {
             agent_state_path: None,
             failure_class: None,
             pending_action: None,
+            pending_question: None,
         }
     }
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::confine::{ProgramResolver, Workspace};
 use crate::model::{AgentSpec, AgentTool, Decision, Policy, Step};
-use crate::policy::evaluate_shell;
+use crate::policy::{evaluate_http_url, evaluate_shell};
 use crate::tools::ResolvedAction;
 
 use super::proposal::{Proposal, decode, resolve, writes};
@@ -89,6 +89,21 @@ pub(crate) fn decide_turn(
         }
         prompt = verdict.decision == Decision::Prompt;
         allowed_by = Some(verdict.rule);
+    }
+    if let (ResolvedAction::Http { method, url, .. }, AgentTool::Http(_, rule)) = (&action, agent_tool) {
+        // Judged by the egress policy before anyone is asked to approve
+        // it (the tool judges it again, with the address, when it runs).
+        let judged = evaluate_http_url(&policy.http, method, url);
+        if !judged.is_allowed() {
+            let message = format!("{method} {url} is refused by the egress policy: {}", judged.reason);
+            return TurnDecision::Refused { rule: judged.rule, message };
+        }
+        if judged.rule != rule {
+            let message =
+                format!("{method} {url} is allowed by rule `{}`, not by the offered tool `{rule}`", judged.rule);
+            return TurnDecision::refused("agent.tools", message);
+        }
+        allowed_by = Some(judged.rule);
     }
     let approval = if step.approval {
         Some("step")

@@ -46,6 +46,33 @@ fn object(properties: Value, required: &[&str]) -> Value {
     json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
 }
 
+/// An `[[http.allow]]` rule as a tool: its methods, and a URL its scheme,
+/// host, port and path allow (the egress policy judges it again).
+fn http_tool(rule: &crate::model::HttpRule) -> (String, Value) {
+    let port = rule.port.map(|port| format!(":{port}")).unwrap_or_default();
+    let host = String::from(rule.host.clone());
+    let prefix = format!("{}://{host}{port}{}", rule.scheme, rule.path);
+    let mut url = json!({"type": "string", "description": format!("a URL starting with {prefix}")});
+    if let crate::model::HostPattern::Exact(_) = rule.host {
+        url["pattern"] = json!(format!("^{}", regex::escape(&prefix)));
+    }
+    let writes = rule.methods.iter().any(|method| !super::proposal::reads(method));
+    let mut description = format!("send an HTTP request ({}) to {prefix}…", rule.methods.join(", "));
+    if writes {
+        description.push_str("; a method other than GET or HEAD is a write: a person approves it first");
+    }
+    if let Some(reason) = &rule.reason {
+        description.push_str(&format!("; {reason}"));
+    }
+    let properties = json!({
+        "method": {"enum": rule.methods},
+        "url": url,
+        "body": {"type": "string", "description": "the request body (optional)"},
+    });
+    let schema = json!({"type": "object", "properties": properties, "required": ["method", "url"], "additionalProperties": false});
+    (description, schema)
+}
+
 fn describe(policy: &Policy, tool: AgentTool<'_>) -> (String, Value) {
     // `minLength`: an empty path or id is never valid; said in the schema,
     // a constrained decoder (llama.cpp's grammar) cannot produce one.
@@ -66,6 +93,7 @@ fn describe(policy: &Policy, tool: AgentTool<'_>) -> (String, Value) {
             "close a ticket (a write: a person approves it first)".to_string(),
             object(json!({"ticket_id": ticket}), &["ticket_id"]),
         ),
+        AgentTool::Http(index, _) => http_tool(&policy.http.allow[index]),
         AgentTool::Shell(index, _) => {
             let rule = &policy.shell.allow[index];
             let shapes: Vec<Value> = rule

@@ -93,6 +93,33 @@ pub(crate) fn resolve(
             only(&["ticket_id"])?;
             Ok(ResolvedAction::TicketClose { ticket_id: string("ticket_id")? })
         }
+        AgentTool::Http(index, _) => {
+            only(&["method", "url", "body"])?;
+            let rule = &policy.http.allow[index];
+            let method = string("method")?;
+            if !rule.methods.contains(&method) {
+                return Err(format!(
+                    "method `{method}` is not one of rule `{}`'s ({})",
+                    rule.name,
+                    rule.methods.join(", ")
+                ));
+            }
+            let body = match arguments.get("body") {
+                None => None,
+                Some(body) => Some(body.as_str().ok_or("`body` is not a string")?.to_string()),
+            };
+            Ok(ResolvedAction::Http {
+                method,
+                url: string("url")?,
+                headers: Default::default(),
+                secrets: Vec::new(),
+                body,
+                json_body: false,
+                expect_status: Vec::new(),
+                max_response_bytes: None,
+                response_headers: Vec::new(),
+            })
+        }
         AgentTool::Shell(index, _) => {
             only(&["args"])?;
             let rule = &policy.shell.allow[index];
@@ -121,9 +148,19 @@ pub(crate) fn resolve(
     }
 }
 
-/// Whether an action writes (and so pauses for a person's approval).
+/// Whether an action writes (and so pauses for a person's approval): the
+/// file and ticket writes, and an HTTP request whose method is not a read.
 pub(crate) fn writes(action: &ResolvedAction) -> bool {
-    matches!(action, ResolvedAction::WriteFile { .. } | ResolvedAction::TicketClose { .. })
+    match action {
+        ResolvedAction::WriteFile { .. } | ResolvedAction::TicketClose { .. } => true,
+        ResolvedAction::Http { method, .. } => !reads(method),
+        _ => false,
+    }
+}
+
+/// Whether an HTTP method only reads (`GET`, `HEAD`).
+pub(crate) fn reads(method: &str) -> bool {
+    matches!(method, "GET" | "HEAD")
 }
 
 /// The idempotency key of turn `turn`'s write in step `step_id` of run
