@@ -118,8 +118,7 @@ pub fn ask_model(request: &ModelRequest<'_>) -> Result<ModelReply, ModelError> {
                     let left = timeout.checked_sub(started.elapsed()).filter(|left| !left.is_zero());
                     let left = left.ok_or(ModelError::Timeout(profile.timeout_secs))?;
                     let loose = json!({"type": JSON_OBJECT, "schema": request.schema});
-                    let reply =
-                        post(&call(path, left), &body(loose)).map_err(timed_out)?;
+                    let reply = post(&call(path, left), &body(loose)).map_err(timed_out)?;
                     let mut reply = openai_reply(&reply)?;
                     reply.response_format = Some(JSON_OBJECT);
                     Ok(reply)
