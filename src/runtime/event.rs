@@ -154,7 +154,15 @@ impl Event {
     /// The `event_type` and `details` columns, exactly as the line holds
     /// them.
     pub fn columns(&self) -> Result<EventColumns, serde_json::Error> {
-        serde_json::from_value(serde_json::to_value(self)?)
+        // The two entries are taken out of the serialized event as they
+        // are: no second pass rebuilds the details map.
+        let Value::Object(mut event) = serde_json::to_value(self)? else {
+            return Err(serde::ser::Error::custom("an event serializes as an object"));
+        };
+        match (event.remove("event_type"), event.remove("details")) {
+            (Some(Value::String(event_type)), Some(Value::Object(details))) => Ok(EventColumns { event_type, details }),
+            _ => Err(serde::ser::Error::custom("an event serializes as `event_type` and `details`")),
+        }
     }
 }
 

@@ -46,7 +46,7 @@ use crate::store::file::atomic::replace_unsynced;
 use crate::store::file::folders::{append_event, append_log, create_folder, create_log, seal_bytes};
 use crate::store::file::run_load::{creating_folder, load_run, runs_folder};
 use crate::store::file::run_repair::{adopt_interrupted_start, repair_views, truncate_to};
-use crate::store::records::head::{Links, PendingHead, full_payload, plan_bytes};
+use crate::store::records::head::{Links, PendingHead, full_payload, head_state, linked_payload, plan_bytes};
 use crate::store::records::version::compare_version;
 use crate::store::{
     AuditLog, ChildNoteFile, Durability, HistoryLog, Lease, LoadedRun, NewEvent, RunHandle, RunRecords, RunState,
@@ -218,11 +218,10 @@ impl RunDir {
         let Some(plan_hash) = self.plan_hash.clone() else {
             return Err(serialize_error(&audit_path, "a run's first checkpoint comes after its plan is stored"));
         };
-        let checkpoint = self
-            .pending
-            .checkpoint(state, Links { plan_hash: &plan_hash, history_hash: self.history.hash() })
-            .map_err(|error| serialize_error(&audit_path, error))?;
-        let head = self.pending.line(&checkpoint).map_err(|error| serialize_error(&audit_path, error))?;
+        let links = Links { plan_hash: &plan_hash, history_hash: self.history.hash() };
+        // The head line is written straight from the state; the checkpoint
+        // as a map only for `state.json`, when the run pauses or ends.
+        let head = self.pending.line_of(state, links).map_err(|error| serialize_error(&audit_path, error))?;
         let seq = self
             .audit
             .append_sealed(&head.held.ts, &self.run_id, head.columns(), &head.details)
@@ -248,6 +247,9 @@ impl RunDir {
             // in a power cut is read as "the log's head is newer".
             let hash = self.audit.last_hash().unwrap_or_default().to_string();
             let state_path = self.path.join("state.json");
+            let links = Links { plan_hash: &plan_hash, history_hash: self.history.hash() };
+            let checkpoint =
+                linked_payload(state, links).map(head_state).map_err(|error| serialize_error(&state_path, error))?;
             let envelope = full_payload(&checkpoint, seq, &hash);
             let sealed = seal_bytes(&self.sealer, &state_path, Value::Object(envelope), &mut self.state_buffer)?;
             replace_unsynced(&state_path, sealed, || Ok(())).map_err(io_error("write", &state_path))?;

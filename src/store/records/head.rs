@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
 use crate::store::records::audit::EventColumns;
+use crate::store::records::head_state::HeadState;
 use crate::store::{NewEvent, RunState, StepRecord};
 
 /// The events a checkpoint ends with (written by the runtime's recorder
@@ -31,7 +32,7 @@ pub(crate) const LINK_FIELDS: [&str; 2] = ["plan_hash", "history_hash"];
 /// The fields of a checkpoint that name the head line itself: a head line
 /// cannot hold its own link, so they are left out of the line and filled
 /// in from its position on reading.
-const SELF_FIELDS: [&str; 2] = ["audit_seq", "audit_hash"];
+pub(crate) const SELF_FIELDS: [&str; 2] = ["audit_seq", "audit_hash"];
 
 /// What a head line's `details.checkpoint` holds, as read back (it is
 /// written as a [`HeadPayloadRef`]).
@@ -51,10 +52,11 @@ pub(crate) struct HeadPayload {
 
 /// A [`HeadPayload`] as a head line is written: the same fields, in the
 /// same order, borrowed from what the store holds (nothing is copied but
-/// into the line).
+/// into the line). `state` is the checkpoint as a map, or a [`HeadState`]
+/// that writes the same bytes straight from the run state.
 #[derive(Serialize)]
-struct HeadPayloadRef<'a> {
-    state: &'a Map<String, Value>,
+struct HeadPayloadRef<'a, T: Serialize> {
+    state: T,
     history: &'a [StepRecord],
     #[serde(skip_serializing_if = "Option::is_none")]
     plan: Option<&'a Value>,
@@ -123,6 +125,8 @@ impl PendingHead {
     /// The checkpoint the head line of a checkpoint of `state` carries,
     /// with the store's links (`plan_hash`, `history_hash`); refused when
     /// no head event is held.
+    /// (The PostgreSQL store's, which keeps the map for its compact head.)
+    #[cfg(any(feature = "postgres", test))]
     pub(crate) fn checkpoint(&self, state: &RunState, links: Links<'_>) -> Result<Map<String, Value>, String> {
         if self.held.is_none() {
             return Err(NO_HEAD_EVENT.to_string());
@@ -134,11 +138,30 @@ impl PendingHead {
     /// unchanged, whose `details` hold the [`HeadPayload`] under
     /// [`CHECKPOINT_KEY`], all borrowed. Nothing is taken: call
     /// [`PendingHead::written`] once the line is written.
-    pub(crate) fn line<'a>(&'a self, checkpoint: &'a Map<String, Value>) -> Result<HeadLine<'a>, String> {
+    #[cfg(any(feature = "postgres", test))]
+    pub(crate) fn line<'a>(
+        &'a self,
+        checkpoint: &'a Map<String, Value>,
+    ) -> Result<HeadLine<'a, &'a Map<String, Value>>, String> {
+        self.line_with(checkpoint)
+    }
+
+    /// The head line of a checkpoint of `state` with the store's `links`,
+    /// as `PendingHead::line` of `PendingHead::checkpoint` writes it,
+    /// byte for byte, without building the checkpoint as a map first.
+    pub(crate) fn line_of<'a>(
+        &'a self,
+        state: &'a RunState,
+        links: Links<'a>,
+    ) -> Result<HeadLine<'a, HeadState<'a>>, String> {
+        self.line_with(HeadState { state, links })
+    }
+
+    fn line_with<T: Serialize>(&self, state: T) -> Result<HeadLine<'_, T>, String> {
         let Some(held) = &self.held else {
             return Err(NO_HEAD_EVENT.to_string());
         };
-        let payload = HeadPayloadRef { state: checkpoint, history: &self.history, plan: self.plan.as_ref() };
+        let payload = HeadPayloadRef { state, history: &self.history, plan: self.plan.as_ref() };
         Ok(HeadLine { held, details: HeadDetails { details: &held.details, payload } })
     }
 
@@ -150,12 +173,12 @@ impl PendingHead {
 
 /// A head line, borrowed from the [`PendingHead`]: the held event's columns
 /// and the `details` it is written with.
-pub(crate) struct HeadLine<'a> {
+pub(crate) struct HeadLine<'a, T: Serialize> {
     pub held: &'a HeldEvent,
-    pub details: HeadDetails<'a>,
+    pub details: HeadDetails<'a, T>,
 }
 
-impl HeadLine<'_> {
+impl<T: Serialize> HeadLine<'_, T> {
     /// `event_type`, `step_id`, `status`.
     pub(crate) fn columns(&self) -> EventColumns<'_> {
         EventColumns {
@@ -170,12 +193,12 @@ impl HeadLine<'_> {
 /// [`CHECKPOINT_KEY`]; serialized as the map `Map::insert` of the payload
 /// would make (in the key's place when the details have it, else last),
 /// without copying the checkpoint into a [`Value`].
-pub(crate) struct HeadDetails<'a> {
+pub(crate) struct HeadDetails<'a, T: Serialize> {
     details: &'a Map<String, Value>,
-    payload: HeadPayloadRef<'a>,
+    payload: HeadPayloadRef<'a, T>,
 }
 
-impl Serialize for HeadDetails<'_> {
+impl<T: Serialize> Serialize for HeadDetails<'_, T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let replaces = self.details.contains_key(CHECKPOINT_KEY);
         let mut map = serializer.serialize_map(Some(self.details.len() + usize::from(!replaces)))?;
@@ -366,6 +389,22 @@ mod tests {
             let line = head.line(&checkpoint).expect("a head line");
             let borrowed = serde_json::to_string(&line.details).expect("text");
             assert_eq!(borrowed, inserted(&head, &checkpoint));
+            let links = Links { plan_hash: &"2".repeat(64), history_hash: None };
+            let direct = head.line_of(&state, links).expect("a head line");
+            assert_eq!(serde_json::to_string(&direct.details).expect("text"), borrowed);
+            // With the optional fields a state may carry, and a history link.
+            let mut fuller = state.clone();
+            fuller.failed_steps = vec!["step-1".into()];
+            fuller.error = Some("a \"quoted\" error\n".into());
+            fuller.audit_seq = 7;
+            fuller.audit_hash = Some("3".repeat(64));
+            fuller.finished_at = Some("2026-01-01T00:00:03Z".into());
+            let links = Links { plan_hash: "p", history_hash: Some("h") };
+            let map = head.checkpoint(&fuller, links).expect("a checkpoint");
+            let expected = serde_json::to_string(&head.line(&map).expect("a head line").details).expect("text");
+            let direct = head.line_of(&fuller, links).expect("a head line");
+            assert_eq!(serde_json::to_string(&direct.details).expect("text"), expected);
+            assert!(!expected.contains("audit_seq") && expected.contains("\"failed_steps\":[\"step-1\"]"));
             let value: Value = serde_json::from_str(&borrowed).expect("json");
             assert_eq!(value["checkpoint"]["history"][0]["step_id"], "step-2");
         }

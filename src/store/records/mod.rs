@@ -7,6 +7,7 @@ pub(crate) mod audit;
 pub mod canonical;
 pub(crate) mod envelope;
 pub(crate) mod head;
+pub(crate) mod head_state;
 pub(crate) mod history;
 pub(crate) mod receipts;
 pub(crate) mod record_checkpoint;
