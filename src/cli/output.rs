@@ -134,14 +134,19 @@ impl StderrProgress {
         }
         match record.kind.as_str() {
             "write_file" => {
-                if let Some(path) = record.details.path()
-                    && !self.written.iter().any(|known| known == path)
-                {
-                    self.written.push(path.to_string());
+                if let Some(path) = record.details.path() {
+                    self.wrote(path);
                 }
             }
             "finish" => self.finish_message = Some(record.output_text.trim_end().to_string()),
             _ => {}
+        }
+    }
+
+    /// Remembers a written path, each once, in the order first written.
+    fn wrote(&mut self, path: &str) {
+        if !self.written.iter().any(|known| known == path) {
+            self.written.push(path.to_string());
         }
     }
 
@@ -213,6 +218,10 @@ impl Progress for StderrProgress {
             step.id,
             wait.as_millis()
         );
+    }
+
+    fn file_written(&mut self, path: &str) {
+        self.wrote(path);
     }
 
     fn run_finished(&mut self, state: &RunState, records: &RunRecords) {

@@ -13,6 +13,9 @@ pub trait Progress {
     fn step_finished(&mut self, _index: usize, _total: usize, _step: &Step, _record: &StepRecord) {}
     /// A failed step waits `wait` before attempt `next_attempt` of `max_attempts`.
     fn retry_waiting(&mut self, _step: &Step, _next_attempt: u32, _max_attempts: u32, _wait: std::time::Duration) {}
+    /// An agent step's `write_file` action wrote `path` (relative to the
+    /// workspace). A planned `write_file` step is seen in its record.
+    fn file_written(&mut self, _path: &str) {}
     fn run_finished(&mut self, _state: &RunState, _records: &RunRecords) {}
     /// The run stopped at an approval gate (`waiting_approval`).
     fn run_paused(&mut self, _state: &RunState, _records: &RunRecords) {}

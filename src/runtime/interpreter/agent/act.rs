@@ -108,6 +108,9 @@ impl Attempt<'_, '_> {
                 self.tools,
                 run,
             )?;
+            if let (ResolvedAction::WriteFile { path, .. }, Ok(_)) = (action, &attempted.outcome.result) {
+                self.progress.file_written(path);
+            }
             return Ok(attempted.outcome);
         }
         self.state.counters.tool_calls += 1;
