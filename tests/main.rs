@@ -17,6 +17,7 @@
 //! | `replay` | `planrun replay`: an unchanged run identical (exit 0); a policy edit that denies a recorded shell step, a rule that now says `prompt` or a step that requires approval, a changed template (rendered differently), removed and new steps, a goal that now routes elsewhere (exit 1, the step and rule named); agent turns against the scripted model's recorded answers (the model asked nothing, a denied or prompting turn named); a canary proving nothing runs or is written; `--json`; a run copied as files into another workspace; bad input (exit 2) | |
 //! | `agent_tls` | an agent step's model behind `https://`: real TLS to a loopback server with a certificate from a CA made by `openssl`, trusted through `ca_file`; another CA or the system roots refused before any request (no answer recorded); `ca_file` on `http://` refused by `check`; an unreadable `ca_file` | |
 //! | `agent_http` | `[[http.allow]]` rule ids as agent tools: URLs outside the egress rules, a metadata address, a method or argument outside the schema refused with their rule and nothing sent (the fixture's log empty); an allowed GET's body is the next untrusted observation; a POST waits for approval (risk `write`) with nothing sent | |
+//! | `agent_mcp` | pinned MCP tools (`SERVER.TOOL`) as agent tools: a call waits for approval (risk `write`), then runs once (the fixture's call log) and its content is the next untrusted observation; arguments outside the input schema and a changed definition refused with nothing called; an undeclared `SERVER.TOOL` refused at load with its position | |
 //! | `approvals` | approval matching (fingerprint, scope, state version), expiry, forged approvals, `decision = "prompt"`, changed plans, `reject`, `cancel` | `bounded/rejected@*` |
 //! | `crash_start` | `SIGKILL` (through `strace`) at every `rename` of a run: before its first checkpoint the id is free and every command says so alike; after it the run resumes to `done` or is cancelled | |
 //! | `crash_points` | the crash harness: `SIGKILL` (through `strace`) at every persistence syscall of a run, an approval and a resume (the ticket demo, its resume under the key, a keyed write, a plain run), then recovery: never stuck, no keyed effect twice, ≥ 95 % of the ticket demo's resume kill points `done` through the ticket store's receipt | |
@@ -86,6 +87,7 @@ mod serve_harness;
 
 mod agent;
 mod agent_http;
+mod agent_mcp;
 mod agent_tls;
 mod approvals;
 mod authoring;

@@ -164,6 +164,12 @@ pub(super) fn agent_findings(loaded: &LoadedPlan, policy: &Policy, diagnostics: 
             if policy.agent_tool(tool).is_none() {
                 let rules: Vec<String> = policy.shell.allow.iter().map(|rule| format!("`{}`", rule.name)).collect();
                 let builtin: Vec<String> = AGENT_BUILTIN_TOOLS.iter().map(|name| format!("`{name}`")).collect();
+                let mcp: Vec<String> = policy
+                    .mcp
+                    .servers
+                    .iter()
+                    .flat_map(|(server, declared)| declared.tools.keys().map(move |tool| format!("`{server}.{tool}`")))
+                    .collect();
                 diagnostics.push(
                     Diagnostic::error(
                         "unknown-agent-tool",
@@ -175,7 +181,7 @@ pub(super) fn agent_findings(loaded: &LoadedPlan, policy: &Policy, diagnostics: 
                     .with_span(spans.id)
                     .with_help(format!(
                         "known tools: {}",
-                        rules.into_iter().chain(builtin).collect::<Vec<_>>().join(", ")
+                        rules.into_iter().chain(mcp).chain(builtin).collect::<Vec<_>>().join(", ")
                     )),
                 );
             }

@@ -2,7 +2,8 @@
 //!
 //! [`AgentSpec`] is a `kind = "agent"` step's payload; [`ModelProfile`] a
 //! policy's `[models.NAME]`. The tools an agent step may offer are named by
-//! [`AgentTool`]: a shell or http rule id of the policy, or one of the built-in
+//! [`AgentTool`]: a shell or http rule id of the policy, a pinned MCP tool
+//! (`SERVER.TOOL`), or one of the built-in
 //! file and ticket tools.
 
 use serde::Serialize;
@@ -55,6 +56,9 @@ pub enum AgentTool<'p> {
     Shell(usize, &'p str),
     /// An `[[http.allow]]` rule, by index in the policy's rules.
     Http(usize, &'p str),
+    /// A pinned tool of a `[mcp.servers.NAME]`, named `SERVER.TOOL`: the
+    /// server's name and the tool's.
+    Mcp(&'p str, &'p str),
     ReadFile,
     WriteFile,
     TicketLookup,

@@ -278,8 +278,8 @@ impl Budget {
 }
 
 impl Policy {
-    /// The agent tool named `name` under this policy: a shell rule id, or
-    /// a built-in tool.
+    /// The agent tool named `name` under this policy: a shell or http rule
+    /// id, a pinned MCP tool as `SERVER.TOOL`, or a built-in tool.
     pub fn agent_tool(&self, name: &str) -> Option<crate::model::AgentTool<'_>> {
         use crate::model::AgentTool;
         match name {
@@ -296,6 +296,12 @@ impl Policy {
                 .or_else(|| {
                     let index = self.http.allow.iter().position(|rule| rule.name == name)?;
                     Some(AgentTool::Http(index, self.http.allow[index].name.as_str()))
+                })
+                .or_else(|| {
+                    let (server, tool) = name.split_once('.')?;
+                    let (server, declared) = self.mcp.servers.get_key_value(server)?;
+                    let (tool, _) = declared.tools.get_key_value(tool)?;
+                    Some(AgentTool::Mcp(server.as_str(), tool.as_str()))
                 }),
         }
     }

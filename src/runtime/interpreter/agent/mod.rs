@@ -253,6 +253,11 @@ pub(super) fn check_waiting(state: &RunState, step: &Step, pending: &PendingActi
             let argv = fields.get("argv").and_then(Value::as_array).cloned().unwrap_or_default();
             Some(&Value::Array(argv.into_iter().skip(1).collect())) == arguments.get("args")
         }
+        Some(fields) if pending.kind == "mcp" => {
+            let named = |key: &str| fields.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
+            format!("{}.{}", named("server"), named("tool")) == tool
+                && fields.get("arguments") == Some(&Value::Object(arguments.clone()))
+        }
         Some(fields) => {
             fields.remove("kind");
             pending.kind == tool && *fields == arguments

@@ -94,6 +94,12 @@ fn describe(policy: &Policy, tool: AgentTool<'_>) -> (String, Value) {
             object(json!({"ticket_id": ticket}), &["ticket_id"]),
         ),
         AgentTool::Http(index, _) => http_tool(&policy.http.allow[index]),
+        AgentTool::Mcp(server, tool) => (
+            format!(
+                "call tool `{tool}` of MCP server `{server}` (a write: a person approves it first); the arguments are checked against the input schema of the pinned tool before the call"
+            ),
+            json!({"type": "object"}),
+        ),
         AgentTool::Shell(index, _) => {
             let rule = &policy.shell.allow[index];
             let shapes: Vec<Value> = rule

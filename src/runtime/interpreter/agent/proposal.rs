@@ -120,6 +120,11 @@ pub(crate) fn resolve(
                 response_headers: Vec::new(),
             })
         }
+        AgentTool::Mcp(server, tool) => Ok(ResolvedAction::Mcp {
+            server: server.to_string(),
+            tool: tool.to_string(),
+            arguments: Value::Object(arguments.clone()),
+        }),
         AgentTool::Shell(index, _) => {
             only(&["args"])?;
             let rule = &policy.shell.allow[index];
@@ -149,10 +154,11 @@ pub(crate) fn resolve(
 }
 
 /// Whether an action writes (and so pauses for a person's approval): the
-/// file and ticket writes, and an HTTP request whose method is not a read.
+/// file and ticket writes, an MCP tool call (the policy cannot say a tool
+/// only reads), and an HTTP request whose method is not a read.
 pub(crate) fn writes(action: &ResolvedAction) -> bool {
     match action {
-        ResolvedAction::WriteFile { .. } | ResolvedAction::TicketClose { .. } => true,
+        ResolvedAction::WriteFile { .. } | ResolvedAction::TicketClose { .. } | ResolvedAction::Mcp { .. } => true,
         ResolvedAction::Http { method, .. } => !reads(method),
         _ => false,
     }
