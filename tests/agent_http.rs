@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::common::TEST_POLICY;
 use crate::common::fake_model::{FakeModel, action, finish, observations, profile, start};
 use crate::common::http_fixture::HttpFixture;
-use crate::common::tickets::{RUN, ticket_sandbox};
+use crate::common::tickets::{RUN, T_APPROVE, T_RESUME, ticket_sandbox};
 
 const PLAN: &str = r#"version = 1
 id = "test"
@@ -95,7 +95,7 @@ fn an_allowed_get_runs_and_its_body_is_the_next_observation() {
 }
 
 #[test]
-fn a_post_is_a_write_that_waits_for_approval_before_anything_is_sent() {
+fn a_post_is_a_write_sent_once_after_its_approval() {
     let fixture = HttpFixture::start();
     let model = start(vec![
         action("fixture", json!({"method": "POST", "url": fixture.url("/api/echo"), "body": "hello"})),
@@ -109,4 +109,13 @@ fn a_post_is_a_write_that_waits_for_approval_before_anything_is_sent() {
     assert_eq!(pending["kind"], "http", "{pending}");
     assert_eq!(pending["action"]["method"], "POST");
     assert_eq!(pending["required_by"], "risk", "{pending}");
+    sandbox.planrun().args(["approve", RUN]).clock(T_APPROVE).expect_code(0).run();
+    sandbox.planrun().args(["resume", RUN]).clock(T_RESUME).expect_code(0).run();
+    let sent: Vec<_> =
+        fixture.requests().into_iter().map(|request| (request.method, request.target, request.body)).collect();
+    assert_eq!(
+        sent,
+        [("POST".to_string(), "/api/echo".to_string(), "hello".to_string())],
+        "sent once, after the approval"
+    );
 }

@@ -258,6 +258,15 @@ pub(super) fn check_waiting(state: &RunState, step: &Step, pending: &PendingActi
             format!("{}.{}", named("server"), named("tool")) == tool
                 && fields.get("arguments") == Some(&Value::Object(arguments.clone()))
         }
+        Some(fields) if pending.kind == "http" => {
+            // The model proposed `{method, url, body?}` under a rule id;
+            // the frozen request holds them beside the step-only fields
+            // (headers, secrets, expectations) an agent never sets.
+            const PROPOSED: [&str; 3] = ["method", "url", "body"];
+            let frozen_field = |key: &str| fields.get(key).filter(|value| !value.is_null());
+            arguments.keys().all(|key| PROPOSED.contains(&key.as_str()))
+                && PROPOSED.iter().all(|key| frozen_field(key) == arguments.get(*key))
+        }
         Some(fields) => {
             fields.remove("kind");
             pending.kind == tool && *fields == arguments
