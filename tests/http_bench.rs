@@ -16,6 +16,11 @@
 //!   does almost nothing: the record's own cost), `POST` steps and `flaky`
 //!   steps (writes: one `fdatasync` before each).
 //!
+//! With `HTTP_BENCH_ADDRESS=127.0.0.1:PORT` every way goes to a server in
+//! another process instead of the in-process fixture (a run always talks
+//! to a server in another process; the bare loop and the tool then pay the
+//! same hand-off between processes).
+//!
 //! Prints µs per request or step and ratios; never asserted.
 
 use std::time::{Duration, Instant};
@@ -60,7 +65,16 @@ fn http_bench() {
     let n: usize = planrun::runtime::process_var("HTTP_BENCH_N").and_then(|n| n.parse().ok()).unwrap_or(200);
     let rounds: usize = planrun::runtime::process_var("HTTP_BENCH_ROUNDS").and_then(|n| n.parse().ok()).unwrap_or(5);
     let fixture = HttpFixture::start();
-    let url = fixture.url("/api/items");
+    // `HTTP_BENCH_ADDRESS` (`127.0.0.1:PORT`): every way against a server
+    // in another process instead (it must answer `/api/items` with the
+    // fixture's 17 bytes), so that the bare loop and the tool pay the same
+    // cross-process hand-off as a run.
+    let address = planrun::runtime::process_var("HTTP_BENCH_ADDRESS");
+    let port = address
+        .as_deref()
+        .and_then(|address| address.rsplit(':').next()?.parse().ok())
+        .unwrap_or_else(|| fixture.port());
+    let url = format!("http://127.0.0.1:{port}/api/items");
     let timed = |work: &mut dyn FnMut()| {
         let started = Instant::now();
         work();
@@ -111,7 +125,7 @@ fn http_bench() {
             methods: vec!["GET".into()],
             scheme: "http".into(),
             host: HostPattern::Exact("127.0.0.1".into()),
-            port: Some(fixture.port()),
+            port: Some(port),
             path: "/api".into(),
             path_matches: None,
             private: true,
@@ -152,7 +166,6 @@ fn http_bench() {
     // N+1; a round's figure is the difference, per step.
     let sandbox = std::rc::Rc::new(Sandbox::new());
     sandbox.write("workspace/data/items.json", r#"{"items": [1, 2]}"#);
-    let port = fixture.port();
     for (name, kind) in
         [("run GET", "GET"), ("run read_file", "read_file"), ("run POST", "POST"), ("run flaky", "flaky")]
     {
