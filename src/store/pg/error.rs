@@ -35,14 +35,7 @@ pub fn describe(error: &tokio_postgres::Error) -> String {
     if let Some(db) = error.as_db_error() {
         return format!("{} (SQLSTATE {})", db.message(), db.code().code());
     }
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    crate::diag::error_chain(error)
 }
 
 /// The message of a pool error (a connection that could not be made, or

@@ -192,14 +192,7 @@ mod with_reqwest {
 
     /// The error and its causes, one line.
     pub(crate) fn describe(error: &reqwest::Error) -> String {
-        let mut text = error.to_string();
-        let mut source = std::error::Error::source(error);
-        while let Some(cause) = source {
-            text.push_str(": ");
-            text.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        text
+        crate::diag::error_chain(error)
     }
 }
 
