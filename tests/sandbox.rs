@@ -185,6 +185,12 @@ impl Listener {
                     Err(_) => thread::sleep(Duration::from_millis(5)),
                 }
             }
+            // A connection made while the loop slept is still in the
+            // backlog: count it too (the program may have connected and
+            // exited before the listener looked again).
+            while listener.accept().is_ok() {
+                count.fetch_add(1, Ordering::SeqCst);
+            }
         });
         Listener { port, accepted, stop, thread: Some(thread) }
     }
