@@ -1,5 +1,6 @@
 //! Agent steps against a scripted fake model on loopback (the OpenAI
-//! chat-completions protocol): the model proposes, the runtime decides.
+//! chat-completions protocol, and Ollama's chat API): the model proposes,
+//! the runtime decides.
 
 use serde_json::{Value, json};
 
@@ -330,4 +331,33 @@ fn a_summary_over_the_limit_is_refused_though_the_schema_gives_no_max_length() {
     let schema = model.bodies()[0]["response_format"]["json_schema"]["schema"].to_string();
     assert!(!schema.contains("maxLength"), "{schema}");
     assert!(schema.contains("at most 2000 bytes"), "{schema}");
+}
+
+#[test]
+fn an_ollama_model_is_asked_through_its_chat_api_with_the_answer_schema_as_format() {
+    let model = start(vec![action("ticket_lookup", json!({"ticket_id": "ticket-7"})), finish("ticket-7 is closed")]);
+    let sandbox = ticket_sandbox("closed", 1);
+    let ollama = profile(&model)
+        .replace("backend = \"openai\"", "backend = \"ollama\"")
+        .replace(&model.endpoint(), &model.root());
+    sandbox.write_plan(&agent_plan(TICKET_TOOLS, ""), &format!("{TEST_POLICY}\n{ollama}"));
+    let out = sandbox.test_plan().expect_code(0).run();
+    assert_eq!(model.requests(), 2, "{}", out.snapshot());
+    let body = &model.bodies()[0];
+    assert_eq!((&body["stream"], &body["model"]), (&json!(false), &json!("fake")), "{body}");
+    let members = body["format"]["anyOf"].as_array().expect("the answer schema is the format");
+    assert_eq!(members[0]["properties"]["tool"], json!({"const": "ticket_lookup"}), "{body}");
+    assert_eq!(body["messages"][0]["role"], "system", "{body}");
+    // The answer, its finish reason and its token counts, as Ollama says them.
+    let audit = sandbox.record(RUN, "audit.jsonl");
+    let answers: Vec<Value> = audit
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("audit line"))
+        .filter(|event| event["event_type"] == "agent_answer_recorded")
+        .map(|event| event["details"]["answer"].clone())
+        .collect();
+    assert_eq!(answers.len(), 2);
+    assert_eq!(answers[0]["decoded"]["tool"], "ticket_lookup");
+    assert_eq!((&answers[0]["tokens_in"], &answers[0]["tokens_out"]), (&json!(100), &json!(20)));
+    assert_eq!(answers[0]["finish_reason"], "stop");
 }

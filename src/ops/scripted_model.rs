@@ -1,6 +1,7 @@
 //! A scripted model on loopback: an OpenAI-compatible chat-completions
-//! server that answers each request with the next answer of a script (the
-//! last one again once the script is used up). `planrun test` serves a
+//! server (and, on `/api/chat`, Ollama's chat API) that answers each
+//! request with the next answer of a script (the last one again once the
+//! script is used up). `planrun test` serves a
 //! scenario's `model_answers` with it, so agent plans get golden snapshots;
 //! the test suite drives agent steps with it and counts its requests.
 //!
@@ -24,6 +25,7 @@ pub struct ScriptedModel {
     port: u16,
     requests: Arc<AtomicUsize>,
     bodies: Arc<Mutex<Vec<Value>>>,
+    bearers: Arc<Mutex<Vec<Option<String>>>>,
 }
 
 impl ScriptedModel {
@@ -46,11 +48,15 @@ impl ScriptedModel {
         let port = listener.local_addr()?.port();
         let requests = Arc::new(AtomicUsize::new(0));
         let bodies = Arc::new(Mutex::new(Vec::new()));
-        let (counter, kept) = (Arc::clone(&requests), Arc::clone(&bodies));
+        let bearers = Arc::new(Mutex::new(Vec::new()));
+        let (counter, kept, tokens) = (Arc::clone(&requests), Arc::clone(&bodies), Arc::clone(&bearers));
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
-                let Some(body) = read_request(&mut stream) else { continue };
+                let Some(Request { body, bearer, ollama }) = read_request(&mut stream) else { continue };
+                if let Ok(mut tokens) = tokens.lock() {
+                    tokens.push(bearer);
+                }
                 let refused =
                     refuse_json_schema && body.pointer("/response_format/type") == Some(&json!("json_schema"));
                 if let Ok(mut kept) = kept.lock() {
@@ -62,15 +68,22 @@ impl ScriptedModel {
                 }
                 let index = counter.fetch_add(1, Ordering::SeqCst);
                 let answer = answers.get(index).or(answers.last()).cloned().unwrap_or_default();
-                let _ = stream.write_all(reply(index, &answer).as_bytes());
+                let reply = if ollama { ollama_reply(&answer) } else { reply(index, &answer) };
+                let _ = stream.write_all(reply.as_bytes());
             }
         });
-        Ok(ScriptedModel { port, requests, bodies })
+        Ok(ScriptedModel { port, requests, bodies, bearers })
     }
 
     /// `http://127.0.0.1:PORT/v1`: what `PLANRUN_MODEL_ENDPOINT` is set to.
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}/v1", self.port)
+    }
+
+    /// `http://127.0.0.1:PORT`: an Ollama profile's `endpoint` (its chat
+    /// API is `/api/chat` under it).
+    pub fn root(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
     }
 
     /// Requests answered so far.
@@ -81,6 +94,12 @@ impl ScriptedModel {
     /// The request bodies, in order.
     pub fn bodies(&self) -> Vec<Value> {
         self.bodies.lock().map(|bodies| bodies.clone()).unwrap_or_default()
+    }
+
+    /// The bearer token of each request (`Authorization: Bearer …`), in
+    /// order; `None` for a request without one.
+    pub fn bearers(&self) -> Vec<Option<String>> {
+        self.bearers.lock().map(|bearers| bearers.clone()).unwrap_or_default()
     }
 }
 
@@ -103,6 +122,23 @@ fn reply(index: usize, answer: &str) -> String {
     )
 }
 
+/// Ollama's `/api/chat` answer (`stream: false`).
+fn ollama_reply(answer: &str) -> String {
+    let body = json!({
+        "model": "scripted",
+        "message": {"role": "assistant", "content": answer},
+        "done": true,
+        "done_reason": "stop",
+        "prompt_eval_count": SCRIPTED_TOKENS_IN,
+        "eval_count": SCRIPTED_TOKENS_OUT,
+    })
+    .to_string();
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
 /// llama-cpp-python's answer to a `response_format` it does not know.
 fn refusal() -> String {
     let body = json!({"detail": [{"type": "literal_error", "loc": ["body", "response_format", "type"],
@@ -114,8 +150,16 @@ fn refusal() -> String {
     )
 }
 
-/// The JSON body of one request (`None` for anything else).
-fn read_request(stream: &mut TcpStream) -> Option<Value> {
+/// One request: its JSON body, its bearer token, and whether it went to
+/// Ollama's `/api/chat`.
+struct Request {
+    body: Value,
+    bearer: Option<String>,
+    ollama: bool,
+}
+
+/// One request (`None` for anything but a JSON `POST`).
+fn read_request(stream: &mut TcpStream) -> Option<Request> {
     let mut data = Vec::new();
     let mut buffer = [0u8; 8192];
     loop {
@@ -125,14 +169,19 @@ fn read_request(stream: &mut TcpStream) -> Option<Value> {
         }
         data.extend_from_slice(&buffer[..read]);
         let Some(end) = data.windows(4).position(|window| window == b"\r\n\r\n") else { continue };
-        let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
-        let length: usize = head
-            .lines()
-            .find_map(|line| line.strip_prefix("content-length:"))
-            .and_then(|value| value.trim().parse().ok())
-            .unwrap_or(0);
+        let head = String::from_utf8_lossy(&data[..end]).to_string();
+        let header = |name: &str| {
+            head.lines().find_map(|line| {
+                let (key, value) = line.split_once(':')?;
+                key.trim().eq_ignore_ascii_case(name).then(|| value.trim().to_string())
+            })
+        };
+        let length: usize = header("content-length").and_then(|value| value.parse().ok()).unwrap_or(0);
+        let bearer = header("authorization").and_then(|value| value.strip_prefix("Bearer ").map(str::to_string));
+        let ollama = head.lines().next().is_some_and(|line| line.split(' ').nth(1) == Some("/api/chat"));
         if data.len() >= end + 4 + length {
-            return serde_json::from_slice(&data[end + 4..end + 4 + length]).ok();
+            let body = serde_json::from_slice(&data[end + 4..end + 4 + length]).ok()?;
+            return Some(Request { body, bearer, ollama });
         }
     }
 }

@@ -53,6 +53,7 @@ pub enum Event {
     RunCancelled(RunCancelled),
     AgentAnswerRecorded(AgentAnswerRecorded),
     AgentObservation(AgentObserved),
+    AgentToolsListed(AgentToolsListed),
 }
 
 /// The `event_type` and `details` columns of an event's line.
@@ -91,7 +92,8 @@ impl Event {
             | Event::ReconciliationRecorded(ReconciliationRecorded { step_id, .. })
             | Event::ReconciliationSettled(ReconciliationSettled { step_id, .. })
             | Event::AgentAnswerRecorded(AgentAnswerRecorded { step_id, .. })
-            | Event::AgentObservation(AgentObserved { step_id, .. }) => Some(step_id),
+            | Event::AgentObservation(AgentObserved { step_id, .. })
+            | Event::AgentToolsListed(AgentToolsListed { step_id, .. }) => Some(step_id),
         }
     }
 
@@ -108,7 +110,8 @@ impl Event {
             | Event::ApprovalVerified(_)
             | Event::ReceiptLookup(_)
             | Event::ReceiptRecorded(_)
-            | Event::ReceiptReused(_) => "ok",
+            | Event::ReceiptReused(_)
+            | Event::AgentToolsListed(_) => "ok",
             Event::ResolutionPerformed(event) => ok_or_failed(event.success),
             Event::CompletionVerified(event) => ok_or_failed(event.passed),
             Event::StepFinished(event) | Event::RetryAttemptFinished(event) => {
@@ -570,4 +573,28 @@ pub struct AgentObserved {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
     pub text: String,
+}
+
+/// `agent_tools_listed`: the pinned MCP tools an agent step offers, as
+/// their servers listed them when the step started or resumed (each
+/// definition's digest equal to its pin); what the prompt offered and the
+/// arguments were checked against, so `planrun replay` decides the same.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentToolsListed {
+    #[serde(skip)]
+    pub step_id: String,
+    pub tools: Vec<ListedTool>,
+}
+
+/// One pinned MCP tool as its server listed it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ListedTool {
+    /// `SERVER.TOOL`, as the step's `tools` names it.
+    pub tool: String,
+    /// The definition's digest (`sha256:…`), equal to the policy's pin.
+    pub digest: String,
+    /// The server's description of the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub input_schema: Value,
 }

@@ -1,15 +1,16 @@
 //! The secrets a run uses: read when it starts (and again when it is
 //! resumed), held in memory only, and turned into the run's [`Redactor`].
 //!
-//! Only the secrets some step's `env` (or the `env` of an MCP server some
-//! step calls) names are read; one that is not set
+//! Only the secrets some step's `env` or `headers`, the `env` of an MCP
+//! server some step calls, or an agent step's model profile (`api_key`)
+//! names are read; one that is not set
 //! stops the run before anything is created ([`SecretError`], exit 2). A
 //! message names the secret and where it was looked for, never a value.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::model::{Plan, Policy, SecretSource};
+use crate::model::{Action, AgentTool, Plan, Policy, SecretSource};
 use crate::redact::{MIN_SECRET_BYTES, Redactor};
 use crate::runtime::process_var;
 
@@ -45,18 +46,33 @@ impl RunSecrets {
         &self.redactor
     }
 
-    /// Reads the secrets `plan`'s steps use, as `policy` says.
+    /// Reads the secrets `plan`'s steps use, as `policy` says: a step's own
+    /// `env` and `headers`, the `env` of each MCP server a step calls (an
+    /// `mcp` step, or an agent step offering its pinned tools), and an
+    /// agent step's model's `api_key`.
     pub fn resolve(plan: &Plan, policy: &Policy) -> Result<RunSecrets, SecretError> {
-        // A step's own `env`, and the `env` of each MCP server a step calls.
-        let servers = plan.steps.iter().filter_map(|step| match &step.action {
-            crate::model::Action::Mcp { server, .. } => policy.mcp.servers.get(server),
-            _ => None,
-        });
+        let mut servers = Vec::new();
+        let mut keys = Vec::new();
+        for step in &plan.steps {
+            match &step.action {
+                Action::Mcp { server, .. } => servers.extend(policy.mcp.servers.get(server)),
+                Action::Agent(spec) => {
+                    for tool in &spec.tools {
+                        if let Some(AgentTool::Mcp(server, _)) = policy.agent_tool(tool) {
+                            servers.extend(policy.mcp.servers.get(server));
+                        }
+                    }
+                    keys.extend(policy.models.get(&spec.model).and_then(|profile| profile.api_key.clone()));
+                }
+                _ => {}
+            }
+        }
         let names: Vec<String> = plan
             .steps
             .iter()
             .flat_map(|step| step.secrets())
-            .chain(servers.flat_map(|server| server.secrets()))
+            .chain(servers.into_iter().flat_map(|server| server.secrets()))
+            .chain(keys)
             .collect();
         Self::read_all(names, policy)
     }

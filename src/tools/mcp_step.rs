@@ -1,27 +1,80 @@
 //! The `mcp` step: the policy's server and pinned tool, the server's
 //! program judged by the shell allowlist like any program a step starts,
-//! then the call ([`mcp::call`]) under the step's timeout.
+//! then the call ([`mcp::call`]) under the step's timeout. An agent step
+//! that offers pinned tools lists them the same way first
+//! ([`Tools::mcp_tools`]), so that it can offer their input schemas and
+//! check a proposal's arguments before anyone approves it.
 
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::model::{Decision, FailureClass, NetworkAccess, ToolFacts};
+use crate::model::{Decision, FailureClass, McpServer, NetworkAccess, ShellFacts, ToolFacts};
 use crate::policy::{display_argv, evaluate_shell};
-use crate::tools::mcp::{self, Call, Launch};
+use crate::tools::mcp::{self, Call, Launch, ToolDefinition};
 use crate::tools::shell_step::verdict_facts;
-use crate::tools::{ToolOutcome, Tools};
+use crate::tools::{ToolFailure, ToolOutcome, Tools};
 
 impl Tools<'_> {
     pub(super) fn mcp(&mut self, server_name: &str, tool: &str, arguments: &Value, timeout: Duration) -> ToolOutcome {
+        let max_output_bytes = usize::try_from(self.policy.budget.max_output_bytes).unwrap_or(usize::MAX);
+        let started = self.with_server(server_name, timeout, |launch, server| {
+            let Some(pinned) = server.tools.get(tool) else {
+                let message = format!("MCP server `{server_name}` has no pinned tool `{tool}`");
+                return (
+                    Err(ToolFailure { class: FailureClass::SecurityDenied, message, output_text: String::new() }),
+                    None,
+                );
+            };
+            mcp::call(launch, &Call { tool, pinned, arguments, max_output_bytes })
+        });
+        match started {
+            Ok(((result, sandbox), mut facts)) => {
+                facts.sandbox = sandbox;
+                ToolOutcome { result, facts: ToolFacts::Shell(facts), stderr_text: None }
+            }
+            Err(refused) => *refused,
+        }
+    }
+
+    /// The tools MCP server `server_name` lists, read by starting it in its
+    /// sandbox as an `mcp` step would (its program allowed by the shell
+    /// allowlist, its `env` the one [`Tools::set_step_env`] gave); nothing
+    /// is called. A failure is the step's, as an `mcp` step's would be.
+    pub fn mcp_tools(&mut self, server_name: &str, timeout: Duration) -> Result<Vec<ToolDefinition>, ToolFailure> {
+        let listed = self.with_server(server_name, timeout, |launch, _| {
+            launch.open(0).map(|(_, tools)| tools).map_err(|error| error.failure(server_name))
+        });
+        match listed {
+            Ok((listed, _)) => listed,
+            Err(refused) => Err(refused.result.err().unwrap_or_else(|| ToolFailure {
+                class: FailureClass::UnknownError,
+                message: format!("MCP server `{server_name}` could not be started"),
+                output_text: String::new(),
+            })),
+        }
+    }
+
+    /// Resolves the policy's server `server_name` (declared, its command
+    /// allowed by the shell allowlist and found on the search path) and
+    /// hands its launch to `with`: the server's program and arguments, the
+    /// policy's `shell.env` and the server's own `env` (rendered by the
+    /// runtime, its secrets included), the sandbox with the network of the
+    /// rule that allows the command, and the deadline.
+    fn with_server<R>(
+        &mut self,
+        server_name: &str,
+        timeout: Duration,
+        with: impl FnOnce(&Launch<'_>, &McpServer) -> R,
+    ) -> Result<(R, ShellFacts), Box<ToolOutcome>> {
         let policy = self.policy;
         let denied =
             |message: String, facts: ToolFacts| ToolOutcome::failure(FailureClass::SecurityDenied, message, facts);
         let Some(server) = policy.mcp.servers.get(server_name) else {
-            return denied(format!("policy `{}` declares no MCP server `{server_name}`", policy.name), ToolFacts::None);
-        };
-        let Some(pinned) = server.tools.get(tool) else {
-            return denied(format!("MCP server `{server_name}` has no pinned tool `{tool}`"), ToolFacts::None);
+            return Err(Box::new(denied(
+                format!("policy `{}` declares no MCP server `{server_name}`", policy.name),
+                ToolFacts::None,
+            )));
         };
         let verdict = evaluate_shell(&policy.shell, self.workspace, &mut self.resolver, &server.command);
         let mut facts = verdict_facts(&verdict);
@@ -31,24 +84,21 @@ impl Tools<'_> {
                 display_argv(&server.command),
                 verdict.rule
             );
-            return denied(message, ToolFacts::Shell(facts));
+            return Err(Box::new(denied(message, ToolFacts::Shell(facts))));
         }
         let Some(program) = verdict.program else {
-            return ToolOutcome::failure(
+            return Err(Box::new(ToolOutcome::failure(
                 FailureClass::ExecutionError,
                 format!("`{}` was not found in the policy's search path", server.command[0]),
                 ToolFacts::Shell(facts),
-            );
+            )));
         };
         facts.program = Some(program.path.to_string_lossy().into_owned());
         if program.canonical != program.path {
             facts.program_canonical = Some(program.canonical.to_string_lossy().into_owned());
         }
-        // The policy's `shell.env`, then the server's own `env` (rendered
-        // by the runtime, its secrets included).
         let mut env = policy.shell.env.clone();
         env.extend(self.step_env.iter().map(|(name, value)| (name.clone(), value.clone())));
-        // The sandbox, with the network of the rule that allowed the command.
         let network = policy.shell.allow.iter().find(|rule| rule.name == verdict.rule).map(|rule| &rule.network);
         let launch = Launch {
             name: server_name,
@@ -60,10 +110,6 @@ impl Tools<'_> {
             network: network.unwrap_or(&NetworkAccess::Off),
             deadline: Instant::now() + timeout,
         };
-        let max_output_bytes = usize::try_from(policy.budget.max_output_bytes).unwrap_or(usize::MAX);
-        let call = Call { tool, pinned, arguments, max_output_bytes };
-        let (result, sandbox) = mcp::call(&launch, &call);
-        facts.sandbox = sandbox;
-        ToolOutcome { result, facts: ToolFacts::Shell(facts), stderr_text: None }
+        Ok((with(&launch, server), facts))
     }
 }

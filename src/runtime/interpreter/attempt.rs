@@ -14,8 +14,6 @@
 //! An `Attempt` borrows the interpreter's parts for the length of one
 //! attempt; it holds no state of its own beyond them.
 
-use std::collections::BTreeMap;
-
 use jiff::Timestamp;
 use serde_json::Value;
 
@@ -40,6 +38,7 @@ use super::completion::{Verifier, apply_expect};
 use super::idempotency::{EffectRun, Idempotency, KeyedStep, crash_hook};
 use super::outcome::{Attempted, failure};
 use super::outputs::Outputs;
+use super::step_env::render_env;
 
 /// The interpreter's parts, borrowed for one attempt.
 pub(super) struct Attempt<'a, 'r> {
@@ -520,33 +519,6 @@ impl Frozen {
         let fingerprint = fingerprint(step.action.kind(), &action_json, &risk, key.as_deref(), &scope);
         Frozen { action: action_json, key, risk, scope, fingerprint }
     }
-}
-
-/// Renders a step's own `env` (or an `mcp` step's server's `env`) and an
-/// `http` step's `headers` (their secrets included): what the program or
-/// the server gets, never recorded. A template failure names the variable
-/// or header only.
-type Rendered = BTreeMap<String, String>;
-fn render_env(step: &Step, policy: &Policy, outputs: &Outputs) -> Result<(Rendered, Rendered), ToolFailure> {
-    let env = match &step.action {
-        Action::Mcp { server, .. } => policy.mcp.servers.get(server).map_or(&step.env, |server| &server.env),
-        _ => &step.env,
-    };
-    let render = |key: &str, values: &BTreeMap<String, crate::template::Template>| {
-        values
-            .iter()
-            .map(|(name, value)| {
-                value.render(outputs).map(|text| (name.clone(), text)).map_err(|error| {
-                    failure(FailureClass::TemplateError, format!("`{key}.{name}` could not be resolved: {error}"))
-                })
-            })
-            .collect::<Result<Rendered, _>>()
-    };
-    let headers = match &step.action {
-        Action::Http { headers, .. } => render("headers", headers)?,
-        _ => Rendered::new(),
-    };
-    Ok((render("env", env)?, headers))
 }
 
 /// Renders every template of an action. Only data fields can hold step

@@ -16,6 +16,8 @@
 //! - `invariants.rs`: whether a loaded run's story is one the plan could
 //!   produce ([`check_story`]);
 //! - `outcome.rs`: failures the interpreter makes itself;
+//! - `step_env.rs`: a step's `env` and `headers`, rendered with secrets;
+//! - `agent/`: agent steps, the turn loop;
 //! - `replay/`: a recorded run's steps and agent turns decided again
 //!   under today's plan and policy, executing nothing ([`replay_steps`]);
 //! - `Recorder` (`runtime/recorder.rs`): every record the run writes.
@@ -32,6 +34,7 @@ mod invariants;
 mod outcome;
 mod outputs;
 mod replay;
+mod step_env;
 #[cfg(test)]
 mod tests;
 

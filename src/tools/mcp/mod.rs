@@ -61,6 +61,11 @@ impl McpError {
             McpError::Sandbox(_) => FailureClass::SecurityDenied,
         }
     }
+
+    /// The failure of a step talking to server `server`.
+    pub fn failure(&self, server: &str) -> ToolFailure {
+        refused(self.class(), format!("MCP server `{server}`: {self}"))
+    }
 }
 
 /// How to start one server: its resolved program and arguments, its whole
@@ -119,7 +124,7 @@ fn refused(class: FailureClass, message: String) -> ToolFailure {
 }
 
 fn from_error(server: &str, error: &McpError) -> ToolFailure {
-    refused(error.class(), format!("MCP server `{server}`: {error}"))
+    error.failure(server)
 }
 
 /// Starts the server, checks the tool's definition and the arguments, and

@@ -18,8 +18,10 @@ use super::super::attempt::Attempt;
 use super::super::completion::apply_expect;
 use super::super::idempotency::{EffectRun, KeyedStep, crash_hook};
 use super::super::outcome::failure;
+use super::super::step_env::render_server_env;
 use super::Next;
 use super::decide::{TurnDecision, decide_turn};
+use super::listing::McpListing;
 use super::proposal::{agent_key, writes};
 use crate::model::RunStatus;
 
@@ -36,12 +38,14 @@ impl Attempt<'_, '_> {
         index: usize,
         step: &Step,
         spec: &AgentSpec,
+        listing: &McpListing,
         turn: &AgentTurn,
         approved: Option<ResolvedAction>,
     ) -> Result<Next, StoreError> {
         let policy = self.policy;
         let workspace = self.tools.workspace;
-        let decided = decide_turn(policy, workspace, &mut self.tools.resolver, step, spec, &turn.answer.decoded);
+        let resolver = &mut self.tools.resolver;
+        let decided = decide_turn(policy, workspace, resolver, step, spec, listing, &turn.answer.decoded);
         let (tool, action, required_by) = match decided {
             TurnDecision::Refused { rule, message } => return self.refuse(step, spec, turn, Refusal { rule, message }),
             TurnDecision::Finish(summary) => return self.finish_turn(index, step, turn, summary),
@@ -67,6 +71,16 @@ impl Attempt<'_, '_> {
         let outcome = self.run_action(step, turn, &action, approved)?;
         let observation = match &outcome.result {
             Ok(success) => observed("ok", &tool, "untrusted", None, &success_text(success)),
+            Err(failed)
+                if failed.class == FailureClass::SecurityDenied && matches!(action, ResolvedAction::Mcp { .. }) =>
+            {
+                // Its definition and the arguments were checked when the
+                // turn was decided: refused now, the server changed under
+                // the step (or its sandbox cannot be had). Not the model's
+                // to work around.
+                let message = format!("agent step `{}`: {}", step.id, failed.message);
+                return Ok(Next::End(Box::new(ToolOutcome::err(failure(FailureClass::SecurityDenied, message)))));
+            }
             Err(failed) if failed.class == FailureClass::SecurityDenied => {
                 let rule = outcome.facts.rule().unwrap_or("policy").to_string();
                 return self.refuse(step, spec, turn, Refusal { rule, message: failed.message.clone() });
@@ -96,7 +110,19 @@ impl Attempt<'_, '_> {
     ) -> Result<ToolOutcome, StoreError> {
         let timeout = self.budgets.timeout(step);
         self.tools.at_step(&step.id);
-        self.tools.set_step_env(Default::default());
+        // An MCP server gets its `env` (its secrets included), as for an
+        // `mcp` step; nothing else an agent runs gets any.
+        let env = match action {
+            ResolvedAction::Mcp { server, .. } => match self.policy.mcp.servers.get(server) {
+                Some(server) => match render_server_env(server, self.outputs) {
+                    Ok(env) => env,
+                    Err(failed) => return Ok(ToolOutcome::err(failed)),
+                },
+                None => Default::default(),
+            },
+            _ => Default::default(),
+        };
+        self.tools.set_step_env(env);
         self.recorder.may_act()?;
         if writes(action) {
             let key = agent_key(&self.state.run_id, &step.id, turn.turn);

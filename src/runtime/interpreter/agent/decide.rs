@@ -13,6 +13,7 @@ use crate::model::{AgentSpec, AgentTool, Decision, Policy, Step};
 use crate::policy::{evaluate_http_url, evaluate_shell};
 use crate::tools::ResolvedAction;
 
+use super::listing::McpListing;
 use super::proposal::{Proposal, decode, resolve, writes};
 
 /// The runtime's decision on one answer.
@@ -47,6 +48,7 @@ pub(crate) fn decide_turn(
     resolver: &mut ProgramResolver,
     step: &Step,
     spec: &AgentSpec,
+    listing: &McpListing,
     answer: &Value,
 ) -> TurnDecision {
     let (tool, arguments) = match decode(answer) {
@@ -73,6 +75,26 @@ pub(crate) fn decide_turn(
         && let Err(denied) = workspace.check_path(path)
     {
         return TurnDecision::Refused { rule: denied.rule.clone(), message: denied.to_string() };
+    }
+    if let (ResolvedAction::Mcp { arguments, .. }, AgentTool::Mcp(server, name)) = (&action, agent_tool)
+        && let Some(listed) = listing.get(&tool)
+    {
+        // The definition is the pinned one when the step lists it; a
+        // replayed run's recorded listing may not be under today's pin.
+        let pinned = policy.mcp.servers.get(server).and_then(|server| server.tools.get(name));
+        if pinned != Some(&listed.digest) {
+            let message = format!(
+                "`{tool}` was listed with digest {}, which the policy does not pin (pinned: {})",
+                listed.digest,
+                pinned.map_or("nothing", String::as_str)
+            );
+            return TurnDecision::refused("mcp.pin", message);
+        }
+        let problems = crate::tools::mcp::schema::problems(&listed.input_schema, arguments);
+        if !problems.is_empty() {
+            let message = format!("arguments of `{tool}` do not fit the tool's input schema: {}", problems.join("; "));
+            return TurnDecision::refused("agent.arguments", message);
+        }
     }
     let mut prompt = false;
     let mut allowed_by = None;

@@ -13,10 +13,12 @@
 //! - `proposal.rs`: an answer decoded and an action resolved, or refused;
 //! - `decide.rs`: the runtime's decision on one answer (pure; `replay`
 //!   compares it with what a run recorded);
-//! - `act.rs`: acting on one recorded answer.
+//! - `act.rs`: acting on one recorded answer;
+//! - `listing.rs`: the pinned MCP tools offered, as their servers list them.
 
 mod act;
 pub(crate) mod decide;
+pub(crate) mod listing;
 pub(crate) mod prompt;
 pub(crate) mod proposal;
 
@@ -33,6 +35,7 @@ use crate::store::{
 use crate::tools::model_call::{ModelRequest, ask_model};
 use crate::tools::{ResolvedAction, ToolOutcome};
 
+use self::listing::McpListing;
 use super::attempt::Attempt;
 use super::budgets::Exhausted;
 use super::outcome::{Attempted, failure};
@@ -90,14 +93,18 @@ impl Attempt<'_, '_> {
                 return self.end_agent(index, step, started, outcome);
             }
         };
+        let listing = match self.list_mcp_tools(step, spec)? {
+            Ok(listing) => listing,
+            Err(failed) => return self.end_agent(index, step, started, ToolOutcome::err(failed)),
+        };
         loop {
             if self.state.status != RunStatus::Running {
                 return Ok(());
             }
             let unanswered = self.state.agent.as_ref().and_then(AgentProgress::unanswered).cloned();
             let next = match unanswered {
-                Some(turn) => self.act(index, step, spec, &turn, approved.take())?,
-                None => self.ask(step, spec, &goal)?,
+                Some(turn) => self.act(index, step, spec, &listing, &turn, approved.take())?,
+                None => self.ask(step, spec, &listing, &goal)?,
             };
             match next {
                 Next::Continue => {}
@@ -113,7 +120,7 @@ impl Attempt<'_, '_> {
 
     /// Asks the model for the next turn and seals its answer, or ends the
     /// run when a budget would be exceeded by the call.
-    fn ask(&mut self, step: &Step, spec: &AgentSpec, goal: &str) -> Result<Next, StoreError> {
+    fn ask(&mut self, step: &Step, spec: &AgentSpec, listing: &McpListing, goal: &str) -> Result<Next, StoreError> {
         let Some(progress) = self.state.agent.as_ref() else {
             return Ok(Next::End(Box::new(ToolOutcome::err(failure(
                 FailureClass::UnknownError,
@@ -153,7 +160,7 @@ impl Attempt<'_, '_> {
             }
             None => profile,
         };
-        let tools = prompt::offered(self.policy, spec);
+        let tools = prompt::offered(self.policy, spec, listing);
         let schema = prompt::answer_schema(&tools);
         let text = prompt::turn_prompt(goal, &tools, progress, spec.max_turns);
         let api_key = profile.api_key.as_deref().and_then(|name| self.outputs.secret_value(name));

@@ -8,6 +8,9 @@ use serde_json::{Value, json};
 use crate::model::{AgentSpec, AgentTool, ArgMatcher, Policy};
 use crate::store::AgentProgress;
 
+use crate::runtime::event::ListedTool;
+
+use super::listing::McpListing;
 use super::proposal::MAX_TEXT_BYTES;
 
 /// The system message: the only instructions the model gets.
@@ -30,13 +33,17 @@ pub(crate) struct Offered {
 }
 
 /// The tools `spec` offers under `policy`, in the step's order (a name the
-/// policy does not have is left out; the loader refuses such plans).
-pub(crate) fn offered(policy: &Policy, spec: &AgentSpec) -> Vec<Offered> {
+/// policy does not have is left out; the loader refuses such plans); a
+/// pinned MCP tool with the input schema its server listed.
+pub(crate) fn offered(policy: &Policy, spec: &AgentSpec, listing: &McpListing) -> Vec<Offered> {
     spec.tools
         .iter()
         .filter_map(|name| {
             let tool = policy.agent_tool(name)?;
-            let (description, schema) = describe(policy, tool);
+            let (description, schema) = match (tool, listing.get(name)) {
+                (AgentTool::Mcp(server, tool), Some(listed)) => mcp_tool(server, tool, listed),
+                _ => describe(policy, tool),
+            };
             Some(Offered { name: name.clone(), description, schema })
         })
         .collect()
@@ -73,6 +80,17 @@ fn http_tool(rule: &crate::model::HttpRule) -> (String, Value) {
     (description, schema)
 }
 
+/// A pinned MCP tool as its server listed it: its input schema, and the
+/// server's description quoted (reviewed when the tool was pinned, still
+/// the server's words).
+fn mcp_tool(server: &str, tool: &str, listed: &ListedTool) -> (String, Value) {
+    let mut description = format!("call tool `{tool}` of MCP server `{server}` (a write: a person approves it first)");
+    if let Some(said) = &listed.description {
+        description.push_str(&format!("; the server describes it as {}", Value::String(said.clone())));
+    }
+    (description, listed.input_schema.clone())
+}
+
 fn describe(policy: &Policy, tool: AgentTool<'_>) -> (String, Value) {
     // `minLength`: an empty path or id is never valid; said in the schema,
     // a constrained decoder (llama.cpp's grammar) cannot produce one.
@@ -94,10 +112,10 @@ fn describe(policy: &Policy, tool: AgentTool<'_>) -> (String, Value) {
             object(json!({"ticket_id": ticket}), &["ticket_id"]),
         ),
         AgentTool::Http(index, _) => http_tool(&policy.http.allow[index]),
+        // Offered with its listed schema (`mcp_tool`); without a listing
+        // (never in a run: the step lists its tools first), any object.
         AgentTool::Mcp(server, tool) => (
-            format!(
-                "call tool `{tool}` of MCP server `{server}` (a write: a person approves it first); the arguments are checked against the input schema of the pinned tool before the call"
-            ),
+            format!("call tool `{tool}` of MCP server `{server}` (a write: a person approves it first)"),
             json!({"type": "object"}),
         ),
         AgentTool::Shell(index, _) => {

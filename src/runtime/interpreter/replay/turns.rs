@@ -6,10 +6,11 @@
 use serde_json::Value;
 
 use crate::model::{AgentSpec, RunStatus, Step};
-use crate::runtime::event::{AgentAnswerRecorded, AgentObserved, ApprovalRequested};
+use crate::runtime::event::{AgentAnswerRecorded, AgentObserved, AgentToolsListed, ApprovalRequested};
 use crate::store::{AuditEvent, LoadedRun};
 
 use super::super::agent::decide::{TurnDecision, decide_turn};
+use super::super::agent::listing::McpListing;
 use super::super::agent::proposal::{Proposal, decode};
 use super::steps::Replayer;
 use super::{Decided, StepReplay};
@@ -23,6 +24,9 @@ struct RecordedTurn {
     approval: Option<String>,
     /// `(outcome, rule, text)` of its observation, once acted on.
     observation: Option<(String, Option<String>, String)>,
+    /// The pinned MCP tools as listed when the turn was acted on (or, not
+    /// acted on yet, last listed).
+    listing: McpListing,
 }
 
 /// The recorded turns of agent step `step` against today's decisions.
@@ -37,8 +41,9 @@ pub(super) fn replay_turns(
         .into_iter()
         .map(|recorded| {
             let old = recorded_decision(&recorded, waiting_input);
-            let decided =
-                decide_turn(replayer.policy, replayer.workspace, &mut replayer.resolver, step, spec, &recorded.answer);
+            let (policy, workspace) = (replayer.policy, replayer.workspace);
+            let resolver = &mut replayer.resolver;
+            let decided = decide_turn(policy, workspace, resolver, step, spec, &recorded.listing, &recorded.answer);
             let new = match decided {
                 TurnDecision::Refused { rule, message } => Decided::Deny { rule, reason: message },
                 TurnDecision::Finish(_) => Decided::Finish,
@@ -56,12 +61,28 @@ pub(super) fn replay_turns(
 /// The turns of step `step_id`, in the order the log holds them.
 fn recorded_turns(run: &LoadedRun, step_id: &str) -> Vec<RecordedTurn> {
     let mut turns: Vec<RecordedTurn> = Vec::new();
+    let mut listing = McpListing::default();
     for event in run.audit.iter().filter(|event| event.step_id.as_deref() == Some(step_id)) {
         match event.event_type.as_str() {
+            "agent_tools_listed" => {
+                if let Some(listed) = details::<AgentToolsListed>(event) {
+                    listing = McpListing::recorded(listed.tools);
+                    if let Some(last) = turns.last_mut().filter(|last| last.observation.is_none()) {
+                        last.listing = listing.clone();
+                    }
+                }
+            }
             "agent_answer_recorded" => {
                 if let Some(recorded) = details::<AgentAnswerRecorded>(event) {
                     let answer = recorded.answer.decoded;
-                    turns.push(RecordedTurn { turn: recorded.turn, answer, approval: None, observation: None });
+                    let listing = listing.clone();
+                    turns.push(RecordedTurn {
+                        turn: recorded.turn,
+                        answer,
+                        approval: None,
+                        observation: None,
+                        listing,
+                    });
                 }
             }
             "approval_requested" => {
