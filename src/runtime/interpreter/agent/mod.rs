@@ -175,7 +175,10 @@ impl Attempt<'_, '_> {
         let reply = match reply {
             Ok(reply) => reply,
             Err(error) => {
-                let message = format!("agent step `{}`: the model call failed: {error}", step.id);
+                let message = format!(
+                    "agent step `{}`: the model call failed: {error} (model `{}` at {})",
+                    step.id, spec.model, profile.endpoint
+                );
                 return Ok(Next::End(Box::new(ToolOutcome::err(failure(FailureClass::ExecutionError, message)))));
             }
         };
