@@ -2,13 +2,15 @@
 //! run's agent step asks a person (`plans/ticket_agent.toml` against a
 //! scripted model) waits `waiting_input` with the question, is answered and
 //! runs on to its end; refused answers change nothing and never ask the
-//! model again.
+//! model again. And a write the model proposes waits for
+//! `POST /runs/{id}/approve` with its frozen action and the provenance of
+//! its arguments, and runs once when approved.
 
 use serde_json::{Value, json};
 
 use crate::common::Sandbox;
 use crate::common::fake_model::{FakeModel, action, ask, finish, start};
-use crate::common::tickets::ticket_sandbox;
+use crate::common::tickets::{close_count, ticket_sandbox};
 use crate::serve_harness::{Server, audit_events, client, error_code, get_json, post};
 
 const GOAL: &str = "ticket agent";
@@ -219,4 +221,43 @@ async fn answered_with_the_cli_the_bridge_run_reads_through_and_refuses_a_second
     let again = client.post(server.url("/runs/br-0001/answer")).json(&json!({"answer": "again"}));
     assert_eq!(error_code(again).await, (409, "run_not_waiting".into()));
     assert_eq!(model.requests(), 3, "no model call for a refused answer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposed_write_waits_for_approval_with_its_provenance_and_runs_once_when_approved() {
+    let model = start(vec![
+        action("ticket_lookup", json!({"ticket_id": "ticket-7"})),
+        action("ticket_close", json!({"ticket_id": "ticket-7"})),
+        finish("ticket-7 is closed"),
+    ]);
+    let server = serve_tickets(&model, "open", &[]);
+    let client = client();
+    let (status, waiting) = post(&client, &server.url("/runs"), json!({"goal": GOAL, "adapter": "agent"})).await;
+    assert_eq!((status, waiting["status"].as_str()), (201, Some("waiting_approval")), "{waiting}");
+    let pending = &waiting["pending_action"];
+    assert_eq!(
+        (pending["kind"].as_str(), pending["risk"].as_str()),
+        (Some("ticket_close"), Some("write")),
+        "{pending}"
+    );
+    assert_eq!(pending["required_by"], "risk", "{pending}");
+    assert_eq!(pending["action"]["ticket_id"], "ticket-7", "{pending}");
+    assert_eq!(
+        pending["provenance"],
+        json!([{"argument": "ticket_id", "value": "ticket-7", "source": "goal (trusted)"}]),
+        "{pending}"
+    );
+    assert_eq!(close_count(&server.sandbox, "ticket-7"), 0, "nothing closed before the approval");
+    assert_eq!(model.requests(), 2);
+
+    let approve = server.url("/runs/br-0001/approve");
+    let wrong = client.post(&approve).json(&json!({"fingerprint": "0".repeat(64)}));
+    assert_eq!(error_code(wrong).await, (409, "approval_invalid".into()));
+    assert_eq!((close_count(&server.sandbox, "ticket-7"), model.requests()), (0, 2), "a wrong approval runs nothing");
+
+    let (status, done) = post(&client, &approve, json!({"fingerprint": pending["fingerprint"]})).await;
+    assert_eq!((status, done["status"].as_str()), (200, Some("done")), "{done}");
+    assert_eq!(close_count(&server.sandbox, "ticket-7"), 1);
+    assert_eq!(close_count(&server.sandbox, "ticket-8"), 0);
+    assert_eq!(model.requests(), 3, "the turn was not asked again: only the finish");
 }

@@ -191,8 +191,17 @@ fn full_document() -> Value {
                         "scope": {"type": "string"},
                         "fingerprint": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
                         "state_version": {"type": "integer", "minimum": 0},
-                        "required_by": {"type": "string", "enum": ["step", "policy"]},
-                        "requested_at": {"type": "string", "format": "date-time"}
+                        "required_by": {"type": "string", "enum": ["step", "risk", "policy"],
+                                        "description": "`step`: the step asks for approval; `risk`: a write an agent step's model proposed; `policy`: a rule that says `prompt`"},
+                        "requested_at": {"type": "string", "format": "date-time"},
+                        "provenance": {
+                            "type": "array",
+                            "description": "an agent step's proposal only: where each argument was seen before the model proposed it (the goal, an earlier observation with its source and trust, or nowhere)",
+                            "items": {
+                                "type": "object", "required": ["argument", "value", "source"],
+                                "properties": {"argument": {"type": "string"}, "value": {"type": "string"}, "source": {"type": "string"}}
+                            }
+                        }
                     }
                 },
                 "ApproveRequest": {
