@@ -267,3 +267,19 @@ fn replay_decides_mcp_turns_from_the_recorded_listing_and_starts_no_server() {
     assert_eq!(model.requests(), 3, "replay asked the model nothing");
     assert_eq!(call_log(&sandbox).map(|log| log.lines().count()), Some(1), "replay called nothing");
 }
+
+#[test]
+fn a_server_that_crashes_hangs_or_answers_garbage_when_listed_fails_the_step_before_the_model_is_asked() {
+    for (mode, class) in [("crash", "execution_error"), ("hang", "execution_error"), ("garbage", "invalid_tool_result")]
+    {
+        let model = start(vec![action("docs.search", json!({"query": "hello"})), finish("could not")]);
+        let sandbox = sandbox(&model, "docs.search", mode);
+        let out = sandbox.test_plan().expect_code(1).run();
+        assert_eq!(model.requests(), 0, "{mode}: the model was not asked: {}", out.snapshot());
+        assert_eq!(call_log(&sandbox), None, "{mode}: nothing was called");
+        let (failed_class, message) = failed(&sandbox);
+        assert_eq!(failed_class, class, "{mode}: {message}");
+        assert!(message.contains("MCP server `docs`"), "{mode}: {message}");
+        assert!(!out.stderr.contains("panicked"), "{mode}: {}", out.snapshot());
+    }
+}
