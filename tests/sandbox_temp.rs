@@ -39,9 +39,9 @@ fn names(dir: &Path) -> Vec<String> {
     names
 }
 
-/// A sandbox with a private `TMPDIR`, the slow plan (`plans/test.toml`: a
-/// step that sleeps until its process is killed) and a quick one
-/// (`plans/quick.toml`: one `echo`).
+/// A sandbox with its own `TMPDIR` (`tmp/`: `Planrun::private_temp`), the
+/// slow plan (`plans/test.toml`: a step that sleeps until its process is
+/// killed) and a quick one (`plans/quick.toml`: one `echo`).
 fn setup() -> (Sandbox, PathBuf) {
     let sandbox = Sandbox::new();
     let plan = one_step_plan("kind = \"shell\"\ncommand = [\"sleep\", \"30\"]");
@@ -52,11 +52,11 @@ fn setup() -> (Sandbox, PathBuf) {
     (sandbox, tmp)
 }
 
-/// Runs the quick plan as run `id` with `TMPDIR` = `tmp`; its step ran
-/// under Landlock (so a temporary folder was made).
-fn run_quick(sandbox: &Sandbox, tmp: &Path, id: &str) {
+/// Runs the quick plan as run `id` with the sandbox's `TMPDIR`; its step
+/// ran under Landlock (so a temporary folder was made).
+fn run_quick(sandbox: &Sandbox, id: &str) {
     let args = ["--plan", "plans/quick.toml", "--policies", "policies", "--run-id", id];
-    sandbox.planrun().in_sandbox().args(args).env("TMPDIR", tmp).expect_code(0).run();
+    sandbox.planrun().in_sandbox().args(args).private_temp().expect_code(0).run();
     let history = sandbox.history(id);
     let sandboxed = &history[0]["details"]["sandbox"]["kind"];
     assert_eq!(sandboxed, "landlock", "this kernel must have Landlock enabled: {history:?}");
@@ -91,7 +91,7 @@ fn a_killed_planrun_s_folder_is_removed_by_the_next_one_while_a_running_one_s_st
     let (sandbox, tmp) = setup();
     let namespace = pid_namespace();
     let dead = plant(&tmp, ended_pid(), 1, namespace, "Dead01");
-    let mut holder = sandbox.test_plan().env("TMPDIR", &tmp).spawn();
+    let mut holder = sandbox.test_plan().private_temp().spawn();
     let noted = sandbox.workspace().join("runs/t/.child");
     assert!(wait_until(Duration::from_secs(20), || noted.exists()), "the slow step never started");
     let prefix = format!("planrun-step-{}-{}-{namespace}-", holder.id(), start_of(holder.id()));
@@ -103,13 +103,13 @@ fn a_killed_planrun_s_folder_is_removed_by_the_next_one_while_a_running_one_s_st
     // A second process while the first is in the middle of its step (a
     // parallel test, `planrun serve`): it removes the planted folder of an
     // ended process, never the running one's.
-    run_quick(&sandbox, &tmp, "q1");
+    run_quick(&sandbox, "q1");
     assert_eq!(names(&tmp), std::slice::from_ref(&held), "the ended process's {dead} removed, the running one's kept");
 
     holder.kill().expect("SIGKILL the holder");
     holder.wait().expect("reap the holder");
     assert_eq!(names(&tmp), std::slice::from_ref(&held), "a killed process cannot remove its folder");
-    run_quick(&sandbox, &tmp, "q2");
+    run_quick(&sandbox, "q2");
     assert_eq!(names(&tmp), Vec::<String>::new(), "the next process removed {held}, then its own");
     // The killed holder's `sleep` runs on; `cancel` stops it.
     sandbox.planrun().in_sandbox().args(["cancel", "t"]).expect_code(0).run();
@@ -146,7 +146,7 @@ fn only_folders_of_ended_processes_of_this_user_and_pid_namespace_are_removed_ne
     }
     kept.sort();
 
-    run_quick(&sandbox, &tmp, "q");
+    run_quick(&sandbox, "q");
     assert_eq!(names(&tmp), kept, "removed: {reused} (its id now another process's) and {gone}");
     assert_eq!(fs::read_to_string(tmp.join(&running).join("deeper/file")).expect("kept whole"), "left\n");
     assert!(fs::symlink_metadata(tmp.join(&link)).expect("the link").file_type().is_symlink());
