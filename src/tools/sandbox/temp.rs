@@ -30,6 +30,8 @@ use rustix::io::Errno;
 use rustix::process::{Pid, geteuid, test_kill_process};
 use tempfile::TempDir;
 
+use crate::tools::process;
+
 /// The start of every folder's name.
 const PREFIX: &str = "planrun-step-";
 /// How many random letters and digits end a folder's name.
@@ -110,11 +112,10 @@ impl Owner {
     fn this_process() -> Option<Owner> {
         static THIS: OnceLock<Option<Owner>> = OnceLock::new();
         *THIS.get_or_init(|| {
-            let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-            let pid = stat.split_once(' ')?.0.parse().ok()?;
+            let this = process::this_process()?;
             let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
             let namespace = link.to_str()?.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()?;
-            Some(Owner { pid, start: start_time(&stat)?, namespace })
+            Some(Owner { pid: this.pid, start: this.started(), namespace })
         })
     }
 
@@ -140,23 +141,18 @@ impl Owner {
     }
 
     /// Whether the process may still run: `false` only when `/proc` shows
-    /// another process under its id (a later start), or no process has it.
+    /// it a zombie or another process under its id (a later start), or no
+    /// process has the id.
     fn may_run(&self) -> bool {
-        match std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) {
-            Ok(stat) => start_time(&stat).is_none_or(|start| start == self.start),
+        match process::stat(self.pid) {
+            Some((now, zombie)) => !zombie && now.started() == self.start,
             // Hidden from this `/proc` (`hidepid`) or gone: the kernel tells.
-            Err(_) => i32::try_from(self.pid)
+            None => i32::try_from(self.pid)
                 .ok()
                 .and_then(Pid::from_raw)
                 .is_none_or(|pid| test_kill_process(pid) != Err(Errno::SRCH)),
         }
     }
-}
-
-/// Field 22 of a `/proc/<pid>/stat` line (the fields after the command
-/// name, which may hold spaces and parentheses, start at field 3).
-fn start_time(stat: &str) -> Option<u64> {
-    stat.rsplit_once(')')?.1.split_whitespace().nth(22 - 3)?.parse().ok()
 }
 
 /// Removes the folders in `base` made by processes of `this` one's pid
@@ -213,12 +209,26 @@ mod tests {
     }
 
     #[test]
-    fn this_process_is_running_and_its_start_is_field_22() {
+    fn this_process_may_run_and_one_started_at_another_time_not() {
         let this = Owner::this_process().expect("/proc tells");
         assert_eq!(this.pid, std::process::id());
         assert!(this.may_run());
         assert!(!Owner { start: this.start + 1, ..this }.may_run(), "another process under the same id");
-        let stat = "12 (a b) c) S 1 12 12 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 987654 0 0";
-        assert_eq!(start_time(stat), Some(987_654));
+    }
+
+    #[test]
+    fn a_process_that_has_ended_but_is_not_reaped_yet_runs_no_more() {
+        let mut child = std::process::Command::new("true").spawn().expect("start `true`");
+        let pid = child.id();
+        let start = process::stat(pid).expect("its stat, a zombie's included").0.started();
+        let owner = Owner { pid, start, ..Owner::this_process().expect("/proc tells") };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while owner.may_run() {
+            assert!(std::time::Instant::now() < deadline, "`true` never ended");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(process::stat(pid).is_some_and(|(_, zombie)| zombie), "not reaped yet");
+        child.wait().expect("reap `true`");
+        assert!(!owner.may_run(), "gone");
     }
 }
