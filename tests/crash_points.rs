@@ -191,7 +191,9 @@ struct Verdict {
 
 impl Scenario {
     fn planrun<'s>(&self, sandbox: &'s Sandbox, args: &[&str], clock: &str) -> Planrun<'s> {
-        let mut command = sandbox.planrun().args(args).clock(clock);
+        // Killed processes leave their temporary folders, which the next
+        // process removes: only this sandbox's, the same in every trial.
+        let mut command = sandbox.planrun().args(args).clock(clock).private_temp();
         if let Some(key) = self.hmac_key {
             command = command.env("PLANRUN_HMAC_KEY", key);
         }

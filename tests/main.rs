@@ -78,6 +78,7 @@
 //! | `http_steps` | `http` steps against a loopback server that logs every request: GET/POST with JSON, status sets, timeouts, size caps, redirects followed or refused and each hop judged, names resolving to private or metadata addresses, decimal/octal/IPv4-mapped hosts, userinfo, a rebinding name (the resolver stub `PLANRUN_TEST_RESOLVE`), percent-encoded templated paths, a secret in a header in no record (the canary search), the `Idempotency-Key` across a crash and resume, the loader's refusals with positions, `policy check --url`; every refusal with the server's log empty | |
 //! | `http_proxy` | `http.proxy`: a GET through a logging proxy on loopback in absolute form (the proxy resolves the name), an `https` request as `CONNECT`, refused URLs and redirect hops leave the proxy's log empty, `HTTP_PROXY` and the other environment proxies never used (a canary proxy's log empty), bad proxy URLs refused at load with positions | |
 //! | `http_bench` | the `http` benchmark (`tests/bench/http.sh`, ignored): a bare reqwest loop, the `http` tool in process, and whole runs of `GET`, `read_file`, `POST` and `flaky` steps as a marginal cost per step | |
+//! | `sandbox_temp` | the sandbox's temporary folders, named after the process that made them: one left by a planrun killed with `SIGKILL` mid-step is removed by the next process that makes one, while a running planrun's stays; a folder whose process id now names a later process removed; folders of running processes, another pid namespace or user, links (their target untouched), files, inexact names and the names of earlier versions kept | |
 //! | `sandbox_top` | the workspace's top level under the sandbox: files and folders created and removed at the top where a mount namespace can be made, while `runs/`, `bridge/`, `.planrun/` stay unwritable and unlisted and `.git` read-only (canaries absent, `verify` passing); a planted `.git` failing its step and removed; the top level read-only with the reason recorded where no namespace can be made (simulated); the trampoline's user-namespace way | |
 //! | `serve_harness` | the service test harness (server process, fake model servers) | |
 //! | `common` | the harness: `Sandbox`, the `Planrun` builder, the ticket demo's sandbox (`common::tickets`) | |
@@ -134,6 +135,7 @@ mod replay;
 mod retry_backoff;
 mod routing;
 mod sandbox;
+mod sandbox_temp;
 mod sandbox_top;
 mod scenarios;
 mod sealed_receipts;

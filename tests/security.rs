@@ -132,7 +132,10 @@ fn arguments_outside_the_allowlist_are_denied_by_rule() {
 #[test]
 fn the_child_environment_is_built_from_nothing() {
     let sandbox = Sandbox::new();
-    sandbox.write_plan(&one_step_plan("kind = \"shell\"\ncommand = [\"env\"]"), TEST_POLICY);
+    // Room for the whole output: the temporary folder's name is longer
+    // than the test policy's 64 bytes allow (docs/effects-sandbox.md).
+    let policy = TEST_POLICY.replace("max_output_bytes = 64", "max_output_bytes = 256");
+    sandbox.write_plan(&one_step_plan("kind = \"shell\"\ncommand = [\"env\"]"), &policy);
     // The harness's own variables (`NO_COLOR`, the test clock) must not
     // reach the child either.
     sandbox.test_plan().env("PLANRUN_SECRET_CANARY", "leak").expect_code(0).run();

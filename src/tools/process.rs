@@ -39,6 +39,11 @@ impl Identity {
     pub fn still_leads_its_group(&self) -> bool {
         stat(self.pid).is_none_or(|(now, _)| now == *self)
     }
+
+    /// When the process started: clock ticks after boot.
+    pub fn started(&self) -> u64 {
+        self.started
+    }
 }
 
 impl std::fmt::Display for Identity {
@@ -52,10 +57,25 @@ impl std::fmt::Display for Identity {
 /// `/proc/<pid>/stat`.
 #[cfg(target_os = "linux")]
 pub(super) fn stat(pid: u32) -> Option<(Identity, bool)> {
+    read_stat(&pid.to_string())
+}
+
+/// This process's identity as `/proc` sees it (`/proc/self`: its pid
+/// there, which is the one the other processes reading `/proc` see).
+#[cfg(target_os = "linux")]
+pub(super) fn this_process() -> Option<Identity> {
+    read_stat("self").map(|(identity, _)| identity)
+}
+
+/// `/proc/<name>/stat`: the identity (its pid is field 1) and whether the
+/// process is a zombie.
+#[cfg(target_os = "linux")]
+fn read_stat(name: &str) -> Option<(Identity, bool)> {
     static BOOT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     let boot = BOOT
         .get_or_init(|| fs::read_to_string("/proc/sys/kernel/random/boot_id").ok().map(|boot| boot.trim().to_string()));
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = fs::read_to_string(format!("/proc/{name}/stat")).ok()?;
+    let pid = stat.split_once(' ')?.0.parse().ok()?;
     // The command name may hold spaces and parentheses: fields after it.
     let fields: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
     // Field 3 is the state (index 0 here), field 22 the start time.
@@ -66,6 +86,11 @@ pub(super) fn stat(pid: u32) -> Option<(Identity, bool)> {
 
 #[cfg(not(target_os = "linux"))]
 pub(super) fn stat(_pid: u32) -> Option<(Identity, bool)> {
+    None
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(super) fn this_process() -> Option<Identity> {
     None
 }
 

@@ -101,6 +101,17 @@ impl Planrun<'_> {
         self
     }
 
+    /// Gives the binary a `TMPDIR` of this sandbox's own (`tmp/`, made if
+    /// missing): the sandbox's temporary folders go there, and the first
+    /// one removes those of ended processes (docs/effects-sandbox.md), so a
+    /// test that kills planrun or counts its system calls sees only its
+    /// own, never another test's in the shared `/tmp`.
+    pub fn private_temp(self) -> Self {
+        let tmp = self.sandbox.path().join("tmp");
+        std::fs::create_dir_all(&tmp).expect("the sandbox's TMPDIR");
+        self.env("TMPDIR", tmp)
+    }
+
     /// Starts the deterministic clock at `instant` instead of
     /// [`TEST_CLOCK`]: each stage of a trajectory is its own process, and a
     /// later start keeps its timestamps in order.

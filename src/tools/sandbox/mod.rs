@@ -30,6 +30,7 @@
 mod namespace;
 mod restrict;
 mod spec;
+mod temp;
 mod top;
 mod trampoline;
 
@@ -43,6 +44,7 @@ use landlock::{LandlockStatus, RestrictSelf};
 use tempfile::TempDir;
 
 pub use spec::{Isolation, PROGRAM_FOLLOWS, SPEC_VAR, Spec, SpecNetwork};
+pub use temp::remove_spare_temp_folders;
 pub use top::{SIMULATE_NO_NAMESPACE, TopLevel, simulate_no_namespace, top_level};
 pub use trampoline::{EXEC_FAILED, SANDBOX_FAILED, trampoline};
 
@@ -186,48 +188,11 @@ pub struct Launch {
     protected_before: Vec<String>,
 }
 
-/// Temporary folders of steps that have ended, emptied, for the next steps
-/// of this process: making and removing a folder for each step was the
-/// largest part of the sandbox's cost (a `mkdir` and an `rmdir` on the
-/// system's temporary folder, about 0.2 ms of CPU and, on ext4, 3 ms of
-/// waiting; docs/performance.md).
-static SPARE: Mutex<Vec<TempDir>> = Mutex::new(Vec::new());
-
-/// Removes the temporary folders kept for later steps (the front end calls
-/// it before the process ends).
-pub fn remove_spare_temp_folders() {
-    let spare = std::mem::take(&mut *SPARE.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
-    drop(spare);
-}
-
-/// A temporary folder for one program: a spare one, or a new one.
-fn temp_folder() -> io::Result<TempDir> {
-    let spare = SPARE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
-    match spare {
-        Some(folder) => Ok(folder),
-        None => tempfile::Builder::new().prefix("planrun-step-").tempdir(),
-    }
-}
-
-/// Removes everything in `folder` (symbolic links removed, never followed).
-fn empty(folder: &Path) -> io::Result<()> {
-    for entry in std::fs::read_dir(folder)? {
-        let entry = entry?;
-        if entry.file_type()?.is_dir() {
-            std::fs::remove_dir_all(entry.path())?;
-        } else {
-            std::fs::remove_file(entry.path())?;
-        }
-    }
-    Ok(())
-}
-
 impl Drop for Launch {
     fn drop(&mut self) {
         let Some(tmp) = self.tmp.take() else { return };
-        // A folder that cannot be emptied is removed (as far as it can be).
-        if self.reuse && empty(tmp.path()).is_ok() {
-            SPARE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(tmp);
+        if self.reuse {
+            temp::keep(tmp);
         }
     }
 }
@@ -330,7 +295,7 @@ fn prepare_with(request: &Request<'_>, reuse: bool) -> Result<Prepared, SandboxE
         Support::Landlock { abi, trampoline } => (abi, trampoline),
         Support::Missing(why) => return Ok(Prepared { launch: None, facts: unconfined(why) }),
     };
-    let tmp = if reuse { temp_folder()? } else { tempfile::Builder::new().prefix("planrun-step-").tempdir()? };
+    let tmp = if reuse { temp::spare_or_new()? } else { temp::new_folder()? };
     let top = top::top_level(&trampoline);
     let (spec, protected_before) = spec_for(request, tmp.path(), &top)?;
     let network = match request.network {
