@@ -134,11 +134,19 @@ impl Preview {
             .map(|(index, step)| {
                 let verdict = verdict(step, policy, &rules);
                 let prompt = verdict.as_ref().is_some_and(|verdict| verdict.decision == "prompt");
+                let mut payload = payload(step);
+                if let Action::Agent(agent) = &step.action {
+                    payload.push(PayloadField {
+                        name: "waits".to_string(),
+                        shown: agent_waits(step, agent, policy),
+                        runtime: Vec::new(),
+                    });
+                }
                 StepPreview {
                     number: index + 1,
                     id: step.id.clone(),
                     kind: step.action.kind(),
-                    payload: payload(step),
+                    payload,
                     verdict,
                     max_attempts: FailureClass::CONFIGURABLE
                         .into_iter()
@@ -289,6 +297,42 @@ fn payload(step: &Step) -> Vec<PayloadField> {
             PayloadField { name: "model".to_string(), shown: agent.model.clone(), runtime: Vec::new() },
             PayloadField { name: "max_turns".to_string(), shown: agent.max_turns.to_string(), runtime: Vec::new() },
         ],
+    }
+}
+
+/// Which of an agent step's proposals wait for a person's approval before
+/// they run: all of them when the step requires approval, else the writes
+/// (`write_file`, `ticket_close`, an MCP tool, an HTTP rule's methods other
+/// than `GET` and `HEAD`) and the shell rules that say `prompt`.
+fn agent_waits(step: &Step, agent: &crate::model::AgentSpec, policy: &Policy) -> String {
+    use crate::model::{AgentTool, Decision};
+    if step.approval {
+        return "every proposed action (the step requires approval)".to_string();
+    }
+    let waiting: Vec<String> = agent
+        .tools
+        .iter()
+        .filter_map(|name| match policy.agent_tool(name)? {
+            AgentTool::WriteFile | AgentTool::TicketClose | AgentTool::Mcp(..) => Some(name.clone()),
+            AgentTool::Http(index, _) => {
+                let writes: Vec<&str> = policy.http.allow[index]
+                    .methods
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|method| !crate::model::is_safe_method(method))
+                    .collect();
+                (!writes.is_empty()).then(|| format!("{name} ({})", writes.join(", ")))
+            }
+            AgentTool::Shell(index, _) => {
+                (policy.shell.allow[index].decision == Decision::Prompt).then(|| format!("{name} (rule says prompt)"))
+            }
+            AgentTool::ReadFile | AgentTool::TicketLookup => None,
+        })
+        .collect();
+    if waiting.is_empty() {
+        "nothing: no offered tool writes or asks".to_string()
+    } else {
+        format!("a proposal of {} waits for a person's approval", waiting.join(", "))
     }
 }
 

@@ -15,6 +15,8 @@ fn previews_of_documented_plans() {
         "inspect_project",
         "traversal",
         "ticket_close",
+        "ticket_agent",
+        "inspect_agent",
     ] {
         let output = sandbox.planrun().args(["plan", "--plan", &format!("plans/{name}.toml")]).run();
         assert_eq!(output.code, 0, "{name}: {}", output.snapshot());
