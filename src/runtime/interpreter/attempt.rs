@@ -21,24 +21,24 @@ use crate::model::{
     Action, Condition, Decision, Evaluation, EvidenceDetail, EvidenceKind, FailureClass, OnFailure, Plan, Policy,
     RunStatus, SatisfiedEvidence, Step, StepDetails, StopReason, WhenFalse,
 };
-use crate::runtime::approval::fingerprint;
 use crate::runtime::env::CrashPoint;
 use crate::runtime::event::{
-    ApprovalRequested, AttemptFinished, AttemptStarted, ConditionEvaluated, Event, ResolutionPerformed, RetryScheduled,
-    StepFailed, StepSkipped,
+    AttemptFinished, AttemptStarted, ConditionEvaluated, Event, ResolutionPerformed, RetryScheduled, StepFailed,
+    StepSkipped,
 };
 use crate::runtime::recorder::Recorder;
 use crate::runtime::{Progress, RuntimeEnv, format_timestamp};
-use crate::store::{Cursor, Evidence, PendingAction, RunState, StepRecord, StepRecordStatus, StoreError};
-use crate::template::{StepOutput, StepState, TemplateError};
+use crate::store::{Cursor, Evidence, RunState, StepRecord, StepRecordStatus, StoreError};
+use crate::template::{StepOutput, StepState};
 use crate::tools::{ResolvedAction, ToolFailure, ToolOutcome, Tools};
 
 use super::budgets::Budgets;
 use super::completion::{Verifier, apply_expect};
+use super::gate::approval_required_by;
 use super::idempotency::{EffectRun, Idempotency, KeyedStep, crash_hook};
 use super::outcome::{Attempted, failure};
 use super::outputs::Outputs;
-use super::step_env::render_env;
+use super::render::{render_action, render_env};
 
 /// The interpreter's parts, borrowed for one attempt.
 pub(super) struct Attempt<'a, 'r> {
@@ -450,150 +450,4 @@ impl Attempt<'_, '_> {
         }
         Ok(rendered)
     }
-
-    /// Freezes the resolved action for approval and pauses the run.
-    fn freeze(&mut self, step: &Step, action: &ResolvedAction, required_by: String) -> Result<(), StoreError> {
-        let Frozen { action: action_json, key, risk, scope, fingerprint: print } =
-            Frozen::of(step, action, self.outputs);
-        let pending = PendingAction {
-            step_id: step.id.clone(),
-            kind: step.action.kind().to_string(),
-            action: action_json.clone(),
-            risk: risk.clone(),
-            idempotency_key: key,
-            scope: scope.clone(),
-            fingerprint: print.clone(),
-            state_version: self.state.state_version + 1,
-            required_by: required_by.clone(),
-            requested_at: format_timestamp(self.env.clock.now()),
-            provenance: Vec::new(),
-        };
-        self.recorder.emit(Event::ApprovalRequested(ApprovalRequested {
-            step_id: step.id.clone(),
-            fingerprint: print,
-            scope,
-            risk,
-            required_by,
-            state_version: pending.state_version,
-            action: action_json,
-        }))?;
-        self.state.pending_action = Some(pending);
-        self.state.status = RunStatus::WaitingApproval;
-        Ok(())
-    }
-}
-
-/// Who requires a person's approval before a planned step's resolved
-/// action runs, given the policy's decision on it: the step (`approval =
-/// "required"`), a rule that says `prompt` (`policy`), or nobody.
-pub(crate) fn approval_required_by(step: &Step, decision: Decision) -> Option<&'static str> {
-    if step.approval {
-        Some("step")
-    } else if decision == Decision::Prompt {
-        Some("policy")
-    } else {
-        None
-    }
-}
-
-/// What a pause freezes of a resolved action, and its fingerprint: built
-/// the same way when the action is frozen and when a loaded run's story is
-/// checked against the plan.
-pub(super) struct Frozen {
-    pub(super) action: Value,
-    pub(super) key: Option<String>,
-    pub(super) risk: String,
-    pub(super) scope: String,
-    pub(super) fingerprint: String,
-}
-
-impl Frozen {
-    pub(super) fn of(step: &Step, action: &ResolvedAction, outputs: &Outputs) -> Self {
-        let action_json = serde_json::to_value(action).unwrap_or(Value::Null);
-        // Keys are literal or built from `run.id` only (the loader checks),
-        // so rendering cannot fail; a failure yields no key, and the step
-        // then fails closed when it runs.
-        let key = step.idempotency_key.as_ref().and_then(|key| key.render(outputs).ok());
-        let risk = step.risk().as_str().to_string();
-        let scope = action.scope();
-        let fingerprint = fingerprint(step.action.kind(), &action_json, &risk, key.as_deref(), &scope);
-        Frozen { action: action_json, key, risk, scope, fingerprint }
-    }
-}
-
-/// Renders every template of an action. Only data fields can hold step
-/// output: the loader guarantees that the program and paths are literal
-/// (or built from `run.id`).
-pub(super) fn render_action(step: &Step, outputs: &Outputs) -> Result<ResolvedAction, ToolFailure> {
-    let fail =
-        |error: TemplateError| failure(FailureClass::TemplateError, format!("template resolution failed: {error}"));
-    Ok(match &step.action {
-        Action::Shell { command, cwd, stdin } => ResolvedAction::Shell {
-            argv: command.iter().map(|token| token.render(outputs)).collect::<Result<_, _>>().map_err(fail)?,
-            env: step.env.iter().map(|(name, value)| (name.clone(), value.source().to_string())).collect(),
-            secrets: step.secrets(),
-            cwd: cwd.as_ref().map(|cwd| cwd.render(outputs)).transpose().map_err(fail)?,
-            stdin: stdin.as_ref().map(|stdin| stdin.render(outputs)).transpose().map_err(fail)?,
-        },
-        Action::WriteFile { path, content, json } => ResolvedAction::WriteFile {
-            path: path.render(outputs).map_err(fail)?,
-            content: match (content, json) {
-                (_, Some(json)) => json.render_text(outputs).map_err(fail)?,
-                (Some(content), None) => content.render(outputs).map_err(fail)?,
-                (None, None) => String::new(),
-            },
-        },
-        Action::ReadFile { path } => ResolvedAction::ReadFile { path: path.render(outputs).map_err(fail)? },
-        Action::Finish { message } => ResolvedAction::Finish {
-            message: message.as_ref().map(|message| message.render(outputs)).transpose().map_err(fail)?,
-        },
-        Action::Flaky { failures, output } => {
-            ResolvedAction::Flaky { failures: *failures, output: output.render(outputs).map_err(fail)? }
-        }
-        Action::TicketLookup { ticket_id } => ResolvedAction::TicketLookup { ticket_id: ticket_id.clone() },
-        Action::TicketClose { ticket_id } => ResolvedAction::TicketClose { ticket_id: ticket_id.clone() },
-        Action::Mcp { server, tool, arguments } => ResolvedAction::Mcp {
-            server: server.clone(),
-            tool: tool.clone(),
-            arguments: arguments.render_value(outputs).map_err(fail)?,
-        },
-        Action::Http { method, url, headers, body, json, max_response_bytes, response_headers } => {
-            ResolvedAction::Http {
-                method: method.clone(),
-                url: url.render_escaped(outputs, percent_encode).map_err(fail)?,
-                headers: headers.iter().map(|(name, value)| (name.clone(), value.source().to_string())).collect(),
-                secrets: step.secrets(),
-                body: match (body, json) {
-                    (_, Some(json)) => Some(json.render_value(outputs).map_err(fail)?.to_string()),
-                    (Some(body), None) => Some(body.render(outputs).map_err(fail)?),
-                    (None, None) => None,
-                },
-                json_body: json.is_some(),
-                expect_status: step.expect.as_ref().and_then(|expect| expect.status.clone()).unwrap_or_default(),
-                max_response_bytes: *max_response_bytes,
-                response_headers: response_headers.clone(),
-            }
-        }
-        Action::Agent(_) => {
-            return Err(failure(
-                FailureClass::UnknownError,
-                "an agent step has no single action to render".to_string(),
-            ));
-        }
-    })
-}
-
-/// A value put into a URL: every byte but the unreserved ones
-/// (`A-Z a-z 0-9 - . _ ~`) percent-encoded, so it cannot add a path
-/// segment, a query parameter or a fragment.
-fn percent_encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for byte in value.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
 }

@@ -21,9 +21,10 @@ use std::collections::HashMap;
 use crate::model::{EvidenceKind, OnFailure, Plan, RunStatus, StopReason};
 use crate::store::{RunState, StepRecord, StepRecordStatus, StoreError};
 
-use super::attempt::{Frozen, render_action};
+use super::gate::Frozen;
 use super::idempotency::intent_digest;
 use super::outputs::Outputs;
+use super::render::render_action;
 
 /// Checks that `state` and its verified `history` tell a story `plan` could
 /// have produced; a violation is [`StoreError::Tampered`] naming every

@@ -16,7 +16,8 @@
 //! - `invariants.rs`: whether a loaded run's story is one the plan could
 //!   produce ([`check_story`]);
 //! - `outcome.rs`: failures the interpreter makes itself;
-//! - `step_env.rs`: a step's `env` and `headers`, rendered with secrets;
+//! - `gate.rs`: the approval gate (who requires approval, the frozen action);
+//! - `render.rs`: a step's action, `env` and `headers` rendered;
 //! - `agent/`: agent steps, the turn loop;
 //! - `replay/`: a recorded run's steps and agent turns decided again
 //!   under today's plan and policy, executing nothing ([`replay_steps`]);
@@ -29,12 +30,13 @@ mod agent;
 mod attempt;
 mod budgets;
 mod completion;
+mod gate;
 mod idempotency;
 mod invariants;
 mod outcome;
 mod outputs;
+mod render;
 mod replay;
-mod step_env;
 #[cfg(test)]
 mod tests;
 

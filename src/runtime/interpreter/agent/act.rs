@@ -18,7 +18,7 @@ use super::super::attempt::Attempt;
 use super::super::completion::apply_expect;
 use super::super::idempotency::{EffectRun, KeyedStep, crash_hook};
 use super::super::outcome::failure;
-use super::super::step_env::render_server_env;
+use super::super::render::render_server_env;
 use super::Next;
 use super::decide::{TurnDecision, decide_turn};
 use super::listing::McpListing;

@@ -67,7 +67,7 @@ impl Attempt<'_, '_> {
         let mut listed = Vec::new();
         for (server, tools) in servers {
             let Some(declared) = policy.mcp.servers.get(server) else { continue };
-            let env = match super::super::step_env::render_server_env(declared, self.outputs) {
+            let env = match super::super::render::render_server_env(declared, self.outputs) {
                 Ok(env) => env,
                 Err(failed) => return Ok(Err(failed)),
             };

@@ -2,11 +2,11 @@
 //! today's plan and policy, executing nothing, and what would now differ.
 //!
 //! The decisions are the runtime's own: a planned step's templates are
-//! rendered by the interpreter's [`render_action`](super::attempt) from the
+//! rendered by the interpreter's [`render_action`](super::render) from the
 //! outputs the run recorded, its `when` evaluated on them, its action
 //! judged by [`action_verdict`](crate::tools::action_verdict) (the tools'
 //! decision functions) and the approval gate's
-//! [`approval_required_by`](super::attempt); an agent turn's recorded model
+//! [`approval_required_by`](super::gate); an agent turn's recorded model
 //! answer is decided by [`decide_turn`](super::agent::decide) as the turn
 //! loop decides it. No program starts, no file is written, no request is
 //! sent, no model is asked; secrets are never resolved (a step's `env` and

@@ -12,8 +12,9 @@ use crate::model::{Action, Decision, FailureClass, Plan, Policy, Step};
 use crate::store::{AuditEvent, LoadedRun, StepRecord, StepRecordStatus};
 use crate::tools::action_verdict;
 
-use super::super::attempt::{approval_required_by, render_action};
+use super::super::gate::approval_required_by;
 use super::super::outputs::Outputs;
+use super::super::render::render_action;
 use super::turns::{details, replay_turns};
 use super::{Decided, Difference, FieldChange, StepReplay};
 use crate::runtime::event::ApprovalRequested;
