@@ -21,7 +21,7 @@
 //! | ask a policy about a command line | [`policy_check`] | [`PolicyVerdict`] |
 //! | ask the egress policy about a request | [`policy_check_url`] | [`HttpVerdict`] |
 //! | validate files | [`check`] | [`CheckOutcome`] |
-//! | run declared scenarios against golden snapshots | [`test`] (one: [`run_scenario`]) | [`TestOutcome`] |
+//! | run declared scenarios against golden snapshots | `test` (one: [`run_scenario`]) | [`TestOutcome`] |
 //! | check a run's records end to end | [`verify`] | [`Verification`] |
 //! | decide a recorded run again under today's plans and policies | [`replay`] | [`ReplayReport`] |
 //! | write a database run as files | [`export`] | [`Exported`] |

@@ -7,7 +7,7 @@
 //! store writes with blocking file I/O and, under group commit, waits there
 //! for the barrier it shares with concurrent runs, never on the runtime's
 //! workers), and a run is answered only once what it answers is durable
-//! ([`crate::server::durable_task`]).
+//! ([`crate::ops::service::durable_task`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -70,7 +70,7 @@ pub trait RecordHandle: Send {
     fn commit(&mut self) -> Result<(), StoreError> {
         Ok(())
     }
-    /// Gives the record's lock or lease back (see [`RunHandle::release`]).
+    /// Gives the record's lock or lease back (see `RunHandle::release`).
     fn release(self: Box<Self>) -> Result<(), StoreError> {
         Ok(())
     }

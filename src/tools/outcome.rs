@@ -35,7 +35,7 @@ pub struct ToolOutcome {
     pub result: Result<ToolSuccess, ToolFailure>,
     pub facts: ToolFacts,
     /// The end of what a program that ran wrote to stderr (see
-    /// [`STDERR_TAIL_BYTES`]), whether it succeeded or failed;
+    /// `STDERR_TAIL_BYTES`), whether it succeeded or failed;
     /// `None` for tools that have no stderr.
     pub stderr_text: Option<String>,
 }

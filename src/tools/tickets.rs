@@ -39,7 +39,7 @@
 //! concurrent runs, several workers on one machine): each look-up and
 //! close reads, changes and replaces the whole file, so each holds an
 //! exclusive `flock` on the workspace folder from its read to its write
-//! ([`Exclusive`]); without it two closes of different tickets could each
+//! (`Exclusive`); without it two closes of different tickets could each
 //! write the file the other had not seen, and one close would be lost.
 
 use serde_json::{Map, Value, json};

@@ -132,7 +132,7 @@ fn continue_run(
 }
 
 /// Whether `text` may be a person's answer to an agent's question: 1 to
-/// [`MAX_ANSWER_BYTES`] bytes, not blank.
+/// `MAX_ANSWER_BYTES` bytes, not blank.
 pub fn check_answer(text: &str) -> Result<(), String> {
     let max = crate::runtime::interpreter::MAX_ANSWER_BYTES;
     if text.trim().is_empty() {

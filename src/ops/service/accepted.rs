@@ -52,8 +52,8 @@ pub fn drive_in_background(service: &Arc<Service>, records: RecordWriter, state:
 /// Takes up every unfinished bridge run of the workspace no process holds:
 /// a queued one nothing was done for is driven in the background (returns
 /// how many); one a service stopped driving before it ended is settled
-/// ([`settle_interrupted`]); so is every controller run a service stopped
-/// driving ([`settle_interrupted_controllers`]). Blocking (it reads the
+/// (`settle_interrupted`); so is every controller run a service stopped
+/// driving (`settle_interrupted_controllers`). Blocking (it reads the
 /// store): run it on a blocking thread.
 pub fn drive_queued(service: &Arc<Service>) -> usize {
     let taken = drive_bridge_runs(service);

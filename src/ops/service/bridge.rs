@@ -358,7 +358,7 @@ pub(crate) fn sync_with_agent(
 /// is no such run. While another request holds the record (an approve or
 /// reject in progress), the stored state is returned as it is. An accepted
 /// or running run whose agent run exists is `running` with that agent
-/// run's id ([`with_agent_run`]).
+/// run's id (`with_agent_run`).
 pub fn read_current(service: &Service, run_id: &str) -> Result<Option<BridgeState>, ServiceError> {
     let Some(stored) = service.read_record(RecordKind::Bridge, run_id)? else {
         return Ok(None);

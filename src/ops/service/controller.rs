@@ -7,7 +7,7 @@
 //!    (`"consecutive_failures"`);
 //! 3. the decision is `stop` (`"decision_stop"`).
 //!
-//! Each decision chooses from a closed set built here ([`offer`]): after a
+//! Each decision chooses from a closed set built here (`offer`): after a
 //! run that is done and verified only `stop`; otherwise `run_plan` with the
 //! plan the user's goal routes to and, once a recovery rule applied, the
 //! plan its rewrite routes to (only one that plan declares in
@@ -21,7 +21,7 @@
 //! After a failed bridge run the recovery rules of the service policy are
 //! considered (once per controller run, [`crate::ops::service::controller_recovery`]).
 //! The controller run's status is the outcome for the user's goal: the last
-//! run of the plan it routes to, never a substitute's ([`finish`]). Ids trace
+//! run of the plan it routes to, never a substitute's (`finish`). Ids trace
 //! `ctrl-…` → `bri-ctrl-…-i<n>` → `agent-bri-ctrl-…-i<n>`; records live in
 //! `bridge/runs/<ctrl id>/controller_state.json` and
 //! `controller_audit.jsonl`.

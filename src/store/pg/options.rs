@@ -18,9 +18,9 @@ pub const DEFAULT_MAX_CLAIMS: u64 = 5;
 
 impl PgOptions {
     /// How this process uses a PostgreSQL store: the lease length
-    /// (`PLANRUN_LEASE_SECS`, default [`DEFAULT_LEASE_SECS`]), the takeovers a
+    /// (`PLANRUN_LEASE_SECS`, default `DEFAULT_LEASE_SECS`), the takeovers a
     /// run may take without progress (`PLANRUN_MAX_CLAIMS`, default
-    /// [`DEFAULT_MAX_CLAIMS`]) and a fresh owner
+    /// `DEFAULT_MAX_CLAIMS`) and a fresh owner
     /// id (`[<node_id>:]<pid>:<random>`), so that a restarted process never
     /// holds the leases of the one before it. `var` reads the process
     /// environment.

@@ -211,6 +211,6 @@ mod without {
     }
 }
 
-/// The message of [`SendError::Unavailable`].
+/// The message of `SendError::Unavailable`.
 pub const UNAVAILABLE: &str =
     "`http` steps need planrun built with the `http` feature (on by default); this build has no HTTP client";
