@@ -124,6 +124,29 @@ fn a_frozen_action_retargeted_and_resealed_is_refused_by_approve_and_resume() {
     assert_eq!(close_count(&sandbox, "ticket-7"), 0);
 }
 
+/// An agent step's write, frozen for approval and re-targeted with its
+/// fingerprint recomputed: the frozen action is no longer what the
+/// recorded model answer proposed.
+#[test]
+fn an_agent_proposal_retargeted_and_resealed_is_refused_and_the_model_is_not_asked() {
+    use crate::common::fake_model::{action, finish, profile, start};
+    let model = start(vec![action("ticket_close", json!({"ticket_id": "ticket-7"})), finish("closed")]);
+    let sandbox = ticket_sandbox("open", 0);
+    let plan = "version = 1\nid = \"test\"\n\n[[steps]]\nid = \"triage\"\nkind = \"agent\"\n\
+                goal = \"Close ticket-7.\"\ntools = [\"ticket_close\"]\nmodel = \"fake\"\nmax_turns = 3\n\n\
+                [[verify]]\nkind = \"ticket_status\"\nticket_id = \"ticket-7\"\nequals = \"closed\"\n";
+    sandbox.write_plan(plan, &format!("{}\n{}", crate::common::TEST_POLICY, profile(&model)));
+    sandbox.test_plan().clock(T_RUN).expect_code(3).run();
+    assert_eq!(sandbox.state(RUN)["pending_action"]["required_by"], "risk");
+    reseal(&sandbox, |payload| retarget(payload, "ticket-8"));
+    let why = "the frozen action of agent step `triage` is not what the recorded answer proposed";
+    refused(&sandbox, "approve", why);
+    refused(&sandbox, "resume", why);
+    not_verified(&sandbox, why);
+    assert_eq!((close_count(&sandbox, "ticket-8"), close_count(&sandbox, "ticket-7")), (0, 0));
+    assert_eq!(model.requests(), 1, "the model was not asked again");
+}
+
 #[test]
 fn an_approved_action_retargeted_with_its_approval_is_refused_by_resume() {
     let sandbox = ticket_sandbox("open", 0);

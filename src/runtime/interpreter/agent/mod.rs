@@ -257,32 +257,14 @@ pub(super) fn check_waiting(state: &RunState, step: &Step, pending: &PendingActi
     let Ok(proposal::Proposal::Act { tool, arguments }) = proposal::decode(&turn.answer.decoded) else {
         return refused("is not what the recorded answer proposed");
     };
-    let mut frozen = pending.action.clone();
-    let proposed = match frozen.as_object_mut() {
-        Some(fields) if pending.kind == "shell" => {
-            let argv = fields.get("argv").and_then(Value::as_array).cloned().unwrap_or_default();
-            Some(&Value::Array(argv.into_iter().skip(1).collect())) == arguments.get("args")
-        }
-        Some(fields) if pending.kind == "mcp" => {
-            let named = |key: &str| fields.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
-            format!("{}.{}", named("server"), named("tool")) == tool
-                && fields.get("arguments") == Some(&Value::Object(arguments.clone()))
-        }
-        Some(fields) if pending.kind == "http" => {
-            // The model proposed `{method, url, body?}` under a rule id;
-            // the frozen request holds them beside the step-only fields
-            // (headers, secrets, expectations) an agent never sets.
-            const PROPOSED: [&str; 3] = ["method", "url", "body"];
-            let frozen_field = |key: &str| fields.get(key).filter(|value| !value.is_null());
-            arguments.keys().all(|key| PROPOSED.contains(&key.as_str()))
-                && PROPOSED.iter().all(|key| frozen_field(key) == arguments.get(*key))
-        }
-        Some(fields) => {
-            fields.remove("kind");
-            pending.kind == tool && *fields == arguments
-        }
-        None => false,
-    };
+    // The frozen action, read back into what a model proposes: it must be
+    // exactly the recorded answer's tool and arguments.
+    let action = serde_json::from_value::<ResolvedAction>(pending.action.clone()).ok();
+    let proposed = action.as_ref().is_some_and(|action| {
+        pending.kind == action.kind()
+            && proposal::proposed(action)
+                .is_some_and(|(name, proposed)| name.is_none_or(|name| name == tool) && proposed == arguments)
+    });
     if !proposed {
         return refused("is not what the recorded answer proposed");
     }
