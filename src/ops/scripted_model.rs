@@ -24,8 +24,8 @@ pub const SCRIPTED_TOKENS_OUT: u64 = 20;
 pub struct ScriptedModel {
     port: u16,
     requests: Arc<AtomicUsize>,
-    bodies: Arc<Mutex<Vec<Value>>>,
-    bearers: Arc<Mutex<Vec<Option<String>>>>,
+    /// Every request received, in order.
+    received: Arc<Mutex<Vec<Request>>>,
 }
 
 impl ScriptedModel {
@@ -47,20 +47,17 @@ impl ScriptedModel {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let port = listener.local_addr()?.port();
         let requests = Arc::new(AtomicUsize::new(0));
-        let bodies = Arc::new(Mutex::new(Vec::new()));
-        let bearers = Arc::new(Mutex::new(Vec::new()));
-        let (counter, kept, tokens) = (Arc::clone(&requests), Arc::clone(&bodies), Arc::clone(&bearers));
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let (counter, kept) = (Arc::clone(&requests), Arc::clone(&received));
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
-                let Some(Request { body, bearer, ollama }) = read_request(&mut stream) else { continue };
-                if let Ok(mut tokens) = tokens.lock() {
-                    tokens.push(bearer);
-                }
+                let Some(request) = read_request(&mut stream) else { continue };
                 let refused =
-                    refuse_json_schema && body.pointer("/response_format/type") == Some(&json!("json_schema"));
+                    refuse_json_schema && request.body.pointer("/response_format/type") == Some(&json!("json_schema"));
+                let ollama = request.ollama;
                 if let Ok(mut kept) = kept.lock() {
-                    kept.push(body);
+                    kept.push(request);
                 }
                 if refused {
                     let _ = stream.write_all(refusal().as_bytes());
@@ -72,7 +69,7 @@ impl ScriptedModel {
                 let _ = stream.write_all(reply.as_bytes());
             }
         });
-        Ok(ScriptedModel { port, requests, bodies, bearers })
+        Ok(ScriptedModel { port, requests, received })
     }
 
     /// `http://127.0.0.1:PORT/v1`: what `PLANRUN_MODEL_ENDPOINT` is set to.
@@ -93,13 +90,19 @@ impl ScriptedModel {
 
     /// The request bodies, in order.
     pub fn bodies(&self) -> Vec<Value> {
-        self.bodies.lock().map(|bodies| bodies.clone()).unwrap_or_default()
+        self.received
+            .lock()
+            .map(|received| received.iter().map(|request| request.body.clone()).collect())
+            .unwrap_or_default()
     }
 
     /// The bearer token of each request (`Authorization: Bearer …`), in
     /// order; `None` for a request without one.
     pub fn bearers(&self) -> Vec<Option<String>> {
-        self.bearers.lock().map(|bearers| bearers.clone()).unwrap_or_default()
+        self.received
+            .lock()
+            .map(|received| received.iter().map(|request| request.bearer.clone()).collect())
+            .unwrap_or_default()
     }
 }
 

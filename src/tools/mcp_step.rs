@@ -33,7 +33,10 @@ impl Tools<'_> {
                 facts.sandbox = sandbox;
                 ToolOutcome { result, facts: ToolFacts::Shell(facts), stderr_text: None }
             }
-            Err(refused) => *refused,
+            Err(refused) => {
+                let (failure, facts) = *refused;
+                ToolOutcome { result: Err(failure), facts, stderr_text: None }
+            }
         }
     }
 
@@ -45,14 +48,7 @@ impl Tools<'_> {
         let listed = self.with_server(server_name, timeout, |launch, _| {
             launch.open(0).map(|(_, tools)| tools).map_err(|error| error.failure(server_name))
         });
-        match listed {
-            Ok((listed, _)) => listed,
-            Err(refused) => Err(refused.result.err().unwrap_or_else(|| ToolFailure {
-                class: FailureClass::UnknownError,
-                message: format!("MCP server `{server_name}` could not be started"),
-                output_text: String::new(),
-            })),
-        }
+        listed.map_err(|refused| refused.0)?.0
     }
 
     /// Resolves the policy's server `server_name` (declared, its command
@@ -66,15 +62,13 @@ impl Tools<'_> {
         server_name: &str,
         timeout: Duration,
         with: impl FnOnce(&Launch<'_>, &McpServer) -> R,
-    ) -> Result<(R, ShellFacts), Box<ToolOutcome>> {
+    ) -> Result<(R, ShellFacts), Box<(ToolFailure, ToolFacts)>> {
         let policy = self.policy;
-        let denied =
-            |message: String, facts: ToolFacts| ToolOutcome::failure(FailureClass::SecurityDenied, message, facts);
+        let refused =
+            |class, message, facts| Box::new((ToolFailure { class, message, output_text: String::new() }, facts));
         let Some(server) = policy.mcp.servers.get(server_name) else {
-            return Err(Box::new(denied(
-                format!("policy `{}` declares no MCP server `{server_name}`", policy.name),
-                ToolFacts::None,
-            )));
+            let message = format!("policy `{}` declares no MCP server `{server_name}`", policy.name);
+            return Err(refused(FailureClass::SecurityDenied, message, ToolFacts::None));
         };
         let verdict = evaluate_shell(&policy.shell, self.workspace, &mut self.resolver, &server.command);
         let mut facts = verdict_facts(&verdict);
@@ -84,14 +78,11 @@ impl Tools<'_> {
                 display_argv(&server.command),
                 verdict.rule
             );
-            return Err(Box::new(denied(message, ToolFacts::Shell(facts))));
+            return Err(refused(FailureClass::SecurityDenied, message, ToolFacts::Shell(facts)));
         }
         let Some(program) = verdict.program else {
-            return Err(Box::new(ToolOutcome::failure(
-                FailureClass::ExecutionError,
-                format!("`{}` was not found in the policy's search path", server.command[0]),
-                ToolFacts::Shell(facts),
-            )));
+            let message = format!("`{}` was not found in the policy's search path", server.command[0]);
+            return Err(refused(FailureClass::ExecutionError, message, ToolFacts::Shell(facts)));
         };
         facts.program = Some(program.path.to_string_lossy().into_owned());
         if program.canonical != program.path {

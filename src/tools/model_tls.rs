@@ -2,8 +2,13 @@
 //! [`crate::tools::model_call`] makes it over plain HTTP (which stays the
 //! path for `http://`, a local server on loopback). The client is the one
 //! `http` steps use: reqwest with rustls on `ring`, on a current-thread
-//! tokio runtime made for the call (a run executes on a plain or blocking
-//! thread, never inside an async task). The server's certificate must chain
+//! tokio runtime (a run executes on a plain or blocking thread, never
+//! inside an async task). The runtime and one client per set of trusted
+//! certificates (the contents of `ca_file`, read at every call, or the
+//! system's roots) are made on a thread's first call and kept for its next
+//! ones: an agent step calls its model every turn, and building a client
+//! reads the trust roots (the system's are every file of /etc/ssl/certs),
+//! while a kept client also keeps its connection. The server's certificate must chain
 //! to the system's roots, or, with the profile's `ca_file`, to the
 //! certificates of that file only. Proxies from the environment are not
 //! used and redirects are not followed.
@@ -27,8 +32,8 @@ pub(crate) enum TlsError {
     Protocol(String),
 }
 
-/// The error and its causes, one line (a refused certificate is named in
-/// the innermost one: `invalid peer certificate: UnknownIssuer`).
+// The error and its causes, one line (a refused certificate is named in
+// the innermost one: `invalid peer certificate: UnknownIssuer`).
 #[cfg(feature = "http")]
 use crate::tools::http::describe;
 
@@ -55,24 +60,54 @@ pub(crate) fn post(_call: &TlsPost<'_>) -> Result<(u16, Vec<u8>), TlsError> {
     Err(TlsError::Unreachable(UNAVAILABLE.to_string()))
 }
 
+/// A thread's runtime and its clients, by the certificates of `ca_file`
+/// (`None`: the system's roots).
+#[cfg(feature = "http")]
+struct Kept {
+    runtime: tokio::runtime::Runtime,
+    clients: Vec<(Option<Vec<u8>>, reqwest::Client)>,
+}
+
+#[cfg(feature = "http")]
+thread_local! {
+    static KEPT: std::cell::RefCell<Option<Kept>> = const { std::cell::RefCell::new(None) };
+}
+
 /// Sends `call`; the status and body of the answer.
 #[cfg(feature = "http")]
 pub(crate) fn post(call: &TlsPost<'_>) -> Result<(u16, Vec<u8>), TlsError> {
-    let client = client(call)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|error| TlsError::Unreachable(format!("cannot start the HTTPS client: {error}")))?;
-    runtime.block_on(async {
-        match tokio::time::timeout(call.timeout, exchange(&client, call)).await {
-            Ok(answer) => answer,
-            Err(_) => Err(TlsError::Timeout),
+    KEPT.with_borrow_mut(|kept| {
+        if kept.is_none() {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|error| TlsError::Unreachable(format!("cannot start the HTTPS client: {error}")))?;
+            *kept = Some(Kept { runtime, clients: Vec::new() });
         }
+        let Some(Kept { runtime, clients }) = kept.as_mut() else {
+            return Err(TlsError::Unreachable("the HTTPS client is missing".to_string()));
+        };
+        let pem = ca_pem(call)?;
+        let index = match clients.iter().position(|(kept, _)| *kept == pem) {
+            Some(index) => index,
+            None => {
+                let made = client(call, pem.as_deref())?;
+                clients.push((pem, made));
+                clients.len() - 1
+            }
+        };
+        let client = &clients[index].1;
+        runtime.block_on(async {
+            match tokio::time::timeout(call.timeout, exchange(client, call)).await {
+                Ok(answer) => answer,
+                Err(_) => Err(TlsError::Timeout),
+            }
+        })
     })
 }
 
 #[cfg(feature = "http")]
-fn client(call: &TlsPost<'_>) -> Result<reqwest::Client, TlsError> {
+fn client(call: &TlsPost<'_>, pem: Option<&[u8]>) -> Result<reqwest::Client, TlsError> {
     // One crypto provider for the tree; a second install is a no-op.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut builder = reqwest::Client::builder()
@@ -80,11 +115,9 @@ fn client(call: &TlsPost<'_>) -> Result<reqwest::Client, TlsError> {
         .redirect(reqwest::redirect::Policy::none())
         .https_only(true)
         .user_agent(concat!("planrun/", env!("CARGO_PKG_VERSION")));
-    if let Some(path) = call.ca_file {
+    if let (Some(path), Some(pem)) = (call.ca_file, pem) {
         let shown = crate::diag::display_path(path);
-        let pem = std::fs::read(path)
-            .map_err(|error| TlsError::Unreachable(format!("cannot read `ca_file` `{shown}`: {error}")))?;
-        let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+        let certificates = reqwest::Certificate::from_pem_bundle(pem)
             .ok()
             .filter(|certificates| !certificates.is_empty())
             .ok_or_else(|| TlsError::Unreachable(format!("`ca_file` `{shown}` holds no PEM certificate")))?;
@@ -93,6 +126,16 @@ fn client(call: &TlsPost<'_>) -> Result<reqwest::Client, TlsError> {
     builder
         .build()
         .map_err(|error| TlsError::Unreachable(format!("cannot build the HTTPS client: {}", describe(&error))))
+}
+
+/// The bytes of the profile's `ca_file`, read at every call (a kept client
+/// is one for exactly these certificates).
+#[cfg(feature = "http")]
+fn ca_pem(call: &TlsPost<'_>) -> Result<Option<Vec<u8>>, TlsError> {
+    let Some(path) = call.ca_file else { return Ok(None) };
+    std::fs::read(path).map(Some).map_err(|error| {
+        TlsError::Unreachable(format!("cannot read `ca_file` `{}`: {error}", crate::diag::display_path(path)))
+    })
 }
 
 #[cfg(feature = "http")]

@@ -112,15 +112,13 @@ impl Attempt<'_, '_> {
         self.tools.at_step(&step.id);
         // An MCP server gets its `env` (its secrets included), as for an
         // `mcp` step; nothing else an agent runs gets any.
-        let env = match action {
-            ResolvedAction::Mcp { server, .. } => match self.policy.mcp.servers.get(server) {
-                Some(server) => match render_server_env(server, self.outputs) {
-                    Ok(env) => env,
-                    Err(failed) => return Ok(ToolOutcome::err(failed)),
-                },
-                None => Default::default(),
-            },
-            _ => Default::default(),
+        let server = match action {
+            ResolvedAction::Mcp { server, .. } => self.policy.mcp.servers.get(server),
+            _ => None,
+        };
+        let env = match server.map(|server| render_server_env(server, self.outputs)).transpose() {
+            Ok(env) => env.unwrap_or_default(),
+            Err(failed) => return Ok(ToolOutcome::err(failed)),
         };
         self.tools.set_step_env(env);
         self.recorder.may_act()?;

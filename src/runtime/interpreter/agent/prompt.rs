@@ -63,7 +63,7 @@ fn http_tool(rule: &crate::model::HttpRule) -> (String, Value) {
     if let crate::model::HostPattern::Exact(_) = rule.host {
         url["pattern"] = json!(format!("^{}", regex::escape(&prefix)));
     }
-    let writes = rule.methods.iter().any(|method| !super::proposal::reads(method));
+    let writes = rule.methods.iter().any(|method| !crate::model::is_safe_method(method));
     let mut description = format!("send an HTTP request ({}) to {prefix}…", rule.methods.join(", "));
     if writes {
         description.push_str("; a method other than GET or HEAD is a write: a person approves it first");

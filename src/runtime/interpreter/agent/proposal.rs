@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::model::{AgentTool, ArgMatcher, Policy};
+use crate::model::{AgentTool, ArgMatcher, Policy, is_safe_method};
 use crate::tools::ResolvedAction;
 
 /// The longest question or summary accepted, in bytes.
@@ -218,14 +218,9 @@ pub(crate) fn proposed(action: &ResolvedAction) -> Option<(Option<String>, Map<S
 pub(crate) fn writes(action: &ResolvedAction) -> bool {
     match action {
         ResolvedAction::WriteFile { .. } | ResolvedAction::TicketClose { .. } | ResolvedAction::Mcp { .. } => true,
-        ResolvedAction::Http { method, .. } => !reads(method),
+        ResolvedAction::Http { method, .. } => !is_safe_method(method),
         _ => false,
     }
-}
-
-/// Whether an HTTP method only reads (`GET`, `HEAD`).
-pub(crate) fn reads(method: &str) -> bool {
-    matches!(method, "GET" | "HEAD")
 }
 
 /// The idempotency key of turn `turn`'s write in step `step_id` of run
